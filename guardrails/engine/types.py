@@ -1,0 +1,210 @@
+"""The engine's vocabulary: traces, contexts, checks, outcomes and results.
+
+Pure Python with no Django import: the CI command, the REST verdict, ingestion and batch
+runs all speak these types, which is what keeps the enforcement paths from drifting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Mode = Literal["runtime", "ci"]
+Status = Literal["pass", "fail", "error", "skipped"]
+Turn = Literal["completed", "failed"]
+
+#: A RunTrace in its wire form (camelCase), already validated against runtrace.schema.json.
+Trace = Mapping[str, Any]
+#: A guardrail's `config`: an opaque JSON object that the resolved check validates.
+Config = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One validation error or warning: the JSON pointer of the field and a sentence."""
+
+    path: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOutcome:
+    """What a check's evaluate function returns: pass, or fail with a reason.
+
+    `details` carries what a strategy wants kept with the result (a judge's score,
+    model and cache hit, for instance); it is shown, never interpreted.
+    """
+
+    passed: bool
+    reason: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+PASSED = CheckOutcome(passed=True)
+
+
+def failed(reason: str, **details: Any) -> CheckOutcome:
+    """A failing outcome with its reason."""
+    return CheckOutcome(passed=False, reason=reason, details=details)
+
+
+class StrategyError(Exception):
+    """A strategy could not give a verdict: the result is `error` with this message."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Where an evaluation runs: the mode and the trace's tenant, agent and flow.
+
+    `services` hands strategies what the caller provides (the judge router and ledger,
+    the sandbox pool); the engine itself never looks inside.
+    """
+
+    mode: Mode
+    tenant: str | None = None
+    agent: str | None = None
+    flow: str | None = None
+    services: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def for_trace(cls, trace: Trace, mode: Mode, **services: Any) -> Context:
+        """The context a trace implies in `mode`."""
+        return cls(
+            mode=mode,
+            tenant=trace.get("tenant"),
+            agent=trace.get("agent"),
+            flow=trace.get("flow"),
+            services=services,
+        )
+
+
+EvaluateFn = Callable[[Config, Trace], CheckOutcome]
+ConfigValidator = Callable[[Config], list[Issue]]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A registered check: its id, kind, config validation and evaluate function.
+
+    `pack` is None for a built-in check, else the name of the pack that defined it.
+    `module` and `function` name the evaluate function for a sandboxed run in another
+    process. An llm-judge check may have no evaluate function: its strategy does the work.
+    """
+
+    id: str
+    kind: str
+    evaluate: EvaluateFn | None
+    validate_config: ConfigValidator
+    config_schema: Mapping[str, Any] | None = None
+    description: str = ""
+    pack: str | None = None
+    pack_version: str | None = None
+    module: str | None = None
+    function: str | None = None
+
+    @property
+    def builtin(self) -> bool:
+        return self.pack is None
+
+
+@dataclass(frozen=True, slots=True)
+class Guardrail:
+    """A defined guardrail: the wire document exactly as authored, and what the engine reads.
+
+    `revision` is the console's revision number (None in CI files). The document is kept
+    untouched so that export and import round-trip without loss.
+    """
+
+    document: Mapping[str, Any]
+    revision: int | None = None
+
+    @property
+    def id(self) -> str:
+        return str(self.document["id"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.document["kind"])
+
+    @property
+    def check(self) -> str:
+        return str(self.document["check"])
+
+    @property
+    def config(self) -> Config:
+        config: Config = self.document.get("config") or {}
+        return config
+
+    @property
+    def on_violation(self) -> str:
+        return str(self.document["action"]["on-violation"])
+
+    @property
+    def severity(self) -> str | None:
+        severity = self.document.get("severity")
+        return None if severity is None else str(severity)
+
+    @property
+    def scope(self) -> Mapping[str, Any]:
+        scope: Mapping[str, Any] = self.document.get("scope") or {}
+        return scope
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One guardrail evaluated against one trace in one context."""
+
+    guardrail: str
+    revision: int | None
+    status: Status
+    action: str
+    severity: str | None
+    reason: str | None = None
+    duration_ms: float = 0.0
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_violation(self) -> bool:
+        return self.status == "fail"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "guardrail": self.guardrail,
+            "revision": self.revision,
+            "status": self.status,
+            "reason": self.reason,
+            "action": self.action,
+            "severity": self.severity,
+            "durationMs": round(self.duration_ms, 3),
+            "details": dict(self.details),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TurnVerdict:
+    """The runtime outcome of a turn: `failed` with `guardrail-violation` when a halt fails."""
+
+    turn: Turn
+    reason: str | None
+    results: list[Result]
+
+    @property
+    def withheld(self) -> bool:
+        """Whether the turn's response must not be stored (a `halt` guardrail failed)."""
+        return self.turn == "failed"
+
+
+class Strategy(Protocol):
+    """How a kind is evaluated. Raise StrategyError (or anything) to give `error`."""
+
+    def evaluate(
+        self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
+    ) -> CheckOutcome: ...

@@ -1,0 +1,1 @@
+"""Kindgi Console: the dashboard and authoring console for agent guardrails."""
