@@ -473,12 +473,16 @@ def _where(path: str, line: int, issue: Issue) -> str:
 
 
 def _write_report(args: argparse.Namespace, report: CiReport, stdout: Writer) -> None:
-    text = {"text": _text_report, "json": _json_report, "junit": _junit_report}[args.format](report)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        stdout.write(_summary_line(report) + f"\nreport written to {args.output}\n")
-    else:
-        stdout.write(text)
+    """Write the report in pieces, so that a large run never holds it whole in memory."""
+    render = {"text": _text_report, "json": _json_report, "junit": _junit_report}[args.format]
+    if not args.output:
+        for piece in render(report):
+            stdout.write(piece)
+        return
+    with open(args.output, "w", encoding="utf-8") as handle:
+        for piece in render(report):
+            handle.write(piece)
+    stdout.write(_summary_line(report) + f"\nreport written to {args.output}\n")
 
 
 def _summary_line(report: CiReport) -> str:
@@ -491,40 +495,46 @@ def _summary_line(report: CiReport) -> str:
     )
 
 
-def _text_report(report: CiReport) -> str:
-    lines = []
+def _text_report(report: CiReport) -> Iterator[str]:
     for index, trace_id, status, reason, path, line in report.results:
         if status in ("fail", "error"):
             guardrail = report.guardrails[index]
-            lines.append(
+            yield (
                 f"{status.upper():5} {guardrail.id} on {trace_id} ({path}:{line}): {reason}"
-                f" [on-violation {guardrail.on_violation}, severity {guardrail.severity or '-'}]"
+                f" [on-violation {guardrail.on_violation}, severity {guardrail.severity or '-'}]\n"
             )
-    lines.append(_summary_line(report))
-    return "\n".join(lines) + "\n"
+    yield _summary_line(report) + "\n"
 
 
-def _json_report(report: CiReport) -> str:
-    guardrails = report.guardrails
-    body = {
-        "passed": not report.blocks and not report.bad_input,
-        "summary": report.counts,
-        "results": [
-            {
-                "guardrail": guardrails[index].id,
-                "trace": trace_id,
-                "status": status,
-                "reason": reason,
-                "action": guardrails[index].on_violation,
-                "severity": guardrails[index].severity,
-                "file": path,
-                "line": line,
-            }
-            for index, trace_id, status, reason, path, line in report.results
-        ],
-        "errors": [{"message": message} for message in report.bad_input],
+def _json_report(report: CiReport) -> Iterator[str]:
+    head = {"passed": not report.blocks and not report.bad_input, "summary": report.counts}
+    yield orjson.dumps(head).decode()[:-1] + ',"results":['
+    results = report.results
+    for start in range(0, len(results), _CHUNK):
+        chunk = [_result_dict(report, result) for result in results[start : start + _CHUNK]]
+        yield ("," if start else "") + orjson.dumps(chunk).decode()[1:-1]
+    errors = [{"message": message} for message in report.bad_input]
+    yield '],"errors":' + orjson.dumps(errors).decode() + "}\n"
+
+
+_CHUNK = 2000
+
+
+def _result_dict(
+    report: CiReport, result: tuple[int, str, Status, str | None, str, int]
+) -> dict[str, Any]:
+    index, trace_id, status, reason, path, line = result
+    guardrail = report.guardrails[index]
+    return {
+        "guardrail": guardrail.id,
+        "trace": trace_id,
+        "status": status,
+        "reason": reason,
+        "action": guardrail.on_violation,
+        "severity": guardrail.severity,
+        "file": path,
+        "line": line,
     }
-    return orjson.dumps(body).decode() + "\n"
 
 
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -538,7 +548,7 @@ def _attr(text: str) -> str:
     return quoteattr(_XML_INVALID.sub("\ufffd", text))
 
 
-def _junit_report(report: CiReport) -> str:
+def _junit_report(report: CiReport) -> Iterator[str]:
     """JUnit XML: a testsuite per guardrail, a testcase per guardrail and trace."""
     by_guardrail: list[list[tuple[str, Status, str | None, str, int]]] = [
         [] for _ in report.guardrails
@@ -546,18 +556,17 @@ def _junit_report(report: CiReport) -> str:
     for index, trace_id, status, reason, path, line in report.results:
         by_guardrail[index].append((trace_id, status, reason, path, line))
     c = report.counts
-    parts = [
-        '<?xml version="1.0" encoding="UTF-8"?>\n',
+    yield '<?xml version="1.0" encoding="UTF-8"?>\n'
+    yield (
         f'<testsuites name="guardrail_ci" tests="{sum(c.values()) + len(report.bad_input)}" '
         f'failures="{c["fail"]}" errors="{c["error"] + len(report.bad_input)}" '
-        f'skipped="{c["skipped"]}" time="{report.seconds:.3f}">\n',
-    ]
+        f'skipped="{c["skipped"]}" time="{report.seconds:.3f}">\n'
+    )
     for guardrail, cases in zip(report.guardrails, by_guardrail, strict=True):
-        parts.extend(_junit_suite(guardrail, cases))
+        yield "".join(_junit_suite(guardrail, cases))
     if report.bad_input:
-        parts.extend(_junit_bad_input(report.bad_input))
-    parts.append("</testsuites>\n")
-    return "".join(parts)
+        yield "".join(_junit_bad_input(report.bad_input))
+    yield "</testsuites>\n"
 
 
 def _junit_suite(
