@@ -14,7 +14,7 @@ import html
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -213,9 +213,7 @@ def register_all(sources: Sequence[tuple[str, object]], engine: Engine) -> list[
     seen: dict[str, str] = {}
     for source, doc in sources:
         for index, item in _documents(doc):
-            registration = define_guardrail(
-                item, registry=engine.registry, strategies=engine.strategies
-            )
+            registration = define_guardrail(item, registry=engine.registry, strategies=engine.strategies)
             entry = LoadedGuardrail(source, index, item, registration)
             if registration.valid and entry.id is not None:
                 if entry.id in seen:
@@ -237,12 +235,23 @@ def run_validate_guardrail(argv: list[str], stdout: Writer, stderr: Writer) -> i
     """`validate_guardrail PATH... [--format text|json]`."""
     parser = _Parser(prog="manage.py validate_guardrail", description="Validate guardrail files.")
     add_validate_arguments(parser)
+    return _run(parser, validate_guardrail, argv, stdout, stderr)
+
+
+def _run(
+    parser: _Parser,
+    command: Callable[[argparse.Namespace, Writer, Writer], int],
+    argv: list[str],
+    stdout: Writer,
+    stderr: Writer,
+) -> int:
+    """Parse `argv` and run `command`; bad arguments are bad input (status 2)."""
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
         stderr.write(f"{parser.format_usage()}error: {exc}\n")
         return 2
-    return validate_guardrail(args, stdout, stderr)
+    return command(args, stdout, stderr)
 
 
 def validate_guardrail(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> int:
@@ -284,9 +293,7 @@ def _validation_json(loaded: list[LoadedGuardrail], unreadable: list[str], valid
     return orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
 
 
-def _validation_text(
-    loaded: list[LoadedGuardrail], unreadable: list[str], stdout: Writer, stderr: Writer
-) -> None:
+def _validation_text(loaded: list[LoadedGuardrail], unreadable: list[str], stdout: Writer, stderr: Writer) -> None:
     for message in unreadable:
         stderr.write(f"{message}\n")
     for entry in loaded:
@@ -303,9 +310,7 @@ def _validation_text(
 
 def add_ci_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--guardrails", nargs="+", default=[], metavar="PATH")
-    parser.add_argument(
-        "--console", metavar="URL", help="read the console's export (API key: KINDGI_API_KEY)"
-    )
+    parser.add_argument("--console", metavar="URL", help="read the console's export (API key: KINDGI_API_KEY)")
     parser.add_argument("--traces", nargs="+", required=True, metavar="PATH")
     parser.add_argument("--format", choices=FORMATS, default="text")
     parser.add_argument("--output", metavar="FILE", help="write the report here, not stdout")
@@ -318,12 +323,7 @@ def run_guardrail_ci(argv: list[str], stdout: Writer, stderr: Writer) -> int:
         description="Evaluate guardrails against trace files in mode ci.",
     )
     add_ci_arguments(parser)
-    try:
-        args = parser.parse_args(argv)
-    except UsageError as exc:
-        stderr.write(f"{parser.format_usage()}error: {exc}\n")
-        return 2
-    return guardrail_ci(args, stdout, stderr)
+    return _run(parser, guardrail_ci, argv, stdout, stderr)
 
 
 @dataclass
@@ -332,9 +332,7 @@ class CiReport:
 
     guardrails: list[Guardrail]
     keep_passes: bool
-    counts: dict[str, int] = field(
-        default_factory=lambda: {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
-    )
+    counts: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "error": 0, "skipped": 0})
     #: (guardrail index, trace id, status, reason, file, line)
     results: list[tuple[int, str, Status, str | None, str, int]] = field(default_factory=list)
     bad_input: list[str] = field(default_factory=list)
@@ -386,9 +384,7 @@ def _limits() -> tuple[int, int]:
     return values[0], values[1]
 
 
-def _load_guardrails(
-    args: argparse.Namespace, engine: Engine, stderr: Writer
-) -> list[Guardrail] | None:
+def _load_guardrails(args: argparse.Namespace, engine: Engine, stderr: Writer) -> list[Guardrail] | None:
     """Every guardrail of the files and the console export; None (after saying why) when
     any is invalid."""
     sources = [(path, load_json_file(path)) for path in args.guardrails]
@@ -432,9 +428,7 @@ def download_export(url: str) -> tuple[str, object]:
     return export_url, doc
 
 
-def _evaluate_file(
-    path: str, engine: Engine, report: CiReport, max_bytes: int, max_depth: int
-) -> None:
+def _evaluate_file(path: str, engine: Engine, report: CiReport, max_bytes: int, max_depth: int) -> None:
     guardrails = list(enumerate(report.guardrails))
     verdict = engine.verdict
     counts, results, keep_passes = report.counts, report.results, report.keep_passes
@@ -454,9 +448,7 @@ def _evaluate_file(
             continue
         report.traces += 1
         trace_id = item["id"]
-        context = Context(
-            mode="ci", tenant=item.get("tenant"), agent=item.get("agent"), flow=item.get("flow")
-        )
+        context = Context(mode="ci", tenant=item.get("tenant"), agent=item.get("agent"), flow=item.get("flow"))
         for index, guardrail in guardrails:
             status, reason, _details = verdict(guardrail, item, context)
             counts[status] += 1
@@ -520,9 +512,7 @@ def _json_report(report: CiReport) -> Iterator[str]:
 _CHUNK = 2000
 
 
-def _result_dict(
-    report: CiReport, result: tuple[int, str, Status, str | None, str, int]
-) -> dict[str, Any]:
+def _result_dict(report: CiReport, result: tuple[int, str, Status, str | None, str, int]) -> dict[str, Any]:
     index, trace_id, status, reason, path, line = result
     guardrail = report.guardrails[index]
     return {
@@ -552,9 +542,7 @@ def _attr(text: str) -> str:
 
 def _junit_report(report: CiReport) -> Iterator[str]:
     """JUnit XML: a testsuite per guardrail, a testcase per guardrail and trace."""
-    by_guardrail: list[list[tuple[str, Status, str | None, str, int]]] = [
-        [] for _ in report.guardrails
-    ]
+    by_guardrail: list[list[tuple[str, Status, str | None, str, int]]] = [[] for _ in report.guardrails]
     for index, trace_id, status, reason, path, line in report.results:
         by_guardrail[index].append((trace_id, status, reason, path, line))
     c = report.counts
@@ -571,9 +559,7 @@ def _junit_report(report: CiReport) -> Iterator[str]:
     yield "</testsuites>\n"
 
 
-def _junit_suite(
-    guardrail: Guardrail, cases: list[tuple[str, Status, str | None, str, int]]
-) -> list[str]:
+def _junit_suite(guardrail: Guardrail, cases: list[tuple[str, Status, str | None, str, int]]) -> list[str]:
     statuses = [status for _, status, _, _, _ in cases]
     name = _attr(guardrail.id)
     parts = [
@@ -597,10 +583,7 @@ def _junit_outcome(guardrail: Guardrail, status: Status, reason: str | None, whe
         return '      <skipped message="the guardrail\'s scope does not select this trace"/>\n'
     tag = "failure" if status == "fail" else "error"
     kind = "guardrail-violation" if status == "fail" else "guardrail-error"
-    body = (
-        f"{reason}\ntrace: {where}\non-violation: {guardrail.on_violation}\n"
-        f"severity: {guardrail.severity or '-'}"
-    )
+    body = f"{reason}\ntrace: {where}\non-violation: {guardrail.on_violation}\nseverity: {guardrail.severity or '-'}"
     return f'      <{tag} message={_attr(reason or "")} type="{kind}">{_xml(body)}</{tag}>\n'
 
 

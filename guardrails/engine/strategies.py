@@ -60,9 +60,7 @@ class ZeroLlmStrategy:
     def __init__(self) -> None:
         self._prepared: dict[int, tuple[Mapping[str, Any], Check, PreparedFn]] = {}
 
-    def evaluate(
-        self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
-    ) -> CheckOutcome:
+    def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
         return self.prepared(guardrail, check)(trace)
 
     def prepared(self, guardrail: Guardrail, check: Check) -> PreparedFn:
@@ -97,9 +95,7 @@ class ExternalStrategy:
     """The built-in `external` strategy: such guardrails are evaluated outside the engine,
     by a strategy the caller registers; without one the result is an error."""
 
-    def evaluate(
-        self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
-    ) -> CheckOutcome:
+    def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
         raise StrategyError(
             f"guardrail '{guardrail.id}' is of kind 'external': it is evaluated outside the "
             "engine, and no strategy for it is registered here"
@@ -109,22 +105,17 @@ class ExternalStrategy:
 class Judge(Protocol):
     """What the llm-judge strategy asks for a verdict (bound as `services["judge"]`)."""
 
-    def judge(
-        self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
-    ) -> CheckOutcome: ...
+    def judge(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome: ...
 
 
 class LlmJudgeStrategy:
     """Asks the judge bound in the context for a verdict; an error when none is bound."""
 
-    def evaluate(
-        self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
-    ) -> CheckOutcome:
+    def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
         judge: Judge | None = context.services.get("judge")
         if judge is None:
             raise StrategyError(
-                f"no judge model is bound: llm-judge guardrail '{guardrail.id}' needs a judge "
-                "to give a verdict"
+                f"no judge model is bound: llm-judge guardrail '{guardrail.id}' needs a judge to give a verdict"
             )
         return judge.judge(guardrail, check, trace, context)
 
