@@ -137,8 +137,7 @@ def _register_pack_check(
     if existing is not None and existing.builtin:
         return Issue(
             f"/packs/{_escape(pack.name)}/checks/{_escape(check.id)}",
-            f"the built-in check '{existing.id}' replaces check '{check.id}' of pack "
-            f"'{pack.name}'",
+            f"the built-in check '{existing.id}' replaces check '{check.id}' of pack '{pack.name}'",
         )
     if existing is not None:
         raise PackError(
@@ -179,9 +178,7 @@ def load_filesystem_check(module_path: str, check_id: str) -> Check:
     raise PackError(f"'{module_path}' defines no check '{check_id}'")
 
 
-def code_artifact_issues(
-    document: Mapping[str, Any], registry: CheckRegistry
-) -> list[Issue]:
+def code_artifact_issues(document: Mapping[str, Any], registry: CheckRegistry) -> list[Issue]:
     """Warnings about an `oci` code artifact whose version is not the installed pack's."""
     artifact = document.get("codeArtifactRef")
     if not isinstance(artifact, Mapping) or artifact.get("kind") != "oci":

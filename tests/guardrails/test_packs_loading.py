@@ -24,7 +24,10 @@ def test_it_loads_a_pack_with_its_name_and_version():
     assert (pack.name, pack.version) == ("tests.packs.greetings", "1.2.0")
     [check] = pack.checks
     assert (check.id, check.kind, check.pack, check.pack_version) == (
-        "says-word", "zero-llm", "tests.packs.greetings", "1.2.0"
+        "says-word",
+        "zero-llm",
+        "tests.packs.greetings",
+        "1.2.0",
     )
     assert (check.module, check.function) == ("tests.packs.greetings", "says_word")
     assert check.config_schema is not None
@@ -86,7 +89,7 @@ def test_a_builtin_replaces_a_pack_check_of_its_id_with_a_warning():
     assert registry.get("cites-nothing").pack == "tests.packs.shadows_builtin"
 
 
-FILESYSTEM_CHECK = '''
+FILESYSTEM_CHECK = """
 from guardrails.engine.registry import define_check
 from guardrails.engine.types import PASSED, failed
 
@@ -96,7 +99,7 @@ def short_output(config, trace):
 
 CHECKS = [define_check("short-output", "zero-llm", short_output,
                        config_schema={"type": "object", "required": ["max"]})]
-'''
+"""
 
 
 @pytest.fixture
@@ -123,22 +126,30 @@ def test_filesystem_load_errors_name_the_path_and_the_check(check_file, tmp_path
 
 def test_a_filesystem_artifact_puts_its_check_in_the_registry(check_file):
     registry = default_registry()
-    document = {"check": "short-output",
-                "codeArtifactRef": {"kind": "filesystem", "modulePath": check_file}}
+    document = {
+        "check": "short-output",
+        "codeArtifactRef": {"kind": "filesystem", "modulePath": check_file},
+    }
     assert resolve_filesystem_artifact(document, registry) == ([], [])
     assert registry.get("short-output").module == check_file
 
 
 def test_a_filesystem_artifact_that_does_not_load_is_an_error_at_its_path(tmp_path):
-    document = {"check": "short-output",
-                "codeArtifactRef": {"kind": "filesystem", "modulePath": str(tmp_path / "x.py")}}
+    document = {
+        "check": "short-output",
+        "codeArtifactRef": {"kind": "filesystem", "modulePath": str(tmp_path / "x.py")},
+    }
     errors, _ = resolve_filesystem_artifact(document, default_registry())
     assert [error.path for error in errors] == ["/codeArtifactRef/modulePath"]
 
 
 def oci(version):
-    return {"kind": "oci", "imageRef": "registry.example/packs/greetings",
-            "modulePath": "tests.packs.greetings", "artifactVersion": version}
+    return {
+        "kind": "oci",
+        "imageRef": "registry.example/packs/greetings",
+        "modulePath": "tests.packs.greetings",
+        "artifactVersion": version,
+    }
 
 
 def test_an_oci_artifact_of_another_version_gives_a_warning():
@@ -146,9 +157,11 @@ def test_an_oci_artifact_of_another_version_gives_a_warning():
     load_packs(["tests.packs.greetings"], registry)
     document = {"check": "says-word", "codeArtifactRef": oci("1.1.0")}
     assert code_artifact_issues(document, registry) == [
-        Issue("/codeArtifactRef/artifactVersion",
-              "artifactVersion '1.1.0' is not the version of the installed pack "
-              "'tests.packs.greetings' (1.2.0)")
+        Issue(
+            "/codeArtifactRef/artifactVersion",
+            "artifactVersion '1.1.0' is not the version of the installed pack "
+            "'tests.packs.greetings' (1.2.0)",
+        )
     ]
     assert code_artifact_issues({**document, "codeArtifactRef": oci("1.2.0")}, registry) == []
 

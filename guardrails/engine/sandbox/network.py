@@ -77,8 +77,12 @@ class AllowlistBroker:
     def _resolve(self, message: Message, host: str) -> Message:
         try:
             infos = socket.getaddrinfo(
-                host, message.get("port"), message.get("family", 0), message.get("type", 0),
-                message.get("proto", 0), message.get("flags", 0),
+                host,
+                message.get("port"),
+                message.get("family", 0),
+                message.get("type", 0),
+                message.get("proto", 0),
+                message.get("flags", 0),
             )
         except socket.gaierror as error:
             return _refusal(error.errno or socket.EAI_NONAME, str(error))
@@ -116,8 +120,14 @@ def install_brokered_sockets(channel: Channel) -> None:
             real_connect(self, address)
             return
         reply, fds = ask(
-            {"op": "connect", "family": int(self.family), "type": int(self.type),
-             "proto": self.proto, "host": str(address[0]), "port": int(address[1])}
+            {
+                "op": "connect",
+                "family": int(self.family),
+                "type": int(self.type),
+                "proto": self.proto,
+                "host": str(address[0]),
+                "port": int(address[1]),
+            }
         )
         if reply.get("op") != "connected" or not fds:
             raise OSError(int(reply.get("errno") or errno.EACCES), str(reply.get("error")))
@@ -140,8 +150,17 @@ def install_brokered_sockets(channel: Channel) -> None:
         name = host.decode() if isinstance(host, bytes) else host
         if name is None or _is_ip(str(name)):
             return real_getaddrinfo(host, port, family, type, proto, flags)
-        reply, _ = ask({"op": "resolve", "host": str(name), "port": port, "family": int(family),
-                        "type": int(type), "proto": proto, "flags": flags})
+        reply, _ = ask(
+            {
+                "op": "resolve",
+                "host": str(name),
+                "port": port,
+                "family": int(family),
+                "type": int(type),
+                "proto": proto,
+                "flags": flags,
+            }
+        )
         if reply.get("op") != "resolved":
             raise socket.gaierror(socket.EAI_NONAME, str(reply.get("error")))
         return [

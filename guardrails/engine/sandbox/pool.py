@@ -61,17 +61,29 @@ class _Worker:
         }
         try:
             self.process = subprocess.Popen(
-                [python, "-I", "-c", _BOOTSTRAP, json.dumps(list(sys_path)),
-                 str(child_end.fileno()), json.dumps(setup)],
-                env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                pass_fds=(child_end.fileno(),), close_fds=True,
+                [
+                    python,
+                    "-I",
+                    "-c",
+                    _BOOTSTRAP,
+                    json.dumps(list(sys_path)),
+                    str(child_end.fileno()),
+                    json.dumps(setup),
+                ],
+                env={},
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(child_end.fileno(),),
+                close_fds=True,
             )
         finally:
             child_end.close()
         self.channel = Channel(parent_end)
         self.broker = (
             AllowlistBroker(key.posture.network.hosts)
-            if key.posture.network.kind == "allowlist" else None
+            if key.posture.network.kind == "allowlist"
+            else None
         )
         self._await_ready(time.monotonic() + timeout_s)
 
@@ -184,7 +196,11 @@ class SandboxPool:
         self.started = 0
 
     def run(
-        self, posture: Posture, handler: HandlerRef, config: Any, trace: Any,
+        self,
+        posture: Posture,
+        handler: HandlerRef,
+        config: Any,
+        trace: Any,
         env: Mapping[str, str] | None = None,
     ) -> CheckOutcome:
         """Evaluate `handler` under `posture`; SandboxError when no verdict can be had."""
@@ -262,6 +278,7 @@ def _outcome(message: Message) -> CheckOutcome:
     status = message.get("status")
     if status == "ok":
         details = message.get("details") or {}
-        return CheckOutcome(passed=bool(message["passed"]), reason=message.get("reason"),
-                            details=details)
+        return CheckOutcome(
+            passed=bool(message["passed"]), reason=message.get("reason"), details=details
+        )
     raise SandboxError(str(message.get("reason") or "the sandboxed check gave no verdict"))

@@ -87,8 +87,11 @@ def _another_process_entry(path: object) -> bool:
     except (TypeError, ValueError, OSError):
         return True
     parts = resolved.split("/")
-    return len(parts) > 2 and parts[1] == "proc" and parts[2] != str(_getpid()) and (
-        parts[2].isdigit() or parts[2] in ("thread-self",)
+    return (
+        len(parts) > 2
+        and parts[1] == "proc"
+        and parts[2] != str(_getpid())
+        and (parts[2].isdigit() or parts[2] in ("thread-self",))
     )
 
 
@@ -151,11 +154,18 @@ def _cap_memory(mem_mb: int) -> None:
 def _outcome_message(outcome: object) -> Message:
     passed = getattr(outcome, "passed", None)
     if not isinstance(passed, bool):
-        return {"op": "result", "status": "raised",
-                "reason": f"check returned {type(outcome).__name__}, not a CheckOutcome"}
-    return {"op": "result", "status": "ok", "passed": passed,
-            "reason": getattr(outcome, "reason", None),
-            "details": dict(getattr(outcome, "details", {}) or {})}
+        return {
+            "op": "result",
+            "status": "raised",
+            "reason": f"check returned {type(outcome).__name__}, not a CheckOutcome",
+        }
+    return {
+        "op": "result",
+        "status": "ok",
+        "passed": passed,
+        "reason": getattr(outcome, "reason", None),
+        "details": dict(getattr(outcome, "details", {}) or {}),
+    }
 
 
 def _call(handler: Handler, message: Message, setup: Message) -> tuple[Message, bool]:
@@ -169,14 +179,20 @@ def _call(handler: Handler, message: Message, setup: Message) -> tuple[Message, 
     except MemoryError:
         out_of_memory = True  # replied below, once the handler's frames are gone
     except BaseException as error:
-        reply = {"op": "result", "status": "raised",
-                 "reason": f"check raised {type(error).__name__}: {error}"}
+        reply = {
+            "op": "result",
+            "status": "raised",
+            "reason": f"check raised {type(error).__name__}: {error}",
+        }
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         os.environ.clear()
     if out_of_memory:
-        return {"op": "result", "status": "limit",
-                "reason": f"memory limit {setup['memMB']} MB exceeded"}, True
+        return {
+            "op": "result",
+            "status": "limit",
+            "reason": f"memory limit {setup['memMB']} MB exceeded",
+        }, True
     return reply, False
 
 
