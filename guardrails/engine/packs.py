@@ -240,8 +240,8 @@ def check_needs(
     wanted = (
         ("env", frozenset(available_env), "environment variable '{}' is not available"),
         ("secrets", frozenset(available_secrets), "secret '{}' is not available"),
-        ("capabilities", frozenset(capabilities), "capability '{}' is not provided"),
-        ("bindings", frozenset(bindings), "binding '{}' is not provided"),
+        ("capabilities", frozenset(capabilities), "capability '{}' is not available"),
+        ("bindings", frozenset(bindings), "binding '{}' is not available"),
     )
     issues = []
     for key, available, message in wanted:

@@ -18,8 +18,8 @@ def test_it_names_every_missing_need_with_its_pointer():
     assert issues == [
         Issue("/needsSpec/env/MODEL~1NAME", "environment variable 'MODEL/NAME' is not available"),
         Issue("/needsSpec/secrets/API_TOKEN", "secret 'API_TOKEN' is not available"),
-        Issue("/needsSpec/capabilities/1", "capability 'gpu' is not provided"),
-        Issue("/needsSpec/bindings/0", "binding 'search' is not provided"),
+        Issue("/needsSpec/capabilities/1", "capability 'gpu' is not available"),
+        Issue("/needsSpec/bindings/0", "binding 'search' is not available"),
     ]
 
 
