@@ -207,3 +207,13 @@ def test_network_none_fails_closed_where_the_kernel_refuses_it(python_without_sy
         unrestricted = strict(network={"kind": "unrestricted"})
         assert pool.run(unrestricted, handler("connects"), config, TRACE).passed
     assert listener.connections == 1
+
+
+def test_an_idle_worker_killed_from_outside_is_replaced_before_use():
+    with SandboxPool(DEFAULTS) as pool:
+        pool.run(strict(), handler("says_hello"), {}, TRACE)
+        [worker] = [w for slot in pool._slots.values() for w in slot.idle]
+        worker.process.kill()
+        worker.process.wait()
+        assert pool.run(strict(), handler("says_hello"), {}, TRACE).passed
+        assert pool.started == 2

@@ -217,9 +217,11 @@ class SandboxPool:
     def _acquire(self, key: PoolKey) -> _Worker:
         with self._lock:
             slot = self._slots.setdefault(key, _Slot())
+            self._drop_dead(slot)
             while not slot.idle and slot.count >= self.defaults.pool_size:
                 self._check_open()
                 self._lock.wait()
+                self._drop_dead(slot)
             self._check_open()
             if slot.idle:
                 return slot.idle.pop()
@@ -232,6 +234,14 @@ class SandboxPool:
         with self._lock:
             self.started += 1
         return worker
+
+    @staticmethod
+    def _drop_dead(slot: _Slot) -> None:
+        """Forget idle workers that died while waiting (killed from outside, for instance)."""
+        for worker in [worker for worker in slot.idle if not worker.alive]:
+            slot.idle.remove(worker)
+            slot.count -= 1
+            worker.channel.close()
 
     def _release(self, key: PoolKey, worker: _Worker, healthy: bool) -> None:
         if healthy and worker.alive and not self._closed:
