@@ -67,7 +67,7 @@ def prepare(caller: Caller, document: object, index: int, scope: str = "ingest")
     """
     trace_id = document.get("id") if isinstance(document, dict) else None
     item = Item(index=index, id=trace_id if isinstance(trace_id, str) else None)
-    issues = validate_runtrace(document)
+    issues = validate_runtrace(document, max_depth=settings.KINDGI_MAX_DEPTH)
     if issues:
         item.errors = issues
         return item

@@ -29,12 +29,12 @@ from guardrails.services import (
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from traces.api.views import ERRORS_SCHEMA, error_responses
 
-GUARDRAIL_BODY = {
+GUARDRAIL_BODY = {"application/json": {
     "type": "object",
     "description": "A guardrail in the wire format of schema 1.1.0 "
     "(see /api/v1/schemas/guardrail.schema.json).",
     "additionalProperties": True,
-}
+}}
 DOCUMENT_RESPONSE = OpenApiResponse(
     {"type": "object", "additionalProperties": True},
     description="The guardrail's wire document, exactly as authored.",
@@ -77,11 +77,14 @@ class GuardrailListView(GuardrailBaseView):
 
     scopes = {"GET": "read", "POST": "author"}
 
+    @extend_schema(operation_id="guardrails_list", responses={
+        200: serializers.GuardrailSerializer(many=True), **error_responses(400, 401, 403)})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     @extend_schema(
+        operation_id="guardrails_create",
         request=GUARDRAIL_BODY,
         parameters=[ENABLED_PARAM],
         responses={201: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 409, 413, 415, 429)},
@@ -114,7 +117,8 @@ class GuardrailDetailView(GuardrailBaseView):
             raise Http404
         return guardrail
 
-    @extend_schema(responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404)})
+    @extend_schema(operation_id="guardrails_read",
+                   responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404)})
     def get(self, request: Request, guardrail_id: str) -> Response:
         return document_response(self.get_object())
 
@@ -143,10 +147,14 @@ class GuardrailRevisionListView(ConsoleAPIView):
 
     serializer_class = serializers.RevisionSerializer
 
-    def get_queryset(self) -> Any:
-        return GuardrailRevision.objects.filter(guardrail__guardrail_id=self.kwargs["guardrail_id"])
+    queryset = GuardrailRevision.objects.all()
+    filter_backends: list[Any] = []
 
-    @extend_schema(responses={200: serializers.RevisionSerializer(many=True),
+    def get_queryset(self) -> Any:
+        return super().get_queryset().filter(guardrail__guardrail_id=self.kwargs["guardrail_id"])
+
+    @extend_schema(operation_id="guardrail_revisions_list",
+                   responses={200: serializers.RevisionSerializer(many=True),
                               **error_responses(401, 403, 404)})
     def get(self, request: Request, guardrail_id: str) -> Response:
         if not Guardrail.objects.filter(guardrail_id=guardrail_id).exists():
@@ -158,6 +166,7 @@ class GuardrailRevisionListView(ConsoleAPIView):
 class GuardrailValidateView(ConsoleAPIView):
     """`POST guardrails/validate`: schema and registration, saving nothing."""
 
+    filter_backends: list[Any] = []
     scopes = {"POST": "read"}
 
     @extend_schema(request=GUARDRAIL_BODY, responses={
@@ -174,6 +183,7 @@ class GuardrailValidateView(ConsoleAPIView):
 class GuardrailExportView(ConsoleAPIView):
     """`GET guardrails/export`: every enabled guardrail's wire document, as CI downloads it."""
 
+    filter_backends: list[Any] = []
     pagination_class = None
 
     @extend_schema(responses={
@@ -188,6 +198,7 @@ class GuardrailExportView(ConsoleAPIView):
 class CheckListView(ConsoleAPIView):
     """`GET checks`: the check registry."""
 
+    filter_backends: list[Any] = []
     pagination_class = None
 
     @extend_schema(responses={200: serializers.CheckSerializer(many=True),
@@ -200,6 +211,7 @@ class CheckListView(ConsoleAPIView):
 class SchemaView(ConsoleAPIView):
     """`GET schemas/{name}`: the published JSON Schemas (public)."""
 
+    filter_backends: list[Any] = []
     permission_classes = [AllowAny]
     authentication_classes: list[Any] = []
     pagination_class = None

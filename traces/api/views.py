@@ -53,12 +53,12 @@ BATCH_SCHEMA = {
     "required": ["results"],
     "properties": {"results": {"type": "array", "items": ITEM_SCHEMA}},
 }
-TRACE_BODY = {
+TRACE_BODY = {"application/json": {
     "type": "object",
     "description": "One RunTrace (see /api/v1/schemas/runtrace.schema.json), "
     'or a batch: {"traces": [RunTrace, ...]}.',
     "additionalProperties": True,
-}
+}}
 
 
 def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
@@ -74,11 +74,14 @@ class TraceListView(ConsoleAPIView):
     scopes = {"GET": "read", "POST": "ingest"}
     ordering_field = "received_at"
 
+    @extend_schema(operation_id="traces_list", responses={
+        200: serializers.TraceSummarySerializer(many=True), **error_responses(400, 401, 403)})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     @extend_schema(
+        operation_id="traces_ingest",
         request=TRACE_BODY,
         responses={
             201: OpenApiResponse(ITEM_SCHEMA, description="Stored."),
@@ -131,6 +134,7 @@ class TraceDetailView(ConsoleAPIView):
     )
 
     @extend_schema(
+        operation_id="traces_read",
         parameters=[OpenApiParameter("tenant", str, description="The tenant, when several "
                                      "of the caller's tenants have a trace with this id.")],
         responses={200: serializers.TraceDetailSerializer, **error_responses(400, 401, 403, 404)},
@@ -165,6 +169,7 @@ class EvaluateView(ConsoleAPIView):
     """`POST evaluate`: the runtime verdict, stored with its results unless ?store=false."""
 
     scopes = {"POST": "evaluate"}
+    filter_backends: list[Any] = []
 
     @extend_schema(
         request=TRACE_BODY,
@@ -210,7 +215,7 @@ class EvaluateView(ConsoleAPIView):
     def _unstored_item(self, payload: object) -> ingest.Item:
         """A trace that is evaluated only: validated, its tenant checked against a key's."""
         item = ingest.Item(index=0, id=None)
-        item.errors = validate_runtrace(payload)
+        item.errors = validate_runtrace(payload, max_depth=settings.KINDGI_MAX_DEPTH)
         if item.errors:
             return item
         assert isinstance(payload, dict)
@@ -237,6 +242,8 @@ class ViolationListView(ConsoleAPIView):
         reviewer=F("reviewed_by__username"),
     )
 
+    @extend_schema(operation_id="violations_list", responses={
+        200: serializers.ViolationSerializer(many=True), **error_responses(400, 401, 403)})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -258,6 +265,8 @@ class LedgerEntryListView(ConsoleAPIView):
     filterset_class = filters.LedgerFilter
     queryset = ledger_entries()
 
+    @extend_schema(operation_id="ledger_entries_list", responses={
+        200: serializers.LedgerEntrySerializer(many=True), **error_responses(400, 401, 403)})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -279,6 +288,7 @@ class LedgerSummaryView(ConsoleAPIView):
     pagination_class = None
 
     @extend_schema(
+        operation_id="ledger_summary",
         parameters=[OpenApiParameter(
             "group_by", str, many=True, explode=False,
             description="Comma-separated: any of guardrail, tenant, model, day.",
