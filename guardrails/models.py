@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from guardrails.fields import AuthoredJSONField
+
 
 class GuardrailQuerySet(models.QuerySet["Guardrail"]):
     def live(self) -> GuardrailQuerySet:
@@ -29,7 +31,7 @@ class Guardrail(models.Model):
     """
 
     guardrail_id = models.CharField(max_length=200, unique=True)
-    document = models.JSONField()
+    document = AuthoredJSONField()
     name = models.CharField(max_length=300, blank=True)
     kind = models.CharField(max_length=100, db_index=True)
     check_name = models.CharField(max_length=200, db_index=True, help_text="the check id")
@@ -69,7 +71,7 @@ class GuardrailRevision(models.Model):
 
     guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="revisions")
     number = models.PositiveIntegerField()
-    document = models.JSONField()
+    document = AuthoredJSONField()
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
