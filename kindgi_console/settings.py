@@ -143,7 +143,11 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "EXCEPTION_HANDLER": "kindgi_console.api.exception_handler",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
 }
+# Requests per API key or user (DRF's rate syntax: "N/second|minute|hour|day").
+KINDGI_API_RATE = envstr("KINDGI_API_RATE", "3000/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Kindgi Console API",
     "DESCRIPTION": (

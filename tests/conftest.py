@@ -1,1 +1,148 @@
-"""Shared fixtures for the whole suite."""
+"""Shared fixtures for the whole suite.
+
+The tenancy cast, as in healthchecks: alice (author in acme) owns the data, bob (reviewer
+in acme) reads it, charlie (author in globex) must see none of it. Each has API keys.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle_cache() -> None:
+    """Throttle counters live in the cache: each test starts with none."""
+    cache.clear()
+
+
+@pytest.fixture
+def acme(db: Any) -> Tenant:
+    return Tenant.objects.create(slug="acme", name="Acme")
+
+
+@pytest.fixture
+def globex(db: Any) -> Tenant:
+    return Tenant.objects.create(slug="globex", name="Globex")
+
+
+def member(username: str, tenant: Tenant, role: str) -> User:
+    user = User.objects.create_user(username, f"{username}@example.org", "correct horse 42")
+    Membership.objects.create(user=user, tenant=tenant, role=role)
+    return user
+
+
+@pytest.fixture
+def alice(acme: Tenant) -> User:
+    return member("alice", acme, "author")
+
+
+@pytest.fixture
+def bob(acme: Tenant) -> User:
+    return member("bob", acme, "reviewer")
+
+
+@pytest.fixture
+def charlie(globex: Tenant) -> User:
+    return member("charlie", globex, "author")
+
+
+RUNTIME_SCOPES = ["ingest", "evaluate", "read"]
+
+
+@pytest.fixture
+def acme_key(acme: Tenant) -> str:
+    """A runtime's key for acme (ingest, evaluate, read)."""
+    return ApiKey.issue(scopes=RUNTIME_SCOPES, tenant=acme, name="acme runtime")[1]
+
+
+@pytest.fixture
+def charlie_key(globex: Tenant) -> str:
+    """charlie's runtime key, for globex: must see nothing of acme."""
+    return ApiKey.issue(scopes=RUNTIME_SCOPES, tenant=globex, name="globex runtime")[1]
+
+
+@pytest.fixture
+def author_key(db: Any) -> str:
+    """A key bound to no tenant that authors guardrails (a CI publisher)."""
+    return ApiKey.issue(scopes=["author", "read"], name="publisher")[1]
+
+
+@pytest.fixture
+def api() -> Callable[..., APIClient]:
+    """A client signed in as a user, or carrying an API key, or neither."""
+
+    def make(who: User | str | None = None) -> APIClient:
+        client = APIClient()
+        if isinstance(who, User):
+            client.force_login(who)
+        elif isinstance(who, str):
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {who}")
+        return client
+
+    return make
+
+
+TRACE: dict[str, Any] = {
+    "id": "run-0001",
+    "agent": "support-bot",
+    "flow": "refund",
+    "startedAt": "2026-11-29T10:00:00Z",
+    "endedAt": "2026-11-29T10:00:04Z",
+    "input": "Can I get a refund for order 1234?",
+    "output": "Yes: orders can be refunded within 30 days [policy-refunds].",
+    "messages": [
+        {"role": "user", "content": "Can I get a refund for order 1234?"},
+        {"role": "assistant", "content": "Yes: orders can be refunded within 30 days."},
+    ],
+    "toolCalls": [
+        {"id": "c1", "name": "lookup_order", "arguments": {"order": "1234"},
+         "result": {"status": "delivered"}},
+        {"id": "c2", "name": "issue_refund", "arguments": {"order": "1234"}, "result": "ok"},
+    ],
+    "usage": {"inputTokens": 812, "outputTokens": 40, "costUsd": 0.0021, "model": "m"},
+}
+
+
+def make_trace(trace_id: str = "run-0001", **fields: Any) -> dict[str, Any]:
+    """The runtrace.md example under `trace_id`, with `fields` replaced."""
+    trace = copy.deepcopy(TRACE)
+    trace["id"] = trace_id
+    trace.update(fields)
+    return trace
+
+
+def make_guardrail(guardrail_id: str = "no-refunds", **fields: Any) -> dict[str, Any]:
+    """A zero-llm guardrail that halts a turn calling issue_refund."""
+    document: dict[str, Any] = {
+        "id": guardrail_id,
+        "name": "Never refund without a human",
+        "kind": "zero-llm",
+        "check": "never-call-tool",
+        "config": {"tools": ["issue_refund"]},
+        "action": {"on-violation": "halt"},
+        "severity": "critical",
+    }
+    document.update(fields)
+    return document
+
+
+@pytest.fixture
+def trace() -> Callable[..., dict[str, Any]]:
+    return make_trace
+
+
+@pytest.fixture
+def halt_guardrail(db: Any) -> Any:
+    """An enabled guardrail that halts turns calling issue_refund."""
+    from guardrails.services import Author, save_guardrail
+
+    return save_guardrail(make_guardrail(), Author(user=None, label="fixture"))

@@ -1,0 +1,19 @@
+from django.urls import path
+
+from guardrails.api import views
+
+urlpatterns = [
+    path("guardrails", views.GuardrailListView.as_view(), name="api-guardrails"),
+    path("guardrails/validate", views.GuardrailValidateView.as_view(),
+         name="api-guardrail-validate"),
+    path("guardrails/export", views.GuardrailExportView.as_view(), name="api-guardrail-export"),
+    path("guardrails/<str:guardrail_id>", views.GuardrailDetailView.as_view(),
+         name="api-guardrail"),
+    path("guardrails/<str:guardrail_id>/revisions", views.GuardrailRevisionListView.as_view(),
+         name="api-guardrail-revisions"),
+    path("checks", views.CheckListView.as_view(), name="api-checks"),
+    path("schemas/guardrail.schema.json", views.SchemaView.as_view(),
+         {"name": "guardrail.schema.json"}, name="api-schema-guardrail"),
+    path("schemas/runtrace.schema.json", views.SchemaView.as_view(),
+         {"name": "runtrace.schema.json"}, name="api-schema-runtrace"),
+]

@@ -1,0 +1,225 @@
+"""REST endpoints of guardrails, their revisions, the check registry and the schemas.
+
+Guardrails belong to the whole console: reading needs `read`, writing `author`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from guardrails.api import serializers
+from guardrails.engine.schema import GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA
+from guardrails.engine.types import Issue
+from guardrails.models import Guardrail, GuardrailRevision
+from guardrails.services import (
+    Author,
+    console_checks,
+    delete_guardrail,
+    register_document,
+    save_guardrail,
+)
+from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from traces.api.views import ERRORS_SCHEMA, error_responses
+
+GUARDRAIL_BODY = {"application/json": {
+    "type": "object",
+    "description": "A guardrail in the wire format of schema 1.1.0 "
+    "(see /api/v1/schemas/guardrail.schema.json).",
+    "additionalProperties": True,
+}}
+DOCUMENT_RESPONSE = OpenApiResponse(
+    {"type": "object", "additionalProperties": True},
+    description="The guardrail's wire document, exactly as authored.",
+)
+ENABLED_PARAM = OpenApiParameter(
+    "enabled", OpenApiTypes.BOOL, description="Switch the guardrail on or off "
+    "(the console's switch, not part of the document). New guardrails are enabled."
+)
+
+
+def registered_document(payload: object) -> dict[str, Any]:
+    """The payload if it is a guardrail that can be defined; else 400 with every error."""
+    registration = register_document(payload)
+    if not registration.valid:
+        raise ApiError(registration.errors)
+    assert isinstance(payload, dict)
+    return payload
+
+
+def enabled_flag(request: Request) -> bool | None:
+    raw = request.query_params.get("enabled")
+    if raw is None:
+        return None
+    if raw.lower() not in ("true", "false", "1", "0"):
+        raise ApiError([Issue("/enabled", "enabled is true or false")])
+    return raw.lower() in ("true", "1")
+
+
+class GuardrailBaseView(ConsoleAPIView):
+    queryset = Guardrail.objects.live()
+    serializer_class = serializers.GuardrailSerializer
+    ordering_field = "updated_at"
+
+    def author(self) -> Author:
+        return Author(user=self.caller.user_or_none, label=self.caller.label)
+
+
+class GuardrailListView(GuardrailBaseView):
+    """`GET guardrails` lists; `POST guardrails` creates (a deleted id comes back)."""
+
+    scopes = {"GET": "read", "POST": "author"}
+
+    @extend_schema(operation_id="guardrails_list", responses={
+        200: serializers.GuardrailSerializer(many=True), **error_responses(400, 401, 403)})
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="guardrails_create",
+        request=GUARDRAIL_BODY,
+        parameters=[ENABLED_PARAM],
+        responses={201: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 409, 413, 415, 429)},
+    )
+    def post(self, request: Request) -> Response:
+        enabled = enabled_flag(request)
+        document = registered_document(read_json_body(request))
+        if Guardrail.objects.live().filter(guardrail_id=document["id"]).exists():
+            raise ApiError([Issue("/id", f"guardrail {document['id']!r} already exists: "
+                                         "replace it with PUT")], status.HTTP_409_CONFLICT)
+        guardrail = save_guardrail(document, self.author(), enabled=True if enabled is None
+                                   else enabled)
+        return document_response(guardrail, status.HTTP_201_CREATED)
+
+
+def document_response(guardrail: Guardrail, code: int = 200) -> Response:
+    response = Response(guardrail.document, status=code)
+    response["ETag"] = f'"{guardrail.guardrail_id}@{guardrail.revision}"'
+    return response
+
+
+class GuardrailDetailView(GuardrailBaseView):
+    """`GET`, `PUT`, `DELETE guardrails/{id}`; each PUT makes a revision."""
+
+    scopes = {"GET": "read", "PUT": "author", "DELETE": "author"}
+
+    def get_object(self) -> Guardrail:
+        guardrail = self.get_queryset().filter(guardrail_id=self.kwargs["guardrail_id"]).first()
+        if guardrail is None:
+            raise Http404
+        return guardrail
+
+    @extend_schema(operation_id="guardrails_read",
+                   responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404)})
+    def get(self, request: Request, guardrail_id: str) -> Response:
+        return document_response(self.get_object())
+
+    @extend_schema(
+        request=GUARDRAIL_BODY,
+        parameters=[ENABLED_PARAM],
+        responses={200: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 404, 413, 415, 429)},
+    )
+    def put(self, request: Request, guardrail_id: str) -> Response:
+        self.get_object()
+        enabled = enabled_flag(request)
+        document = registered_document(read_json_body(request))
+        if document["id"] != guardrail_id:
+            raise ApiError([Issue("/id", f"the document's id must be {guardrail_id!r}, the "
+                                         "guardrail this request replaces")])
+        return document_response(save_guardrail(document, self.author(), enabled=enabled))
+
+    @extend_schema(responses={204: None, **error_responses(401, 403, 404)})
+    def delete(self, request: Request, guardrail_id: str) -> Response:
+        delete_guardrail(self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class GuardrailRevisionListView(ConsoleAPIView):
+    """`GET guardrails/{id}/revisions`: every saved version, newest first."""
+
+    serializer_class = serializers.RevisionSerializer
+
+    queryset = GuardrailRevision.objects.all()
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> Any:
+        return super().get_queryset().filter(guardrail__guardrail_id=self.kwargs["guardrail_id"])
+
+    @extend_schema(operation_id="guardrail_revisions_list",
+                   responses={200: serializers.RevisionSerializer(many=True),
+                              **error_responses(401, 403, 404)})
+    def get(self, request: Request, guardrail_id: str) -> Response:
+        if not Guardrail.objects.filter(guardrail_id=guardrail_id).exists():
+            raise Http404
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class GuardrailValidateView(ConsoleAPIView):
+    """`POST guardrails/validate`: schema and registration, saving nothing."""
+
+    filter_backends: list[Any] = []
+    scopes = {"POST": "read"}
+
+    @extend_schema(request=GUARDRAIL_BODY, responses={
+        200: serializers.ValidationSerializer, **error_responses(400, 401, 403, 413, 415, 429)})
+    def post(self, request: Request) -> Response:
+        registration = register_document(read_json_body(request))
+        return Response({
+            "valid": registration.valid,
+            "errors": [issue.as_dict() for issue in registration.errors],
+            "warnings": [issue.as_dict() for issue in registration.warnings],
+        })
+
+
+class GuardrailExportView(ConsoleAPIView):
+    """`GET guardrails/export`: every enabled guardrail's wire document, as CI downloads it."""
+
+    filter_backends: list[Any] = []
+    pagination_class = None
+
+    @extend_schema(responses={
+        200: OpenApiResponse({"type": "array", "items": {"type": "object"}}),
+        **error_responses(401, 403)})
+    def get(self, request: Request) -> Response:
+        documents = Guardrail.objects.enabled().order_by("guardrail_id").values_list(
+            "document", flat=True)
+        return Response(list(documents))
+
+
+class CheckListView(ConsoleAPIView):
+    """`GET checks`: the check registry."""
+
+    filter_backends: list[Any] = []
+    pagination_class = None
+
+    @extend_schema(responses={200: serializers.CheckSerializer(many=True),
+                              **error_responses(401, 403)})
+    def get(self, request: Request) -> Response:
+        checks = sorted(console_checks(), key=lambda check: check.id)
+        return Response(serializers.CheckSerializer(checks, many=True).data)
+
+
+class SchemaView(ConsoleAPIView):
+    """`GET schemas/{name}`: the published JSON Schemas (public)."""
+
+    filter_backends: list[Any] = []
+    permission_classes = [AllowAny]
+    authentication_classes: list[Any] = []
+    pagination_class = None
+    schemas = {"guardrail.schema.json": GUARDRAIL_SCHEMA, "runtrace.schema.json": RUNTRACE_SCHEMA}
+
+    @extend_schema(responses={200: OpenApiResponse({"type": "object"}),
+                              404: OpenApiResponse(ERRORS_SCHEMA)})
+    def get(self, request: Request, name: str) -> Response:
+        if name not in self.schemas:
+            raise Http404
+        return Response(self.schemas[name])

@@ -1,0 +1,88 @@
+"""Guardrails as authored (the wire document) and their immutable revisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from guardrails.fields import AuthoredJSONField
+
+
+class GuardrailQuerySet(models.QuerySet["Guardrail"]):
+    def live(self) -> GuardrailQuerySet:
+        """Not deleted."""
+        return self.filter(deleted_at__isnull=True)
+
+    def enabled(self) -> GuardrailQuerySet:
+        """What runtimes, ingestion and the export enforce."""
+        return self.live().filter(enabled=True)
+
+
+class Guardrail(models.Model):
+    """A guardrail of the whole console (tenants are selected by its `scope.tenants`).
+
+    `document` is the wire document (schema 1.1.0) exactly as authored, so that export and
+    import round-trip; the other columns are copied from it for the pages to filter on.
+    `enabled` is the console's switch, not part of the document. Deleting sets
+    `deleted_at`, so that results and violations keep naming their revision.
+    """
+
+    guardrail_id = models.CharField(max_length=200, unique=True)
+    document = AuthoredJSONField()
+    name = models.CharField(max_length=300, blank=True)
+    kind = models.CharField(max_length=100, db_index=True)
+    check_name = models.CharField(max_length=200, db_index=True, help_text="the check id")
+    severity = models.CharField(max_length=20, blank=True, db_index=True)
+    on_violation = models.CharField(max_length=100)
+    enabled = models.BooleanField(default=True)
+    revision = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = GuardrailQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["guardrail_id"]
+
+    def __str__(self) -> str:
+        return self.guardrail_id
+
+    def copy_columns(self) -> None:
+        """Refresh the filter columns from the document."""
+        doc: dict[str, Any] = self.document
+        self.guardrail_id = str(doc["id"])
+        self.name = str(doc.get("name") or "")
+        self.kind = str(doc["kind"])
+        self.check_name = str(doc["check"])
+        self.severity = str(doc.get("severity") or "")
+        self.on_violation = str(doc["action"]["on-violation"])
+
+
+class GuardrailRevision(models.Model):
+    """One saved version of a guardrail: never changed, never deleted.
+
+    Results and violations point here, so that they say which document they judged by.
+    `created_by` is the user; `created_by_label` also names an API key.
+    """
+
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="revisions")
+    number = models.PositiveIntegerField()
+    document = AuthoredJSONField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_by_label = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["guardrail", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["guardrail", "number"], name="revision_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.guardrail.guardrail_id}@{self.number}"

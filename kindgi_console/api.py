@@ -1,0 +1,335 @@
+"""The API's policy, set once: authentication, permissions, pagination, throttling, errors.
+
+Every view of /api/v1/ derives from `ConsoleAPIView`. Errors always have the shape
+`{"errors": [{"path": "<JSON pointer>", "message": "…"}]}`; for a query parameter the
+pointer is `/<name>`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.db.models import Model, Q, QuerySet
+from django.http import Http404, HttpRequest, JsonResponse
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions, status
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication
+from rest_framework.generics import GenericAPIView
+from rest_framework.pagination import BasePagination
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.utils.urls import remove_query_param, replace_query_param
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from guardrails.engine.types import Issue
+from kindgi_console.tenancy.models import ApiKey, hash_key
+from kindgi_console.tenancy.scoping import Caller, TenantDenied, TenantScopedQuerySet
+
+# ---------------------------------------------------------------------------- errors
+
+
+class ApiError(exceptions.APIException):
+    """An error with explicit JSON pointers: raised by views, shaped by the handler."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "invalid request"
+
+    def __init__(self, issues: Sequence[Issue], status_code: int = 400) -> None:
+        super().__init__(detail=issues[0].message if issues else self.default_detail)
+        self.issues = list(issues)
+        self.status_code = status_code
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "the request body is over the limit"
+
+
+def pointer(*parts: object) -> str:
+    """A JSON pointer (RFC 6901) of the given reference tokens."""
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+def flatten_detail(detail: Any, path: str = "") -> list[dict[str, str]]:
+    """DRF's nested error detail as a flat list of {path, message}."""
+    if isinstance(detail, dict):
+        errors: list[dict[str, str]] = []
+        for key, value in detail.items():
+            inner = path if key in ("non_field_errors", "detail") else path + pointer(key)
+            errors.extend(flatten_detail(value, inner))
+        return errors
+    if isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            return [{"path": path, "message": str(item)} for item in detail]
+        errors = []
+        for index, item in enumerate(detail):
+            errors.extend(flatten_detail(item, path + pointer(index)))
+        return errors
+    return [{"path": path, "message": str(detail)}]
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Every error of the API in the one shape, whatever raised it."""
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge(
+            f"the request body is over the limit of {settings.KINDGI_MAX_REQUEST_BYTES} bytes"
+        )
+    elif isinstance(exc, TenantDenied):
+        exc = ApiError([Issue(pointer("tenant"), str(exc))], exc.status)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, ApiError):
+        errors = [issue.as_dict() for issue in exc.issues]
+    elif isinstance(exc, exceptions.ValidationError):
+        errors = flatten_detail(exc.detail)
+    elif isinstance(exc, Http404):
+        errors = [{"path": "", "message": "not found"}]
+    elif isinstance(exc, DjangoPermissionDenied):
+        errors = [{"path": "", "message": "you may not do this"}]
+    else:
+        errors = flatten_detail(getattr(exc, "detail", str(exc)))
+    response.data = {"errors": errors}
+    return response
+
+
+def json_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """The 404 of a URL that no API route matches, in the API's error shape."""
+    return JsonResponse({"errors": [{"path": "", "message": "not found"}]}, status=404)
+
+
+def read_json_body(request: Request) -> Any:
+    """The request's JSON, parsed once with orjson; 413 over the limit, 415, 400 naming where."""
+    content_type = request.content_type.split(";")[0].strip().lower()
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        raise exceptions.UnsupportedMediaType(content_type or "(none)")
+    body = request._request.body  # RequestDataTooBig over DATA_UPLOAD_MAX_MEMORY_SIZE: 413
+    if len(body) > settings.KINDGI_MAX_REQUEST_BYTES:
+        raise RequestDataTooBig()
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise ApiError([Issue("", f"the body is not valid JSON: {error}")]) from None
+
+
+# ---------------------------------------------------------------------------- authentication
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    """`Authorization: Bearer <api key>`; a revoked or unknown key is 401."""
+
+    keyword = "bearer"
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiKey] | None:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != self.keyword:
+            return None
+        secret = secret.strip()
+        if not secret:
+            raise exceptions.AuthenticationFailed("the Authorization header has no key")
+        key = (
+            ApiKey.objects.active().select_related("tenant").filter(hash=hash_key(secret)).first()
+        )
+        if key is None:
+            raise exceptions.AuthenticationFailed("unknown or revoked API key")
+        key.touch()
+        from django.contrib.auth.models import AnonymousUser
+
+        return AnonymousUser(), key
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="kindgi"'
+
+
+class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    target_class = "kindgi_console.api.ApiKeyAuthentication"
+    name = "apiKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "An API key (create_api_key)."}
+
+
+# ---------------------------------------------------------------------------- permissions
+
+
+def caller_of(request: Request) -> Caller:
+    """The request's caller, made once per request."""
+    caller = getattr(request, "_kindgi_caller", None)
+    if caller is None:
+        caller = Caller.from_request(request._request, request.auth)
+        if caller.key is None:
+            caller.user = request.user
+        request._kindgi_caller = caller  # type: ignore[attr-defined]
+    return caller
+
+
+class HasScope(BasePermission):
+    """The view's `scopes[METHOD]`: a key needs that scope, a user the matching role."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        scope = view.scopes.get(request.method, view.scopes.get("*"))
+        if scope is None:
+            return True
+        caller = caller_of(request)
+        if not caller.is_authenticated:
+            raise exceptions.NotAuthenticated()
+        if not caller.can(scope):
+            raise exceptions.PermissionDenied(f"this needs the {scope!r} scope or permission")
+        return True
+
+
+# ---------------------------------------------------------------------------- throttling
+
+
+class CallerRateThrottle(SimpleRateThrottle):
+    """Requests per caller (key or user, else address); the rate is KINDGI_API_RATE."""
+
+    scope = "caller"
+
+    def get_rate(self) -> str | None:
+        rate: str | None = settings.KINDGI_API_RATE
+        return rate
+
+    def get_cache_key(self, request: Request, view: Any) -> str:
+        caller = caller_of(request)
+        if caller.key is not None:
+            ident = f"key:{caller.key.pk}"
+        elif caller.is_authenticated:
+            ident = f"user:{caller.user.pk}"
+        else:
+            ident = f"addr:{self.get_ident(request)}"
+        return f"throttle:{ident}"
+
+
+# ---------------------------------------------------------------------------- pagination
+
+
+class KeysetPagination(BasePagination):
+    """Cursor pagination on (time, id), newest first: page 1,000 costs what page 1 costs.
+
+    The cursor is the position of the last row shown; `limit` sets the page size. The
+    view names its time field in `ordering_field`.
+    """
+
+    cursor_query_param = "cursor"
+    page_size_query_param = "limit"
+    page_size = 50
+    max_page_size = 500
+
+    def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any]:
+        self.request = request
+        self.field = getattr(view, "ordering_field", "created_at")
+        self.limit = self._page_size(request)
+        self.cursor = self._decode(request.query_params.get(self.cursor_query_param))
+        if self.cursor is not None:
+            moment, pk = self.cursor
+            queryset = queryset.filter(
+                Q(**{f"{self.field}__lt": moment}) | Q(**{self.field: moment, "pk__lt": pk})
+            )
+        rows = list(queryset.order_by(f"-{self.field}", "-pk")[: self.limit + 1])
+        self.has_next = len(rows) > self.limit
+        self.page = rows[: self.limit]
+        return self.page
+
+    def _page_size(self, request: Request) -> int:
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
+            raise ApiError([Issue("/limit", f"limit is a number from 1 to {self.max_page_size}")])
+        return int(raw)
+
+    def _decode(self, raw: str | None) -> tuple[datetime, int] | None:
+        if not raw:
+            return None
+        try:
+            moment_text, pk_text = base64.urlsafe_b64decode(raw.encode()).decode().split("|")
+            moment = parse_datetime(moment_text)
+            if moment is None:
+                raise ValueError(moment_text)
+            return moment, int(pk_text)
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            raise ApiError([Issue("/cursor", "this cursor is not one the API gave")]) from None
+
+    def _encode(self, row: Model) -> str:
+        text = f"{getattr(row, self.field).isoformat()}|{row.pk}"
+        return base64.urlsafe_b64encode(text.encode()).decode()
+
+    def next_link(self) -> str | None:
+        if not self.has_next:
+            return None
+        url = self.request.build_absolute_uri()
+        return replace_query_param(url, self.cursor_query_param, self._encode(self.page[-1]))
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({"next": self.next_link(), "results": data})
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": ["next", "results"],
+            "properties": {
+                "next": {"type": "string", "format": "uri", "nullable": True},
+                "results": schema,
+            },
+        }
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        return [
+            {"name": self.cursor_query_param, "in": "query", "required": False,
+             "description": "The `next` link's cursor.", "schema": {"type": "string"}},
+            {"name": self.page_size_query_param, "in": "query", "required": False,
+             "description": "Page size.",
+             "schema": {"type": "integer", "minimum": 1, "maximum": self.max_page_size}},
+        ]
+
+
+def first_page_url(url: str) -> str:
+    return remove_query_param(url, KeysetPagination.cursor_query_param)
+
+
+# ---------------------------------------------------------------------------- the base view
+
+
+class ConsoleAPIView(GenericAPIView):  # type: ignore[type-arg]
+    """The base of every /api/v1/ view.
+
+    `scopes` maps an HTTP method (or "*") to the capability it needs. `get_queryset`
+    narrows tenant-owned models to the caller's tenants: the one place the API scopes.
+    """
+
+    authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
+    permission_classes = [HasScope]
+    throttle_classes = [CallerRateThrottle]
+    pagination_class = KeysetPagination
+    scopes: dict[str, str] = {"*": "read"}
+    ordering_field = "created_at"
+
+    @property
+    def caller(self) -> Caller:
+        return caller_of(self.request)
+
+    def get_queryset(self) -> QuerySet[Any]:
+        queryset = super().get_queryset()
+        if isinstance(queryset, TenantScopedQuerySet):
+            return queryset.for_caller(self.caller)
+        return queryset
+
+    def get_exception_handler(self) -> Any:
+        return exception_handler
+
+
+def issues_response(issues: Iterable[Issue], status_code: int = 400) -> Response:
+    return Response({"errors": [issue.as_dict() for issue in issues]}, status=status_code)

@@ -1,0 +1,41 @@
+from django.contrib import admin
+
+from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "created_at"]
+    search_fields = ["slug", "name"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "tenant", "role"]
+    list_filter = ["role", "tenant"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys are issued by create_api_key (the secret is shown once); here they are revoked."""
+
+    list_display = ["prefix", "name", "tenant", "scopes", "last_used_at", "revoked_at"]
+    list_filter = ["tenant"]
+    readonly_fields = ["prefix", "hash", "created_at", "last_used_at", "created_by"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: object) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request: object, queryset: object) -> None:
+        from django.utils import timezone
+
+        queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())  # type: ignore[attr-defined]

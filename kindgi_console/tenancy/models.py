@@ -1,0 +1,145 @@
+"""Tenants, the users' memberships in them and the API keys that act for them."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+#: Roles in the order of what they allow: each one allows what the earlier ones do.
+ROLES = ("reviewer", "author", "admin")
+#: What an API key may be allowed to do.
+SCOPES = ("ingest", "evaluate", "read", "author")
+#: The role a user needs for what a key needs the scope of the same name for.
+ROLE_FOR_SCOPE = {"read": "reviewer", "ingest": "author", "evaluate": "author", "author": "author"}
+
+KEY_PREFIX = "kgi_"
+#: How often a key's last-used time is written at most: every request would be a write.
+LAST_USED_RESOLUTION_SECONDS = 60
+
+
+def roles_at_least(role: str) -> list[str]:
+    """The roles that allow at least what `role` allows."""
+    return list(ROLES[ROLES.index(role) :])
+
+
+class Tenant(models.Model):
+    """An organisation whose traces, results, violations and ledger are kept apart."""
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    """A user's role in a tenant: reviewer reads, author also writes, admin also manages."""
+
+    class Role(models.TextChoices):
+        REVIEWER = "reviewer"
+        AUTHOR = "author"
+        ADMIN = "admin"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.REVIEWER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], name="membership_user_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} ({self.role})"
+
+
+class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
+    def active(self) -> ApiKeyQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+def hash_key(key: str) -> str:
+    """The stored form of a key: keys are random, so a plain sha256 cannot be reversed."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiKey(models.Model):
+    """A credential for runtimes and CI: only its hash is stored, the key is shown once.
+
+    A key bound to a tenant acts only on that tenant; a key bound to none may read and
+    author guardrails but never ingests.
+    """
+
+    prefix = models.CharField(max_length=16, db_index=True)
+    hash = models.CharField(max_length=64, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    scopes = models.JSONField(default=list)
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="api_keys"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or ', '.join(self.scopes)})"
+
+    @classmethod
+    def issue(
+        cls,
+        *,
+        scopes: list[str],
+        tenant: Tenant | None = None,
+        name: str = "",
+        created_by: object | None = None,
+    ) -> tuple[ApiKey, str]:
+        """Create a key and return it with its secret, which is not kept anywhere."""
+        secret = KEY_PREFIX + secrets.token_urlsafe(32)
+        key = cls.objects.create(
+            prefix=secret[:12],
+            hash=hash_key(secret),
+            name=name,
+            scopes=sorted(set(scopes)),
+            tenant=tenant,
+            created_by=created_by,
+        )
+        return key, secret
+
+    @property
+    def label(self) -> str:
+        """How the key is named in revisions and logs (never the secret)."""
+        return f"key:{self.prefix}"
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def revoke(self) -> None:
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])
+
+    def touch(self) -> None:
+        """Record a use, at most once a minute so that reading is not a write each time."""
+        now = timezone.now()
+        last = self.last_used_at
+        if last is None or (now - last).total_seconds() >= LAST_USED_RESOLUTION_SECONDS:
+            ApiKey.objects.filter(pk=self.pk).update(last_used_at=now)
+            self.last_used_at = now

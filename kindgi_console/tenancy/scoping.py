@@ -1,0 +1,155 @@
+"""Who is asking (a user or an API key) and the one place tenant scoping happens.
+
+Every tenant-owned model's queryset is a `TenantScopedQuerySet`; its `for_caller` narrows
+it to the tenants the caller may act on. The API's base view and the pages'
+`TenantScopedMixin` apply it, so no view filters by tenant by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from django.db import models
+from django.http import HttpRequest
+
+from kindgi_console.tenancy.models import (
+    ROLE_FOR_SCOPE,
+    ApiKey,
+    Membership,
+    Tenant,
+    roles_at_least,
+)
+
+M = TypeVar("M", bound=models.Model)
+
+#: The filter that selects nothing (a key without the scope, a visitor).
+NOTHING = models.Q(pk__in=[])
+
+
+class TenantDenied(Exception):
+    """The caller may not act on the tenant it named (or named none when it had to)."""
+
+    def __init__(self, message: str, *, status: int = 403) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Caller:
+    """The one who makes a request: a signed-in user or an API key.
+
+    Capabilities are named after key scopes (`read`, `ingest`, `evaluate`, `author`); a
+    user has them through a role (`ROLE_FOR_SCOPE`) in at least one tenant.
+    """
+
+    user: Any = None
+    key: ApiKey | None = None
+    _tenants: dict[tuple[str, str], Tenant] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_request(cls, request: HttpRequest, auth: object = None) -> Caller:
+        if isinstance(auth, ApiKey):
+            return cls(key=auth)
+        return cls(user=getattr(request, "user", None))
+
+    @property
+    def is_authenticated(self) -> bool:
+        if self.key is not None:
+            return True
+        return bool(self.user is not None and self.user.is_authenticated)
+
+    @property
+    def is_superuser(self) -> bool:
+        return self.key is None and bool(getattr(self.user, "is_superuser", False))
+
+    @property
+    def label(self) -> str:
+        """How the caller is named in revisions and evaluation runs."""
+        if self.key is not None:
+            return self.key.label
+        return str(getattr(self.user, "username", "") or "anonymous")
+
+    @property
+    def user_or_none(self) -> Any:
+        return self.user if self.key is None and self.is_authenticated else None
+
+    def can(self, scope: str) -> bool:
+        """Whether the caller may do `scope` anywhere (in at least one tenant, for users)."""
+        if not self.is_authenticated:
+            return False
+        if self.key is not None:
+            return scope in self.key.scopes
+        if self.is_superuser:
+            return True
+        roles = roles_at_least(ROLE_FOR_SCOPE[scope])
+        return Membership.objects.filter(user=self.user, role__in=roles).exists()
+
+    def tenant_filter(self, scope: str = "read") -> models.Q | None:
+        """A filter on `tenant_id` for what the caller may do `scope` on; None: everything."""
+        if self.is_superuser:
+            return None
+        if self.key is not None:
+            if self.key.tenant_id is None or scope not in self.key.scopes:
+                return NOTHING
+            return models.Q(tenant_id=self.key.tenant_id)
+        if not self.is_authenticated:
+            return NOTHING
+        roles = roles_at_least(ROLE_FOR_SCOPE[scope])
+        memberships = Membership.objects.filter(user=self.user, role__in=roles)
+        return models.Q(tenant_id__in=memberships.values("tenant_id"))
+
+    def tenant_for_write(self, slug: str | None, scope: str) -> Tenant:
+        """The tenant a write names (or the key's), if the caller may do `scope` there.
+
+        Raises TenantDenied: a tenant-bound key naming another tenant, a key bound to no
+        tenant, or a user who is not an author of the tenant, all 403; a user naming no
+        tenant, 400.
+        """
+        cache_key = (slug or "", scope)
+        if cache_key not in self._tenants:
+            self._tenants[cache_key] = self._resolve_tenant(slug, scope)
+        return self._tenants[cache_key]
+
+    def _resolve_tenant(self, slug: str | None, scope: str) -> Tenant:
+        if self.key is not None:
+            return self._key_tenant(self.key, slug, scope)
+        if not slug:
+            raise TenantDenied("name the tenant: a signed-in user writes to one tenant", status=400)
+        if self.is_superuser:
+            tenant = Tenant.objects.filter(slug=slug).first()
+            if tenant is None:
+                raise TenantDenied(f"there is no tenant {slug!r}", status=400)
+            return tenant
+        roles = roles_at_least(ROLE_FOR_SCOPE[scope])
+        membership = (
+            Membership.objects.filter(user=self.user, tenant__slug=slug, role__in=roles)
+            .select_related("tenant")
+            .first()
+        )
+        if membership is None:
+            raise TenantDenied(f"you may not {scope} for tenant {slug!r}")
+        return membership.tenant
+
+    @staticmethod
+    def _key_tenant(key: ApiKey, slug: str | None, scope: str) -> Tenant:
+        if scope not in key.scopes:
+            raise TenantDenied(f"this API key lacks the {scope!r} scope")
+        if key.tenant is None:
+            raise TenantDenied("this API key is bound to no tenant: it cannot write traces")
+        if slug and slug != key.tenant.slug:
+            raise TenantDenied(f"this API key acts for tenant {key.tenant.slug!r} only, not {slug!r}")
+        return key.tenant
+
+
+class TenantScopedQuerySet(models.QuerySet[M]):
+    """The queryset of every tenant-owned model (it has a `tenant` foreign key)."""
+
+    def for_caller(self, caller: Caller, scope: str = "read") -> TenantScopedQuerySet[M]:
+        """Only the rows of tenants on which the caller may do `scope`."""
+        condition = caller.tenant_filter(scope)
+        if condition is None:
+            return self.all()
+        if condition is NOTHING:
+            return self.none()
+        return self.filter(condition)

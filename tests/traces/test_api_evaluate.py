@@ -1,0 +1,116 @@
+"""POST /api/v1/evaluate: the runtime verdict, stored with its results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from guardrails.services import Author, save_guardrail
+from tests.conftest import make_guardrail, make_trace
+from traces.models import EvaluationResult, RunTrace, Violation
+
+URL = "/api/v1/evaluate"
+
+
+def evaluate(client: Any, trace: Any, query: str = "") -> Any:
+    return client.post(URL + query, data=trace, format="json")
+
+
+@pytest.fixture
+def log_only(db: Any) -> Any:
+    document = make_guardrail("cite-sources", check="must-cite", config={"min": 2},
+                              action={"on-violation": "log-only"}, severity="warn")
+    return save_guardrail(document, Author(user=None, label="fixture"))
+
+
+def test_a_halt_failure_fails_the_turn_and_withholds_the_response(
+    api: Any, acme_key: str, halt_guardrail: Any
+) -> None:
+    response = evaluate(api(acme_key), make_trace())
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["turn"], body["reason"]) == ("failed", "guardrail-violation")
+    assert [(r["guardrail"], r["status"], r["revision"]) for r in body["results"]] == [
+        ("no-refunds", "fail", 1)]
+    assert body["trace"]["status"] == "created"
+    stored = RunTrace.objects.get()
+    assert stored.withheld and "output" not in stored.document
+    assert stored.document["input"] == make_trace()["input"]
+    assert Violation.objects.get().action == "halt"
+
+
+def test_other_actions_complete_the_turn_and_record_the_violation(
+    api: Any, acme_key: str, log_only: Any
+) -> None:
+    body = evaluate(api(acme_key), make_trace()).json()
+    assert (body["turn"], body["reason"]) == ("completed", None)
+    stored = RunTrace.objects.get()
+    assert not stored.withheld and stored.document["output"]
+    violation = Violation.objects.get()
+    assert (violation.action, violation.severity, violation.mode) == ("log-only", "warn", "runtime")
+
+
+def test_a_passing_trace_completes(api: Any, acme_key: str, halt_guardrail: Any) -> None:
+    body = evaluate(api(acme_key), make_trace(toolCalls=[])).json()
+    assert body["turn"] == "completed"
+    assert EvaluationResult.objects.get().status == "pass"
+    assert not Violation.objects.exists()
+
+
+def test_evaluating_again_stores_nothing_twice(api: Any, acme_key: str, halt_guardrail: Any) -> None:
+    client = api(acme_key)
+    evaluate(client, make_trace())
+    body = evaluate(client, make_trace()).json()
+    assert body["trace"]["status"] == "duplicate"
+    assert (RunTrace.objects.count(), EvaluationResult.objects.count(),
+            Violation.objects.count()) == (1, 1, 1)
+
+
+def test_store_false_stores_nothing(api: Any, acme_key: str, halt_guardrail: Any) -> None:
+    body = evaluate(api(acme_key), make_trace(), "?store=false").json()
+    assert body["turn"] == "failed"
+    assert "trace" not in body
+    assert not RunTrace.objects.exists() and not EvaluationResult.objects.exists()
+
+
+def test_a_disabled_guardrail_is_not_enforced(api: Any, acme_key: str, halt_guardrail: Any) -> None:
+    halt_guardrail.enabled = False
+    halt_guardrail.save()
+    body = evaluate(api(acme_key), make_trace(), "?store=false").json()
+    assert (body["turn"], body["results"]) == ("completed", [])
+
+
+def test_an_invalid_trace_is_400_with_pointers(api: Any, acme_key: str) -> None:
+    response = evaluate(api(acme_key), {"id": "x", "toolCalls": [{"arguments": {}}]})
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["path"] == "/toolCalls/0/name"
+
+
+def test_a_key_without_the_evaluate_scope_is_403(api: Any, acme: Any) -> None:
+    from kindgi_console.tenancy.models import ApiKey
+
+    ingest_only = ApiKey.issue(scopes=["ingest"], tenant=acme)[1]
+    assert evaluate(api(ingest_only), make_trace()).status_code == 403
+
+
+def test_charlies_key_cannot_evaluate_for_acme(
+    api: Any, charlie_key: str, acme: Any, halt_guardrail: Any
+) -> None:
+    assert evaluate(api(charlie_key), make_trace(tenant="acme")).status_code == 403
+    assert evaluate(api(charlie_key), make_trace(tenant="acme"), "?store=false").status_code == 403
+    assert not RunTrace.objects.exists()
+
+
+def test_charlie_cannot_evaluate_for_acme_in_his_session(
+    api: Any, charlie: Any, acme: Any
+) -> None:
+    assert evaluate(api(charlie), make_trace(tenant="acme")).status_code == 403
+
+
+def test_a_guardrail_scoped_to_another_tenant_is_skipped(api: Any, acme_key: str) -> None:
+    document = make_guardrail(scope={"tenants": ["globex"]})
+    save_guardrail(document, Author(user=None, label="fixture"))
+    body = evaluate(api(acme_key), make_trace()).json()
+    assert body["turn"] == "completed"
+    assert not EvaluationResult.objects.exists()

@@ -1,0 +1,41 @@
+from django.contrib import admin
+
+from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, RunTrace, Violation
+
+
+@admin.register(RunTrace)
+class RunTraceAdmin(admin.ModelAdmin):
+    list_display = ["trace_id", "tenant", "agent", "flow", "withheld", "received_at"]
+    list_filter = ["tenant", "withheld"]
+    search_fields = ["trace_id", "agent", "flow"]
+    list_select_related = ["tenant"]
+    readonly_fields = ["content_hash", "received_at"]
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(admin.ModelAdmin):
+    list_display = ["id", "tenant", "mode", "status", "done", "total", "created_at"]
+    list_filter = ["status", "mode", "tenant"]
+
+
+@admin.register(EvaluationResult)
+class EvaluationResultAdmin(admin.ModelAdmin):
+    list_display = ["trace", "guardrail", "revision", "evaluation", "mode", "status", "created_at"]
+    list_filter = ["status", "mode"]
+    raw_id_fields = ["trace", "revision", "evaluation", "guardrail"]
+
+
+@admin.register(Violation)
+class ViolationAdmin(admin.ModelAdmin):
+    list_display = ["guardrail", "trace", "tenant", "severity", "action", "mode", "state",
+                    "created_at"]
+    list_filter = ["state", "severity", "mode", "tenant"]
+    raw_id_fields = ["trace", "result", "revision", "evaluation", "guardrail"]
+
+
+@admin.register(JudgeLedgerEntry)
+class JudgeLedgerEntryAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "tenant", "guardrail", "model_id", "input_tokens",
+                    "output_tokens", "cost_usd", "latency_ms", "outcome", "cache_hit"]
+    list_filter = ["tenant", "model_id", "cache_hit"]
+    raw_id_fields = ["trace", "revision", "evaluation", "guardrail"]

@@ -1,0 +1,207 @@
+"""Storing RunTraces: the fast path behind `POST /api/v1/traces` and `POST /api/v1/evaluate`.
+
+Parse once (the view), validate each trace with the engine's compiled validator, hash the
+canonical JSON, look up the ids already stored in one query per tenant, and write the
+new rows with one bulk insert in one transaction. Concurrent retries store nothing twice:
+the insert skips rows that the unique (tenant, trace id) constraint refuses, and the rows
+are read back to tell which were ours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from guardrails.engine.schema import validate_runtrace
+from guardrails.engine.types import Issue
+from kindgi_console.tenancy.models import Tenant
+from kindgi_console.tenancy.scoping import Caller, TenantDenied
+from traces.models import RunTrace
+
+CREATED, DUPLICATE, CONFLICT, INVALID = "created", "duplicate", "conflict", "invalid"
+
+
+@dataclass
+class Item:
+    """One trace of a request and what became of it."""
+
+    index: int
+    id: str | None
+    status: str = INVALID
+    errors: list[Issue] = field(default_factory=list)
+    tenant: Tenant | None = None
+    document: dict[str, Any] | None = None
+    content_hash: str = ""
+    withheld: bool = False
+    row_id: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "id": self.id,
+            "status": self.status,
+            "errors": [issue.as_dict() for issue in self.errors],
+        }
+
+
+def content_hash(document: dict[str, Any]) -> str:
+    """The sha256 of the document's canonical JSON (sorted keys, no spaces)."""
+    return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def prepare(caller: Caller, document: object, index: int, scope: str = "ingest") -> Item:
+    """Validate one trace and settle its tenant; raises TenantDenied for another's tenant.
+
+    The stored document always names its tenant, so that evaluation contexts and hashes
+    do not depend on whether the runtime sent it.
+    """
+    trace_id = document.get("id") if isinstance(document, dict) else None
+    item = Item(index=index, id=trace_id if isinstance(trace_id, str) else None)
+    issues = validate_runtrace(document, max_depth=settings.KINDGI_MAX_DEPTH)
+    if issues:
+        item.errors = issues
+        return item
+    assert isinstance(document, dict)
+    try:
+        item.tenant = caller.tenant_for_write(document.get("tenant"), scope)
+    except TenantDenied as denied:
+        if denied.status == 403:
+            raise
+        item.errors = [Issue("/tenant", str(denied))]
+        return item
+    stored = dict(document)
+    stored["tenant"] = item.tenant.slug
+    canonical = orjson.dumps(stored, option=orjson.OPT_SORT_KEYS)
+    if len(canonical) > settings.KINDGI_MAX_TRACE_BYTES:
+        item.errors = [Issue("", f"the trace is {len(canonical)} bytes of JSON, over the "
+                                 f"limit of {settings.KINDGI_MAX_TRACE_BYTES}")]
+        return item
+    item.document = stored
+    item.content_hash = hashlib.sha256(canonical).hexdigest()
+    item.status = CREATED
+    return item
+
+
+def prepare_all(caller: Caller, documents: Sequence[object], scope: str = "ingest") -> list[Item]:
+    return [prepare(caller, document, index, scope) for index, document in enumerate(documents)]
+
+
+def withhold_output(item: Item) -> None:
+    """Keep the trace without its response: a halt guardrail failed (the hash stays)."""
+    assert item.document is not None
+    item.document = {key: value for key, value in item.document.items() if key != "output"}
+    item.withheld = True
+
+
+def store(items: Iterable[Item], on_created: Callable[[list[int]], None] | None = None) -> None:
+    """Store the valid items, setting each one's status: created, duplicate or conflict."""
+    pending = [item for item in items if item.status == CREATED]
+    if not pending:
+        return
+    pending = _settle_repeats_within(pending)
+    with transaction.atomic():
+        pending = _settle_already_stored(pending)
+        if pending:
+            now = timezone.now()
+            RunTrace.objects.bulk_create(
+                [_row(item, now) for item in pending], ignore_conflicts=True
+            )
+            _read_back(pending)
+        created = [item.row_id for item in pending if item.status == CREATED and item.row_id]
+        if created and on_created is not None:
+            on_created(created)
+
+
+def _settle_repeats_within(items: list[Item]) -> list[Item]:
+    """The same id twice in one batch: the first one counts, the others are compared to it."""
+    first: dict[tuple[int, str], Item] = {}
+    fresh = []
+    for item in items:
+        assert item.tenant is not None and item.id is not None
+        earlier = first.setdefault((item.tenant.pk, item.id), item)
+        if earlier is item:
+            fresh.append(item)
+        else:
+            _compare(item, earlier.content_hash)
+    return fresh
+
+
+def _settle_already_stored(items: list[Item]) -> list[Item]:
+    by_tenant: dict[int, list[Item]] = defaultdict(list)
+    for item in items:
+        assert item.tenant is not None
+        by_tenant[item.tenant.pk].append(item)
+    fresh = []
+    for tenant_id, group in by_tenant.items():
+        stored = {
+            trace_id: (pk, digest)
+            for pk, trace_id, digest in RunTrace.objects.filter(
+                tenant_id=tenant_id, trace_id__in=[item.id for item in group]
+            ).values_list("pk", "trace_id", "content_hash")
+        }
+        for item in group:
+            if item.id in stored:
+                item.row_id, digest = stored[item.id]
+                _compare(item, digest)
+            else:
+                fresh.append(item)
+    return fresh
+
+
+def _read_back(items: list[Item]) -> None:
+    """Which inserted rows are ours: a concurrent request may have stored the same id."""
+    by_tenant: dict[int, list[Item]] = defaultdict(list)
+    for item in items:
+        assert item.tenant is not None
+        by_tenant[item.tenant.pk].append(item)
+    for tenant_id, group in by_tenant.items():
+        rows = {
+            trace_id: (pk, digest)
+            for pk, trace_id, digest in RunTrace.objects.filter(
+                tenant_id=tenant_id, trace_id__in=[item.id for item in group]
+            ).values_list("pk", "trace_id", "content_hash")
+        }
+        for item in group:
+            pk, digest = rows[item.id]
+            item.row_id = pk
+            if digest != item.content_hash:
+                _compare(item, digest)
+
+
+def _compare(item: Item, stored_hash: str) -> None:
+    if stored_hash == item.content_hash:
+        item.status = DUPLICATE
+    else:
+        item.status = CONFLICT
+        item.errors = [Issue("/id", f"a different trace with id {item.id!r} is already stored")]
+
+
+def _row(item: Item, now: datetime) -> RunTrace:
+    doc = item.document
+    assert doc is not None and item.tenant is not None and item.id is not None
+    return RunTrace(
+        tenant=item.tenant,
+        trace_id=item.id,
+        agent=doc.get("agent") or "",
+        flow=doc.get("flow") or "",
+        started_at=_moment(doc.get("startedAt")),
+        ended_at=_moment(doc.get("endedAt")),
+        document=doc,
+        content_hash=item.content_hash,
+        withheld=item.withheld,
+        received_at=now,
+    )
+
+
+def _moment(value: Any) -> datetime | None:
+    return parse_datetime(value) if isinstance(value, str) else None

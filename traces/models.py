@@ -1,0 +1,236 @@
+"""Run traces, evaluation runs, their results, violations and the judge cost ledger.
+
+Every model here belongs to one tenant and is read through `TenantScopedQuerySet.for_caller`.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from guardrails.models import Guardrail, GuardrailRevision
+from kindgi_console.tenancy.models import Tenant
+from kindgi_console.tenancy.scoping import TenantScopedQuerySet
+
+MODES = [("runtime", "runtime"), ("ci", "ci")]
+
+
+class RunTrace(models.Model):
+    """One agent turn as a runtime sent it.
+
+    `trace_id` is the runtime's id, unique per tenant: the idempotency key of ingestion.
+    `content_hash` is the sha256 of the canonical JSON (sorted keys) of the document as
+    received, so that a retry is recognised as a duplicate and another turn under the
+    same id as a conflict. `withheld`: a halt guardrail failed at the runtime verdict and
+    the stored document has no `output`.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="traces")
+    trace_id = models.CharField(max_length=200)
+    agent = models.CharField(max_length=200, blank=True)
+    flow = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    document = models.JSONField()
+    content_hash = models.CharField(max_length=64)
+    withheld = models.BooleanField(default=False)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "trace_id"], name="trace_id_per_tenant")
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "-received_at", "-id"], name="trace_tenant_received"),
+            models.Index(fields=["tenant", "agent", "-received_at"], name="trace_tenant_agent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.trace_id}"
+
+
+class Evaluation(models.Model):
+    """A batch evaluation run: which guardrails over which traces, and how far it got.
+
+    Started by an author, run in the background; the pages read its status and progress
+    from this row, never from a task backend.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="evaluations")
+    guardrails = models.JSONField(default=list, help_text="guardrail ids; empty: every enabled one")
+    trace_filters = models.JSONField(default=dict)
+    mode = models.CharField(max_length=10, choices=MODES, default="ci")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    started_by_label = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict)
+    error = models.TextField(blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "-created_at", "-id"], name="evaluation_tenant")]
+
+    def __str__(self) -> str:
+        return f"evaluation {self.pk} ({self.status})"
+
+
+class EvaluationResult(models.Model):
+    """One guardrail revision evaluated against one trace, in a run or at the runtime.
+
+    A result of no run (the runtime verdict, ingestion) is unique per trace and revision;
+    a run's result per trace, revision and run: a repeated evaluation stores nothing twice.
+    """
+
+    class Status(models.TextChoices):
+        PASS = "pass"
+        FAIL = "fail"
+        ERROR = "error"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="results")
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
+    evaluation = models.ForeignKey(
+        Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="results"
+    )
+    mode = models.CharField(max_length=10, choices=MODES)
+    status = models.CharField(max_length=10, choices=Status.choices)
+    reason = models.TextField(blank=True)
+    duration_ms = models.FloatField(default=0.0)
+    details = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["trace", "revision", "evaluation"],
+                condition=models.Q(evaluation__isnull=False),
+                name="result_per_run",
+            ),
+            models.UniqueConstraint(
+                fields=["trace", "revision"],
+                condition=models.Q(evaluation__isnull=True),
+                name="result_per_runtime_verdict",
+            ),
+        ]
+        indexes = [models.Index(fields=["evaluation", "status"], name="result_evaluation_status")]
+
+    def __str__(self) -> str:
+        return f"{self.guardrail_id}@{self.revision_id} on {self.trace_id}: {self.status}"
+
+
+class Violation(models.Model):
+    """A `fail` result, kept for review whatever its action.
+
+    The trace's agent and flow and the guardrail's action and severity are copied here so
+    that violation history filters without joins.
+    """
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        ACKNOWLEDGED = "acknowledged"
+        RESOLVED = "resolved"
+        FALSE_POSITIVE = "false-positive"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="violations")
+    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="violations")
+    result = models.OneToOneField(
+        EvaluationResult, on_delete=models.CASCADE, related_name="violation"
+    )
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="violations")
+    revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
+    evaluation = models.ForeignKey(
+        Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="violations"
+    )
+    action = models.CharField(max_length=100)
+    severity = models.CharField(max_length=20, blank=True)
+    mode = models.CharField(max_length=10, choices=MODES)
+    reason = models.TextField(blank=True)
+    agent = models.CharField(max_length=200, blank=True)
+    flow = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.OPEN)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    review_note = models.TextField(blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "-created_at", "-id"], name="violation_tenant_time"),
+            models.Index(fields=["guardrail", "-created_at"], name="violation_guardrail_time"),
+            models.Index(fields=["severity", "-created_at"], name="violation_severity_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.guardrail_id} on {self.trace_id} ({self.state})"
+
+
+class JudgeLedgerEntry(models.Model):
+    """One call to a judge model's provider, with what it cost, under the guardrail it judged.
+
+    Tokens are as the provider reported them; cost is exact (registered prices times
+    tokens). The budget flags compare the call with the guardrail's declarative budget.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="ledger_entries")
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(
+        GuardrailRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    trace = models.ForeignKey(
+        RunTrace, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    evaluation = models.ForeignKey(
+        Evaluation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    model_id = models.CharField(max_length=200)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=300, help_text="the verdict, the score, or the error")
+    over_budget_cost = models.BooleanField(default=False)
+    over_budget_latency = models.BooleanField(default=False)
+    cache_hit = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "judge ledger entries"
+        indexes = [
+            models.Index(fields=["tenant", "created_at"], name="ledger_tenant_time"),
+            models.Index(fields=["guardrail", "created_at"], name="ledger_guardrail_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_id} {self.cost_usd} USD"
+
+    @property
+    def over_budget(self) -> bool:
+        return self.over_budget_cost or self.over_budget_latency

@@ -1,0 +1,128 @@
+"""Evaluating stored traces and recording results and violations.
+
+The runtime verdict (`POST evaluate`) and ingestion share `record_results`; ingestion
+queues its traces through `queue_runtime_evaluation`, the one entry point that the
+background queue replaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from guardrails.engine.evaluate import evaluate_all
+from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
+from guardrails.services import Enforced, console_engine, enforced_guardrails
+from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
+
+
+def runtime_verdict(document: Trace, enforced: Sequence[Enforced]) -> TurnVerdict:
+    """The runtime verdict of the enforced guardrails on one trace."""
+    context = Context.for_trace(document, "runtime")
+    guardrails = [item.guardrail for item in enforced]
+    return evaluate_all(guardrails, document, context, engine=console_engine())
+
+
+def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:
+    """Evaluate newly stored traces in mode `runtime` once their transaction commits."""
+    ids = list(trace_ids)
+    transaction.on_commit(lambda: evaluate_stored_traces(ids))
+
+
+def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
+    """Evaluate the traces (those still there) with every enforced guardrail; store results.
+
+    Idempotent: a result of no run is unique per trace and revision. Returns how many
+    traces were evaluated.
+    """
+    enforced = enforced_guardrails()
+    traces = list(RunTrace.objects.filter(pk__in=trace_ids).select_related("tenant"))
+    if not enforced or not traces:
+        return len(traces)
+    verdicts = [(trace, runtime_verdict(trace.document, enforced).results) for trace in traces]
+    record_results(verdicts, enforced, mode="runtime")
+    return len(traces)
+
+
+def record_results(
+    verdicts: Iterable[tuple[RunTrace, Sequence[Result]]],
+    enforced: Sequence[Enforced],
+    *,
+    mode: Mode,
+    evaluation: Evaluation | None = None,
+) -> None:
+    """Store each result that is not `skipped`, and a violation for each `fail`.
+
+    Repeating this for the same traces, revisions and run stores nothing twice.
+    """
+    revisions = {item.guardrail.id: item.revision for item in enforced}
+    now = timezone.now()
+    rows = [
+        _result_row(trace, result, revisions[result.guardrail], mode, evaluation, now)
+        for trace, results in verdicts
+        for result in results
+        if result.status != "skipped" and result.guardrail in revisions
+    ]
+    if not rows:
+        return
+    with transaction.atomic():
+        EvaluationResult.objects.bulk_create(rows, ignore_conflicts=True)
+        _record_violations([row.trace_id for row in rows], evaluation, now)
+
+
+def _result_row(
+    trace: RunTrace,
+    result: Result,
+    revision: Any,
+    mode: Mode,
+    evaluation: Evaluation | None,
+    now: Any,
+) -> EvaluationResult:
+    return EvaluationResult(
+        tenant_id=trace.tenant_id,
+        trace=trace,
+        guardrail_id=revision.guardrail_id,
+        revision=revision,
+        evaluation=evaluation,
+        mode=mode,
+        status=result.status,
+        reason=result.reason or "",
+        duration_ms=result.duration_ms,
+        details=dict(result.details),
+        created_at=now,
+    )
+
+
+def _record_violations(trace_ids: list[int], evaluation: Evaluation | None, now: Any) -> None:
+    failures = (
+        EvaluationResult.objects.filter(
+            trace_id__in=set(trace_ids), evaluation=evaluation, status="fail",
+            violation__isnull=True,
+        )
+        .select_related("trace", "revision")
+    )
+    Violation.objects.bulk_create(
+        [_violation_row(result, now) for result in failures], ignore_conflicts=True
+    )
+
+
+def _violation_row(result: EvaluationResult, now: Any) -> Violation:
+    document = result.revision.document
+    return Violation(
+        tenant_id=result.tenant_id,
+        trace_id=result.trace_id,
+        result=result,
+        guardrail_id=result.guardrail_id,
+        revision_id=result.revision_id,
+        evaluation=result.evaluation,
+        action=str(document["action"]["on-violation"]),
+        severity=str(document.get("severity") or ""),
+        mode=result.mode,
+        reason=result.reason,
+        agent=result.trace.agent,
+        flow=result.trace.flow,
+        created_at=now,
+    )
