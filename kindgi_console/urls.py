@@ -1,8 +1,11 @@
 """Top-level URL routes."""
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+from kindgi_console.tenancy.views import switch_tenant
 
 api_v1 = [
     path("", include("guardrails.api.urls")),
@@ -11,6 +14,9 @@ api_v1 = [
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("switch-tenant/", switch_tenant, name="switch-tenant"),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
