@@ -1,0 +1,71 @@
+"""The llm-judge: judge models, routing, provider protocols, the prompt, answers and the call.
+
+Pure Python over httpx; the console supplies JudgeServices (models, policies, cache, ledger).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .client import JudgeCall, RetryPolicy, call_judge
+from .models import (
+    JUDGE_MODEL_SCHEMA,
+    JUDGE_POLICY_SCHEMA,
+    InvalidJudgeModel,
+    JudgeModel,
+    JudgePolicy,
+    Thinking,
+    validate_judge_model,
+)
+from .parsing import AnswerError, JudgeOutcome, parse_answer
+from .prompt import JudgePrompt, build_prompt
+from .routing import JUDGE_CAPABILITIES_SCHEMA, NoJudgeModel, route, validate_judge_capabilities
+from .strategy import (
+    KIND,
+    RUBRIC_CHECK_ID,
+    RUBRIC_CONFIG_SCHEMA,
+    InMemoryJudgeServices,
+    JudgeServices,
+    LlmJudgeStrategy,
+    Rubric,
+    cache_key,
+    rubric_check,
+)
+
+__all__ = [
+    "JUDGE_CAPABILITIES_SCHEMA",
+    "JUDGE_MODEL_SCHEMA",
+    "JUDGE_POLICY_SCHEMA",
+    "KIND",
+    "RUBRIC_CHECK_ID",
+    "RUBRIC_CONFIG_SCHEMA",
+    "AnswerError",
+    "InMemoryJudgeServices",
+    "InvalidJudgeModel",
+    "JudgeCall",
+    "JudgeModel",
+    "JudgeOutcome",
+    "JudgePolicy",
+    "JudgePrompt",
+    "JudgeServices",
+    "LlmJudgeStrategy",
+    "NoJudgeModel",
+    "RetryPolicy",
+    "Rubric",
+    "Thinking",
+    "build_prompt",
+    "cache_key",
+    "call_judge",
+    "parse_answer",
+    "register_judge",
+    "route",
+    "rubric_check",
+    "validate_judge_capabilities",
+    "validate_judge_model",
+]
+
+
+def register_judge(registry: Any, strategies: Any, *, retry: RetryPolicy | None = None) -> None:
+    """Add the built-in llm-judge checks to `registry` and the strategy to `strategies`."""
+    registry.register(rubric_check(), replace=True)
+    strategies.register(KIND, LlmJudgeStrategy(retry=retry))
