@@ -44,6 +44,8 @@ class RetryPolicy:
     max_attempts: int = 4
     base_delay_s: float = 0.5
     max_delay_s: float = 8.0
+    #: The longest one attempt may take, so that a hung attempt leaves time for another.
+    attempt_timeout_s: float = 20.0
 
     def backoff(self, attempt: int, rng: Callable[[], float]) -> float:
         """The wait after failed attempt `attempt` (1-based): exponential, half of it jittered."""
@@ -173,7 +175,7 @@ class _Caller:
                 raise _Final("the evaluation's time limit ran out before the judge answered")
             self.attempts += 1
             try:
-                return self._attempt(request, remaining)
+                return self._attempt(request, min(remaining, self.retry.attempt_timeout_s))
             except _Transient as fault:
                 self._wait_to_retry(fault)
 

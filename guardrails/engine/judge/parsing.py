@@ -61,7 +61,7 @@ def parse_answer(text: str | None, scale: Scale) -> JudgeOutcome:
         raise AnswerError("the judge gave an empty answer")
     fenced = _FENCE.search(stripped)
     body = fenced.group(1).strip() if fenced else stripped
-    if body.startswith("{"):
+    if body.startswith(("{", "[")):
         return _from_json(body, scale)
     return _from_words(body, scale)
 
