@@ -13,6 +13,7 @@ from guardrails.engine.judge import (
     LlmJudgeStrategy,
     RetryPolicy,
     cache_key,
+    estimate_call,
     rubric_check,
 )
 from guardrails.engine.types import Context, Guardrail, StrategyError
@@ -202,3 +203,26 @@ def test_the_rubric_config_schema():
         {"criteria": " ", "threshold": 2, "include": ["metadata"], "model": "x"}
     )
     assert {i.path for i in bad} == {"", "/criteria", "/threshold", "/include/0"}
+
+
+def test_a_missing_key_is_an_error_and_no_ledger_call(fake_provider, http, monkeypatch):
+    monkeypatch.delenv("FAKE_UNSET_KEY", raising=False)
+    model = JudgeModel.from_dict(fake_provider.registration("keyed", apiKeyEnv="FAKE_UNSET_KEY"))
+    services = InMemoryJudgeServices(models=[model], client=http)
+    with pytest.raises(StrategyError, match=r"FAKE_UNSET_KEY .* is not set"):
+        evaluate(services)
+    assert services.calls == [] and fake_provider.requests == []
+
+
+def test_the_estimate_is_an_upper_bound_of_the_real_cost(fake_provider, services):
+    model = services.models[0]
+    estimate = estimate_call(guardrail(), TRACE, model)
+    assert estimate.max_output_tokens == 256
+    assert estimate.cache_key == cache_key(guardrail(), TRACE, "cheap")
+    assert estimate.cost_usd == model.cost_usd(estimate.input_tokens, 256)
+    evaluate(services)
+    call = services.calls[0][0]
+    assert call.input_tokens == estimate.input_tokens  # the fake provider counts the same way
+    assert call.cost_usd <= estimate.cost_usd
+    thinker = services.models[1]
+    assert estimate_call(guardrail(), TRACE, thinker).max_output_tokens == 256

@@ -18,7 +18,8 @@ The judge is routed by the guardrail's `judgeCapabilities` (see routing.py) amon
 the caller's JudgeServices registers for the trace's tenant. Its answer is cached by guardrail
 revision, trace content and model, so the same trace judged again is not paid again; a cache
 hit shows ``"cached": true`` in the result and makes no call. Every call made is handed to
-JudgeServices.record for the cost ledger, flagged when it went over the guardrail's
+JudgeServices.record for the cost ledger (a call that never reached a provider, for want of
+its API key, is not a call), flagged when it went over the guardrail's
 declarative `budget` (nothing is refused because of a budget).
 
 Packs add llm-judge checks of their own with define_check(kind="llm-judge") and a config that
@@ -44,6 +45,7 @@ from .client import JudgeCall, RetryPolicy, call_judge
 from .models import JudgeModel, JudgePolicy, exact_price
 from .parsing import JudgeOutcome
 from .prompt import DEFAULT_PARTS, TRACE_PARTS, Part, Scale, build_prompt
+from .providers import output_limit
 from .routing import NoJudgeModel, route
 
 KIND = "llm-judge"
@@ -207,7 +209,8 @@ class LlmJudgeStrategy:
             return _decide(rubric, cached, _cached_details(model, cached))
         call = self._call(services, rubric, model, trace)
         call = Budget.of(guardrail).flag(call)
-        services.record(call, guardrail, trace, context)
+        if call.attempts:  # a call that never reached a provider (no key set) cost nothing
+            services.record(call, guardrail, trace, context)
         if call.outcome is None:
             raise StrategyError(f"judge call failed: {call.error}", **_call_details(call))
         services.cache_put(key, call.outcome)
@@ -227,6 +230,42 @@ class LlmJudgeStrategy:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class JudgeEstimate:
+    """What judging one trace may cost, before it is judged: at most `cost_usd`."""
+
+    model_id: str
+    cache_key: str
+    input_tokens: int
+    max_output_tokens: int
+    cost_usd: Decimal
+
+
+def estimate_call(guardrail: Guardrail, trace: Trace, model: JudgeModel) -> JudgeEstimate:
+    """An upper estimate of judging `trace` with `model`: the prompt at about four characters
+    a token, and the whole output limit (thinking included) used. The caller subtracts the
+    traces whose `cache_key` is already cached: those cost nothing."""
+    rubric = Rubric.from_config(guardrail.config)
+    prompt = build_prompt(rubric.criteria, rubric.scale, trace, rubric.include)
+    input_tokens = -(-(len(prompt.system) + len(prompt.user)) // 4)
+    max_output = output_limit(model)
+    return JudgeEstimate(
+        model_id=model.id,
+        cache_key=cache_key(guardrail, trace, model.id),
+        input_tokens=input_tokens,
+        max_output_tokens=max_output,
+        cost_usd=model.cost_usd(input_tokens, max_output),
+    )
+
+
+def route_for(services: JudgeServices, guardrail: Guardrail, tenant: str | None) -> JudgeModel:
+    """The judge model a guardrail is routed to for `tenant`; raises NoJudgeModel."""
+    models, policy = services.models_for(tenant)
+    if policy.tenant is None and tenant is not None:
+        policy = replace(policy, tenant=tenant)
+    return route(models, guardrail.document.get("judgeCapabilities"), policy)
+
+
 def _services(context: Context) -> JudgeServices:
     services = context.services.get("judge")
     if services is None:
@@ -238,11 +277,8 @@ def _services(context: Context) -> JudgeServices:
 
 
 def _route(services: JudgeServices, guardrail: Guardrail, context: Context) -> JudgeModel:
-    models, policy = services.models_for(context.tenant)
-    if policy.tenant is None and context.tenant is not None:
-        policy = replace(policy, tenant=context.tenant)
     try:
-        return route(models, guardrail.document.get("judgeCapabilities"), policy)
+        return route_for(services, guardrail, context.tenant)
     except NoJudgeModel as error:
         raise StrategyError(str(error)) from None
 
