@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "kindgi_console",
     "kindgi_console.tenancy",
     "guardrails",
     "traces",
@@ -145,7 +146,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Kindgi Console API",
-    "DESCRIPTION": "Ingest run traces, get runtime verdicts, author guardrails, read violations and the judge cost ledger.",
+    "DESCRIPTION": (
+        "Ingest run traces, get runtime verdicts, author guardrails, "
+        "read violations and the judge cost ledger."
+    ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

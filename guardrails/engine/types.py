@@ -88,6 +88,10 @@ class Context:
 
 EvaluateFn = Callable[[Config, Trace], CheckOutcome]
 ConfigValidator = Callable[[Config], list[Issue]]
+#: A check's evaluate function with one guardrail's config already compiled in.
+PreparedFn = Callable[[Trace], CheckOutcome]
+#: Compiles a config once (regular expressions, case-folded values) for many traces.
+PrepareFn = Callable[[Config], PreparedFn]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,8 @@ class Check:
     `pack` is None for a built-in check, else the name of the pack that defined it.
     `module` and `function` name the evaluate function for a sandboxed run in another
     process. An llm-judge check may have no evaluate function: its strategy does the work.
+    `prepare`, when given, compiles a config once so that evaluating it over many traces
+    pays for regular expressions and case folding only once; it must agree with `evaluate`.
     """
 
     id: str
@@ -109,6 +115,7 @@ class Check:
     pack_version: str | None = None
     module: str | None = None
     function: str | None = None
+    prepare: PrepareFn | None = None
 
     @property
     def builtin(self) -> bool:
@@ -205,6 +212,4 @@ class TurnVerdict:
 class Strategy(Protocol):
     """How a kind is evaluated. Raise StrategyError (or anything) to give `error`."""
 
-    def evaluate(
-        self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
-    ) -> CheckOutcome: ...
+    def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome: ...

@@ -1,0 +1,334 @@
+"""The seven built-in zero-llm checks of evaluation.md: config schemas and semantics.
+
+Each check is written as a `prepare` function: it compiles a guardrail's config once
+(defaults applied, regular expressions compiled, values case-folded) and returns the
+function evaluated over each trace. `registry.builtin_checks()` registers them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import re2
+
+from guardrails.engine.types import PASSED, CheckOutcome, Config, Issue, PreparedFn, Trace, failed
+
+# The citation marker of must-cite: `[`, one or more characters other than `]`, `]`.
+# A fixed pattern of ours (linear on any input), so the standard library runs it.
+CITATION_MARKER = re.compile(r"\[([^\]]+)\]")
+
+_NON_EMPTY_STRING: dict[str, Any] = {"type": "string", "minLength": 1}
+
+
+def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _output(trace: Trace) -> str | None:
+    output = trace.get("output")
+    return output if isinstance(output, str) else None
+
+
+def _tool_names(trace: Trace) -> list[str]:
+    return [str(call.get("name")) for call in trace.get("toolCalls") or ()]
+
+
+# --- must-cite -------------------------------------------------------------------------
+
+MUST_CITE_SCHEMA = _schema(
+    {
+        "min": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 1,
+            "title": "Minimum citations",
+            "description": "How many citations the response needs at least.",
+        },
+        "allowedSources": {
+            "type": "array",
+            "minItems": 1,
+            "items": _NON_EMPTY_STRING,
+            "title": "Allowed sources",
+            "description": "When given, every citation's source must be one of these.",
+        },
+    }
+)
+
+
+def prepare_must_cite(config: Config) -> PreparedFn:
+    minimum = int(config.get("min", 1))
+    allowed = frozenset(config["allowedSources"]) if "allowedSources" in config else None
+
+    def evaluate(trace: Trace) -> CheckOutcome:
+        sources = _citation_sources(trace)
+        if len(sources) < minimum:
+            return failed(f"{len(sources)} citation(s), at least {minimum} required")
+        if allowed is not None:
+            for source in sources:
+                if source not in allowed:
+                    return failed(f"citation source '{source}' is not an allowed source")
+        return PASSED
+
+    return evaluate
+
+
+def _citation_sources(trace: Trace) -> list[str]:
+    """The trace's `citations` when present (even empty), else the markers in `output`."""
+    if "citations" in trace and trace["citations"] is not None:
+        return [str(citation.get("source")) for citation in trace["citations"]]
+    output = _output(trace)
+    return CITATION_MARKER.findall(output) if output else []
+
+
+# --- never-call-tool -------------------------------------------------------------------
+
+NEVER_CALL_TOOL_SCHEMA = _schema(
+    {
+        "tools": {
+            "type": "array",
+            "minItems": 1,
+            "uniqueItems": True,
+            "items": _NON_EMPTY_STRING,
+            "title": "Forbidden tools",
+            "description": "Names of the tools the agent must never call.",
+        }
+    },
+    ["tools"],
+)
+
+
+def prepare_never_call_tool(config: Config) -> PreparedFn:
+    forbidden = frozenset(config["tools"])
+
+    def evaluate(trace: Trace) -> CheckOutcome:
+        for position, name in enumerate(_tool_names(trace), start=1):
+            if name in forbidden:
+                return failed(f"called forbidden tool '{name}' (tool call {position})")
+        return PASSED
+
+    return evaluate
+
+
+# --- max-tool-calls --------------------------------------------------------------------
+
+MAX_TOOL_CALLS_SCHEMA = _schema(
+    {
+        "max": {
+            "type": "integer",
+            "minimum": 0,
+            "title": "Maximum calls",
+            "description": "Most tool calls the turn may make.",
+        },
+        "tool": {
+            **_NON_EMPTY_STRING,
+            "title": "Tool",
+            "description": "Count only the calls of this tool (all calls when absent).",
+        },
+    },
+    ["max"],
+)
+
+
+def prepare_max_tool_calls(config: Config) -> PreparedFn:
+    maximum = int(config["max"])
+    tool: str | None = config.get("tool")
+
+    def evaluate(trace: Trace) -> CheckOutcome:
+        calls = trace.get("toolCalls") or ()
+        if tool is None:
+            count = len(calls)
+            what = "tool calls"
+        else:
+            count = sum(1 for call in calls if call.get("name") == tool)
+            what = f"calls of '{tool}'"
+        if count > maximum:
+            return failed(f"{count} {what}, more than the maximum of {maximum}")
+        return PASSED
+
+    return evaluate
+
+
+# --- output-matches --------------------------------------------------------------------
+
+OUTPUT_MATCHES_SCHEMA = _schema(
+    {
+        "pattern": {
+            **_NON_EMPTY_STRING,
+            "title": "Pattern",
+            "description": "A regular expression in RE2 syntax (no backreferences, no lookaround).",
+        },
+        "flags": {
+            "type": "string",
+            "pattern": "^[ims]*$",
+            "title": "Flags",
+            "description": ("i = ignore case, m = ^ and $ match at line ends, s = . matches newlines."),
+        },
+        "fullMatch": {
+            "type": "boolean",
+            "default": False,
+            "title": "Full match",
+            "description": "The pattern must match the whole output, not only a part of it.",
+        },
+    },
+    ["pattern"],
+)
+
+
+def compile_re2(pattern: str, flags: str = "") -> Any:
+    """Compile a user's pattern with RE2 (linear-time matching); raises re2.error."""
+    options = re2.Options()
+    options.log_errors = False  # an invalid pattern is reported to the author, not logged
+    prefix = f"(?{''.join(sorted(set(flags)))})" if flags else ""
+    return re2.compile(prefix + pattern, options)
+
+
+def validate_output_matches(config: Config) -> list[Issue]:
+    """The pattern must compile as RE2 (with its flags)."""
+    pattern, flags = config.get("pattern"), config.get("flags", "")
+    if not isinstance(pattern, str) or not pattern or not isinstance(flags, str):
+        return []  # the config schema has already said what is wrong
+    try:
+        compile_re2(pattern, flags)
+    except re2.error as exc:
+        return [Issue("/pattern", f"is not a valid RE2 regular expression: {_re2_reason(exc)}")]
+    return []
+
+
+def _re2_reason(exc: Exception) -> str:
+    reason = exc.args[0] if exc.args else str(exc)
+    text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+    if "perl operator" in text or "escape sequence" in text:
+        text += " (RE2 has no backreferences or lookaround)"
+    return text
+
+
+def prepare_output_matches(config: Config) -> PreparedFn:
+    regex = compile_re2(str(config["pattern"]), str(config.get("flags", "")))
+    match = regex.fullmatch if config.get("fullMatch", False) else regex.search
+    pattern = config["pattern"]
+    how = "match all of" if config.get("fullMatch", False) else "occur in"
+
+    def evaluate(trace: Trace) -> CheckOutcome:
+        output = _output(trace)
+        if output is None:
+            return failed("there is no output")
+        if match(output) is None:
+            return failed(f"pattern '{pattern}' does not {how} the output")
+        return PASSED
+
+    return evaluate
+
+
+# --- tool-order ------------------------------------------------------------------------
+
+TOOL_ORDER_SCHEMA = _schema(
+    {
+        "order": {
+            "type": "array",
+            "minItems": 2,
+            "uniqueItems": True,
+            "items": _NON_EMPTY_STRING,
+            "title": "Order",
+            "description": "Tools in the order their first calls must come.",
+        }
+    },
+    ["order"],
+)
+
+
+def prepare_tool_order(config: Config) -> PreparedFn:
+    order: list[str] = list(config["order"])
+    ordered = frozenset(order)
+
+    def evaluate(trace: Trace) -> CheckOutcome:
+        first: dict[str, int] = {}
+        for position, name in enumerate(_tool_names(trace)):
+            if name in ordered and name not in first:
+                first[name] = position
+        if not first:
+            return PASSED
+        return _first_out_of_order(order, first)
+
+    return evaluate
+
+
+def _first_out_of_order(order: list[str], first: Mapping[str, int]) -> CheckOutcome:
+    for j, later in enumerate(order):
+        if later not in first:
+            continue
+        for earlier in order[:j]:
+            if earlier not in first:
+                return failed(f"'{later}' was called but '{earlier}', which must come first, never was")
+            if first[earlier] > first[later]:
+                return failed(f"'{later}' was called before '{earlier}'")
+    return PASSED
+
+
+# --- required-substring / forbidden-substring ------------------------------------------
+
+_SUBSTRING_PROPERTIES: dict[str, Any] = {
+    "values": {
+        "type": "array",
+        "minItems": 1,
+        "items": _NON_EMPTY_STRING,
+        "title": "Values",
+        "description": "The substrings to look for in the output.",
+    },
+    "caseSensitive": {
+        "type": "boolean",
+        "default": True,
+        "title": "Case sensitive",
+        "description": "Compare case exactly; otherwise compare with Unicode case folding.",
+    },
+}
+REQUIRED_SUBSTRING_SCHEMA = _schema(_SUBSTRING_PROPERTIES, ["values"])
+FORBIDDEN_SUBSTRING_SCHEMA = _schema(_SUBSTRING_PROPERTIES, ["values"])
+
+
+def _needles(config: Config) -> tuple[bool, list[tuple[str, str]]]:
+    """Whether to fold case, and each value with the form searched for."""
+    case_sensitive = bool(config.get("caseSensitive", True))
+    values = [str(value) for value in config["values"]]
+    return case_sensitive, [(v, v if case_sensitive else v.casefold()) for v in values]
+
+
+def prepare_required_substring(config: Config) -> PreparedFn:
+    case_sensitive, needles = _needles(config)
+
+    def evaluate(trace: Trace) -> CheckOutcome:
+        output = _output(trace)
+        if output is None:
+            return failed("there is no output")
+        haystack = output if case_sensitive else output.casefold()
+        for value, needle in needles:
+            if needle not in haystack:
+                return failed(f"output does not contain '{value}'")
+        return PASSED
+
+    return evaluate
+
+
+def prepare_forbidden_substring(config: Config) -> PreparedFn:
+    case_sensitive, needles = _needles(config)
+
+    def evaluate(trace: Trace) -> CheckOutcome:
+        output = _output(trace)
+        if output is None:
+            return PASSED
+        haystack = output if case_sensitive else output.casefold()
+        for value, needle in needles:
+            if needle in haystack:
+                return failed(f"output contains forbidden '{value}'")
+        return PASSED
+
+    return evaluate

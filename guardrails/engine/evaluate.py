@@ -1,0 +1,141 @@
+"""Evaluating guardrails against a trace: scope, statuses, actions and the turn outcome.
+
+Every path (the REST verdict, ingestion, batch runs, the CI command) goes through
+`Engine.verdict`, so that the same guardrail and trace give the same result everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from functools import cache
+from time import perf_counter
+from typing import Any
+
+from guardrails.engine.registry import CheckRegistry, default_registry
+from guardrails.engine.strategies import StrategyRegistry, default_strategies
+from guardrails.engine.types import (
+    CheckOutcome,
+    Context,
+    Guardrail,
+    Result,
+    Status,
+    StrategyError,
+    Trace,
+    TurnVerdict,
+)
+
+#: A verdict without the bookkeeping of a Result: status, reason and details.
+Verdict = tuple[Status, str | None, Mapping[str, Any]]
+
+_NO_DETAILS: Mapping[str, Any] = {}
+_SKIPPED: Verdict = ("skipped", None, _NO_DETAILS)
+_PASSED: Verdict = ("pass", None, _NO_DETAILS)
+
+_SCOPE_MODES = {
+    "always": frozenset({"runtime", "ci"}),
+    "ci-only": frozenset({"ci"}),
+    "runtime-only": frozenset({"runtime"}),
+}
+
+
+class Engine:
+    """A check registry and a strategy registry: what evaluating needs."""
+
+    def __init__(self, registry: CheckRegistry, strategies: StrategyRegistry) -> None:
+        self.registry = registry
+        self.strategies = strategies
+
+    @classmethod
+    def default(cls) -> Engine:
+        """A fresh engine with the built-in checks and strategies."""
+        return cls(default_registry(), default_strategies())
+
+    def verdict(self, guardrail: Guardrail, trace: Trace, context: Context) -> Verdict:
+        """The status of `guardrail` on `trace` in `context`; never raises."""
+        if not selects(guardrail, context):
+            return _SKIPPED
+        try:
+            outcome = self._run_check(guardrail, trace, context)
+        except StrategyError as exc:
+            return ("error", str(exc) or type(exc).__name__, exc.details)
+        except Exception as exc:  # a check that raises gives error, never a crash of the run
+            return ("error", f"check '{guardrail.check}' raised {type(exc).__name__}: {exc}", {})
+        if not isinstance(outcome, CheckOutcome):
+            return ("error", f"check '{guardrail.check}' returned {type(outcome).__name__}", {})
+        if outcome.passed:
+            return _PASSED if not outcome.details else ("pass", None, outcome.details)
+        return ("fail", outcome.reason or f"check '{guardrail.check}' failed", outcome.details)
+
+    def _run_check(self, guardrail: Guardrail, trace: Trace, context: Context) -> CheckOutcome:
+        check = self.registry.get(guardrail.check)
+        if check is None:
+            raise StrategyError(f"check '{guardrail.check}' is not registered")
+        if check.kind != guardrail.kind:
+            raise StrategyError(f"check '{check.id}' is of kind '{check.kind}', not '{guardrail.kind}'")
+        strategy = self.strategies.get(guardrail.kind)
+        if strategy is None:
+            raise StrategyError(f"no strategy is registered for kind '{guardrail.kind}'")
+        return strategy.evaluate(guardrail, check, trace, context)
+
+
+@cache
+def _shared_engine() -> Engine:
+    return Engine.default()
+
+
+def selects(guardrail: Guardrail, context: Context) -> bool:
+    """Whether the guardrail's scope selects this context (evaluation.md, Context and scope)."""
+    scope = guardrail.scope
+    if not scope:
+        return True
+    if context.mode not in _SCOPE_MODES.get(scope.get("when", "always"), frozenset()):
+        return False
+    return (
+        _listed(scope.get("agents"), context.agent)
+        and _listed(scope.get("flows"), context.flow)
+        and _listed(scope.get("tenants"), context.tenant)
+    )
+
+
+def _listed(values: list[str] | None, value: str | None) -> bool:
+    """A missing or empty list selects every value; a trace without the value is not selected."""
+    return not values or value in values
+
+
+def evaluate_guardrail(guardrail: Guardrail, trace: Trace, context: Context, *, engine: Engine | None = None) -> Result:
+    """Evaluate one guardrail against one trace; a failure to evaluate is an `error` result."""
+    engine = engine or _shared_engine()
+    started = perf_counter()
+    status, reason, details = engine.verdict(guardrail, trace, context)
+    return Result(
+        guardrail=guardrail.id,
+        revision=guardrail.revision,
+        status=status,
+        action=guardrail.on_violation,
+        severity=guardrail.severity,
+        reason=reason,
+        duration_ms=(perf_counter() - started) * 1000,
+        details=details,
+    )
+
+
+def evaluate_all(
+    guardrails: Iterable[Guardrail],
+    trace: Trace,
+    context: Context,
+    *,
+    engine: Engine | None = None,
+) -> TurnVerdict:
+    """Evaluate every guardrail; at runtime a failed `halt` guardrail fails the turn."""
+    results = [evaluate_guardrail(g, trace, context, engine=engine) for g in guardrails]
+    halted = context.mode == "runtime" and any(
+        result.status == "fail" and result.action == "halt" for result in results
+    )
+    if halted:
+        return TurnVerdict(turn="failed", reason="guardrail-violation", results=results)
+    return TurnVerdict(turn="completed", reason=None, results=results)
+
+
+def blocks_ci(results: Iterable[Result]) -> bool:
+    """Whether these results block a build: any `fail` or `error`."""
+    return any(result.status in ("fail", "error") for result in results)

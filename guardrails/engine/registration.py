@@ -1,0 +1,158 @@
+"""`define_guardrail`: schema validation, then registration against the check registry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from guardrails.engine.registry import CheckRegistry
+from guardrails.engine.schema import (
+    CompiledSchema,
+    SchemaCompileError,
+    compile_schema,
+    escape_pointer,
+    validate_against,
+    validate_guardrail_document,
+)
+from guardrails.engine.strategies import StrategyRegistry
+from guardrails.engine.types import Check, Guardrail, Issue
+
+
+@dataclass(frozen=True)
+class RegistrationPolicy:
+    """What the deployment allows and provides.
+
+    `production` refuses `filesystem` code artifacts. The `available_*` sets and
+    `capabilities` / `bindings` are what the deployment provides for a guardrail's
+    `needsSpec`; None (the default) means the deployment does not check that need.
+    """
+
+    production: bool = False
+    available_env: frozenset[str] | None = None
+    available_secrets: frozenset[str] | None = None
+    capabilities: frozenset[str] | None = None
+    bindings: frozenset[str] | None = None
+
+
+@dataclass
+class Registration:
+    """The outcome of defining a guardrail: the guardrail when valid, errors, warnings."""
+
+    guardrail: Guardrail | None
+    errors: list[Issue] = field(default_factory=list)
+    warnings: list[Issue] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return self.guardrail is not None and not self.errors
+
+
+def define_guardrail(
+    doc: object,
+    *,
+    registry: CheckRegistry,
+    strategies: StrategyRegistry | None = None,
+    policy: RegistrationPolicy | None = None,
+    revision: int | None = None,
+) -> Registration:
+    """Validate `doc` against schema 1.1.0 and register it against `registry`."""
+    errors = validate_guardrail_document(doc)
+    if errors or not isinstance(doc, Mapping):
+        return Registration(None, errors or [Issue("", "must be an object")], [])
+    policy = policy or RegistrationPolicy()
+    errors = []
+    warnings: list[Issue] = []
+    if not doc["id"]:
+        errors.append(Issue("/id", "must not be empty"))
+    check = registry.get(doc["check"])
+    if check is None:
+        errors.append(Issue("/check", f"no check '{doc['check']}' is registered"))
+    elif check.kind != doc["kind"]:
+        errors.append(Issue("/kind", f"check '{check.id}' is of kind '{check.kind}', not '{doc['kind']}'"))
+    else:
+        errors += _config_issues(doc, check, registry, warnings)
+        warnings += _builtin_artifact_warnings(doc, check)
+    if strategies is not None and doc["kind"] not in strategies:
+        warnings.append(Issue("/kind", f"no strategy is registered for kind '{doc['kind']}': it gives error"))
+    errors += _artifact_issues(doc, policy)
+    errors += _needs_issues(doc, policy)
+    if errors:
+        return Registration(None, errors, warnings)
+    if check is not None and not check.builtin and isinstance(doc.get("configSchema"), Mapping):
+        registry.keep_config_schema(check.id, doc["configSchema"])
+    return Registration(Guardrail(document=doc, revision=revision), [], warnings)
+
+
+def _config_issues(doc: Mapping[str, Any], check: Check, registry: CheckRegistry, warnings: list[Issue]) -> list[Issue]:
+    """The config against the check's own validation and any declared pack config schema."""
+    config = doc.get("config") or {}
+    issues = _prefixed(check.validate_config(config), "/config")
+    declared = doc.get("configSchema")
+    if declared is not None and check.builtin:
+        warnings.append(Issue("/configSchema", f"ignored: '{check.id}' is a built-in check with its own schema"))
+    elif declared is not None:
+        compiled = _compile_declared(declared, issues)
+        if compiled is not None:
+            issues += compiled.issues(config, base_path="/config")
+    kept = registry.declared_config_schema(check.id)
+    if kept is not None and kept is not declared and not check.builtin:
+        issues += validate_against(kept, config, base_path="/config")
+    return list(dict.fromkeys(issues))
+
+
+def _compile_declared(declared: Mapping[str, Any], issues: list[Issue]) -> CompiledSchema | None:
+    try:
+        return compile_schema(declared)
+    except SchemaCompileError as exc:
+        issues.append(Issue("/configSchema", f"is not a valid JSON Schema: {exc}"))
+        return None
+
+
+def _prefixed(issues: list[Issue], prefix: str) -> list[Issue]:
+    return [Issue(prefix + issue.path, issue.message) for issue in issues]
+
+
+def _builtin_artifact_warnings(doc: Mapping[str, Any], check: Check) -> list[Issue]:
+    if check.builtin and "codeArtifactRef" in doc and not doc.get("checkBuiltIn"):
+        return [
+            Issue(
+                "/checkBuiltIn",
+                f"'{check.id}' is a built-in check named with a code artifact and without "
+                "checkBuiltIn: a check its pack ships under this id is replaced by the built-in",
+            )
+        ]
+    return []
+
+
+def _artifact_issues(doc: Mapping[str, Any], policy: RegistrationPolicy) -> list[Issue]:
+    artifact = doc.get("codeArtifactRef")
+    if policy.production and isinstance(artifact, Mapping) and artifact["kind"] == "filesystem":
+        return [
+            Issue(
+                "/codeArtifactRef/kind",
+                "a filesystem code artifact is refused in production: use an oci artifact",
+            )
+        ]
+    return []
+
+
+def _needs_issues(doc: Mapping[str, Any], policy: RegistrationPolicy) -> list[Issue]:
+    """Needs the deployment says it cannot meet."""
+    needs: Mapping[str, Any] = doc.get("needsSpec") or {}
+    checks = (
+        ("env", policy.available_env, "environment variable '{}' is not available"),
+        ("secrets", policy.available_secrets, "secret '{}' is not available"),
+        ("capabilities", policy.capabilities, "capability '{}' is not available"),
+        ("bindings", policy.bindings, "binding '{}' is not available"),
+    )
+    issues = []
+    for key, available, message in checks:
+        if available is None or key not in needs:
+            continue
+        names = list(needs[key])
+        for index, name in enumerate(names):
+            if name not in available:
+                token = escape_pointer(name) if isinstance(needs[key], Mapping) else str(index)
+                issues.append(Issue(f"/needsSpec/{key}/{token}", message.format(name)))
+    return issues

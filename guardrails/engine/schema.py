@@ -1,0 +1,328 @@
+"""Validation against the published schemas, with messages a person understands.
+
+Each schema is compiled twice: `jsonschema_rs` (Rust) decides valid or invalid, which is
+what the hot paths (ingestion, the CI command over thousands of traces) pay for; the
+Python `jsonschema` library is imported only when a document is invalid, to explain every
+error with the JSON pointer of its field. Importing `jsonschema` with its format checkers
+costs more than a second, which a valid CI run never pays.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import orjson
+
+from guardrails.engine.types import Issue
+
+SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
+
+#: Defaults of runtrace.md's limits; the console passes its settings instead.
+MAX_DEPTH = 64
+MAX_TRACE_BYTES = 1024 * 1024
+
+
+def _load_schema(name: str) -> dict[str, Any]:
+    with (SPEC_DIR / name).open(encoding="utf-8") as handle:
+        schema: dict[str, Any] = json.load(handle)
+    return schema
+
+
+GUARDRAIL_SCHEMA: dict[str, Any] = _load_schema("guardrail.schema.json")
+RUNTRACE_SCHEMA: dict[str, Any] = _load_schema("runtrace.schema.json")
+
+
+class SchemaCompileError(ValueError):
+    """A JSON Schema that is not a valid Draft 2020-12 schema, or does not compile."""
+
+
+class CompiledSchema:
+    """A Draft 2020-12 schema ready to validate many documents, with formats checked."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.schema = schema
+        try:
+            self._fast = jsonschema_rs.validator_for(dict(schema), validate_formats=True)
+        except Exception as exc:  # jsonschema_rs raises ValidationError or ValueError
+            raise SchemaCompileError(_first_line(str(exc))) from exc
+        self._detailed: Any = None
+
+    def is_valid(self, doc: object) -> bool:
+        try:
+            return bool(self._fast.is_valid(doc))
+        except (ValueError, TypeError):  # not a JSON value (a tuple, a non-string key ...)
+            return False
+
+    def issues(self, doc: object, *, base_path: str = "") -> list[Issue]:
+        """Every error in `doc`, each with its JSON pointer (prefixed by `base_path`)."""
+        if self.is_valid(doc):
+            return []
+        found = _explain(self._detailed_validator(), doc, base_path)
+        if found:
+            return found
+        # The fast validator refused something the detailed one accepts (a value that is
+        # not JSON at all); say so rather than let it through.
+        return [Issue(base_path or "", "is not a valid JSON value")]
+
+    def _detailed_validator(self) -> Any:
+        if self._detailed is None:
+            # Imported here: it costs more than a second, and only invalid documents need it.
+            validator_class = importlib.import_module("jsonschema").Draft202012Validator
+            self._detailed = validator_class(self.schema, format_checker=validator_class.FORMAT_CHECKER)
+        return self._detailed
+
+
+def compile_schema(schema: object) -> CompiledSchema:
+    """Compile `schema`, refusing one that is not a valid Draft 2020-12 schema."""
+    if not isinstance(schema, Mapping):
+        raise SchemaCompileError("a JSON Schema must be an object")
+    try:
+        valid = jsonschema_rs.meta.is_valid(dict(schema))
+    except Exception as exc:
+        raise SchemaCompileError(_first_line(str(exc))) from exc
+    if not valid:
+        try:
+            jsonschema_rs.meta.validate(dict(schema))
+        except Exception as exc:
+            raise SchemaCompileError(_first_line(str(exc))) from exc
+    return CompiledSchema(schema)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "the schema does not compile"
+
+
+@cache
+def _guardrail_validator() -> CompiledSchema:
+    return CompiledSchema(GUARDRAIL_SCHEMA)
+
+
+@cache
+def _runtrace_validator() -> CompiledSchema:
+    return CompiledSchema(RUNTRACE_SCHEMA)
+
+
+_compiled_by_text: dict[bytes, CompiledSchema] = {}
+
+
+def validate_against(schema: Mapping[str, Any], doc: object, *, base_path: str = "") -> list[Issue]:
+    """Validate `doc` against any Draft 2020-12 `schema`, with formats checked."""
+    key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    compiled = _compiled_by_text.get(key)
+    if compiled is None:
+        if len(_compiled_by_text) > 256:  # keep the cache bounded in a long-lived server
+            _compiled_by_text.clear()
+        compiled = _compiled_by_text[key] = CompiledSchema(schema)
+    return compiled.issues(doc, base_path=base_path)
+
+
+def validate_guardrail_document(doc: object) -> list[Issue]:
+    """Every error of a guardrail document against schema 1.1.0."""
+    return _validate_with_limits(_guardrail_validator(), doc, MAX_DEPTH)
+
+
+def validate_runtrace(doc: object, *, max_depth: int = MAX_DEPTH) -> list[Issue]:
+    """Every error of a RunTrace: the schema, endedAt >= startedAt, NUL characters, depth."""
+    issues = _validate_with_limits(_runtrace_validator(), doc, max_depth)
+    if not issues and isinstance(doc, Mapping):
+        issues = _check_time_order(doc)
+    return issues
+
+
+def validate_runtrace_line(raw: bytes, doc: object, *, max_depth: int = MAX_DEPTH) -> list[Issue]:
+    """`validate_runtrace` for a trace parsed from `raw`, skipping the walk over every value
+    when the raw text proves it needless (no NUL escape, fewer brackets than the limit)."""
+    if b"\\u0000" in raw or raw.count(b"[") + raw.count(b"{") > max_depth:
+        return validate_runtrace(doc, max_depth=max_depth)
+    issues = _runtrace_validator().issues(doc)
+    if not issues and isinstance(doc, Mapping):
+        issues = _check_time_order(doc)
+    return issues
+
+
+def _validate_with_limits(compiled: CompiledSchema, doc: object, max_depth: int) -> list[Issue]:
+    issues = check_json_limits(doc, max_depth=max_depth)
+    if any(issue.message.startswith("is nested deeper") for issue in issues):
+        return issues  # too deep to walk further
+    return issues + compiled.issues(doc)
+
+
+def _check_time_order(trace: Mapping[str, Any]) -> list[Issue]:
+    started, ended = trace.get("startedAt"), trace.get("endedAt")
+    if not (isinstance(started, str) and isinstance(ended, str)):
+        return []
+    try:
+        if _parse_time(ended) < _parse_time(started):
+            return [Issue("/endedAt", "must not be before startedAt")]
+    except ValueError:
+        return []  # the format check has already spoken about a malformed time
+    return []
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+
+
+def check_json_limits(doc: object, *, max_depth: int) -> list[Issue]:
+    """NUL characters (which PostgreSQL cannot store) and nesting deeper than `max_depth`."""
+    issues: list[Issue] = []
+    stack: list[tuple[object, str, int]] = [(doc, "", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                issues.append(Issue(path, "must not contain the NUL character (U+0000)"))
+        elif isinstance(value, Mapping | list | tuple):
+            if depth > max_depth:
+                issues.append(Issue(path, f"is nested deeper than {max_depth} levels"))
+                continue
+            stack.extend(_children(value, path, depth, issues))
+    issues.reverse()
+    return issues
+
+
+def _children(
+    value: Mapping[Any, Any] | Sequence[Any], path: str, depth: int, issues: list[Issue]
+) -> Iterable[tuple[object, str, int]]:
+    if isinstance(value, Mapping):
+        items: list[tuple[object, str, int]] = []
+        for key, item in value.items():
+            child = f"{path}/{escape_pointer(str(key))}"
+            if isinstance(key, str) and "\x00" in key:
+                issues.append(Issue(child, "field name must not contain the NUL character (U+0000)"))
+            items.append((item, child, depth + 1))
+        items.reverse()
+        return items
+    return [(item, f"{path}/{index}", depth + 1) for index, item in enumerate(value)][::-1]
+
+
+def escape_pointer(token: str) -> str:
+    """One JSON pointer reference token (RFC 6901)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def pointer(parts: Iterable[object]) -> str:
+    return "".join(f"/{escape_pointer(str(part))}" for part in parts)
+
+
+# --- messages for people -------------------------------------------------------------
+
+_TYPE_NAMES = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+_FORMAT_NAMES = {
+    "date-time": "an RFC 3339 date-time (such as 2026-11-29T10:00:00Z)",
+    "date": "an RFC 3339 date (such as 2026-11-29)",
+    "uri": "a URI",
+    "email": "an email address",
+}
+
+
+def _explain(validator: Any, doc: object, base_path: str) -> list[Issue]:
+    issues: list[Issue] = []
+    for error in validator.iter_errors(doc):
+        issues.extend(_issues_for(error, base_path))
+    return list(dict.fromkeys(issues))
+
+
+def _issues_for(error: Any, base_path: str) -> list[Issue]:
+    path = base_path + pointer(error.absolute_path)
+    keyword = error.validator
+    if keyword == "required":
+        missing = _missing_property(error)
+        return [Issue(f"{path}/{escape_pointer(missing)}", f"'{missing}' is required")]
+    if keyword == "additionalProperties" and isinstance(error.instance, Mapping):
+        known = error.schema.get("properties", {})
+        return [
+            Issue(f"{path}/{escape_pointer(str(name))}", f"unknown field '{name}'")
+            for name in error.instance
+            if name not in known
+        ]
+    if keyword == "oneOf":
+        return _explain_one_of(error, path, base_path)
+    return [Issue(path, _message(keyword, error))]
+
+
+def _missing_property(error: Any) -> str:
+    """The name of the property a `required` error is about (jsonschema only says it in text)."""
+    instance = error.instance if isinstance(error.instance, Mapping) else {}
+    for name in error.validator_value:
+        if name not in instance:
+            return str(name)
+    return str(error.validator_value[0])
+
+
+def _message(keyword: str, error: Any) -> str:
+    value = error.validator_value
+    simple: dict[str, Callable[[], str]] = {
+        "enum": lambda: "must be one of: " + ", ".join(_show(item) for item in value),
+        "const": lambda: f"must be {_show(value)}",
+        "type": lambda: "must be " + " or ".join(_TYPE_NAMES.get(t, t) for t in _as_list(value)),
+        "minLength": lambda: "must not be empty" if value == 1 else f"must be at least {value} characters long",
+        "maxLength": lambda: f"must be at most {value} characters long",
+        "minItems": lambda: f"must have at least {value} item{'s' if value != 1 else ''}",
+        "maxItems": lambda: f"must have at most {value} item{'s' if value != 1 else ''}",
+        "uniqueItems": lambda: "must not contain the same item twice",
+        "minimum": lambda: f"must be at least {_show(value)}",
+        "maximum": lambda: f"must be at most {_show(value)}",
+        "exclusiveMinimum": lambda: f"must be greater than {_show(value)}",
+        "exclusiveMaximum": lambda: f"must be less than {_show(value)}",
+        "format": lambda: "must be " + _FORMAT_NAMES.get(value, f"a valid {value}"),
+        "pattern": lambda: f"must match the pattern {value}",
+        "minProperties": lambda: f"must have at least {value} field{'s' if value != 1 else ''}",
+    }
+    explain = simple.get(keyword)
+    return explain() if explain else str(error.message)
+
+
+def _as_list(value: object) -> list[str]:
+    return [str(item) for item in value] if isinstance(value, list) else [str(value)]
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def _explain_one_of(error: Any, path: str, base_path: str) -> list[Issue]:
+    """A discriminated union (`network`, `codeArtifactRef`): explain the variant whose
+    `kind` matches, or say which kinds there are."""
+    variants: list[Mapping[str, Any]] = list(error.validator_value)
+    instance = error.instance
+    if not isinstance(instance, Mapping):
+        return [Issue(path, "must be an object")]
+    kinds = [kind for variant in variants for kind in _variant_kinds(variant)]
+    if not kinds:
+        return [Issue(path, "must match exactly one of the allowed shapes")]
+    if "kind" not in instance:
+        return [Issue(f"{path}/kind", "'kind' is required")]
+    chosen = [i for i, variant in enumerate(variants) if instance["kind"] in _variant_kinds(variant)]
+    if not chosen:
+        return [Issue(f"{path}/kind", "must be one of: " + ", ".join(kinds))]
+    issues: list[Issue] = []
+    for sub in error.context:
+        if sub.schema_path and sub.schema_path[0] == chosen[0]:
+            issues.extend(_issues_for(sub, base_path))
+    return issues or [Issue(path, str(error.message))]
+
+
+def _variant_kinds(variant: Mapping[str, Any]) -> list[str]:
+    kind = variant.get("properties", {}).get("kind", {})
+    if "const" in kind:
+        return [str(kind["const"])]
+    return [str(item) for item in kind.get("enum", [])]
