@@ -26,9 +26,7 @@ def judge(fake_provider, id="judge", provider="openai", **fields):
 
 def call(model, http, *, scale="pass-fail", time_limit=5.0, **kwargs):
     deadline = time.monotonic() + time_limit
-    return call_judge(
-        model, PROMPT, http=http, deadline=deadline, scale=scale, retry=FAST, **kwargs
-    )
+    return call_judge(model, PROMPT, http=http, deadline=deadline, scale=scale, retry=FAST, **kwargs)
 
 
 def test_openai_request_body_of_a_plain_model(fake_provider, http):
@@ -47,9 +45,7 @@ def test_openai_request_body_of_a_plain_model(fake_provider, http):
 
 
 def test_openai_thinking_model_gets_its_lowest_effort_and_room_to_think(fake_provider, http):
-    model = judge(
-        fake_provider, model="fake-reasoner", thinking={"effort": "minimal"}, sampling=False
-    )
+    model = judge(fake_provider, model="fake-reasoner", thinking={"effort": "minimal"}, sampling=False)
     result = call(model, http)
     assert result.ok, result.error
     body = fake_provider.requests[0].body
@@ -84,9 +80,7 @@ def test_anthropic_request_body_and_headers(fake_provider, http, monkeypatch):
 
 def test_anthropic_thinking_model_gets_its_minimum_budget_and_no_temperature(fake_provider, http):
     model = judge(fake_provider, provider="anthropic", thinking={"budgetTokens": 1024})
-    fake_provider.script(
-        Answer('{"verdict": "PASS", "reason": "fine"}', thinking="The agent declined politely.")
-    )
+    fake_provider.script(Answer('{"verdict": "PASS", "reason": "fine"}', thinking="The agent declined politely."))
     result = call(model, http)
     assert result.outcome.verdict == "PASS" and result.outcome.reason == "fine"
     body = fake_provider.requests[0].body
@@ -132,9 +126,7 @@ def test_usage_and_cost_as_the_provider_reported_them(fake_provider, http, provi
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_cut_off_answer_is_an_error_but_billed(fake_provider, http, provider):
-    fake_provider.script(
-        Answer('{"verdict": "PA', cut_off=True, input_tokens=900, output_tokens=256)
-    )
+    fake_provider.script(Answer('{"verdict": "PA', cut_off=True, input_tokens=900, output_tokens=256))
     result = call(judge(fake_provider, provider=provider), http)
     assert result.outcome is None
     assert result.error.startswith("the judge's answer was cut off by the token limit")
@@ -214,10 +206,7 @@ def test_backoff_is_exponential_with_jitter():
 def test_it_gives_up_after_the_last_attempt(fake_provider, http):
     fake_provider.script(*[Fault(503, "unavailable")] * 4)
     result = call(judge(fake_provider), http)
-    assert (
-        result.error
-        == "the judge provider answered HTTP 503: unavailable (gave up after 4 attempts)"
-    )
+    assert result.error == "the judge provider answered HTTP 503: unavailable (gave up after 4 attempts)"
     assert len(fake_provider.requests) == 4
 
 

@@ -70,8 +70,13 @@ def test_it_computes_cost_exactly():
 
 def test_it_points_at_every_bad_field_of_a_registration():
     doc = registration(provider="mistral", pricing={"inputUsdPerMTok": -1}, colour="blue")
-    paths = {issue.path for issue in validate_judge_model(doc, base_path="")}
-    assert {"", "/provider", "/pricing", "/pricing/inputUsdPerMTok"} <= paths
+    issues = {(issue.path, issue.message) for issue in validate_judge_model(doc)}
+    assert issues == {
+        ("/colour", "unknown field 'colour'"),
+        ("/provider", "must be one of: openai, anthropic"),
+        ("/pricing/inputUsdPerMTok", "must be at least 0"),
+        ("/pricing/outputUsdPerMTok", "'outputUsdPerMTok' is required"),
+    }
     with pytest.raises(InvalidJudgeModel) as raised:
         JudgeModel.from_dict(doc)
     assert "/provider" in str(raised.value)
@@ -79,7 +84,7 @@ def test_it_points_at_every_bad_field_of_a_registration():
 
 def test_it_wants_the_thinking_form_of_the_provider():
     anthropic = registration(provider="anthropic", thinking={"effort": "low"})
-    assert [i.path for i in validate_judge_model(anthropic)] == ["/thinking"]
+    assert [i.path for i in validate_judge_model(anthropic)] == ["/thinking/budgetTokens"]
     openai = registration(thinking={"effort": "minimal"})
     assert validate_judge_model(openai) == []
     too_much = registration(provider="anthropic", thinking={"budgetTokens": 4096})
@@ -88,8 +93,8 @@ def test_it_wants_the_thinking_form_of_the_provider():
 
 def test_it_never_accepts_a_key_in_a_registration():
     issues = validate_judge_model(registration(apiKey="sk-secret"))
-    assert [issue.path for issue in issues] == [""]
-    assert "apiKey" in issues[0].message
+    assert [(issue.path, issue.message) for issue in issues] == [("/apiKey", "unknown field 'apiKey'")]
+    assert validate_judge_model(registration(pricing={"inputUsdPerMTok": "1e3", "outputUsdPerMTok": 1}))
 
 
 def test_it_routes_to_the_cheapest_model_with_the_required_capabilities():
@@ -147,7 +152,10 @@ def test_preferred_capabilities_only_break_price_ties():
 def test_it_refuses_unknown_or_malformed_judge_capabilities():
     assert validate_judge_capabilities({"required": ["json"], "model": "m"}) == []
     issues = validate_judge_capabilities({"requierd": ["json"], "required": "json"})
-    assert {issue.path for issue in issues} == {"/judgeCapabilities", "/judgeCapabilities/required"}
+    assert {issue.path for issue in issues} == {
+        "/judgeCapabilities/requierd",
+        "/judgeCapabilities/required",
+    }
 
 
 def test_a_policy_round_trips():

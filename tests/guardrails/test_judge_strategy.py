@@ -50,9 +50,7 @@ def http():
 def services(fake_provider, http):
     models = [
         JudgeModel.from_dict(
-            fake_provider.registration(
-                "cheap", pricing={"inputUsdPerMTok": "0.10", "outputUsdPerMTok": "0.40"}
-            )
+            fake_provider.registration("cheap", pricing={"inputUsdPerMTok": "0.10", "outputUsdPerMTok": "0.40"})
         ),
         JudgeModel.from_dict(
             fake_provider.registration(
@@ -73,9 +71,7 @@ def evaluate(services, rail=None, trace=TRACE):
 
 def test_a_fail_verdict_fails_with_the_judges_reason(fake_provider, services):
     fake_provider.script(
-        Answer(
-            '{"verdict": "FAIL", "reason": "promises a refund"}', input_tokens=500, output_tokens=20
-        )
+        Answer('{"verdict": "FAIL", "reason": "promises a refund"}', input_tokens=500, output_tokens=20)
     )
     outcome = evaluate(services)
     assert not outcome.passed and outcome.reason == "promises a refund"
@@ -175,9 +171,7 @@ def test_it_routes_by_capabilities_under_the_tenant_policy(fake_provider, servic
     services.policies = {"acme": JudgePolicy.allowing(["cheap"])}
     with pytest.raises(StrategyError) as raised:
         evaluate(services, guardrail(revision=9, judgeCapabilities={"required": ["reasoning"]}))
-    assert str(raised.value) == (
-        "no registered judge model has capabilities reasoning and is allowed for tenant acme"
-    )
+    assert str(raised.value) == ("no registered judge model has capabilities reasoning and is allowed for tenant acme")
 
 
 def test_without_judge_services_no_judge_is_bound():
@@ -198,11 +192,9 @@ def test_the_rubric_config_schema():
     assert check.kind == "llm-judge" and check.evaluate is None
     assert check.validate_config({"criteria": "Polite.", "include": ["messages"]}) == []
     issues = check.validate_config({"criteria": "Grounded.", "scale": "score"})
-    assert [(i.path, i.message) for i in issues] == [("", "'threshold' is a required property")]
-    bad = check.validate_config(
-        {"criteria": " ", "threshold": 2, "include": ["metadata"], "model": "x"}
-    )
-    assert {i.path for i in bad} == {"", "/criteria", "/threshold", "/include/0"}
+    assert [(i.path, i.message) for i in issues] == [("/threshold", "'threshold' is required")]
+    bad = check.validate_config({"criteria": " ", "threshold": 2, "include": ["metadata"], "model": "x"})
+    assert {i.path for i in bad} == {"/model", "/criteria", "/threshold", "/include/0"}
 
 
 def test_a_missing_key_is_an_error_and_no_ledger_call(fake_provider, http, monkeypatch):

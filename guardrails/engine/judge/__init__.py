@@ -5,8 +5,9 @@ Pure Python over httpx; the console supplies JudgeServices (models, policies, ca
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from ..types import Check
 from .client import JudgeCall, RetryPolicy, call_judge
 from .models import (
     JUDGE_MODEL_SCHEMA,
@@ -25,6 +26,7 @@ from .strategy import (
     RUBRIC_CHECK_ID,
     RUBRIC_CONFIG_SCHEMA,
     InMemoryJudgeServices,
+    Judge,
     JudgeEstimate,
     JudgeServices,
     LlmJudgeStrategy,
@@ -34,6 +36,10 @@ from .strategy import (
     route_for,
     rubric_check,
 )
+
+if TYPE_CHECKING:  # the engine's registries import this package: no runtime import back
+    from ..registry import CheckRegistry
+    from ..strategies import StrategyRegistry
 
 __all__ = [
     "JUDGE_CAPABILITIES_SCHEMA",
@@ -45,6 +51,7 @@ __all__ = [
     "AnswerError",
     "InMemoryJudgeServices",
     "InvalidJudgeModel",
+    "Judge",
     "JudgeCall",
     "JudgeEstimate",
     "JudgeModel",
@@ -61,6 +68,7 @@ __all__ = [
     "cache_key",
     "call_judge",
     "estimate_call",
+    "judge_checks",
     "parse_answer",
     "register_judge",
     "route",
@@ -71,7 +79,15 @@ __all__ = [
 ]
 
 
-def register_judge(registry: Any, strategies: Any, *, retry: RetryPolicy | None = None) -> None:
-    """Add the built-in llm-judge checks to `registry` and the strategy to `strategies`."""
-    registry.register(rubric_check(), replace=True)
+def judge_checks() -> list[Check]:
+    """The built-in llm-judge checks."""
+    return [rubric_check()]
+
+
+def register_judge(registry: CheckRegistry, strategies: StrategyRegistry, *, retry: RetryPolicy | None = None) -> None:
+    """Add the built-in llm-judge checks to `registry` and the llm-judge strategy to
+    `strategies` (default_registry and default_strategies already hold them)."""
+    for check in judge_checks():
+        if check.id not in registry:
+            registry.register(check)
     strategies.register(KIND, LlmJudgeStrategy(retry=retry))

@@ -185,22 +185,16 @@ class _Caller:
             raise _Final(f"{fault} (gave up after {self.attempts} attempts)")
         wait = fault.wait if fault.wait is not None else self.retry.backoff(self.attempts, self.rng)
         if self.clock() + wait >= self.deadline:
-            raise _Final(
-                f"{fault}; waiting {wait:.1f}s to try again would pass the evaluation's time limit"
-            )
+            raise _Final(f"{fault}; waiting {wait:.1f}s to try again would pass the evaluation's time limit")
         self.sleep(wait)
 
     def _attempt(self, request: ProviderRequest, timeout: float) -> JudgeOutcome:
         try:
-            response = self.http.post(
-                request.url, headers=request.headers, json=request.body, timeout=timeout
-            )
+            response = self.http.post(request.url, headers=request.headers, json=request.body, timeout=timeout)
         except httpx.TimeoutException as error:
             raise _Transient(f"the judge provider timed out ({type(error).__name__})") from None
         except httpx.TransportError as error:
-            raise _Transient(
-                f"could not reach the judge provider ({type(error).__name__})"
-            ) from None
+            raise _Transient(f"could not reach the judge provider ({type(error).__name__})") from None
         self.http_status = response.status_code
         return self._answer(response)
 
@@ -252,15 +246,12 @@ def _api_key(model: JudgeModel) -> str | None:
     key = os.environ.get(model.api_key_env)
     if not key:
         raise _Final(
-            f"the environment variable {model.api_key_env} holding judge model "
-            f"{model.id!r}'s API key is not set"
+            f"the environment variable {model.api_key_env} holding judge model {model.id!r}'s API key is not set"
         )
     return key
 
 
-def _added(
-    total: tuple[int | None, int | None], more: tuple[int | None, int | None]
-) -> tuple[int | None, int | None]:
+def _added(total: tuple[int | None, int | None], more: tuple[int | None, int | None]) -> tuple[int | None, int | None]:
     """Token counts summed over attempts; None stays None until a count is reported."""
     return (
         total[0] if more[0] is None else (total[0] or 0) + more[0],

@@ -29,17 +29,17 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
+from ..schema import validate_against
 from ..types import Issue
-from ._schema import schema_issues
 
 Provider = Literal["openai", "anthropic"]
 PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic")
 
 _PRICE = {
-    "oneOf": [
-        {"type": "number", "minimum": 0},
-        {"type": "string", "pattern": r"^(0|[1-9][0-9]*)(\.[0-9]+)?$"},
-    ],
+    # `minimum` applies to a number, `pattern` to a string: one schema, plain error messages.
+    "type": ["number", "string"],
+    "minimum": 0,
+    "pattern": r"^(0|[1-9][0-9]*)(\.[0-9]+)?$",
     "description": "USD per million tokens: a number, or a decimal string for exactness.",
 }
 
@@ -115,7 +115,7 @@ class InvalidJudgeModel(ValueError):
 
 def validate_judge_model(doc: object, *, base_path: str = "") -> list[Issue]:
     """Every error of a judge-model registration, with JSON pointers under `base_path`."""
-    return schema_issues(JUDGE_MODEL_SCHEMA, doc, base_path=base_path)
+    return validate_against(JUDGE_MODEL_SCHEMA, doc, base_path=base_path)
 
 
 def exact_price(value: object) -> Decimal:
@@ -162,8 +162,7 @@ class JudgeModel:
     def cost_usd(self, input_tokens: int, output_tokens: int) -> Decimal:
         """The exact cost of a call that used these tokens, at this registration's prices."""
         return (
-            Decimal(input_tokens) * self.input_usd_per_mtok
-            + Decimal(output_tokens) * self.output_usd_per_mtok
+            Decimal(input_tokens) * self.input_usd_per_mtok + Decimal(output_tokens) * self.output_usd_per_mtok
         ) / Decimal(1_000_000)
 
     @classmethod
@@ -185,9 +184,7 @@ class JudgeModel:
             capabilities=frozenset(doc.get("capabilities", ())),
             thinking=None
             if thinking is None
-            else Thinking(
-                budget_tokens=thinking.get("budgetTokens"), effort=thinking.get("effort")
-            ),
+            else Thinking(budget_tokens=thinking.get("budgetTokens"), effort=thinking.get("effort")),
             sampling=bool(doc.get("sampling", True)),
         )
 

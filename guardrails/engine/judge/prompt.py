@@ -58,15 +58,11 @@ def trace_view(trace: Trace, include: Sequence[str]) -> dict[str, Any]:
     return {part: trace.get(part) for part in TRACE_PARTS if part in include}
 
 
-def build_prompt(
-    criteria: str, scale: Scale, trace: Trace, include: Sequence[str] = DEFAULT_PARTS
-) -> JudgePrompt:
+def build_prompt(criteria: str, scale: Scale, trace: Trace, include: Sequence[str] = DEFAULT_PARTS) -> JudgePrompt:
     """The prompt asking a judge whether `trace` meets `criteria` on `scale`."""
     data = json.dumps(trace_view(trace, include), ensure_ascii=False, indent=2, sort_keys=False)
     marker = "TRACE-" + hashlib.sha256(data.encode()).hexdigest()[:16]
-    return JudgePrompt(
-        system=_system_text(criteria, scale, include, marker), user=_user_text(data, marker)
-    )
+    return JudgePrompt(system=_system_text(criteria, scale, include, marker), user=_user_text(data, marker))
 
 
 def _system_text(criteria: str, scale: Scale, include: Sequence[str], marker: str) -> str:
@@ -87,7 +83,4 @@ def _system_text(criteria: str, scale: Scale, include: Sequence[str], marker: st
 
 
 def _user_text(data: str, marker: str) -> str:
-    return (
-        "Assess this recorded agent turn against the criteria.\n"
-        f"<<<{marker} BEGIN>>>\n{data}\n<<<{marker} END>>>"
-    )
+    return f"Assess this recorded agent turn against the criteria.\n<<<{marker} BEGIN>>>\n{data}\n<<<{marker} END>>>"

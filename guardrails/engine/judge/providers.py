@@ -117,9 +117,7 @@ def _openai_request(model: JudgeModel, prompt: JudgePrompt, api_key: str | None)
     return ProviderRequest(f"{model.base_url}/chat/completions", headers, body)
 
 
-def _anthropic_request(
-    model: JudgeModel, prompt: JudgePrompt, api_key: str | None
-) -> ProviderRequest:
+def _anthropic_request(model: JudgeModel, prompt: JudgePrompt, api_key: str | None) -> ProviderRequest:
     body: dict[str, Any] = {
         "model": model.model,
         "max_tokens": output_limit(model),
@@ -159,9 +157,7 @@ def _openai_text(content: object) -> str | None:
         return content
     if isinstance(content, list):
         return "".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") == "text"
+            str(part.get("text", "")) for part in content if isinstance(part, Mapping) and part.get("type") == "text"
         )
     raise ProviderProtocolError("the provider's message content is neither text nor parts")
 
@@ -173,9 +169,7 @@ def _anthropic_reply(body: Mapping[str, Any]) -> ProviderReply:
         raise ProviderProtocolError("the provider's reply has no content blocks")
     # Thinking and redacted_thinking blocks are the model's working, not its answer.
     texts = [
-        str(block.get("text", ""))
-        for block in content
-        if isinstance(block, Mapping) and block.get("type") == "text"
+        str(block.get("text", "")) for block in content if isinstance(block, Mapping) and block.get("type") == "text"
     ]
     stop = body.get("stop_reason")
     return ProviderReply(
@@ -187,9 +181,7 @@ def _anthropic_reply(body: Mapping[str, Any]) -> ProviderReply:
     )
 
 
-def _usage(
-    body: Mapping[str, Any], input_key: str, output_key: str
-) -> tuple[int | None, int | None]:
+def _usage(body: Mapping[str, Any], input_key: str, output_key: str) -> tuple[int | None, int | None]:
     usage = body.get("usage")
     if not isinstance(usage, Mapping):
         return None, None

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..schema import validate_against
 from ..types import Issue
-from ._schema import schema_issues
 from .models import CAPABILITY_NAME_SCHEMA, JudgeModel, JudgePolicy
 
 _CAPABILITY_LIST = {"type": "array", "uniqueItems": True, "items": CAPABILITY_NAME_SCHEMA}
@@ -51,11 +51,9 @@ class NoJudgeModel(LookupError):
     """No registered judge model fits the guardrail and the tenant's policy; says why."""
 
 
-def validate_judge_capabilities(
-    doc: object, *, base_path: str = "/judgeCapabilities"
-) -> list[Issue]:
+def validate_judge_capabilities(doc: object, *, base_path: str = "/judgeCapabilities") -> list[Issue]:
     """Every error of a guardrail's `judgeCapabilities`, pointed under `base_path`."""
-    return schema_issues(JUDGE_CAPABILITIES_SCHEMA, doc, base_path=base_path)
+    return validate_against(JUDGE_CAPABILITIES_SCHEMA, doc, base_path=base_path)
 
 
 def route(
@@ -72,32 +70,22 @@ def route(
     explicit = wanted.get("model")
     if explicit is not None:
         return _explicit(registered, str(explicit), required, policy)
-    fitting = [
-        model
-        for model in registered
-        if policy.allows(model.id) and model.capabilities.issuperset(required)
-    ]
+    fitting = [model for model in registered if policy.allows(model.id) and model.capabilities.issuperset(required)]
     if not fitting:
         raise NoJudgeModel(_none_fits(registered, required, policy))
     return min(fitting, key=lambda m: (m.price_per_mtok, -len(prefer & m.capabilities), m.id))
 
 
-def _explicit(
-    models: list[JudgeModel], model_id: str, required: Sequence[str], policy: JudgePolicy
-) -> JudgeModel:
+def _explicit(models: list[JudgeModel], model_id: str, required: Sequence[str], policy: JudgePolicy) -> JudgeModel:
     """The pinned model, if it is registered, allowed and capable enough."""
     model = next((m for m in models if m.id == model_id), None)
     if model is None:
-        raise NoJudgeModel(
-            f"judge model {model_id!r} named by judgeCapabilities.model is not registered"
-        )
+        raise NoJudgeModel(f"judge model {model_id!r} named by judgeCapabilities.model is not registered")
     if not policy.allows(model.id):
         raise NoJudgeModel(f"judge model {model_id!r} is not allowed for {_tenant(policy)}")
     missing = [name for name in required if name not in model.capabilities]
     if missing:
-        raise NoJudgeModel(
-            f"judge model {model_id!r} lacks the required capabilities {', '.join(missing)}"
-        )
+        raise NoJudgeModel(f"judge model {model_id!r} lacks the required capabilities {', '.join(missing)}")
     return model
 
 
@@ -105,10 +93,7 @@ def _none_fits(models: list[JudgeModel], required: Sequence[str], policy: JudgeP
     if not models:
         return "no judge model is registered"
     if required:
-        return (
-            f"no registered judge model has capabilities {', '.join(required)} "
-            f"and is allowed for {_tenant(policy)}"
-        )
+        return f"no registered judge model has capabilities {', '.join(required)} and is allowed for {_tenant(policy)}"
     return f"no registered judge model is allowed for {_tenant(policy)}"
 
 

@@ -39,8 +39,8 @@ from typing import Any, Protocol, cast
 
 import httpx
 
-from ..types import Check, CheckOutcome, Config, Context, Guardrail, Issue, StrategyError, Trace
-from ._schema import schema_issues
+from ..registry import define_check
+from ..types import Check, CheckOutcome, Config, Context, Guardrail, StrategyError, Trace
 from .client import JudgeCall, RetryPolicy, call_judge
 from .models import JudgeModel, JudgePolicy, exact_price
 from .parsing import JudgeOutcome
@@ -88,11 +88,6 @@ RUBRIC_CONFIG_SCHEMA: dict[str, Any] = {
     "if": {"properties": {"scale": {"const": "score"}}, "required": ["scale"]},
     "then": {"required": ["threshold"]},
 }
-
-
-def validate_rubric_config(config: Config) -> list[Issue]:
-    """Every error of a rubric config, pointed relative to the config."""
-    return schema_issues(RUBRIC_CONFIG_SCHEMA, config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,16 +186,31 @@ class Budget:
         return replace(call, over_cost=over_cost, over_latency=over_latency)
 
 
+class Judge(Protocol):
+    """A bring-your-own judge bound as context.services["judge"]: it gives verdicts its own way.
+
+    The strategy tells it from JudgeServices by its `judge` method and hands it the whole
+    evaluation; routing, the cache and the ledger are then its business.
+    """
+
+    def judge(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome: ...
+
+
 class LlmJudgeStrategy:
-    """Evaluates llm-judge guardrails by asking the routed judge model (see module docstring)."""
+    """Evaluates llm-judge guardrails by asking the routed judge model (see module docstring).
+
+    context.services["judge"] is either JudgeServices (the console's registered models, cache
+    and ledger: the strategy routes, calls and records) or a Judge (bring-your-own).
+    """
 
     def __init__(self, *, retry: RetryPolicy | None = None) -> None:
         self.retry = retry or RetryPolicy()
 
-    def evaluate(
-        self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
-    ) -> CheckOutcome:
-        services = _services(context)
+    def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
+        bound = _bound(context, guardrail)
+        if callable(getattr(bound, "judge", None)):
+            return cast(Judge, bound).judge(guardrail, check, trace, context)
+        services = cast(JudgeServices, bound)
         rubric = Rubric.from_config(guardrail.config)
         model = _route(services, guardrail, context)
         key = cache_key(guardrail, trace, model.id)
@@ -216,9 +226,7 @@ class LlmJudgeStrategy:
         services.cache_put(key, call.outcome)
         return _decide(rubric, call.outcome, _call_details(call))
 
-    def _call(
-        self, services: JudgeServices, rubric: Rubric, model: JudgeModel, trace: Trace
-    ) -> JudgeCall:
+    def _call(self, services: JudgeServices, rubric: Rubric, model: JudgeModel, trace: Trace) -> JudgeCall:
         prompt = build_prompt(rubric.criteria, rubric.scale, trace, rubric.include)
         return call_judge(
             model,
@@ -266,14 +274,14 @@ def route_for(services: JudgeServices, guardrail: Guardrail, tenant: str | None)
     return route(models, guardrail.document.get("judgeCapabilities"), policy)
 
 
-def _services(context: Context) -> JudgeServices:
-    services = context.services.get("judge")
-    if services is None:
+def _bound(context: Context, guardrail: Guardrail) -> object:
+    bound: object = context.services.get("judge")
+    if bound is None:
         raise StrategyError(
-            "no judge model is bound: this evaluation was given no judge services "
-            '(context.services["judge"]), so llm-judge guardrails cannot be evaluated'
+            f"no judge model is bound: llm-judge guardrail '{guardrail.id}' needs a judge to give "
+            'a verdict, and this evaluation was given none (context.services["judge"])'
         )
-    return cast(JudgeServices, services)
+    return bound
 
 
 def _route(services: JudgeServices, guardrail: Guardrail, context: Context) -> JudgeModel:
@@ -334,11 +342,9 @@ def _cached_details(model: JudgeModel, outcome: JudgeOutcome) -> dict[str, Any]:
 
 def rubric_check() -> Check:
     """The built-in `rubric` check of kind llm-judge; its strategy does the evaluating."""
-    return Check(
-        id=RUBRIC_CHECK_ID,
-        kind=KIND,
-        evaluate=None,
-        validate_config=validate_rubric_config,
+    return define_check(
+        RUBRIC_CHECK_ID,
+        KIND,
         config_schema=RUBRIC_CONFIG_SCHEMA,
         description=(
             "Asks a judge model whether the agent turn meets the reviewer's criteria: "
