@@ -100,7 +100,7 @@ class EvaluationResult(models.Model):
     """
 
     class Status(models.TextChoices):
-        PASS = "pass"
+        PASS = "pass"  # noqa: S105 (a result status, not a password)
         FAIL = "fail"
         ERROR = "error"
 
@@ -174,6 +174,9 @@ class Violation(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
         related_name="+",
     )
+    reviewed_by_label = models.CharField(
+        max_length=200, blank=True, help_text="the reviewer's name, or the API key's label"
+    )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     review_note = models.TextField(blank=True)
 
@@ -182,12 +185,40 @@ class Violation(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["tenant", "-created_at", "-id"], name="violation_tenant_time"),
+            models.Index(fields=["tenant", "state", "-created_at"], name="violation_tenant_state"),
             models.Index(fields=["guardrail", "-created_at"], name="violation_guardrail_time"),
             models.Index(fields=["severity", "-created_at"], name="violation_severity_time"),
         ]
 
     def __str__(self) -> str:
         return f"{self.guardrail_id} on {self.trace_id} ({self.state})"
+
+
+class ViolationReview(models.Model):
+    """One change of a violation's review state: who, when, from what to what, and why.
+
+    Written by `traces.review` only, never changed: the violation's review history.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    violation = models.ForeignKey(Violation, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )
+    reviewer_label = models.CharField(max_length=200, blank=True)
+    from_state = models.CharField(max_length=20, choices=Violation.State.choices)
+    to_state = models.CharField(max_length=20, choices=Violation.State.choices)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["violation", "created_at"], name="review_violation_time")]
+
+    def __str__(self) -> str:
+        return f"violation {self.violation_id}: {self.from_state} -> {self.to_state}"
 
 
 class JudgeLedgerEntry(models.Model):
@@ -226,6 +257,16 @@ class JudgeLedgerEntry(models.Model):
         indexes = [
             models.Index(fields=["tenant", "created_at"], name="ledger_tenant_time"),
             models.Index(fields=["guardrail", "created_at"], name="ledger_guardrail_time"),
+            # The ledger's sums read only these columns: on PostgreSQL they are answered
+            # from this index alone (an index-only scan), without visiting the table.
+            models.Index(
+                fields=["tenant", "created_at"],
+                include=[
+                    "guardrail", "model_id", "input_tokens", "output_tokens", "cost_usd",
+                    "over_budget_cost", "over_budget_latency", "cache_hit",
+                ],
+                name="ledger_tenant_time_sums",
+            ),
         ]
 
     def __str__(self) -> str:

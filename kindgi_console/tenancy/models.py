@@ -12,9 +12,17 @@ from django.utils import timezone
 #: Roles in the order of what they allow: each one allows what the earlier ones do.
 ROLES = ("reviewer", "author", "admin")
 #: What an API key may be allowed to do.
-SCOPES = ("ingest", "evaluate", "read", "author")
-#: The role a user needs for what a key needs the scope of the same name for.
-ROLE_FOR_SCOPE = {"read": "reviewer", "ingest": "author", "evaluate": "author", "author": "author"}
+SCOPES = ("ingest", "evaluate", "read", "review", "author")
+#: The role a user needs for what a key needs the scope of the same name for. `review`
+#: (moving violations through their review states) is what a reviewer is for; a key needs
+#: the scope explicitly, `read` alone does not allow it.
+ROLE_FOR_SCOPE = {
+    "read": "reviewer",
+    "review": "reviewer",
+    "ingest": "author",
+    "evaluate": "author",
+    "author": "author",
+}
 
 KEY_PREFIX = "kgi_"
 #: How often a key's last-used time is written at most: every request would be a write.

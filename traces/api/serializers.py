@@ -58,6 +58,21 @@ class ViolationSerializer(serializers.Serializer):  # type: ignore[type-arg]
     reviewNote = serializers.CharField(source="review_note")
 
 
+class ViolationReviewSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    reviewer = serializers.SerializerMethodField()
+    fromState = serializers.CharField(source="from_state")
+    toState = serializers.CharField(source="to_state")
+    note = serializers.CharField()
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    def get_reviewer(self, review: Any) -> str:
+        return str(review.reviewer_label)
+
+
+class ViolationDetailSerializer(ViolationSerializer):
+    reviews = ViolationReviewSerializer(many=True, help_text="The review history, oldest first.")
+
+
 class LedgerEntrySerializer(serializers.Serializer):  # type: ignore[type-arg]
     id = serializers.IntegerField()
     tenant = serializers.CharField(source="tenant_slug")
@@ -85,6 +100,8 @@ class LedgerGroupSerializer(serializers.Serializer):  # type: ignore[type-arg]
     day = serializers.DateField(required=False)
     calls = serializers.IntegerField()
     overBudget = serializers.IntegerField()
+    overBudgetCost = serializers.IntegerField()
+    overBudgetLatency = serializers.IntegerField()
     cacheHits = serializers.IntegerField()
     inputTokens = serializers.IntegerField()
     outputTokens = serializers.IntegerField()

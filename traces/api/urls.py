@@ -7,6 +7,11 @@ urlpatterns = [
     path("traces/<path:trace_id>", views.TraceDetailView.as_view(), name="api-trace"),
     path("evaluate", views.EvaluateView.as_view(), name="api-evaluate"),
     path("violations", views.ViolationListView.as_view(), name="api-violations"),
+    path("violations/review", views.ViolationBulkReviewView.as_view(),
+         name="api-violations-review"),
+    path("violations/<int:pk>", views.ViolationDetailView.as_view(), name="api-violation"),
+    path("violations/<int:pk>/review", views.ViolationReviewView.as_view(),
+         name="api-violation-review"),
     path("ledger", views.LedgerSummaryView.as_view(), name="api-ledger"),
     path("ledger/entries", views.LedgerEntryListView.as_view(), name="api-ledger-entries"),
 ]

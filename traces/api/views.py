@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import F, Prefetch, QuerySet, Value
+from django.db.models.functions import Coalesce, NullIf
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -19,9 +19,9 @@ from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.tenancy.scoping import TenantDenied
-from traces import ingest
+from traces import ingest, ledger, review
 from traces.api import filters, serializers
-from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace, Violation
+from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace, Violation, ViolationReview
 from traces.services import queue_runtime_evaluation, record_results, runtime_verdict
 
 ERRORS_SCHEMA = {
@@ -239,7 +239,7 @@ class ViolationListView(ConsoleAPIView):
         trace_ref=F("trace__trace_id"),
         guardrail_ref=F("guardrail__guardrail_id"),
         revision_number=F("revision__number"),
-        reviewer=F("reviewed_by__username"),
+        reviewer=Coalesce(NullIf(F("reviewed_by_label"), Value("")), F("reviewed_by__username")),
     )
 
     @extend_schema(operation_id="violations_list", responses={
@@ -249,13 +249,156 @@ class ViolationListView(ConsoleAPIView):
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
 
-def ledger_entries() -> QuerySet[JudgeLedgerEntry]:
-    return JudgeLedgerEntry.objects.annotate(
-        tenant_slug=F("tenant__slug"),
-        guardrail_ref=F("guardrail__guardrail_id"),
-        revision_number=F("revision__number"),
-        trace_ref=F("trace__trace_id"),
+class ViolationDetailView(ConsoleAPIView):
+    """`GET violations/{id}`: one violation with its review history, oldest change first."""
+
+    serializer_class = serializers.ViolationDetailSerializer
+    queryset = ViolationListView.queryset.prefetch_related(
+        Prefetch("reviews", queryset=ViolationReview.objects.order_by("created_at", "pk"))
     )
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="violations_read", responses={
+        200: serializers.ViolationDetailSerializer, **error_responses(401, 403, 404)})
+    def get(self, request: Request, pk: int) -> Response:
+        violation = self.get_queryset().filter(pk=pk).first()
+        if violation is None:
+            raise Http404
+        return Response(self.get_serializer(violation).data)
+
+
+REVIEW_BODY = {"application/json": {
+    "type": "object",
+    "required": ["state"],
+    "properties": {
+        "state": {"type": "string", "enum": list(review.STATES)},
+        "note": {"type": "string", "maxLength": review.MAX_NOTE},
+    },
+}}
+REVIEW_OUTCOME = {
+    "type": "object",
+    "required": ["state", "reviewed", "refused"],
+    "properties": {
+        "state": {"type": "string"},
+        "reviewed": {"type": "array", "items": {"type": "integer"}},
+        "refused": {"type": "array", "items": {
+            "type": "object", "properties": {"id": {"type": "integer"},
+                                             "message": {"type": "string"}}}},
+    },
+}
+
+
+class ViolationReviewView(ConsoleAPIView):
+    """`POST violations/{id}/review`: move one violation to another review state, with a note.
+
+    Needs the `review` scope (a key) or a role in the violation's tenant (a user). A move
+    its state does not allow is 400 naming `/state`; a violation the caller cannot see, 404.
+    """
+
+    scopes = {"POST": "review"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="violations_review", request=REVIEW_BODY, responses={
+        200: OpenApiResponse(REVIEW_OUTCOME), **error_responses(400, 401, 403, 404, 415)})
+    def post(self, request: Request, pk: int) -> Response:
+        body = _review_body(read_json_body(request), {"state", "note"})
+        state, note = _checked(body)
+        try:
+            outcome = review.review_one(pk, state, note, self.caller)
+        except review.ReviewError as error:
+            raise ApiError(error.issues) from None
+        except Violation.DoesNotExist:
+            raise Http404 from None
+        return Response(outcome.as_dict())
+
+
+BULK_REVIEW_BODY = {"application/json": {
+    "type": "object",
+    "required": ["state"],
+    "description": "`ids` (violation ids) or `filter` (the filters of GET violations), not both.",
+    "properties": {
+        "ids": {"type": "array", "items": {"type": "integer"}},
+        "filter": {"type": "object", "additionalProperties": {"type": "string"}},
+        "state": {"type": "string", "enum": list(review.STATES)},
+        "note": {"type": "string", "maxLength": review.MAX_NOTE},
+    },
+}}
+
+
+class ViolationBulkReviewView(ConsoleAPIView):
+    """`POST violations/review`: review a selection, by ids or by the filters of the list.
+
+    Each violation whose state allows the move is moved; the others are listed in
+    `refused` with the reason. Violations the caller cannot review are never selected.
+    """
+
+    scopes = {"POST": "review"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="violations_review_bulk", request=BULK_REVIEW_BODY, responses={
+        200: OpenApiResponse(REVIEW_OUTCOME), **error_responses(400, 401, 403, 415)})
+    def post(self, request: Request) -> Response:
+        body = _review_body(read_json_body(request), {"ids", "filter", "state", "note"})
+        state, note = _checked(body)
+        selection = bulk_selection(review.reviewable(self.caller), body)
+        try:
+            outcome = review.review(selection, state, note, self.caller)
+        except review.ReviewError as error:
+            raise ApiError(error.issues) from None
+        return Response(outcome.as_dict())
+
+
+def _review_body(body: object, fields: set[str]) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ApiError([Issue("", "the body is a JSON object")])
+    extra = sorted(set(body) - fields)
+    if extra:
+        raise ApiError([Issue(f"/{extra[0]}", f"unknown field; use {', '.join(sorted(fields))}")])
+    return body
+
+
+def _checked(body: dict[str, Any]) -> tuple[str, str]:
+    try:
+        return review.check_request(body.get("state"), body.get("note"))
+    except review.ReviewError as error:
+        raise ApiError(error.issues) from None
+
+
+def bulk_selection(violations: QuerySet[Violation], body: dict[str, Any]) -> QuerySet[Violation]:
+    """The violations a bulk review names: `ids`, or `filter` (the list's filters)."""
+    if ("ids" in body) == ("filter" in body):
+        raise ApiError([Issue("", "give either `ids` or `filter`")])
+    if "ids" in body:
+        ids = body["ids"]
+        if not isinstance(ids, list) or not ids or not all(
+            isinstance(pk, int) and not isinstance(pk, bool) for pk in ids
+        ):
+            raise ApiError([Issue("/ids", "ids is a non-empty array of violation ids")])
+        if len(ids) > review.MAX_BULK:
+            raise ApiError([Issue("/ids", f"at most {review.MAX_BULK} ids")])
+        return violations.filter(pk__in=ids)
+    return filtered_violations(violations, body["filter"], base="/filter")
+
+
+def filtered_violations(
+    violations: QuerySet[Violation], data: object, *, base: str = ""
+) -> QuerySet[Violation]:
+    """`violations` narrowed by the filters of `GET violations`; ApiError naming a bad one."""
+    if not isinstance(data, dict):
+        raise ApiError([Issue(base, "the filter is an object of the list's filters")])
+    names = set(filters.ViolationFilter.base_filters)
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ApiError([Issue(f"{base}/{unknown[0]}", "unknown filter; use "
+                                                      + ", ".join(sorted(names)))])
+    if not all(isinstance(value, str) for value in data.values()):
+        bad = next(name for name, value in data.items() if not isinstance(value, str))
+        raise ApiError([Issue(f"{base}/{bad}", "a filter value is a string")])
+    filterset = filters.ViolationFilter(data=data, queryset=violations)
+    if not filterset.is_valid():
+        name, messages = next(iter(filterset.errors.items()))
+        raise ApiError([Issue(f"{base}/{name}", str(messages[0]))])
+    return filterset.qs
 
 
 class LedgerEntryListView(ConsoleAPIView):
@@ -263,21 +406,13 @@ class LedgerEntryListView(ConsoleAPIView):
 
     serializer_class = serializers.LedgerEntrySerializer
     filterset_class = filters.LedgerFilter
-    queryset = ledger_entries()
+    queryset = ledger.entries_with_refs(JudgeLedgerEntry.objects.all())
 
     @extend_schema(operation_id="ledger_entries_list", responses={
         200: serializers.LedgerEntrySerializer(many=True), **error_responses(400, 401, 403)})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
-
-
-LEDGER_GROUPS = {
-    "guardrail": F("guardrail__guardrail_id"),
-    "tenant": F("tenant__slug"),
-    "model": F("model_id"),
-    "day": TruncDate("created_at"),
-}
 
 
 class LedgerSummaryView(ConsoleAPIView):
@@ -296,55 +431,9 @@ class LedgerSummaryView(ConsoleAPIView):
         responses={200: serializers.LedgerSummarySerializer, **error_responses(400, 401, 403)},
     )
     def get(self, request: Request) -> Response:
-        group_by = self._group_by(request)
-        entries = self.filter_queryset(self.get_queryset())
-        if not group_by:
-            return Response({"groupBy": [], "groups": [self._group(entries.aggregate(
-                **LEDGER_SUMS), [])]})
-        rows = (
-            entries.annotate(**{f"g_{name}": LEDGER_GROUPS[name] for name in group_by})
-            .values(*[f"g_{name}" for name in group_by])
-            .annotate(**LEDGER_SUMS)
-            .order_by(*[f"g_{name}" for name in group_by])
-        )
-        groups = [self._group(row, group_by) for row in rows]
-        return Response({"groupBy": group_by, "groups": groups})
-
-    @staticmethod
-    def _group_by(request: Request) -> list[str]:
-        names = [
-            name.strip()
-            for value in request.query_params.getlist("group_by")
-            for name in value.split(",")
-            if name.strip()
-        ]
-        unknown = [name for name in names if name not in LEDGER_GROUPS]
-        if unknown:
-            raise ApiError([Issue("/group_by", f"cannot group by {unknown[0]!r}: use "
-                                               "guardrail, tenant, model or day")])
-        return list(dict.fromkeys(names))
-
-    @staticmethod
-    def _group(row: dict[str, Any], group_by: list[str]) -> dict[str, Any]:
-        group = {name: row[f"g_{name}"] for name in group_by}
-        if "day" in group and group["day"] is not None:
-            group["day"] = group["day"].isoformat()
-        group.update(
-            calls=row["calls"],
-            overBudget=row["over_budget"],
-            cacheHits=row["cache_hits"],
-            inputTokens=row["input_tokens"] or 0,
-            outputTokens=row["output_tokens"] or 0,
-            costUsd=str(row["cost_usd"] if row["cost_usd"] is not None else "0"),
-        )
-        return group
-
-
-LEDGER_SUMS = {
-    "calls": Count("id"),
-    "over_budget": Count("id", filter=Q(over_budget_cost=True) | Q(over_budget_latency=True)),
-    "cache_hits": Count("id", filter=Q(cache_hit=True)),
-    "input_tokens": Sum("input_tokens"),
-    "output_tokens": Sum("output_tokens"),
-    "cost_usd": Sum("cost_usd"),
-}
+        try:
+            group_by = ledger.parse_group_by(request.query_params.getlist("group_by"))
+        except ledger.GroupByError as error:
+            raise ApiError([error.issue]) from None
+        groups = ledger.summarize(self.filter_queryset(self.get_queryset()), group_by)
+        return Response({"groupBy": group_by, "groups": [ledger.as_wire(g) for g in groups]})
