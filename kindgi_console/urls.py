@@ -18,6 +18,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch-tenant/", switch_tenant, name="switch-tenant"),
     path("api/v1/", include(api_v1)),
+    path("", include("traces.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
 ]

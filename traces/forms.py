@@ -1,0 +1,149 @@
+"""The filter forms of the trace, violation and ledger pages, and the review forms.
+
+Each filter form turns the query string into queryset filters with `apply`; an invalid
+value is shown at its field and that filter is left out, never a server error. Dates are
+whole days: `since` is from the start of that day, `until` up to the end of it.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from django import forms
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from traces.models import MODES, Violation
+from traces.review import MAX_NOTE, STATES
+
+SEVERITIES = ("info", "warn", "error", "critical")
+ACTIONS = ("halt", "retry", "escalate", "log-only")
+YES_NO = [("", "Any"), ("yes", "Yes"), ("no", "No")]
+
+
+def day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+class FilterForm(forms.Form):
+    """A GET form whose valid fields narrow a queryset."""
+
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    time_field = "created_at"
+
+    def value(self, name: str) -> Any:
+        """The field's cleaned value, or None when it is invalid (the error shows at it)."""
+        if name in self.errors:
+            return None
+        return self.cleaned_data.get(name)
+
+    def time_range(self) -> Q:
+        condition = Q()
+        if self.value("since"):
+            condition &= Q(**{f"{self.time_field}__gte": day_start(self.value("since"))})
+        if self.value("until"):
+            end = day_start(self.value("until") + timedelta(days=1))
+            condition &= Q(**{f"{self.time_field}__lt": end})
+        return condition
+
+    def active(self) -> bool:
+        return any(self.value(name) not in (None, "") for name in self.fields)
+
+
+class TraceFilterForm(FilterForm):
+    agent = forms.CharField(required=False, max_length=200)
+    flow = forms.CharField(required=False, max_length=200)
+    withheld = forms.ChoiceField(required=False, choices=YES_NO)
+    violations = forms.ChoiceField(required=False, choices=YES_NO, label="Has violations")
+    time_field = "received_at"
+
+    def apply(self, traces: QuerySet[Any]) -> QuerySet[Any]:
+        traces = traces.filter(self.time_range())
+        for name in ("agent", "flow"):
+            if self.value(name):
+                traces = traces.filter(**{name: self.value(name)})
+        if self.value("withheld"):
+            traces = traces.filter(withheld=self.value("withheld") == "yes")
+        if self.value("violations"):
+            has = Exists(Violation.objects.filter(trace=OuterRef("pk")))
+            traces = traces.filter(has if self.value("violations") == "yes" else ~has)
+        return traces
+
+
+def _choices(values: tuple[str, ...] | list[tuple[str, str]], any_label: str = "Any") -> list[tuple[str, str]]:
+    pairs = [(v, v) if isinstance(v, str) else v for v in values]
+    return [("", any_label), *pairs]
+
+
+class ViolationFilterForm(FilterForm):
+    """Every filter of `GET violations` but the tenant (the page's is the current one)."""
+
+    guardrail = forms.ChoiceField(required=False)
+    severity = forms.ChoiceField(required=False, choices=_choices(SEVERITIES))
+    action = forms.ChoiceField(required=False, choices=_choices(ACTIONS))
+    state = forms.ChoiceField(required=False, choices=_choices(STATES))
+    mode = forms.ChoiceField(required=False, choices=_choices(MODES))
+    agent = forms.CharField(required=False, max_length=200)
+    flow = forms.CharField(required=False, max_length=200)
+
+    def __init__(self, data: Any, *, guardrails: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(data, **kwargs)
+        self.fields["guardrail"].choices = _choices(guardrails)  # type: ignore[attr-defined]
+
+    def apply(self, violations: QuerySet[Violation]) -> QuerySet[Violation]:
+        violations = violations.filter(self.time_range())
+        if self.value("guardrail"):
+            violations = violations.filter(guardrail__guardrail_id=self.value("guardrail"))
+        for name in ("severity", "action", "state", "mode", "agent", "flow"):
+            if self.value(name):
+                violations = violations.filter(**{name: self.value(name)})
+        return violations
+
+
+LEDGER_GROUPS = [("guardrail", "Guardrail"), ("model", "Model"), ("tenant", "Tenant"),
+                 ("day", "Day")]
+ALL_TENANTS = "*"
+
+
+class LedgerFilterForm(FilterForm):
+    guardrail = forms.ChoiceField(required=False)
+    tenant = forms.ChoiceField(required=False)
+    model = forms.CharField(required=False, max_length=200)
+    group = forms.ChoiceField(required=False, choices=LEDGER_GROUPS)
+
+    def __init__(self, data: Any, *, guardrails: list[tuple[str, str]],
+                 tenants: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(data, **kwargs)
+        self.fields["guardrail"].choices = _choices(guardrails)  # type: ignore[attr-defined]
+        self.fields["tenant"].choices = [  # type: ignore[attr-defined]
+            ("", "Current tenant"), (ALL_TENANTS, "All my tenants"), *tenants]
+
+    @property
+    def grouping(self) -> str:
+        """What the sums are grouped by (guardrail unless the page asks otherwise)."""
+        return self.value("group") or "guardrail"
+
+    def apply(self, entries: QuerySet[Any], current_tenant: Any) -> QuerySet[Any]:
+        entries = entries.filter(self.time_range())
+        tenant = self.value("tenant")
+        if tenant == ALL_TENANTS:
+            pass
+        elif tenant:
+            entries = entries.filter(tenant__slug=tenant)
+        else:
+            entries = entries.filter(tenant=current_tenant)
+        if self.value("guardrail"):
+            entries = entries.filter(guardrail__guardrail_id=self.value("guardrail"))
+        if self.value("model"):
+            entries = entries.filter(model_id=self.value("model"))
+        return entries
+
+
+class ReviewForm(forms.Form):
+    """One violation's review: the new state and a note."""
+
+    state = forms.ChoiceField(choices=[(s, s) for s in STATES])
+    note = forms.CharField(required=False, max_length=MAX_NOTE, widget=forms.Textarea(
+        attrs={"rows": 3, "placeholder": "Why (shown in the history)"}))

@@ -1,0 +1,437 @@
+"""The pages of traces, violations (with their review) and the judge cost ledger.
+
+Every list answers from indexed queries with a fixed number of queries whatever the page
+size (keyset pagination, names joined or annotated, never fetched row by row), and every
+page sees only the current tenant's rows through `TenantScopedMixin`. Trace content is
+passed to the templates as plain strings, which they escape.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.contrib import messages
+from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce, TruncDate
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.generic import DetailView, ListView
+
+from guardrails.models import Guardrail
+from kindgi_console.tenancy.views import TenantScopedMixin, tenant_choices
+from traces import forms, ledger, review, timeline
+from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace, Violation, ViolationReview
+from traces.paging import PAGE_SIZES, keyset_page
+
+#: How far back charts look when the filter names no start.
+CHART_DAYS = 30
+
+
+def guardrail_choices() -> list[tuple[str, str]]:
+    """(id, label) of every guardrail, for the filters (guardrails belong to no tenant)."""
+    return [(gid, gid) for gid in Guardrail.objects.order_by("guardrail_id")
+            .values_list("guardrail_id", flat=True)]
+
+
+def violation_count() -> Subquery:
+    return Subquery(
+        Violation.objects.filter(trace=OuterRef("pk")).order_by().values("trace")
+        .annotate(n=Count("pk")).values("n"),
+        output_field=IntegerField(),
+    )
+
+
+# ------------------------------------------------------------------------------ traces
+
+
+class TraceListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+    """The current tenant's traces, newest first, with filters."""
+
+    model = RunTrace
+    template_name = "traces/trace_list.html"
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        form = forms.TraceFilterForm(request.GET)
+        traces = (
+            form.apply(self.get_queryset())
+            .only("pk", "tenant_id", "trace_id", "agent", "flow", "started_at", "ended_at",
+                  "received_at", "withheld")
+            .annotate(input_text=KT("document__input"),
+                      violation_count=Coalesce(violation_count(), 0))
+        )
+        page = keyset_page(request, traces, "received_at")
+        return render(request, self.template_name, {
+            "form": form, "page": page, "traces": page.rows, "page_sizes": PAGE_SIZES,
+            "agents": self._recent_values(), "nav_active": "traces",
+        })
+
+    def _recent_values(self) -> dict[str, list[str]]:
+        """Agents and flows of the latest traces, as suggestions for the filters (bounded)."""
+        recent = self.get_queryset().order_by("-received_at").values_list("agent", "flow")[:500]
+        agents, flows = set(), set()
+        for agent, flow in recent:
+            agents.add(agent)
+            flows.add(flow)
+        return {"agents": sorted(a for a in agents if a), "flows": sorted(f for f in flows if f)}
+
+
+class TraceDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-arg]
+    """One trace as a timeline, with its results per guardrail and its violations."""
+
+    model = RunTrace
+    template_name = "traces/trace_detail.html"
+    context_object_name = "trace"
+
+    def get_queryset(self) -> QuerySet[RunTrace]:
+        return super().get_queryset().select_related("tenant").prefetch_related(
+            Prefetch("results", queryset=EvaluationResult.objects
+                     .select_related("guardrail", "revision").order_by("guardrail__guardrail_id",
+                                                                       "-created_at")),
+            Prefetch("violations", queryset=Violation.objects.select_related("guardrail")
+                     .order_by("-created_at")),
+        )
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        trace: RunTrace = self.object
+        document = trace.document if isinstance(trace.document, dict) else {}
+        results = list(trace.results.all())
+        context.update(
+            steps=timeline.steps(document, withheld=trace.withheld),
+            citations=timeline.citations(document),
+            usage=document.get("usage") if isinstance(document.get("usage"), dict) else None,
+            metadata=timeline.pretty(document["metadata"]) if document.get("metadata") else "",
+            raw=timeline.pretty(document),
+            input_text=timeline.text(document.get("input")),
+            results=results,
+            counts=_status_counts(results),
+            violations=list(trace.violations.all()),
+            tool_count=len(document.get("toolCalls") or []),
+            message_count=len(document.get("messages") or []),
+            nav_active="traces",
+        )
+        return context
+
+
+def _status_counts(results: Iterable[EvaluationResult]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for result in results:
+        counts[result.status] += 1
+    return dict(counts)
+
+
+# ------------------------------------------------------------------------------ violations
+
+
+def violation_rows(violations: QuerySet[Violation]) -> QuerySet[Violation]:
+    """The columns the violation list shows, names joined in the same query."""
+    return violations.select_related("guardrail", "trace").only(
+        "pk", "tenant_id", "created_at", "action", "severity", "mode", "reason", "agent", "flow",
+        "state", "reviewed_at", "reviewed_by_label", "guardrail__guardrail_id", "guardrail__name",
+        "trace__trace_id", "trace__withheld",
+    )
+
+
+class ViolationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+    """The current tenant's violation history with every filter of the API and review."""
+
+    model = Violation
+    template_name = "traces/violation_list.html"
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        form = forms.ViolationFilterForm(request.GET, guardrails=guardrail_choices())
+        page = keyset_page(request, violation_rows(form.apply(self.get_queryset())), "created_at")
+        query = request.GET.copy()
+        for name in ("after", "before", "size"):
+            query.pop(name, None)
+        chart_query = query.urlencode()
+        return render(request, self.template_name, {
+            "form": form, "page": page, "violations": page.rows, "page_sizes": PAGE_SIZES,
+            "states": review.STATES, "filter_query": chart_query,
+            "filter_items": [(name, value) for name, value in query.items() if value],
+            "chart_guardrail_url": f"{reverse('violation-chart')}?by=guardrail&{chart_query}",
+            "chart_severity_url": f"{reverse('violation-chart')}?by=severity&{chart_query}",
+            "actions": [(state, review.ACTION_LABELS[state]) for state in review.STATES],
+            "nav_active": "violations",
+        })
+
+
+class ViolationChartView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+    """Violations per day, per guardrail or per severity, as charts.js reads them.
+
+    One aggregate query grouped by day over the (tenant, created_at) index range: the
+    filter's dates, else the last CHART_DAYS days.
+    """
+
+    model = Violation
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        by = "severity" if request.GET.get("by") == "severity" else "guardrail"
+        form = forms.ViolationFilterForm(request.GET, guardrails=guardrail_choices())
+        first, last = chart_days(form)
+        violations = form.apply(self.get_queryset()).filter(
+            created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1)))
+        series = F("guardrail__guardrail_id") if by == "guardrail" else F("severity")
+        rows = (violations.order_by().annotate(day=TruncDate("created_at"), series=series)
+                .values("day", "series").annotate(n=Count("pk")).values_list("day", "series", "n"))
+        order = ["critical", "error", "warn", "info", ""] if by == "severity" else None
+        return JsonResponse(chart_data(list(rows), first, last, order=order, y_format="count",
+                                       title=f"Violations per day by {by}"))
+
+
+def chart_days(form: forms.FilterForm) -> tuple[date, date]:
+    today = timezone.localdate()
+    last = form.value("until") or today
+    first = form.value("since") or (last - timedelta(days=CHART_DAYS - 1))
+    return first, max(first, last)
+
+
+def chart_data(rows: list[tuple[date, str, Any]], first: date, last: date, *,
+               order: list[str] | None = None, y_format: str, title: str,
+               top: int = 8) -> dict[str, Any]:
+    """A stacked bar chart of (day, series, value) rows, one bar per day from first to last.
+
+    Beyond the `top` largest series, the rest are summed as "other".
+    """
+    days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    index = {day: n for n, day in enumerate(days)}
+    totals: dict[str, Any] = defaultdict(int)
+    for _, name, value in rows:
+        totals[name or "none"] += value
+    if order is not None:
+        names = [name or "none" for name in order if (name or "none") in totals]
+    else:
+        names = sorted(totals, key=lambda name: -totals[name])
+    kept = set(names[:top])
+    data: dict[str, list[Any]] = {name: [0] * len(days) for name in names[:top]}
+    if len(names) > top:
+        data["other"] = [0] * len(days)
+    for day, name, value in rows:
+        if day in index:
+            key = name or "none"
+            data[key if key in kept else "other"][index[day]] += value
+    return {
+        "type": "bar", "stacked": True, "yFormat": y_format, "title": title,
+        "labels": [day.isoformat() for day in days],
+        "datasets": [{"label": name, "data": [float(v) if isinstance(v, Decimal) else v
+                                              for v in values]}
+                     for name, values in data.items()],
+    }
+
+
+class ViolationDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-arg]
+    """One violation: what failed, on which trace, its review state and history."""
+
+    model = Violation
+    template_name = "traces/violation_detail.html"
+    context_object_name = "violation"
+
+    def get_queryset(self) -> QuerySet[Violation]:
+        return super().get_queryset().select_related(
+            "guardrail", "revision", "trace", "result", "evaluation", "reviewed_by"
+        ).defer("trace__document").prefetch_related(
+            Prefetch("reviews", queryset=ViolationReview.objects.order_by("-created_at", "-pk"))
+        )
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        violation: Violation = self.object
+        context.update(
+            next_states=review.next_states(violation.state),
+            history=list(violation.reviews.all()),
+            details=timeline.pretty(violation.result.details) if violation.result.details else "",
+            form=forms.ReviewForm(),
+            nav_active="violations",
+        )
+        return context
+
+
+def _back(request: HttpRequest, fallback: str) -> str:
+    target = request.POST.get("next") or fallback
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return fallback
+    return target
+
+
+class ViolationReviewView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+    """POST: move one violation to another review state (from its page or the list)."""
+
+    model = Violation
+    http_method_names = ["post"]
+    scope = "review"
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        violation = self.get_queryset().filter(pk=pk).first()
+        if violation is None:
+            raise Http404
+        target = _back(request, reverse("violation-detail", args=[pk]))
+        form = forms.ReviewForm(request.POST)
+        if not form.is_valid():
+            field, errors = next(iter(form.errors.items()))
+            messages.error(request, f"{field}: {errors[0]}")
+            return HttpResponseRedirect(target)
+        outcome = review.review(self.get_queryset().filter(pk=pk), form.cleaned_data["state"],
+                                form.cleaned_data["note"].strip(), self.caller)
+        if outcome.refused:
+            messages.error(request, f"Not changed: {outcome.refused[0][1]}.")
+        else:
+            messages.success(request, f"Violation {pk} is now {outcome.state}.")
+        return HttpResponseRedirect(target)
+
+
+class ViolationBulkReviewView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+    """POST: review the ticked violations, or every one the list's filter selects."""
+
+    model = Violation
+    http_method_names = ["post"]
+    scope = "review"
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        target = _back(request, reverse("violation-list"))
+        form = forms.ReviewForm(request.POST)
+        if not form.is_valid():
+            field, errors = next(iter(form.errors.items()))
+            messages.error(request, f"{field}: {errors[0]}")
+            return HttpResponseRedirect(target)
+        selection = self._selection(request)
+        if selection is None:
+            messages.error(request, "Tick at least one violation, or choose every violation "
+                                    "that matches the filter.")
+            return HttpResponseRedirect(target)
+        try:
+            outcome = review.review(selection, form.cleaned_data["state"],
+                                    form.cleaned_data["note"].strip(), self.caller)
+        except review.ReviewError as error:
+            messages.error(request, error.issues[0].message)
+            return HttpResponseRedirect(target)
+        self._report(request, outcome)
+        return HttpResponseRedirect(target)
+
+    def _selection(self, request: HttpRequest) -> QuerySet[Violation] | None:
+        if request.POST.get("scope") == "filter":
+            # The list's filter comes as hidden f-<name> fields, apart from the new `state`.
+            filter_form = forms.ViolationFilterForm(request.POST, prefix="f",
+                                                    guardrails=guardrail_choices())
+            return filter_form.apply(self.get_queryset())
+        ids = [int(raw) for raw in request.POST.getlist("ids") if raw.isdigit()]
+        return self.get_queryset().filter(pk__in=ids) if ids else None
+
+    @staticmethod
+    def _report(request: HttpRequest, outcome: review.Outcome) -> None:
+        moved = len(outcome.reviewed)
+        if moved:
+            messages.success(request, f"{moved} violation{'s' if moved != 1 else ''} "
+                                      f"marked {outcome.state}.")
+        if outcome.refused:
+            count = len(outcome.refused)
+            messages.warning(request, f"{count} left as they were: {outcome.refused[0][1]}"
+                                      + (" (and others)" if count > 1 else "") + ".")
+        if not moved and not outcome.refused:
+            messages.info(request, "No violation matched.")
+
+
+# ------------------------------------------------------------------------------ ledger
+
+
+class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+    """The judge cost ledger: sums by guardrail, model, tenant or day, a chart, the calls."""
+
+    model = JudgeLedgerEntry
+    template_name = "traces/ledger.html"
+
+    def entries(self, form: forms.LedgerFilterForm) -> QuerySet[JudgeLedgerEntry]:
+        """The caller's entries (every tenant they may read), narrowed by the filter."""
+        scoped = JudgeLedgerEntry.objects.for_caller(self.caller, self.scope)
+        return form.apply(scoped, self.tenant)
+
+    def form(self, data: Any) -> forms.LedgerFilterForm:
+        tenants = [(t.slug, t.name or t.slug) for t in tenant_choices(self.request.user)]
+        return forms.LedgerFilterForm(data, guardrails=guardrail_choices(), tenants=tenants)
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        form = self.form(request.GET)
+        entries = self.entries(form)
+        groups = ledger.summarize(entries, [form.grouping])
+        first, last = chart_days(form)
+        daily = ledger.summarize(entries.filter(
+            created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1))
+        ), ["day", "model"])
+        chart = chart_data([(date.fromisoformat(g["day"]), g["model"], g["costUsd"])
+                            for g in daily], first, last, y_format="usd",
+                           title="Judge cost per day by model")
+        page = keyset_page(request, ledger.entries_with_refs(entries), "created_at")
+        query = request.GET.copy()
+        for name in ("after", "before", "size"):
+            query.pop(name, None)
+        return render(request, self.template_name, {
+            "form": form, "group": form.grouping, "groups": groups,
+            "total": ledger.totals(groups), "chart": chart, "page": page,
+            "entries": page.rows, "page_sizes": PAGE_SIZES,
+            "models": sorted({g["model"] for g in daily}),
+            "filter_query": query.urlencode(), "group_choices": forms.LEDGER_GROUPS,
+            "nav_active": "ledger",
+        })
+
+
+class _Echo:
+    """A file-like object whose write returns the line, for streaming csv.writer output."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+#: A cell starting with one of these is read as a formula by spreadsheets: it is quoted.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: str) -> str:
+    if value.startswith(_FORMULA_START) and not _is_number(value):
+        return "'" + value
+    return value
+
+
+def _is_number(value: str) -> bool:
+    try:
+        Decimal(value)
+    except ArithmeticError:
+        return False
+    return True
+
+
+def stream_csv(rows: Iterable[list[str]]) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    for row in rows:
+        yield writer.writerow([_cell(cell) for cell in row])
+
+
+class LedgerExportView(LedgerView):
+    """CSV of the filtered ledger: its sums by the chosen group, or (`rows=entries`) each call."""
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        form = self.form(request.GET)
+        entries = self.entries(form)
+        stamp = timezone.localdate().isoformat()
+        if request.GET.get("rows") == "entries":
+            rows, name = ledger.entry_csv_rows(entries), f"kindgi-ledger-calls-{stamp}.csv"
+        else:
+            groups = ledger.summarize(entries, [form.grouping])
+            rows, name = ledger.csv_rows(groups, [form.grouping]), f"kindgi-ledger-by-{form.grouping}-{stamp}.csv"
+        response = StreamingHttpResponse(stream_csv(rows), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
