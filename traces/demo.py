@@ -45,7 +45,7 @@ from traces.models import (
 )
 from traces.services import record_results
 
-PASSWORD = "kindgi-demo"
+PASSWORD = "kindgi-demo"  # noqa: S105 (the documented demo password, for local use)
 TENANTS = {"acme": "Acme Corp", "globex": "Globex"}
 #: username -> (superuser, {tenant: role})
 PEOPLE: dict[str, tuple[bool, dict[str, str]]] = {
@@ -104,7 +104,7 @@ EXTRA_GUARDRAILS: list[dict[str, Any]] = [
             "scale": "pass-fail",
         },
         "judgeCapabilities": {"required": ["json"]},
-        "budget": {"maxCostUsd": 0.0004, "maxLatencyMs": 2500},
+        "budget": {"maxCostUsd": 0.0008, "maxLatencyMs": 2500},
         "action": {"on-violation": "log-only"},
         "severity": "warn",
         "scope": {"agents": ["support-bot"]},
@@ -135,6 +135,9 @@ JUDGE_PRICES = {
     "claude-haiku-4-5": (Decimal("1.00"), Decimal("5.00")),
     "claude-sonnet-4-5": (Decimal("3.00"), Decimal("15.00")),
 }
+
+SELECT_SQL = "SELECT status, count(*) FROM {table} GROUP BY status"
+DELETE_SQL = "DELETE FROM {table} WHERE created_at < '2024-01-01'"
 
 HOSTILE = [
     "<script>alert('owned')</script>",
@@ -321,18 +324,22 @@ class TraceMaker:
     def sql(self) -> dict[str, Any]:
         rng = self.rng
         table = rng.choice(["orders", "customers", "refunds", "shipments"])
+        # The text of the queries the demo agent "ran": never executed anywhere.
+        select = SELECT_SQL.format(table=table)
+        delete = DELETE_SQL.format(table=table)
         calls = [_call("q1", "run_query",
-                       {"sql": f"SELECT status, count(*) FROM {table} GROUP BY status"},
+                       {"sql": select},
                        {"rows": [["delivered", rng.randint(100, 9000)],
                                  ["lost", rng.randint(0, 50)]]})]
         if rng.random() < 0.08:
             calls.append(_call("q2", rng.choice(["execute_write", "drop_table"]),
-                               {"sql": f"DELETE FROM {table} WHERE created_at < '2024-01-01'"},
+                               {"sql": delete},
                                None, error=rng.choice([None, "permission denied for table"])))
         answer = f"There are {calls[0]['result']['rows'][0][1]} delivered {table} this quarter."
         return {"flow": "reporting", "input": f"How many {table} were delivered this quarter?",
                 "output": answer, "toolCalls": calls,
-                "messages": [{"role": "user", "content": f"How many {table} this quarter?"},
+                "messages": [{"role": "user",
+                              "content": f"How many {table} were delivered this quarter?"},
                              {"role": "assistant", "content": answer}]}
 
 
@@ -498,11 +505,11 @@ def _demo_run(tenant: Tenant, traces: dict[str, RunTrace], enforced: list[Any], 
     if Evaluation.objects.filter(tenant=tenant, started_by_label="load_demo").exists():
         return
     chosen = sorted((t for t in traces.values() if t.flow.startswith("refund")),
-                    key=lambda t: t.received_at)[-150:]
+                    key=lambda t: t.received_at)[-80:]
     documents = dict(RunTrace.objects.filter(pk__in=[t.pk for t in chosen])
                      .values_list("pk", "document"))
     run = Evaluation.objects.create(
-        tenant=tenant, mode="ci", trace_filters={"flow": "refund*", "latest": 150},
+        tenant=tenant, mode="ci", trace_filters={"flow": "refund*", "latest": 80},
         started_by_label="load_demo", status=Evaluation.Status.SUCCEEDED, total=len(chosen),
         done=len(chosen), created_at=now - timedelta(hours=3), started_at=now - timedelta(hours=3),
         finished_at=now - timedelta(hours=3) + timedelta(seconds=41),

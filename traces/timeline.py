@@ -54,6 +54,7 @@ class Step:
     result: str = ""
     has_result: bool = False
     error: str = ""
+    withheld: bool = False
     started_at: str = ""
     ended_at: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -122,7 +123,10 @@ def steps(document: dict[str, Any], *, withheld: bool) -> list[Step]:
         call = by_id.pop(str(message.get("toolCallId")), None) if message.get("toolCallId") else None
         if call is not None:
             timeline.append(tool_step(call))
-        timeline.append(message_step(message))
+        step = message_step(message)
+        # The response a halt guardrail withheld may still be in the conversation record.
+        step.withheld = withheld and index == len(messages) - 1 and index == last_assistant
+        timeline.append(step)
     timeline.extend(tool_step(c) for c in [*loose, *by_id.values()])
     if withheld:
         timeline.append(Step(kind="withheld", role="system"))
