@@ -1,0 +1,64 @@
+"""`load_demo`: every page gets something real, and running it twice changes nothing."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from django.contrib.auth import authenticate
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from guardrails.engine.registry import default_registry
+from guardrails.models import Guardrail, GuardrailRevision
+from kindgi_console.tenancy.models import Membership, Tenant
+from traces.models import (
+    Evaluation,
+    EvaluationResult,
+    JudgeLedgerEntry,
+    RunTrace,
+    Violation,
+    ViolationReview,
+)
+
+MODELS = [Tenant, User, Membership, Guardrail, GuardrailRevision, RunTrace, Evaluation,
+          EvaluationResult, Violation, ViolationReview, JudgeLedgerEntry]
+
+
+def counts() -> dict[str, int]:
+    return {model.__name__: model.objects.count() for model in MODELS}
+
+
+def test_load_demo_fills_every_page_and_is_idempotent(db: Any) -> None:
+    out = io.StringIO()
+    call_command("load_demo", stdout=out)
+    assert "acme-reviewer" in out.getvalue()
+    first = counts()
+    call_command("load_demo", stdout=io.StringIO())
+    assert counts() == first
+
+    assert set(Tenant.objects.values_list("slug", flat=True)) == {"acme", "globex"}
+    for username in ("admin", "author", "acme-reviewer", "globex-reviewer"):
+        assert authenticate(username=username, password="kindgi-demo") is not None
+    assert User.objects.get(username="admin").is_superuser
+    roles = set(Membership.objects.values_list("user__username", "tenant__slug", "role"))
+    assert {("author", "acme", "author"), ("author", "globex", "author"),
+            ("acme-reviewer", "acme", "reviewer"),
+            ("globex-reviewer", "globex", "reviewer")} <= roles
+    assert ("acme-reviewer", "globex", "reviewer") not in roles
+
+    checks = set(Guardrail.objects.values_list("check_name", flat=True))
+    assert {check.id for check in default_registry()} <= checks  # every built-in, rubric too
+    assert Guardrail.objects.filter(kind="llm-judge").exists()
+
+    assert 2000 <= first["RunTrace"] <= 5000
+    assert RunTrace.objects.filter(withheld=True).exists()
+    assert RunTrace.objects.filter(document__output__icontains="<script").exists()
+    assert set(Violation.objects.values_list("state", flat=True)) == {
+        "open", "acknowledged", "resolved", "false-positive"}
+    assert Violation.objects.filter(mode="ci").exists()
+    assert JudgeLedgerEntry.objects.filter(over_budget_cost=True).exists()
+    assert JudgeLedgerEntry.objects.filter(over_budget_latency=True).exists()
+    assert JudgeLedgerEntry.objects.values("model_id").distinct().count() >= 2
+    days = {moment.date() for moment in Violation.objects.values_list("created_at", flat=True)}
+    assert len(days) >= 20  # spread over the last 30 days

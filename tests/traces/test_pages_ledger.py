@@ -1,0 +1,138 @@
+"""The cost ledger page: its sums equal the API's and the CSV's; filters, scoping, queries."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from kindgi_console.tenancy.models import Membership, Tenant
+from tests.traces import seed
+
+
+def signed_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def csv_of(response: Any) -> list[dict[str, str]]:
+    assert response["Content-Type"].startswith("text/csv")
+    text = b"".join(response.streaming_content).decode()
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def arrange(acme: Tenant, globex: Tenant) -> None:
+    seed.ledger(acme, 3)
+    seed.ledger(acme, 2, model_id="big-judge", cost_usd=Decimal("0.0421"), input_tokens=5000,
+                output_tokens=300, over_budget_cost=True)
+    seed.ledger(acme, 1, model_id="big-judge", cost_usd=Decimal("0.01"), over_budget_latency=True,
+                cache_hit=True, created_at=timezone.now() - timedelta(days=3))
+    seed.ledger(globex, 4, model_id="globex-judge", cost_usd=Decimal("9"))
+
+
+def test_page_api_and_csv_give_the_same_sums(
+    api: Any, bob: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any
+) -> None:
+    arrange(acme, globex)
+    client = signed_in(bob)
+    page = client.get("/ledger/?group=model")
+    groups = {g["model"]: g for g in page.context["groups"]}
+    body = api(bob).get("/api/v1/ledger?group_by=model").json()["groups"]
+    exported = csv_of(client.get("/ledger/export.csv?group=model"))
+    assert set(groups) == {"big-judge", "small-judge"}  # globex's are not bob's
+    for wire, row in zip(body, exported, strict=True):
+        mine = groups[wire["model"]]
+        assert row["model"] == wire["model"]
+        assert Decimal(wire["costUsd"]) == Decimal(row["costUsd"]) == mine["costUsd"]
+        for column in ("calls", "inputTokens", "outputTokens", "overBudget", "overBudgetCost",
+                       "overBudgetLatency", "cacheHits"):
+            assert wire[column] == int(row[column]) == mine[column], column
+    assert groups["big-judge"]["costUsd"] == Decimal("0.0942")
+    assert groups["big-judge"]["overBudgetCost"] == 2 and groups["big-judge"]["cacheHits"] == 1
+    total = page.context["total"]
+    assert total["calls"] == 6 and total["costUsd"] == Decimal("0.09795")
+    assert total["overBudget"] == 3
+    assert "0.097950" in page.content.decode()
+
+
+def test_grouping_by_day_guardrail_and_tenant(alice: Any, acme: Tenant, globex: Tenant,
+                                              halt_guardrail: Any) -> None:
+    arrange(acme, globex)
+    client = signed_in(alice)
+    days = client.get("/ledger/?group=day").context["groups"]
+    assert [g["calls"] for g in days] == [1, 5]
+    assert [g["guardrail"] for g in client.get("/ledger/").context["groups"]] == ["no-refunds"]
+    Membership.objects.create(user=alice, tenant=globex, role="reviewer")
+    tenants = client.get("/ledger/?group=tenant&tenant=*").context["groups"]
+    assert [(g["tenant"], g["calls"]) for g in tenants] == [("acme", 6), ("globex", 4)]
+    only = client.get("/ledger/?group=tenant&tenant=globex").context["groups"]
+    assert [(g["tenant"], g["costUsd"]) for g in only] == [("globex", Decimal("36"))]
+
+
+def test_the_filters(alice: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any) -> None:
+    arrange(acme, globex)
+    client = signed_in(alice)
+    today = timezone.localdate().isoformat()
+    assert client.get(f"/ledger/?since={today}").context["total"]["calls"] == 5
+    assert client.get("/ledger/?model=big-judge").context["total"]["calls"] == 3
+    assert client.get("/ledger/?guardrail=no-refunds").context["total"]["calls"] == 6
+    foreign = client.get("/ledger/?tenant=globex&group=model")  # not one of alice's tenants
+    assert "tenant" in foreign.context["form"].errors
+    assert "globex-judge" not in {g["model"] for g in foreign.context["groups"]}
+    exported = csv_of(client.get(f"/ledger/export.csv?since={today}&group=guardrail"))
+    assert exported == [{"guardrail": "no-refunds", "calls": "5", "inputTokens": "13000",
+                         "outputTokens": "660", "costUsd": "0.08795", "overBudget": "2",
+                         "overBudgetCost": "2", "overBudgetLatency": "0", "cacheHits": "0"}]
+
+
+def test_the_calls_export_streams_each_entry(alice: Any, acme: Tenant, globex: Tenant,
+                                             halt_guardrail: Any) -> None:
+    arrange(acme, globex)
+    seed.ledger(acme, 1, model_id="=cmd|' /C calc'!A0", outcome="+danger")
+    response = signed_in(alice).get("/ledger/export.csv?rows=entries")
+    assert 'filename="kindgi-ledger-calls-' in response["Content-Disposition"]
+    rows = csv_of(response)
+    assert len(rows) == 7 and {r["tenant"] for r in rows} == {"acme"}
+    assert rows[0]["model"].startswith("'=") and rows[0]["outcome"] == "'+danger"
+    assert sum(Decimal(r["costUsd"]) for r in rows) == Decimal("0.09795") + Decimal("0.00125")
+
+
+def test_charlie_gets_nothing_of_acmes_ledger(charlie: Any, acme: Tenant, globex: Tenant,
+                                             halt_guardrail: Any) -> None:
+    seed.ledger(acme, 3)
+    client = signed_in(charlie)
+    assert client.get("/ledger/").context["total"]["calls"] == 0
+    assert client.get("/ledger/?tenant=acme").context["total"]["calls"] == 0
+    assert client.get("/ledger/?tenant=*").context["total"]["calls"] == 0
+    assert csv_of(client.get("/ledger/export.csv?rows=entries&tenant=*"))[1:] == []
+
+
+def test_the_page_costs_the_same_queries_at_any_page_size(alice: Any, acme: Tenant,
+                                                          halt_guardrail: Any) -> None:
+    seed.ledger(acme, 120)
+    client = signed_in(alice)
+    counts = []
+    for size in (25, 100):
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(f"/ledger/?size={size}")
+        assert len(response.context["entries"]) == size
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+
+
+def test_the_chart_has_the_cost_per_day_by_model(alice: Any, acme: Tenant, globex: Tenant,
+                                                 halt_guardrail: Any) -> None:
+    arrange(acme, globex)
+    chart = signed_in(alice).get("/ledger/").context["chart"]
+    assert chart["yFormat"] == "usd" and len(chart["labels"]) == 30
+    by_model = {d["label"]: d["data"] for d in chart["datasets"]}
+    assert by_model["big-judge"][-1] == float(Decimal("0.0842"))
+    assert by_model["big-judge"][-4] == 0.01
