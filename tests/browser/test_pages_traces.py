@@ -125,8 +125,8 @@ def test_hostile_trace_content_renders_as_text_and_runs_nothing(
     assert page.locator("main script, main img, main b").count() == 0
     link = page.get_by_role("link", name="https://example.org/policy")
     expect(link).to_have_attribute("rel", "noopener noreferrer nofollow")
+    screenshot(page, "trace-detail")
     page.get_by_text("javascript:alert('citation')", exact=True).click()
     page.wait_for_timeout(300)
-    screenshot(page, "trace-detail")
     assert dialogs == []
     assert page.script_errors == []  # type: ignore[attr-defined]
