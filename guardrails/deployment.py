@@ -151,7 +151,8 @@ def load_filesystem_checks(guardrails: Iterable[Guardrail]) -> None:
 def evaluation_services(tenant: str | None = None) -> dict[str, Any]:
     """The Context services of an evaluation for `tenant` (a tenant slug, or None).
 
-    The one place every server evaluation path gets them from: `sandbox`, the warm pool
-    that runs the checks of sandboxed guardrails.
+    The one place every server evaluation path (POST evaluate, ingestion, batch runs) gets
+    them from: `sandbox`, the warm pool that runs the checks of sandboxed guardrails. The
+    tenant is there for services that depend on it (a judge routed under its policy).
     """
     return {"sandbox": sandbox_pool()}
