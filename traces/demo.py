@@ -28,11 +28,12 @@ from django.db import transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
+from guardrails import deployment
 from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.types import CheckOutcome, Context
 from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.models import Guardrail
-from guardrails.services import Author, console_engine, enforced_guardrails, register_document, save_guardrail
+from guardrails.services import Author, enforced_guardrails, register_document, save_guardrail
 from kindgi_console.tenancy.models import Membership, Tenant
 from kindgi_console.tenancy.scoping import Caller
 from traces import review
@@ -441,12 +442,13 @@ def _load_tenant(tenant: Tenant, count: int, enforced: list[Any], now: datetime,
     if not documents:
         return
     judge = DemoJudge()
-    engine = console_engine()
+    engine = deployment.engine()
+    services = {**deployment.evaluation_services(tenant.slug), "judge": judge}
     guardrails = [item.guardrail for item in enforced]
     rows, verdicts = [], []
     for document in documents:
-        verdict = evaluate_all(guardrails, document, Context.for_trace(document, "runtime",
-                                                                       judge=judge), engine=engine)
+        verdict = evaluate_all(guardrails, document,
+                               Context.for_trace(document, "runtime", **services), engine=engine)
         digest = hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
         stored = {k: v for k, v in document.items() if k != "output"} if verdict.withheld else document
         ended = datetime.fromisoformat(document["endedAt"].replace("Z", "+00:00"))
@@ -520,8 +522,9 @@ def _demo_run(tenant: Tenant, traces: dict[str, RunTrace], enforced: list[Any], 
     verdicts = []
     for trace in chosen:
         document = documents[trace.pk]
-        results = evaluate_all(guardrails, document, Context.for_trace(document, "ci"),
-                               engine=console_engine()).results
+        results = evaluate_all(guardrails, document, Context.for_trace(
+            document, "ci", **deployment.evaluation_services(tenant.slug)),
+            engine=deployment.engine()).results
         for result in results:
             summary[result.guardrail][result.status] += 1
         verdicts.append((trace, results))

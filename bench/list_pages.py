@@ -1,0 +1,198 @@
+"""How the list pages scale: the same pages at 10,000 rows and at 1,000,000 rows.
+
+Run: `python bench/list_pages.py [--small 10000] [--large 1000000] [--db kindgi_pagesb_bench]`.
+It (re)creates a PostgreSQL database (DATABASE_URL's server, the named database), migrates
+it, bulk-generates traces, results, violations and judge ledger entries with
+`generate_series` (for the timed tenant; the other tenant's grow by a tenth, so that tenant
+scoping is exercised), times each page's server-side rendering in process (the median of several
+requests, after a warm-up), grows the tables to the large size, times again, and prints the
+two side by side with their ratio. The pages are keyset-paginated and answer from indexes,
+so a page costs about the same at any table size: the target ratio is about 1.
+
+The ledger's sums are another matter: `GET ledger` and the ledger page add up every entry
+in the filtered range (from the covering index, without reading the table), so their time
+grows with the number of entries in that range, not with the table. They are timed over
+the default view (everything) and over one day, to show both.
+
+Prints, never asserts: timings depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PAGES = [
+    ("violations list", "/violations/"),
+    ("violations list, filtered", "/violations/?state=open&severity=critical"),
+    ("violations list, page 2", None),  # the first page's next link
+    ("traces list", "/traces/"),
+    ("traces list, by agent", "/traces/?agent=support-bot"),
+    ("violation chart (30 days)", "/violations/chart.json"),
+    ("ledger page", "/ledger/"),
+    ("GET ledger by model (all)", "/api/v1/ledger?group_by=model"),
+    ("GET ledger by model (1 day)", "/api/v1/ledger?group_by=model&since={day}"),
+]
+
+
+def setup_django(database: str) -> None:
+    server = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
+    os.environ["DATABASE_URL"] = f"{server}/{database}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kindgi_console.settings")
+    import psycopg
+
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{database}"')
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def arrange() -> dict[str, Any]:
+    from django.contrib.auth.models import User
+
+    from guardrails.services import Author, save_guardrail
+    from kindgi_console.tenancy.models import Membership, Tenant
+
+    acme = Tenant.objects.create(slug="acme")
+    globex = Tenant.objects.create(slug="globex")
+    user = User.objects.create_user("bench", password="bench-pass-1")
+    Membership.objects.create(user=user, tenant=acme, role="reviewer")
+    guardrail = save_guardrail({
+        "id": "no-refunds", "kind": "zero-llm", "check": "never-call-tool",
+        "config": {"tools": ["issue_refund"]}, "action": {"on-violation": "halt"},
+        "severity": "critical"}, Author(user=None, label="bench"))
+    return {"tenants": [acme.pk, globex.pk], "guardrail": guardrail.pk,
+            "revision": guardrail.revisions.get().pk, "user": user}
+
+
+GROW_SQL = """
+WITH new AS (
+  INSERT INTO traces_runtrace (tenant_id, trace_id, agent, flow, started_at, ended_at, document,
+                               content_hash, withheld, received_at)
+  SELECT %(tenant)s, 'bench-' || n, (ARRAY['support-bot','research-agent','sql-agent'])[1 + n %% 3],
+         (ARRAY['refund','shipping','reporting','literature'])[1 + n %% 4],
+         now() - (n %% 2592000) * interval '1 second', now() - (n %% 2592000) * interval '1 second',
+         jsonb_build_object('id', 'bench-' || n, 'input', 'Can I get a refund for order ' || n || '?',
+                            'output', 'Done: order ' || n || ' is refunded.',
+                            'toolCalls', jsonb_build_array(jsonb_build_object('name', 'issue_refund'))),
+         md5(n::text) || md5(n::text), n %% 50 = 0,
+         now() - (n %% 2592000) * interval '1 second'
+  FROM generate_series(%(start)s, %(stop)s) AS n
+  RETURNING id, tenant_id, agent, flow, received_at
+), results AS (
+  INSERT INTO traces_evaluationresult (tenant_id, trace_id, guardrail_id, revision_id, mode, status,
+                                       reason, duration_ms, details, created_at)
+  SELECT tenant_id, id, %(guardrail)s, %(revision)s, 'runtime', 'fail',
+         'called forbidden tool ''issue_refund''', 0.01, '{}'::jsonb, received_at
+  FROM new
+  RETURNING id, tenant_id, trace_id, created_at
+)
+INSERT INTO traces_violation (tenant_id, trace_id, result_id, guardrail_id, revision_id, action,
+                              severity, mode, reason, agent, flow, created_at, state,
+                              reviewed_by_label, review_note)
+SELECT r.tenant_id, r.trace_id, r.id, %(guardrail)s, %(revision)s, 'halt',
+       (ARRAY['critical','error','warn','info'])[1 + r.id %% 4], 'runtime',
+       'called forbidden tool ''issue_refund''', n.agent, n.flow, r.created_at,
+       (ARRAY['open','open','acknowledged','resolved','false-positive'])[1 + r.id %% 5], '', ''
+FROM results r JOIN new n ON n.id = r.trace_id
+"""
+
+LEDGER_SQL = """
+INSERT INTO traces_judgeledgerentry (tenant_id, guardrail_id, revision_id, model_id, input_tokens,
+    output_tokens, cost_usd, latency_ms, outcome, over_budget_cost, over_budget_latency, cache_hit,
+    created_at)
+SELECT %(tenant)s, %(guardrail)s, %(revision)s,
+       (ARRAY['gpt-4.1-mini','claude-haiku-4-5','claude-sonnet-4-5'])[1 + n %% 3],
+       800 + n %% 3000, 40 + n %% 200, (800 + n %% 3000) * 0.0000004 + (40 + n %% 200) * 0.0000016,
+       300 + n %% 4000, 'PASS', n %% 7 = 0, n %% 11 = 0, n %% 13 = 0,
+       now() - (n %% 2592000) * interval '1 second'
+FROM generate_series(%(start)s, %(stop)s) AS n
+"""
+
+
+def grow(ids: dict[str, Any], start: int, stop: int) -> None:
+    """Rows start..stop for acme (the timed tenant); globex grows by a tenth alongside."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        # A bulk load: the generated rows are consistent, foreign-key triggers are skipped.
+        cursor.execute("SET session_replication_role = replica")
+        for tenant, share in zip(ids["tenants"], (1, 10), strict=True):
+            for low in range((start - 1) // share + 1, stop // share + 1, 200_000):
+                high = min(stop // share, low + 199_999)
+                high = min(stop, low + 199_999)
+                params = {"tenant": tenant, "start": low + tenant * 10**8,
+                          "stop": high + tenant * 10**8, "guardrail": ids["guardrail"],
+                          "revision": ids["revision"]}
+                cursor.execute(GROW_SQL, params)
+                cursor.execute(LEDGER_SQL, params)
+        cursor.execute("SET session_replication_role = DEFAULT")
+        cursor.execute("VACUUM ANALYZE")  # the visibility map lets index-only scans skip the heap
+
+
+def time_pages(user: Any, repeats: int) -> dict[str, float]:
+    from django.test import Client
+    from django.utils import timezone
+
+    client = Client()
+    client.force_login(user)
+    day = timezone.now().date().isoformat()
+    timings: dict[str, float] = {}
+    first = client.get("/violations/").content.decode()
+    found = re.search(r'href="([^"]+)" rel="next"', first)
+    assert found, "the violation list has a single page: give more rows"
+    next_url = html.unescape(found.group(1))
+    for name, url in PAGES:
+        target = next_url if url is None else url.format(day=day)
+        assert client.get(target).status_code == 200, target
+        samples = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            response = client.get(target)
+            samples.append(time.perf_counter() - started)
+            assert response.status_code == 200
+        timings[name] = statistics.median(samples) * 1000
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--large", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--db", default="kindgi_pagesb_bench")
+    args = parser.parse_args()
+    setup_django(args.db)
+    ids = arrange()
+    started = time.perf_counter()
+    grow(ids, 1, args.small)
+    print(f"{args.small:,} rows per table and tenant in {time.perf_counter() - started:.1f} s")
+    small = time_pages(ids["user"], args.repeats)
+    started = time.perf_counter()
+    grow(ids, args.small + 1, args.large)
+    print(f"{args.large:,} rows per table and tenant in {time.perf_counter() - started:.1f} s")
+    large = time_pages(ids["user"], args.repeats)
+    print()
+    print(f"{'page':<30} {f'{args.small:,} rows':>12} {f'{args.large:,} rows':>14} {'ratio':>7}")
+    for name, _ in PAGES:
+        print(f"{name:<30} {small[name]:>9.1f} ms {large[name]:>11.1f} ms "
+              f"{large[name] / small[name]:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
