@@ -135,7 +135,6 @@ def grow(ids: dict[str, Any], start: int, stop: int) -> None:
         for tenant, share in zip(ids["tenants"], (1, 10), strict=True):
             for low in range((start - 1) // share + 1, stop // share + 1, 200_000):
                 high = min(stop // share, low + 199_999)
-                high = min(stop, low + 199_999)
                 params = {"tenant": tenant, "start": low + tenant * 10**8,
                           "stop": high + tenant * 10**8, "guardrail": ids["guardrail"],
                           "revision": ids["revision"]}
