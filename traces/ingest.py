@@ -13,7 +13,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -204,4 +204,15 @@ def _row(item: Item, now: datetime) -> RunTrace:
 
 
 def _moment(value: Any) -> datetime | None:
-    return parse_datetime(value) if isinstance(value, str) else None
+    """The column value of an RFC 3339 time, in UTC.
+
+    RFC 3339 allows offsets up to 23:59, PostgreSQL only up to 15:59; a time that UTC
+    cannot hold (year 10000) leaves the column empty (the document keeps it as sent).
+    """
+    moment = parse_datetime(value) if isinstance(value, str) else None
+    if moment is None:
+        return None
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        return None

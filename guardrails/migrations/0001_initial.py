@@ -2,9 +2,10 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import guardrails.fields
 from django.conf import settings
 from django.db import migrations, models
+
+import guardrails.fields
 
 
 class Migration(migrations.Migration):

@@ -18,6 +18,7 @@ from guardrails.engine.schema import validate_runtrace
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.openapi import ref
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import ingest
 from traces.api import filters, serializers
@@ -54,11 +55,23 @@ BATCH_SCHEMA = {
     "properties": {"results": {"type": "array", "items": ITEM_SCHEMA}},
 }
 TRACE_BODY = {"application/json": {
-    "type": "object",
-    "description": "One RunTrace (see /api/v1/schemas/runtrace.schema.json), "
-    'or a batch: {"traces": [RunTrace, ...]}.',
-    "additionalProperties": True,
+    "description": 'One RunTrace, or a batch: {"traces": [RunTrace, ...]}.',
+    "oneOf": [
+        ref("RunTrace"),
+        {
+            "type": "object",
+            "required": ["traces"],
+            "additionalProperties": False,
+            "properties": {"traces": {
+                "type": "array",
+                "description": "RunTraces; each one stands alone: an invalid one is reported "
+                "in its result and the others are stored.",
+                "items": {},
+            }},
+        },
+    ],
 }}
+VERDICT_BODY = {"application/json": ref("RunTrace")}
 
 
 def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
@@ -172,7 +185,7 @@ class EvaluateView(ConsoleAPIView):
     filter_backends: list[Any] = []
 
     @extend_schema(
-        request=TRACE_BODY,
+        request=VERDICT_BODY,
         parameters=[OpenApiParameter("store", OpenApiTypes.BOOL, description="false: store "
                                      "nothing, only answer the verdict (default true).")],
         responses={200: OpenApiResponse(VERDICT_SCHEMA), **error_responses(400, 401, 403, 413,
@@ -290,7 +303,7 @@ class LedgerSummaryView(ConsoleAPIView):
     @extend_schema(
         operation_id="ledger_summary",
         parameters=[OpenApiParameter(
-            "group_by", str, many=True, explode=False,
+            "group_by", str, many=True, explode=False, enum=list(LEDGER_GROUPS),
             description="Comma-separated: any of guardrail, tenant, model, day.",
         )],
         responses={200: serializers.LedgerSummarySerializer, **error_responses(400, 401, 403)},
@@ -315,8 +328,8 @@ class LedgerSummaryView(ConsoleAPIView):
         names = [
             name.strip()
             for value in request.query_params.getlist("group_by")
+            if value  # an empty value is an empty list: no grouping
             for name in value.split(",")
-            if name.strip()
         ]
         unknown = [name for name in names if name not in LEDGER_GROUPS]
         if unknown:
