@@ -14,7 +14,6 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from guardrails.engine.schema import validate_runtrace
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
@@ -228,7 +227,7 @@ class EvaluateView(ConsoleAPIView):
     def _unstored_item(self, payload: object) -> ingest.Item:
         """A trace that is evaluated only: validated, its tenant checked against a key's."""
         item = ingest.Item(index=0, id=None)
-        item.errors = validate_runtrace(payload, max_depth=settings.KINDGI_MAX_DEPTH)
+        item.errors = ingest.validate(payload)
         if item.errors:
             return item
         assert isinstance(payload, dict)
