@@ -200,6 +200,15 @@ KINDGI_MAX_DEPTH = envint("KINDGI_MAX_DEPTH", 64, minimum=2)
 KINDGI_PRODUCTION = envbool("KINDGI_PRODUCTION", not DEBUG)
 # Check packs: Python modules that define checks with the engine's define_check.
 KINDGI_CHECK_PACKS = envlist("KINDGI_CHECK_PACKS", [])
+# The sandbox of pack checks: limits for guardrails that declare none, warm workers per posture.
+KINDGI_SANDBOX_MEM_MB = envint("KINDGI_SANDBOX_MEM_MB", 256, minimum=16)
+KINDGI_SANDBOX_CPU_MS = envint("KINDGI_SANDBOX_CPU_MS", 1000, minimum=10)
+KINDGI_SANDBOX_POOL_SIZE = envint("KINDGI_SANDBOX_POOL_SIZE", 2, minimum=1)
+# What a guardrail's needsSpec may ask for: capabilities and bindings the deployment provides,
+# and the names of environment variables that hold secrets (never stored in the database).
+KINDGI_CAPABILITIES = envlist("KINDGI_CAPABILITIES", [])
+KINDGI_BINDINGS = envlist("KINDGI_BINDINGS", [])
+KINDGI_SECRETS = envlist("KINDGI_SECRETS", [])
 
 LOGGING = {
     "version": 1,

@@ -171,9 +171,7 @@ OUTPUT_MATCHES_SCHEMA = _schema(
             "type": "string",
             "pattern": "^[ims]*$",
             "title": "Flags",
-            "description": (
-                "i = ignore case, m = ^ and $ match at line ends, s = . matches newlines."
-            ),
+            "description": ("i = ignore case, m = ^ and $ match at line ends, s = . matches newlines."),
         },
         "fullMatch": {
             "type": "boolean",
@@ -270,9 +268,7 @@ def _first_out_of_order(order: list[str], first: Mapping[str, int]) -> CheckOutc
             continue
         for earlier in order[:j]:
             if earlier not in first:
-                return failed(
-                    f"'{later}' was called but '{earlier}', which must come first, never was"
-                )
+                return failed(f"'{later}' was called but '{earlier}', which must come first, never was")
             if first[earlier] > first[later]:
                 return failed(f"'{later}' was called before '{earlier}'")
     return PASSED

@@ -71,9 +71,7 @@ class Engine:
         if check is None:
             raise StrategyError(f"check '{guardrail.check}' is not registered")
         if check.kind != guardrail.kind:
-            raise StrategyError(
-                f"check '{check.id}' is of kind '{check.kind}', not '{guardrail.kind}'"
-            )
+            raise StrategyError(f"check '{check.id}' is of kind '{check.kind}', not '{guardrail.kind}'")
         strategy = self.strategies.get(guardrail.kind)
         if strategy is None:
             raise StrategyError(f"no strategy is registered for kind '{guardrail.kind}'")
@@ -104,9 +102,7 @@ def _listed(values: list[str] | None, value: str | None) -> bool:
     return not values or value in values
 
 
-def evaluate_guardrail(
-    guardrail: Guardrail, trace: Trace, context: Context, *, engine: Engine | None = None
-) -> Result:
+def evaluate_guardrail(guardrail: Guardrail, trace: Trace, context: Context, *, engine: Engine | None = None) -> Result:
     """Evaluate one guardrail against one trace; a failure to evaluate is an `error` result."""
     engine = engine or _shared_engine()
     started = perf_counter()

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardrails.engine.judge import validate_judge_capabilities
 from guardrails.engine.registry import CheckRegistry
 from guardrails.engine.schema import (
     CompiledSchema,
@@ -69,16 +70,13 @@ def define_guardrail(
     if check is None:
         errors.append(Issue("/check", f"no check '{doc['check']}' is registered"))
     elif check.kind != doc["kind"]:
-        errors.append(
-            Issue("/kind", f"check '{check.id}' is of kind '{check.kind}', not '{doc['kind']}'")
-        )
+        errors.append(Issue("/kind", f"check '{check.id}' is of kind '{check.kind}', not '{doc['kind']}'"))
     else:
         errors += _config_issues(doc, check, registry, warnings)
         warnings += _builtin_artifact_warnings(doc, check)
     if strategies is not None and doc["kind"] not in strategies:
-        warnings.append(
-            Issue("/kind", f"no strategy is registered for kind '{doc['kind']}': it gives error")
-        )
+        warnings.append(Issue("/kind", f"no strategy is registered for kind '{doc['kind']}': it gives error"))
+    errors += _judge_issues(doc)
     errors += _artifact_issues(doc, policy)
     errors += _needs_issues(doc, policy)
     if errors:
@@ -88,17 +86,13 @@ def define_guardrail(
     return Registration(Guardrail(document=doc, revision=revision), [], warnings)
 
 
-def _config_issues(
-    doc: Mapping[str, Any], check: Check, registry: CheckRegistry, warnings: list[Issue]
-) -> list[Issue]:
+def _config_issues(doc: Mapping[str, Any], check: Check, registry: CheckRegistry, warnings: list[Issue]) -> list[Issue]:
     """The config against the check's own validation and any declared pack config schema."""
     config = doc.get("config") or {}
     issues = _prefixed(check.validate_config(config), "/config")
     declared = doc.get("configSchema")
     if declared is not None and check.builtin:
-        warnings.append(
-            Issue("/configSchema", f"ignored: '{check.id}' is a built-in check with its own schema")
-        )
+        warnings.append(Issue("/configSchema", f"ignored: '{check.id}' is a built-in check with its own schema"))
     elif declared is not None:
         compiled = _compile_declared(declared, issues)
         if compiled is not None:
@@ -131,6 +125,13 @@ def _builtin_artifact_warnings(doc: Mapping[str, Any], check: Check) -> list[Iss
             )
         ]
     return []
+
+
+def _judge_issues(doc: Mapping[str, Any]) -> list[Issue]:
+    """An llm-judge guardrail's judgeCapabilities against the keys routing defines."""
+    if doc["kind"] != "llm-judge" or "judgeCapabilities" not in doc:
+        return []
+    return validate_judge_capabilities(doc["judgeCapabilities"], base_path="/judgeCapabilities")
 
 
 def _artifact_issues(doc: Mapping[str, Any], policy: RegistrationPolicy) -> list[Issue]:

@@ -48,9 +48,7 @@ def define_check(
     hand-written `validate_config` (both run when both are given)."""
     _check_identity(id, kind)
     if config_schema is None and validate_config is None:
-        raise InvalidCheckDefinition(
-            f"check '{id}': give a config_schema or a validate_config function"
-        )
+        raise InvalidCheckDefinition(f"check '{id}': give a config_schema or a validate_config function")
     if kind == "zero-llm" and evaluate is None and prepare is None:
         raise InvalidCheckDefinition(f"check '{id}': a zero-llm check needs an evaluate function")
     # module and function name a handler another process can import: the author's own.
@@ -77,8 +75,7 @@ def define_check(
 def _check_identity(id: object, kind: object) -> None:
     if not isinstance(id, str) or not _ID.match(id):
         raise InvalidCheckDefinition(
-            f"check id {id!r} must be 1 to 200 letters, digits or . _ : / - "
-            "starting with a letter or digit"
+            f"check id {id!r} must be 1 to 200 letters, digits or . _ : / - starting with a letter or digit"
         )
     if not isinstance(kind, str) or not _KIND.match(kind):
         raise InvalidCheckDefinition(f"check '{id}': kind must be a non-empty string")
@@ -100,9 +97,7 @@ def _config_validator(
     try:
         compiled = compile_schema(config_schema)
     except SchemaCompileError as exc:
-        raise InvalidCheckDefinition(
-            f"check '{id}': config schema does not compile: {exc}"
-        ) from exc
+        raise InvalidCheckDefinition(f"check '{id}': config schema does not compile: {exc}") from exc
 
     def validate(config: Config) -> list[Issue]:
         issues = compiled.issues(config)
@@ -130,8 +125,7 @@ class CheckRegistry:
         if existing is not None:
             if existing.builtin and not check.builtin:
                 raise DuplicateCheck(
-                    f"check '{check.id}' of pack '{check.pack}' has the id of a built-in check, "
-                    "which replaces it"
+                    f"check '{check.id}' of pack '{check.pack}' has the id of a built-in check, which replaces it"
                 )
             if not replace:
                 raise DuplicateCheck(f"check '{check.id}' is already registered")
@@ -230,6 +224,15 @@ def builtin_checks() -> list[Check]:
     ]
 
 
+def builtin_judge_checks() -> list[Check]:
+    """The built-in llm-judge checks (guardrails.engine.judge): `rubric`."""
+    # Imported here, not at the top: the judge defines its checks with define_check from this
+    # module, so a top-level import would be circular.
+    from guardrails.engine.judge import judge_checks
+
+    return judge_checks()
+
+
 def default_registry() -> CheckRegistry:
-    """A fresh registry holding the built-in checks."""
-    return CheckRegistry(builtin_checks())
+    """A fresh registry holding the built-in checks, zero-llm and llm-judge."""
+    return CheckRegistry(builtin_checks() + builtin_judge_checks())

@@ -75,9 +75,7 @@ class CompiledSchema:
         if self._detailed is None:
             # Imported here: it costs more than a second, and only invalid documents need it.
             validator_class = importlib.import_module("jsonschema").Draft202012Validator
-            self._detailed = validator_class(
-                self.schema, format_checker=validator_class.FORMAT_CHECKER
-            )
+            self._detailed = validator_class(self.schema, format_checker=validator_class.FORMAT_CHECKER)
         return self._detailed
 
 
@@ -198,9 +196,7 @@ def _children(
         for key, item in value.items():
             child = f"{path}/{escape_pointer(str(key))}"
             if isinstance(key, str) and "\x00" in key:
-                issues.append(
-                    Issue(child, "field name must not contain the NUL character (U+0000)")
-                )
+                issues.append(Issue(child, "field name must not contain the NUL character (U+0000)"))
             items.append((item, child, depth + 1))
         items.reverse()
         return items
@@ -276,9 +272,7 @@ def _message(keyword: str, error: Any) -> str:
         "enum": lambda: "must be one of: " + ", ".join(_show(item) for item in value),
         "const": lambda: f"must be {_show(value)}",
         "type": lambda: "must be " + " or ".join(_TYPE_NAMES.get(t, t) for t in _as_list(value)),
-        "minLength": lambda: (
-            "must not be empty" if value == 1 else f"must be at least {value} characters long"
-        ),
+        "minLength": lambda: "must not be empty" if value == 1 else f"must be at least {value} characters long",
         "maxLength": lambda: f"must be at most {value} characters long",
         "minItems": lambda: f"must have at least {value} item{'s' if value != 1 else ''}",
         "maxItems": lambda: f"must have at most {value} item{'s' if value != 1 else ''}",
@@ -317,9 +311,7 @@ def _explain_one_of(error: Any, path: str, base_path: str) -> list[Issue]:
         return [Issue(path, "must match exactly one of the allowed shapes")]
     if "kind" not in instance:
         return [Issue(f"{path}/kind", "'kind' is required")]
-    chosen = [
-        i for i, variant in enumerate(variants) if instance["kind"] in _variant_kinds(variant)
-    ]
+    chosen = [i for i, variant in enumerate(variants) if instance["kind"] in _variant_kinds(variant)]
     if not chosen:
         return [Issue(f"{path}/kind", "must be one of: " + ", ".join(kinds))]
     issues: list[Issue] = []

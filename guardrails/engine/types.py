@@ -212,6 +212,4 @@ class TurnVerdict:
 class Strategy(Protocol):
     """How a kind is evaluated. Raise StrategyError (or anything) to give `error`."""
 
-    def evaluate(
-        self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
-    ) -> CheckOutcome: ...
+    def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome: ...

@@ -1,0 +1,271 @@
+/**
+ * The guardrail editor: a form generated from guardrail.schema.json, whose `config` part is
+ * generated from the chosen check's config schema, a raw-JSON view of the same document,
+ * live client validation, server validation whose JSON pointers land on fields, Try it, Save.
+ */
+import Form from "@rjsf/core";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { listItems, requestJson } from "../shared/http.js";
+import { composeSchema, composeUiSchema, findCheck } from "./schema.js";
+import { deepEqual, errorsToErrorSchema, formatJson, parseDocument, pointerTokens, pruneFormData } from "./document.js";
+import { validator } from "./validator.js";
+import { FlagWidget, JsonField, OptionalDataControlsTemplate, buttonTemplates } from "./widgets.jsx";
+import { TryPanel } from "./TryPanel.jsx";
+
+const SERVER_CHECK_DELAY_MS = 600;
+const FORM_BEHAVIOUR = {
+  emptyObjectFields: "populateRequiredDefaults",
+  arrayMinItems: { populate: "never" },
+  constAsDefaults: "skipOneOf",
+  mergeDefaultsIntoFormData: "useFormDataIfPresent",
+};
+const fields = { json: JsonField };
+const widgets = { flag: FlagWidget };
+const templates = { ButtonTemplates: buttonTemplates, OptionalDataControlsTemplate };
+
+function useRegistry(config) {
+  const [state, setState] = useState({ schema: null, checks: [], error: "" });
+  useEffect(() => {
+    Promise.all([requestJson(config.schemaUrl), requestJson(config.checksUrl)])
+      .then(([schema, checks]) => setState({ schema: schema.body, checks: listItems(checks.body), error: "" }))
+      .catch((failure) => setState({ schema: null, checks: [], error: failure.message }));
+  }, [config.schemaUrl, config.checksUrl]);
+  return state;
+}
+
+/** Posts the document to the validate endpoint a moment after the last change. */
+function useServerValidation(url, doc) {
+  const [state, setState] = useState({ pending: false, valid: null, errors: [], warnings: [], failure: "" });
+  useEffect(() => {
+    if (!url) return undefined;
+    const controller = new AbortController();
+    setState((current) => ({ ...current, pending: true }));
+    const timer = window.setTimeout(async () => {
+      try {
+        const { body } = await requestJson(url, { method: "POST", body: doc, signal: controller.signal });
+        setState({
+          pending: false,
+          valid: Boolean(body && body.valid),
+          errors: (body && body.errors) || [],
+          warnings: (body && body.warnings) || [],
+          failure: "",
+        });
+      } catch (failure) {
+        if (failure.name !== "AbortError") setState((current) => ({ ...current, pending: false, failure: failure.message }));
+      }
+    }, SERVER_CHECK_DELAY_MS);
+    return () => {
+      window.clearTimeout(timer);
+      controller.abort();
+    };
+  }, [url, doc]);
+  return [state, setState];
+}
+
+const fieldDomId = (path) => ["root", ...pointerTokens(path)].join("_");
+
+function focusField(path) {
+  const element = document.getElementById(fieldDomId(path));
+  if (element) {
+    element.scrollIntoView({ block: "center" });
+    element.focus();
+  }
+}
+
+function warningText(warning) {
+  return typeof warning === "string" ? warning : `${warning.path ? `${warning.path}: ` : ""}${warning.message || ""}`;
+}
+
+function ServerStatus({ state }) {
+  if (state.failure) return <span className="pill pill--error">Server check failed: {state.failure}</span>;
+  if (state.pending) return <span className="kg-muted">Checking with the server…</span>;
+  if (state.valid === null) return null;
+  return state.valid ? (
+    <span className="pill pill--pass">Valid on the server</span>
+  ) : (
+    <span className="pill pill--fail">{state.errors.length} server {state.errors.length === 1 ? "error" : "errors"}</span>
+  );
+}
+
+function Problems({ errors, warnings }) {
+  if (!errors.length && !warnings.length) return null;
+  return (
+    <div className="kg-server-problems" aria-live="polite">
+      {errors.length ? (
+        <ul className="kg-problems">
+          {errors.map((error, index) => (
+            <li key={index}>
+              <button type="button" className="kg-linklike" onClick={() => focusField(error.path)}>
+                <code>{error.path || "/"}</code>
+              </button>{" "}
+              {String(error.message)}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+      {warnings.length ? (
+        <ul className="kg-warnings">
+          {warnings.map((warning, index) => <li key={index}>{warningText(warning)}</li>)}
+        </ul>
+      ) : null}
+    </div>
+  );
+}
+
+function afterSaveUrl(template, id) {
+  const encoded = encodeURIComponent(id);
+  return template.replace("{id}", encoded).replace("__id__", encoded);
+}
+
+function RawJsonView({ text, error, onChange }) {
+  return (
+    <div className="kg-raw">
+      <label className="control-label" htmlFor="guardrail-raw-json">Guardrail document (JSON)</label>
+      <textarea
+        id="guardrail-raw-json"
+        className="form-control kg-code kg-raw__text"
+        spellCheck={false}
+        value={text}
+        onChange={(event) => onChange(event.target.value)}
+        aria-invalid={error ? "true" : undefined}
+        aria-describedby="guardrail-raw-json-status"
+      />
+      <p id="guardrail-raw-json-status" className={error ? "kg-parse-error" : "kg-muted"} role={error ? "alert" : undefined}>
+        {error || "The form and this JSON are the same document: edits in one show in the other."}
+      </p>
+    </div>
+  );
+}
+
+export function Editor({ config, initialDoc }) {
+  const registry = useRegistry(config);
+  const [doc, setDoc] = useState(initialDoc);
+  const [view, setView] = useState("form");
+  const [rawText, setRawText] = useState(() => formatJson(initialDoc));
+  const [rawError, setRawError] = useState("");
+  const [saveState, setSaveState] = useState({ busy: false, message: "", errors: null });
+  const [server, setServer] = useServerValidation(config.validateUrl, doc);
+  const docRef = useRef(doc);
+  docRef.current = doc;
+
+  const schema = useMemo(
+    () => registry.schema && composeSchema(registry.schema, registry.checks, doc.kind, doc.check),
+    [registry.schema, registry.checks, doc.kind, doc.check],
+  );
+  const uiSchema = useMemo(() => schema && composeUiSchema(schema), [schema]);
+  const shownErrors = saveState.errors || server.errors;
+  const extraErrors = useMemo(() => errorsToErrorSchema(shownErrors), [shownErrors]);
+
+  const replaceDoc = useCallback((next) => {
+    setSaveState((current) => (current.errors ? { ...current, errors: null } : current));
+    setDoc(next);
+  }, []);
+
+  const onFormChange = useCallback(
+    (event) => {
+      const previous = docRef.current;
+      let next = pruneFormData(event.formData, previous);
+      if (next.check !== previous.check && previous.check !== undefined) {
+        // A config belongs to its check: the new check's sub-form starts empty.
+        const { config: _dropped, ...rest } = next;
+        next = rest;
+      }
+      if (deepEqual(next, previous)) return;
+      setRawText(formatJson(next));
+      setRawError("");
+      replaceDoc(next);
+    },
+    [replaceDoc],
+  );
+
+  const onRawChange = (text) => {
+    setRawText(text);
+    const parsed = parseDocument(text);
+    setRawError(parsed.error || "");
+    if (parsed.doc && !deepEqual(parsed.doc, docRef.current)) replaceDoc(parsed.doc);
+  };
+
+  const showForm = () => {
+    setView("form");
+    if (!rawError) setRawText(formatJson(docRef.current));
+  };
+
+  const save = async () => {
+    setSaveState({ busy: true, message: "", errors: null });
+    try {
+      const { status, body } = await requestJson(config.saveUrl, { method: config.saveMethod, body: doc });
+      if (status === 400) {
+        const errors = (body && body.errors) || [{ path: "", message: "The console refused the guardrail." }];
+        setSaveState({ busy: false, message: `Not saved: ${errors.length} ${errors.length === 1 ? "error" : "errors"}.`, errors });
+        setView("form");
+        return;
+      }
+      const id = (body && body.id) || doc.id;
+      if (config.afterSaveUrl) {
+        window.location.assign(afterSaveUrl(config.afterSaveUrl, id));
+        return;
+      }
+      setSaveState({ busy: false, message: "Saved.", errors: null });
+    } catch (failure) {
+      setSaveState({ busy: false, message: failure.message, errors: null });
+    }
+  };
+
+  if (registry.error) return <div className="alert alert--error">Could not load the guardrail schema: {registry.error}</div>;
+  if (!schema) return <div className="kg-loading">Loading the guardrail schema…</div>;
+
+  const check = findCheck(registry.checks, doc.check);
+  return (
+    <div className="kg-editor">
+      <section className="card kg-editor__main">
+        <header className="card__header kg-editor__header">
+          <div className="kg-tabs" role="tablist" aria-label="Editor view">
+            <button type="button" role="tab" aria-selected={view === "form"} className="kg-tab" onClick={showForm}>Form</button>
+            <button type="button" role="tab" aria-selected={view === "json"} className="kg-tab" onClick={() => setView("json")}>JSON</button>
+          </div>
+          <ServerStatus state={server} />
+        </header>
+        <div className="card__body">
+          {check && check.description ? (
+            <p className="kg-check-note"><strong>{check.id}</strong>: {check.description}</p>
+          ) : null}
+          {view === "json" ? (
+            <RawJsonView text={rawText} error={rawError} onChange={onRawChange} />
+          ) : (
+            <>
+              {rawError ? <div className="alert alert--warn">The JSON view holds a parse error; the form shows the last valid document.</div> : null}
+              <Form
+                schema={schema}
+                uiSchema={uiSchema}
+                formData={doc}
+                validator={validator}
+                fields={fields}
+                widgets={widgets}
+                templates={templates}
+                onChange={onFormChange}
+                onSubmit={save}
+                extraErrors={extraErrors}
+                liveValidate="onChange"
+                showErrorList={false}
+                noHtml5Validate
+                experimental_defaultFormStateBehavior={FORM_BEHAVIOUR}
+                className="kg-form"
+              />
+            </>
+          )}
+          <Problems errors={shownErrors} warnings={saveState.errors ? [] : server.warnings} />
+        </div>
+        <footer className="card__footer kg-savebar">
+          <span className="kg-savebar__message" role="status">{saveState.message}</span>
+          {config.cancelUrl ? <a className="btn btn--ghost" href={config.cancelUrl}>Cancel</a> : null}
+          <button type="button" className="btn btn--primary" onClick={save} disabled={saveState.busy || Boolean(rawError)}>
+            {saveState.busy ? "Saving…" : "Save guardrail"}
+          </button>
+        </footer>
+      </section>
+      {config.tryUrl ? (
+        <TryPanel config={config} doc={doc} onGuardrailErrors={(errors) => setServer((current) => ({ ...current, errors }))} />
+      ) : null}
+    </div>
+  );
+}

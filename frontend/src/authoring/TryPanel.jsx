@@ -1,0 +1,154 @@
+/**
+ * "Try it": runs the guardrail being edited against a pasted or recent trace, before saving.
+ * Trace content is only ever put into text nodes and a textarea: model output is untrusted.
+ */
+import { useEffect, useState } from "react";
+import { listItems, requestJson } from "../shared/http.js";
+import { describeParseError, formatJson } from "./document.js";
+
+const STATUSES = new Set(["pass", "fail", "error", "skipped"]);
+
+function traceLabel(item) {
+  const parts = [item.id || item.trace_id || item.traceId];
+  if (item.agent) parts.push(item.agent);
+  if (item.flow) parts.push(item.flow);
+  const when = item.startedAt || item.started_at || item.createdAt || item.created_at;
+  if (when) parts.push(String(when).replace("T", " ").slice(0, 16));
+  return parts.filter(Boolean).join(" · ");
+}
+
+function traceDetailUrl(config, item) {
+  if (item.url) return item.url;
+  const id = encodeURIComponent(item.id);
+  if (config.traceUrl) return config.traceUrl.replace("{id}", id).replace("__id__", id);
+  const base = new URL(config.tracesUrl, window.location.href);
+  return `${base.pathname.replace(/\/$/, "")}/${id}`;
+}
+
+/** A trace detail answer is the trace itself, or `{trace: {...}}` with the stored trace inside. */
+const unwrapTrace = (body) => (body && typeof body.trace === "object" && body.trace !== null ? body.trace : body);
+
+function ResultView({ result }) {
+  const status = STATUSES.has(result.status) ? result.status : "error";
+  return (
+    <div className="kg-try-result" role="status">
+      <span className={`pill pill--${status}`}>{status}</span>
+      <p className="kg-try-reason">{result.reason ? String(result.reason) : status === "pass" ? "The trace satisfies this guardrail." : "No reason given."}</p>
+      {result.durationMs !== undefined || result.costUsd !== undefined ? (
+        <p className="kg-muted">
+          {result.durationMs !== undefined ? `${result.durationMs} ms` : ""}
+          {result.costUsd !== undefined ? ` · $${Number(result.costUsd).toFixed(4)}` : ""}
+        </p>
+      ) : null}
+    </div>
+  );
+}
+
+function useRecentTraces(tracesUrl) {
+  const [traces, setTraces] = useState([]);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    if (!tracesUrl) return;
+    requestJson(tracesUrl)
+      .then(({ body }) => setTraces(listItems(body).filter((item) => item && item.id)))
+      .catch((failure) => setError(failure.message));
+  }, [tracesUrl]);
+  return [traces, error];
+}
+
+export function TryPanel({ config, doc, onGuardrailErrors }) {
+  const [traces, tracesError] = useRecentTraces(config.tracesUrl);
+  const [traceText, setTraceText] = useState("");
+  const [picked, setPicked] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [result, setResult] = useState(null);
+  const [problems, setProblems] = useState([]);
+
+  const pickTrace = async (event) => {
+    const id = event.target.value;
+    setPicked(id);
+    const item = traces.find((trace) => String(trace.id) === id);
+    if (!item) return;
+    setProblems([]);
+    try {
+      const { body } = await requestJson(traceDetailUrl(config, item));
+      setTraceText(formatJson(unwrapTrace(body)));
+    } catch (failure) {
+      setProblems([failure.message]);
+    }
+  };
+
+  const run = async () => {
+    let trace;
+    try {
+      trace = JSON.parse(traceText);
+    } catch (parseError) {
+      setResult(null);
+      setProblems([`Trace JSON: ${describeParseError(traceText, parseError)}`]);
+      return;
+    }
+    setBusy(true);
+    setProblems([]);
+    setResult(null);
+    try {
+      const { status, body } = await requestJson(config.tryUrl, { method: "POST", body: { guardrail: doc, trace } });
+      if (status === 400) {
+        const errors = (body && body.errors) || [];
+        onGuardrailErrors(errors.filter((error) => !String(error.path || "").startsWith("/trace")));
+        setProblems(errors.map((error) => `${error.path || "/"}: ${error.message}`));
+      } else {
+        setResult((body && (body.result || (Array.isArray(body.results) && body.results[0]))) || body || {});
+      }
+    } catch (failure) {
+      setProblems([failure.message]);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <section className="card kg-try" aria-labelledby="kg-try-title">
+      <header className="card__header">
+        <h2 id="kg-try-title" className="card__title">Try it</h2>
+        <p className="card__subtitle">Run this guardrail, as it is now, against a trace. Nothing is saved.</p>
+      </header>
+      <div className="card__body">
+        {config.tracesUrl ? (
+          <div className="form-group">
+            <label className="control-label" htmlFor="kg-try-recent">Recent trace</label>
+            <select id="kg-try-recent" className="form-control" value={picked} onChange={pickTrace}>
+              <option value="">{traces.length ? "Choose a trace…" : "No recent traces"}</option>
+              {traces.map((trace) => (
+                <option key={trace.id} value={String(trace.id)}>{traceLabel(trace)}</option>
+              ))}
+            </select>
+            {tracesError ? <p className="kg-parse-error">{tracesError}</p> : null}
+          </div>
+        ) : null}
+        <div className="form-group">
+          <label className="control-label" htmlFor="kg-try-trace">Trace JSON</label>
+          <textarea
+            id="kg-try-trace"
+            className="form-control kg-code"
+            rows={10}
+            spellCheck={false}
+            placeholder='{"id": "run-1", "output": "…", "toolCalls": []}'
+            value={traceText}
+            onChange={(event) => setTraceText(event.target.value)}
+          />
+        </div>
+        <div className="kg-try-actions">
+          <button type="button" className="btn btn--secondary" onClick={run} disabled={busy || !traceText.trim()}>
+            {busy ? "Running…" : "Run against this trace"}
+          </button>
+        </div>
+        {problems.length ? (
+          <ul className="kg-problems" role="alert">
+            {problems.map((problem, index) => <li key={index}>{problem}</li>)}
+          </ul>
+        ) : null}
+        {result ? <ResultView result={result} /> : null}
+      </div>
+    </section>
+  );
+}

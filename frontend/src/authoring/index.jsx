@@ -1,0 +1,55 @@
+/**
+ * Entry point of the authoring bundle: mounts the guardrail editor on #guardrail-editor.
+ *
+ * Contract (all data attributes of the mount element):
+ *   data-schema-url      GET  guardrail.schema.json
+ *   data-checks-url      GET  the check registry: [{id, kind, configSchema, builtin, pack, description}] or {results: [...]}
+ *   data-validate-url    POST the document -> {valid, errors: [{path, message}], warnings}
+ *   data-save-url        POST or PUT the document (data-save-method, default POST); 400 -> {errors}
+ *   data-after-save-url  where to go after saving; "{id}" is replaced by the saved guardrail's id
+ *   data-try-url         POST {guardrail, trace} -> a result {status, reason, ...}; 400 -> {errors}
+ *   data-traces-url      GET  recent traces for Try it (optional); data-trace-url "/…/{id}" reads one
+ *   data-cancel-url      a Cancel link (optional)
+ * The initial document is the JSON of <script type="application/json" id="guardrail-initial">.
+ */
+import { createRoot } from "react-dom/client";
+import { Editor } from "./Editor.jsx";
+import "./authoring.css";
+
+function readInitialDocument(id) {
+  const element = document.getElementById(id);
+  if (!element) return {};
+  try {
+    const value = JSON.parse(element.textContent || "{}");
+    return value && typeof value === "object" && !Array.isArray(value) ? value : {};
+  } catch {
+    return {};
+  }
+}
+
+function readConfig(element) {
+  const data = element.dataset;
+  return {
+    schemaUrl: data.schemaUrl,
+    checksUrl: data.checksUrl,
+    validateUrl: data.validateUrl || "",
+    saveUrl: data.saveUrl,
+    saveMethod: (data.saveMethod || "POST").toUpperCase() === "PUT" ? "PUT" : "POST",
+    afterSaveUrl: data.afterSaveUrl || "",
+    tryUrl: data.tryUrl || "",
+    tracesUrl: data.tracesUrl || "",
+    traceUrl: data.traceUrl || "",
+    cancelUrl: data.cancelUrl || "",
+  };
+}
+
+function mount() {
+  const element = document.getElementById("guardrail-editor");
+  if (!element) return;
+  const initialDoc = readInitialDocument(element.dataset.initial || "guardrail-initial");
+  element.classList.add("kg-editor-root");
+  createRoot(element).render(<Editor config={readConfig(element)} initialDoc={initialDoc} />);
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", mount);
+else mount();

@@ -1,0 +1,207 @@
+/**
+ * Progressive enhancements for the console's server-rendered pages. Every behaviour is
+ * switched on by a data attribute (the CSP forbids inline script and event handlers), and
+ * every page works without them.
+ *
+ *   [data-progress-url]       polls the URL ({status, progress: {done, total}}) every
+ *                             data-progress-interval ms (default 1000) until a final status;
+ *                             updates the <progress>/[data-progress-bar], [data-progress-text]
+ *                             and [data-progress-status] inside; reloads the page at the end
+ *                             when data-progress-reload is present.
+ *   [data-select-all="name"]  a checkbox that checks every input[type=checkbox][name=name] of
+ *                             its form; [data-selected-count="name"] shows how many are checked,
+ *                             [data-requires-selection="name"] buttons are disabled at zero.
+ *   [data-auto-submit]        a select/input (or a form: every field in it) that submits its
+ *                             form on change (text inputs after a short pause).
+ *   [data-tenant-switcher]    a select that submits its form on change.
+ *   [data-copy-target="id"]   a button that copies the text (or value) of #id to the clipboard;
+ *                             [data-copy-text="…"] copies that text.
+ *   [data-confirm="message"]  asks before a form submits or a link is followed.
+ *   [data-dismiss]            a button that removes its closest [data-dismissable] element.
+ */
+
+const FINAL_STATUSES = new Set(["succeeded", "success", "completed", "complete", "done", "failed", "error", "cancelled", "canceled"]);
+
+function setText(root, selector, text) {
+  root.querySelectorAll(selector).forEach((element) => {
+    element.textContent = text;
+  });
+}
+
+function renderProgress(root, data) {
+  const done = Number((data.progress && data.progress.done) || 0);
+  const total = Number((data.progress && data.progress.total) || 0);
+  const percent = total > 0 ? Math.min(100, Math.round((done / total) * 100)) : data.status && FINAL_STATUSES.has(data.status) ? 100 : 0;
+  root.querySelectorAll("progress").forEach((bar) => {
+    bar.max = 100;
+    bar.value = percent;
+    bar.textContent = `${percent}%`;
+  });
+  root.querySelectorAll("[data-progress-bar]").forEach((bar) => {
+    bar.style.width = `${percent}%`;
+    bar.setAttribute("aria-valuenow", String(percent));
+  });
+  setText(root, "[data-progress-text]", total > 0 ? `${done} / ${total} (${percent}%)` : `${percent}%`);
+  setText(root, "[data-progress-percent]", `${percent}%`);
+  if (data.status) {
+    root.querySelectorAll("[data-progress-status]").forEach((element) => {
+      element.textContent = data.status;
+      element.className = element.className.replace(/\bpill--[\w-]+/g, "").trim() + ` pill--${data.status}`;
+    });
+    root.dataset.status = data.status;
+  }
+}
+
+function watchProgress(root) {
+  const url = root.dataset.progressUrl;
+  const interval = Math.max(250, Number(root.dataset.progressInterval) || 1000);
+  let failures = 0;
+  const poll = async () => {
+    try {
+      const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (!response.ok) throw new Error(String(response.status));
+      const data = await response.json();
+      failures = 0;
+      renderProgress(root, data);
+      if (data.status && FINAL_STATUSES.has(String(data.status).toLowerCase())) {
+        root.dispatchEvent(new CustomEvent("kindgi:progress-final", { bubbles: true, detail: data }));
+        if ("progressReload" in root.dataset) window.location.reload();
+        return;
+      }
+    } catch {
+      failures += 1;
+      if (failures >= 5) {
+        setText(root, "[data-progress-error]", "Lost contact with the console; reload the page to see the latest state.");
+        return;
+      }
+    }
+    window.setTimeout(poll, interval * (failures + 1));
+  };
+  poll();
+}
+
+function boxesNamed(scope, name) {
+  return [...scope.querySelectorAll(`input[type="checkbox"][name="${CSS.escape(name)}"]`)].filter((box) => !box.disabled);
+}
+
+function refreshSelection(scope, name) {
+  const boxes = boxesNamed(scope, name);
+  const checked = boxes.filter((box) => box.checked).length;
+  document.querySelectorAll(`[data-selected-count="${CSS.escape(name)}"]`).forEach((element) => {
+    element.textContent = checked ? `${checked} selected` : "";
+  });
+  document.querySelectorAll(`[data-requires-selection="${CSS.escape(name)}"]`).forEach((element) => {
+    element.disabled = checked === 0;
+  });
+  scope.querySelectorAll(`[data-select-all="${CSS.escape(name)}"]`).forEach((master) => {
+    master.checked = boxes.length > 0 && checked === boxes.length;
+    master.indeterminate = checked > 0 && checked < boxes.length;
+  });
+}
+
+function enableSelectAll(master) {
+  const name = master.dataset.selectAll;
+  const scope = master.form || document;
+  master.addEventListener("change", () => {
+    boxesNamed(scope, name).forEach((box) => {
+      box.checked = master.checked;
+    });
+    refreshSelection(scope, name);
+  });
+  scope.addEventListener("change", (event) => {
+    if (event.target.name === name) refreshSelection(scope, name);
+  });
+  refreshSelection(scope, name);
+}
+
+function submitForm(form) {
+  if (typeof form.requestSubmit === "function") form.requestSubmit();
+  else form.submit();
+}
+
+function enableAutoSubmit(element) {
+  const form = element.form || element.closest("form");
+  if (!form) return;
+  let timer = 0;
+  element.addEventListener("change", (event) => {
+    if (event.target.type !== "text" && event.target.type !== "search") submitForm(form);
+  });
+  element.addEventListener("input", (event) => {
+    if (event.target.type !== "text" && event.target.type !== "search") return;
+    window.clearTimeout(timer);
+    timer = window.setTimeout(() => submitForm(form), 500);
+  });
+  form.querySelectorAll("[data-auto-submit-hide]").forEach((button) => {
+    button.hidden = true;
+  });
+}
+
+async function copyText(text) {
+  if (navigator.clipboard && window.isSecureContext) {
+    await navigator.clipboard.writeText(text);
+    return;
+  }
+  // Plain-HTTP local runs have no Clipboard API: fall back to a selected textarea.
+  const area = document.createElement("textarea");
+  area.value = text;
+  area.setAttribute("readonly", "");
+  area.className = "visually-hidden";
+  document.body.appendChild(area);
+  area.select();
+  document.execCommand("copy");
+  area.remove();
+}
+
+function enableCopy(button) {
+  button.addEventListener("click", async () => {
+    const target = button.dataset.copyTarget && document.getElementById(button.dataset.copyTarget);
+    const text = button.dataset.copyText || (target ? target.value || target.textContent : "");
+    const label = button.textContent;
+    try {
+      await copyText(text.trim());
+      button.textContent = "Copied";
+    } catch {
+      button.textContent = "Copy failed: select and copy by hand";
+    }
+    window.setTimeout(() => {
+      button.textContent = label;
+    }, 2000);
+  });
+}
+
+function enableConfirm() {
+  document.addEventListener(
+    "submit",
+    (event) => {
+      const form = event.target;
+      const submitter = event.submitter;
+      const message = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
+      if (message && !window.confirm(message)) event.preventDefault();
+    },
+    true,
+  );
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest && event.target.closest("a[data-confirm]");
+    if (link && !window.confirm(link.dataset.confirm)) event.preventDefault();
+  });
+}
+
+function enableDismiss(button) {
+  button.addEventListener("click", () => {
+    const box = button.closest("[data-dismissable]");
+    if (box) box.remove();
+  });
+}
+
+function enhance(root = document) {
+  root.querySelectorAll("[data-progress-url]").forEach(watchProgress);
+  root.querySelectorAll("[data-select-all]").forEach(enableSelectAll);
+  root.querySelectorAll("[data-auto-submit], [data-tenant-switcher]").forEach(enableAutoSubmit);
+  root.querySelectorAll("[data-copy-target], [data-copy-text]").forEach(enableCopy);
+  root.querySelectorAll("[data-dismiss]").forEach(enableDismiss);
+}
+
+enableConfirm();
+document.documentElement.classList.add("js");
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", () => enhance());
+else enhance();

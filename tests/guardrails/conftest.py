@@ -1,0 +1,52 @@
+"""Fixtures for the sandbox tests: a warm pool and a TCP listener on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from guardrails.engine.sandbox import SandboxDefaults, SandboxPool
+
+SECRET_ENV = {"KINDGI_TEST_TOKEN": "s3cret", "KINDGI_TEST_REGION": "eu", "DATABASE_URL": "pg://x"}
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[SandboxPool]:
+    defaults = SandboxDefaults(mem_mb=64, cpu_ms=200, pool_size=2)
+    with SandboxPool(defaults, environ=SECRET_ENV) as pool:
+        yield pool
+
+
+class Listener:
+    """Answers `pong` to each connection and counts them."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                conn.recv(100)
+                conn.sendall(b"pong\n")
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    server = Listener()
+    yield server
+    server.close()
