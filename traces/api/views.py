@@ -302,8 +302,9 @@ class LedgerSummaryView(ConsoleAPIView):
     @extend_schema(
         operation_id="ledger_summary",
         parameters=[OpenApiParameter(
-            "group_by", str, many=True, explode=False, enum=list(LEDGER_GROUPS),
-            description="Comma-separated: any of guardrail, tenant, model, day.",
+            "group_by", str, many=True, explode=True, enum=list(LEDGER_GROUPS),
+            description="Any of guardrail, tenant, model, day: repeated "
+            "(group_by=model&group_by=day) or comma-separated (group_by=model,day).",
         )],
         responses={200: serializers.LedgerSummarySerializer, **error_responses(400, 401, 403)},
     )
@@ -327,7 +328,6 @@ class LedgerSummaryView(ConsoleAPIView):
         names = [
             name.strip()
             for value in request.query_params.getlist("group_by")
-            if value  # an empty value is an empty list: no grouping
             for name in value.split(",")
         ]
         unknown = [name for name in names if name not in LEDGER_GROUPS]
