@@ -160,6 +160,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "OAS_VERSION": "3.1.0",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "kindgi_console.openapi.add_wire_schemas",
+        "kindgi_console.openapi.refuse_nul_in_text_parameters",
+    ],
 }
 
 # Celery: Redis in a deployment; a broker on the local filesystem when nothing is set.
