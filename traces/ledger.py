@@ -49,8 +49,10 @@ class GroupByError(ValueError):
 
 
 def parse_group_by(values: Iterable[str]) -> list[str]:
-    """`group_by` values (each may be comma-separated) as a list without repeats."""
-    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    """`group_by` values (each may be comma-separated) as a list without repeats.
+
+    An empty name (`group_by=`, `group_by=model,`) is an error, not "no grouping"."""
+    names = [name.strip() for value in values for name in value.split(",")]
     unknown = [name for name in names if name not in GROUPS]
     if unknown:
         raise GroupByError(Issue("/group_by", f"cannot group by {unknown[0]!r}: use "

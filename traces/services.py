@@ -44,9 +44,9 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
     traces were evaluated.
     """
     enforced = enforced_guardrails()
-    traces = list(RunTrace.objects.filter(pk__in=trace_ids).select_related("tenant"))
-    if not enforced or not traces:
-        return len(traces)
+    if not enforced:
+        return 0
+    traces = list(RunTrace.objects.filter(pk__in=trace_ids))
     verdicts = [(trace, runtime_verdict(trace.document, enforced).results) for trace in traces]
     record_results(verdicts, enforced, mode="runtime")
     return len(traces)
