@@ -42,7 +42,7 @@ class AdminPageMixin(LoginRequiredMixin):
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         if request.user.is_authenticated:
             self.tenants = list(administered_tenants(request.user).order_by("slug"))
-            if not self.tenants:
+            if not self.tenants and not request.user.is_superuser:
                 raise Http404("not an admin of any tenant")
         return super().dispatch(request, *args, **kwargs)
 
@@ -53,6 +53,8 @@ class AdminPageMixin(LoginRequiredMixin):
             if found is None:
                 raise Http404("not a tenant you administer")
             return found
+        if not self.tenants:
+            raise Http404("there is no tenant yet")
         current = current_tenant(self.request)
         return next((t for t in self.tenants if current and t.pk == current.pk), self.tenants[0])
 
@@ -198,7 +200,7 @@ class ApiKeyListView(AdminPageMixin, View):
             "keys": self.keys()[:200],
             "tenants": self.tenants,
             "scopes": SCOPES,
-            "form": form or {"scopes": ["read"], "tenant": self.chosen_tenant(None).slug},
+            "form": form or {"scopes": ["read"], "tenant": self.tenants[0].slug if self.tenants else ""},
             "secret": secret,
             "issued": issued,
             "can_create_unbound": request.user.is_superuser,
