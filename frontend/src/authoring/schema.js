@@ -130,6 +130,9 @@ export function composeSchema(guardrailSchema, checks, kind, checkId) {
   const root = clone(guardrailSchema);
   // A fixed $id would make the validator reuse a compiled schema with another check's config.
   delete root.$id;
+  // The page says what a guardrail is; the schema's own long description would open the form.
+  delete root.description;
+  delete root.title;
   const props = root.properties || {};
   if (props.kind) props.kind = kindSuggestions(checks, props.kind);
   if (props.check) props.check = checkChoices(checks, kind, props.check);
