@@ -139,8 +139,23 @@ def test_the_editor_replaces_the_config_form_when_the_check_changes(page: Any, s
     choose(page, "#root_check", "never-call-tool")
     page.wait_for_selector("#root_config_max", state="detached")
     page.wait_for_selector("#root_config_tools", state="attached")
-    # The variant choice of `network`: adding it offers its two shapes.
     assert page.locator("#root_severity option").count() >= 4
+    # `network` is a choice of variant: adding it offers its shapes, and the allowlist has hosts.
+    page.locator("#root_network").get_by_role("button", name="Add").first.click()
+    variant = page.locator("select[id^='root_network'][id$='oneof_select']")
+    variant.wait_for()
+    labels = variant.locator("option").all_inner_texts()
+    assert "Allowlist" in labels, labels
+    variant.select_option(label="Allowlist")
+    page.wait_for_selector("#root_network_hosts", state="attached")
+    page.locator("#root_network_hosts").get_by_role("button", name="Add").first.click()
+    page.fill("#root_network_hosts_0", "api.example.org")
+    page.get_by_role("tab", name="JSON").click()
+    raw = json.loads(page.locator("#guardrail-raw-json").input_value())
+    assert raw["network"] == {"kind": "allowlist", "hosts": ["api.example.org"]}
+    assert "max" not in raw.get("config", {})
+    page.get_by_role("tab", name="Form").click()
+    screenshot(page, "guardrail-editor-variants")
     assert page.script_errors == []
 
 

@@ -17,7 +17,7 @@ const FORM_BEHAVIOUR = {
   emptyObjectFields: "populateRequiredDefaults",
   arrayMinItems: { populate: "never" },
   constAsDefaults: "skipOneOf",
-  mergeDefaultsIntoFormData: "useFormDataIfPresent",
+  mergeDefaultsIntoFormData: "useDefaultIfFormDataUndefined",
 };
 const fields = { json: JsonField };
 const widgets = { flag: FlagWidget };

@@ -95,6 +95,10 @@ function typeConstants(node) {
   } else if ("const" in node && node.type === undefined && node.const !== null) {
     node.type = Array.isArray(node.const) ? "array" : typeof node.const === "number" ? "number" : typeof node.const;
   }
+  // A variant's discriminator (network.kind = "allowlist") is filled in when the variant is chosen.
+  if ("const" in node && node.const !== null && typeof node.const !== "object" && node.default === undefined) {
+    node.default = node.const;
+  }
   Object.values(node).forEach(typeConstants);
 }
 
