@@ -13,17 +13,22 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from guardrails import deployment
 from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
-from guardrails.services import Enforced, console_engine, enforced_guardrails
+from guardrails.services import Enforced, enforced_guardrails
 from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
 
 
 def runtime_verdict(document: Trace, enforced: Sequence[Enforced]) -> TurnVerdict:
-    """The runtime verdict of the enforced guardrails on one trace."""
-    context = Context.for_trace(document, "runtime")
+    """The runtime verdict of the enforced guardrails on one trace.
+
+    The services (the sandbox pool) come from the deployment, for the trace's tenant.
+    """
+    services = deployment.evaluation_services(document.get("tenant"))
+    context = Context.for_trace(document, "runtime", **services)
     guardrails = [item.guardrail for item in enforced]
-    return evaluate_all(guardrails, document, context, engine=console_engine())
+    return evaluate_all(guardrails, document, context, engine=deployment.engine())
 
 
 def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:
