@@ -22,10 +22,11 @@ from django.utils.http import urlencode
 from django.views import View
 from django.views.generic import TemplateView
 
+from guardrails import deployment
 from guardrails.engine.schema import GUARDRAIL_SCHEMA
 from guardrails.models import Guardrail
 from guardrails.pages import document_diff, import_files, pass_rate_chart, pretty_json
-from guardrails.services import Author, console_checks, delete_guardrail
+from guardrails.services import Author, delete_guardrail
 from kindgi_console.tenancy.scoping import Caller
 from kindgi_console.tenancy.views import current_tenant
 from traces.models import EvaluationResult, Violation
@@ -86,8 +87,8 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
             "filtered": any(params.values()),
             "next_url": self.page_url(params, page[-1].guardrail_id) if len(rows) > PAGE_SIZE else "",
             "previous_url": self.page_url(params, "") if after else "",
-            "kinds": sorted(set(KINDS) | {check.kind for check in console_checks()}),
-            "checks": sorted(check.id for check in console_checks()),
+            "kinds": sorted(set(KINDS) | {check.kind for check in deployment.check_registry()}),
+            "checks": sorted(check.id for check in deployment.check_registry()),
             "severities": SEVERITIES,
             "actions": BUILTIN_ACTIONS,
             "can_author": self.can_author,
