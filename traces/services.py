@@ -1,8 +1,10 @@
 """Evaluating stored traces and recording results and violations.
 
-The runtime verdict (`POST evaluate`) and ingestion share `record_results`; ingestion
-queues its traces through `queue_runtime_evaluation`, the one entry point that the
-background queue replaces.
+Every server path evaluates with the deployment's engine (`guardrails.deployment.engine`:
+the built-in and pack checks, the sandboxed zero-llm strategy, the judge) in a context
+whose services come from `evaluation_services`. The runtime verdict (`POST evaluate`),
+ingestion and evaluation runs share `record_results`; ingestion queues its traces with
+`queue_runtime_evaluation`: one background task per ingested batch.
 """
 
 from __future__ import annotations
@@ -13,38 +15,72 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from guardrails.deployment import engine as deployment_engine
+from guardrails.deployment import sandbox_pool
 from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
-from guardrails.services import Enforced, console_engine, enforced_guardrails
+from guardrails.services import Enforced, enforced_guardrails
 from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
+
+
+def evaluation_services(evaluation: Evaluation | None = None) -> dict[str, Any]:
+    """What strategies are handed in `context.services`, on every server path.
+
+    `sandbox`: the process's pool of sandbox workers for pack checks. The llm-judge
+    services (model router, cache, cost ledger) plug in here, bound to the run when there
+    is one, so that the runtime verdict, ingestion and runs judge alike.
+    """
+    return {"sandbox": sandbox_pool()}
+
+
+def evaluation_context(document: Trace, mode: Mode, *, evaluation: Evaluation | None = None) -> Context:
+    """The context a stored or incoming trace is evaluated in."""
+    return Context.for_trace(document, mode, **evaluation_services(evaluation))
 
 
 def runtime_verdict(document: Trace, enforced: Sequence[Enforced]) -> TurnVerdict:
     """The runtime verdict of the enforced guardrails on one trace."""
-    context = Context.for_trace(document, "runtime")
+    context = evaluation_context(document, "runtime")
     guardrails = [item.guardrail for item in enforced]
-    return evaluate_all(guardrails, document, context, engine=console_engine())
+    return evaluate_all(guardrails, document, context, engine=deployment_engine())
 
 
 def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:
-    """Evaluate newly stored traces in mode `runtime` once their transaction commits."""
+    """Evaluate newly stored traces in mode `runtime` in the background: one task per batch,
+    sent once the transaction that stored them commits."""
+    from traces.tasks import evaluate_ingested
+
     ids = list(trace_ids)
-    transaction.on_commit(lambda: evaluate_stored_traces(ids))
+    if ids:
+        transaction.on_commit(lambda: evaluate_ingested.delay(ids))
 
 
 def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
-    """Evaluate the traces (those still there) with every enforced guardrail; store results.
+    """Evaluate the traces (those still there) in mode `runtime` with every enforced guardrail.
 
-    Idempotent: a result of no run is unique per trace and revision. Returns how many
-    traces were evaluated.
+    As at `POST evaluate`, a trace that a `halt` guardrail fails keeps its other fields and
+    loses its response (`withheld`). Idempotent: a result of no run is unique per trace and
+    revision. Returns how many traces were evaluated.
     """
     enforced = enforced_guardrails()
-    traces = list(RunTrace.objects.filter(pk__in=trace_ids).select_related("tenant"))
-    if not enforced or not traces:
-        return len(traces)
-    verdicts = [(trace, runtime_verdict(trace.document, enforced).results) for trace in traces]
+    traces = RunTrace.objects.filter(pk__in=list(trace_ids)).order_by("pk")
+    if not enforced:
+        return traces.count()
+    verdicts = []
+    for trace in traces.iterator(chunk_size=500):
+        verdict = runtime_verdict(trace.document, enforced)
+        if verdict.withheld and not trace.withheld:
+            withhold_stored_output(trace)
+        verdicts.append((trace, verdict.results))
     record_results(verdicts, enforced, mode="runtime")
-    return len(traces)
+    return len(verdicts)
+
+
+def withhold_stored_output(trace: RunTrace) -> None:
+    """Drop a stored trace's response (a halt guardrail failed); its hash stays the received one."""
+    trace.document = {key: value for key, value in trace.document.items() if key != "output"}
+    trace.withheld = True
+    RunTrace.objects.filter(pk=trace.pk).update(document=trace.document, withheld=True)
 
 
 def record_results(
@@ -103,6 +139,7 @@ def _record_violations(trace_ids: list[int], evaluation: Evaluation | None, now:
             violation__isnull=True,
         )
         .select_related("trace", "revision")
+        .defer("trace__document")
     )
     Violation.objects.bulk_create(
         [_violation_row(result, now) for result in failures], ignore_conflicts=True
