@@ -390,8 +390,8 @@ def run_summary(evaluation_id: int) -> dict[str, dict[str, int]]:
     """
     run = Evaluation.objects.filter(pk=evaluation_id).values("done").first()
     done = run["done"] if run else 0
-    names = GuardrailRevision.objects.filter(evaluation__pk=evaluation_id).values_list(
-        "guardrail__guardrail_id", flat=True
+    names = Evaluation.revisions.through.objects.filter(evaluation_id=evaluation_id).values_list(
+        "guardrailrevision__guardrail__guardrail_id", flat=True
     )
     summary = {name: dict.fromkeys(STATUSES, 0) for name in sorted(names)}
     counts = (
