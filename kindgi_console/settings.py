@@ -174,6 +174,8 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
+        # How often an idle worker looks at the folder for a new message (seconds).
+        "polling_interval": envint("KINDGI_BROKER_POLL_MS", 200, minimum=10) / 1000,
     }
 else:
     # Redis hands an unacknowledged message (its worker was lost) to another worker after

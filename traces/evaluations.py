@@ -250,17 +250,28 @@ def evaluate_chunk(chunk_id: int) -> bool:
         .only("pk", "tenant_id", "agent", "flow", "document")
         .order_by("pk")
     )
-    batch: list[RunTrace] = []
-    for trace in traces.iterator(chunk_size=settings.KINDGI_EVALUATION_BATCH):
-        batch.append(trace)
-        if len(batch) == settings.KINDGI_EVALUATION_BATCH:
-            evaluate_batch(run, targets, batch)
-            batch = []
-            if not renew_lease(chunk):
-                return False
-    if batch:
+    for batch in keyset_batches(traces, settings.KINDGI_EVALUATION_BATCH):
         evaluate_batch(run, targets, batch)
+        if not renew_lease(chunk):
+            return False
     return complete_chunk(chunk)
+
+
+def keyset_batches(queryset: QuerySet[RunTrace], size: int) -> Iterator[list[RunTrace]]:
+    """The rows in primary-key order, `size` at a time, each batch its own query.
+
+    No cursor stays open while a batch is written: SQLite cannot turn a reader whose
+    snapshot another process has written past into a writer (it answers "database is
+    locked" at once), and PostgreSQL keeps no long transaction open either.
+    """
+    after = None
+    while True:
+        page = queryset if after is None else queryset.filter(pk__gt=after)
+        rows = list(page.order_by("pk")[:size])
+        if not rows:
+            return
+        yield rows
+        after = rows[-1].pk
 
 
 def claim_chunk(chunk_id: int) -> EvaluationChunk | None:

@@ -67,7 +67,7 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
     if not enforced:
         return traces.count()
     verdicts = []
-    for trace in traces.iterator(chunk_size=500):
+    for trace in list(traces):  # one ingested batch: read whole before anything is written
         verdict = runtime_verdict(trace.document, enforced)
         if verdict.withheld and not trace.withheld:
             withhold_stored_output(trace)
