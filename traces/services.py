@@ -139,7 +139,8 @@ def _record_violations(trace_ids: list[int], evaluation: Evaluation | None, now:
             violation__isnull=True,
         )
         .select_related("trace", "revision")
-        .defer("trace__document")
+        .only("pk", "tenant_id", "trace_id", "guardrail_id", "revision_id", "evaluation_id", "mode",
+              "reason", "trace__agent", "trace__flow", "revision__document")
     )
     Violation.objects.bulk_create(
         [_violation_row(result, now) for result in failures], ignore_conflicts=True
@@ -154,7 +155,7 @@ def _violation_row(result: EvaluationResult, now: Any) -> Violation:
         result=result,
         guardrail_id=result.guardrail_id,
         revision_id=result.revision_id,
-        evaluation=result.evaluation,
+        evaluation_id=result.evaluation_id,
         action=str(document["action"]["on-violation"]),
         severity=str(document.get("severity") or ""),
         mode=result.mode,
