@@ -87,7 +87,11 @@ def _first_byte(stream: io.BufferedReader) -> bytes:
 
 def parse_file(raw: IO[bytes], name: str) -> Iterator[Parsed]:
     """Every trace of the file in order, each one parsed or with the reason it was not."""
-    stream = decompressed(raw)
+    return parse_stream(decompressed(raw), name)
+
+
+def parse_stream(stream: io.BufferedReader, name: str) -> Iterator[Parsed]:
+    """As `parse_file`, from the decompressed stream (which the caller keeps open)."""
     try:
         if file_format(name, stream) == "jsonl":
             yield from parse_lines(stream)
@@ -196,7 +200,7 @@ class Progress:
         }
 
 
-def save_upload(file: UploadedFile, tenant: Tenant, user: Any, *, evaluate_after: bool) -> Upload:
+def save_upload(file: UploadedFile, tenant: Tenant, user: Any, *, evaluate_after: bool = False) -> Upload:
     """Store an uploaded file (copied in chunks, never read whole) and queue its processing."""
     from django.db import transaction
 
@@ -234,7 +238,8 @@ def process_upload(upload_id: int) -> None:
     caller = UploadCaller(upload.tenant)
     try:
         with upload.file.open("rb") as raw:
-            traces = parse_file(raw, upload.original_name)
+            stream = decompressed(raw)  # held here: dropping it would close the file
+            traces = parse_stream(stream, upload.original_name)
             while batch := list(islice(traces, settings.KINDGI_UPLOAD_BATCH)):
                 store_batch(upload, caller, batch, progress)
                 _save_progress(upload, progress, bytes_read=raw.tell())
@@ -248,19 +253,22 @@ def process_upload(upload_id: int) -> None:
 
 def store_batch(upload: Upload, caller: Caller, batch: list[Parsed], progress: Progress) -> None:
     """Validate and store one batch as the REST ingestion does; tag the traces with the upload."""
-    prepared: list[tuple[Parsed, ingest.Item]] = []
-    for index, parsed in enumerate(batch):
-        progress.total += 1
-        if parsed.error is not None:
-            progress.invalid += 1
-            progress.add_error(parsed, "", parsed.error)
-            continue
-        prepared.append((parsed, ingest.prepare(caller, parsed.document, index)))
-    ingest.store([item for _, item in prepared], on_created=queue_runtime_evaluation)
-    delivered = [item.row_id for _, item in prepared if item.status in (ingest.CREATED, ingest.DUPLICATE)]
+    items = [
+        None if parsed.error is not None else ingest.prepare(caller, parsed.document, index)
+        for index, parsed in enumerate(batch)
+    ]
+    ingest.store([item for item in items if item is not None], on_created=queue_runtime_evaluation)
+    delivered = [
+        item.row_id for item in items if item is not None and item.status in (ingest.CREATED, ingest.DUPLICATE)
+    ]
     RunTrace.objects.filter(pk__in=delivered).update(upload=upload)
-    for parsed, item in prepared:
-        _count(parsed, item, progress)
+    for parsed, item in zip(batch, items, strict=True):
+        progress.total += 1
+        if item is None:
+            progress.invalid += 1
+            progress.add_error(parsed, "", parsed.error or "unreadable")
+        else:
+            _count(parsed, item, progress)
 
 
 def _count(parsed: Parsed, item: ingest.Item, progress: Progress) -> None:
