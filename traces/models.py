@@ -156,7 +156,7 @@ class EvaluationResult(models.Model):
     """
 
     class Status(models.TextChoices):
-        PASS = "pass"  # noqa: S105 - a result status, not a password
+        PASS = "pass"  # noqa: S105 (a result status, not a password)
         FAIL = "fail"
         ERROR = "error"
 

@@ -15,34 +15,33 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from guardrails.deployment import engine as deployment_engine
-from guardrails.deployment import sandbox_pool
+from guardrails import deployment
 from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
 from guardrails.services import Enforced, enforced_guardrails
 from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
 
 
-def evaluation_services(evaluation: Evaluation | None = None) -> dict[str, Any]:
+def evaluation_services(tenant: str | None, evaluation: Evaluation | None = None) -> dict[str, Any]:
     """What strategies are handed in `context.services`, on every server path.
 
-    `sandbox`: the process's pool of sandbox workers for pack checks. The llm-judge
-    services (model router, cache, cost ledger) plug in here, bound to the run when there
-    is one, so that the runtime verdict, ingestion and runs judge alike.
+    The deployment's services for the tenant (`deployment.evaluation_services`: the sandbox
+    pool, the judge); `evaluation` is the run the calls belong to, when there is one, for
+    services that record per run (the judge cost ledger).
     """
-    return {"sandbox": sandbox_pool()}
+    return deployment.evaluation_services(tenant)
 
 
 def evaluation_context(document: Trace, mode: Mode, *, evaluation: Evaluation | None = None) -> Context:
     """The context a stored or incoming trace is evaluated in."""
-    return Context.for_trace(document, mode, **evaluation_services(evaluation))
+    return Context.for_trace(document, mode, **evaluation_services(document.get("tenant"), evaluation))
 
 
 def runtime_verdict(document: Trace, enforced: Sequence[Enforced]) -> TurnVerdict:
     """The runtime verdict of the enforced guardrails on one trace."""
     context = evaluation_context(document, "runtime")
     guardrails = [item.guardrail for item in enforced]
-    return evaluate_all(guardrails, document, context, engine=deployment_engine())
+    return evaluate_all(guardrails, document, context, engine=deployment.engine())
 
 
 def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:
