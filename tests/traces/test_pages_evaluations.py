@@ -114,7 +114,7 @@ def test_uploading_from_the_page(alice: Any, acme: Any, django_capture_on_commit
     assert response["Location"] == f"/uploads/{upload.pk}/"
     html = client.get(response["Location"]).content.decode()
     assert "line 2" in html and "/bogus" in html
-    assert client.get("/api/v1/uploads/%d" % upload.pk).json()["lines"]["stored"] == 1
+    assert client.get(f"/api/v1/uploads/{upload.pk}").json()["lines"]["stored"] == 1
     assert "t.jsonl" in client.get("/uploads/").content.decode()
 
 
