@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from guardrails import deployment
@@ -104,8 +105,12 @@ def record_results(
     if not rows:
         return
     with transaction.atomic():
+        # A result stored before this call got its violation then (same transaction): only
+        # the rows inserted now, above this key, need one. The key range keeps the look-up
+        # as cheap for the millionth result as for the first.
+        floor = EvaluationResult.objects.aggregate(top=Max("pk"))["top"] or 0
         EvaluationResult.objects.bulk_create(rows, ignore_conflicts=True)
-        _record_violations([row.trace_id for row in rows], evaluation, now)
+        _record_violations([row.trace_id for row in rows], evaluation, now, floor)
 
 
 def _result_row(
@@ -131,10 +136,10 @@ def _result_row(
     )
 
 
-def _record_violations(trace_ids: list[int], evaluation: Evaluation | None, now: Any) -> None:
+def _record_violations(trace_ids: list[int], evaluation: Evaluation | None, now: Any, floor: int) -> None:
     failures = (
         EvaluationResult.objects.filter(
-            trace_id__in=set(trace_ids), evaluation=evaluation, status="fail",
+            pk__gt=floor, trace_id__in=set(trace_ids), evaluation=evaluation, status="fail",
             violation__isnull=True,
         )
         .select_related("trace", "revision")
