@@ -43,6 +43,14 @@ RUN_SCHEMA = {
         "error": {"type": "string"},
     },
 }
+RUN_PAGE_SCHEMA = {
+    "type": "object",
+    "required": ["next", "results"],
+    "properties": {
+        "next": {"type": "string", "format": "uri", "nullable": True},
+        "results": {"type": "array", "items": RUN_SCHEMA},
+    },
+}
 START_BODY = {"application/json": {
     "type": "object",
     "properties": {
@@ -93,7 +101,8 @@ class EvaluationListView(ConsoleAPIView):
     scopes = {"GET": "read", "POST": "evaluate"}
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="evaluations_list", responses={200: OpenApiResponse(RUN_SCHEMA), 401: ERRORS})
+    @extend_schema(operation_id="evaluations_list",
+                   responses={200: OpenApiResponse(RUN_PAGE_SCHEMA), 400: ERRORS, 401: ERRORS, 403: ERRORS})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response([run_as_dict(run) for run in page])
