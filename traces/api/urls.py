@@ -1,6 +1,6 @@
 from django.urls import path
 
-from traces.api import views
+from traces.api import evaluations, views
 
 urlpatterns = [
     path("traces", views.TraceListView.as_view(), name="api-traces"),
@@ -9,4 +9,9 @@ urlpatterns = [
     path("violations", views.ViolationListView.as_view(), name="api-violations"),
     path("ledger", views.LedgerSummaryView.as_view(), name="api-ledger"),
     path("ledger/entries", views.LedgerEntryListView.as_view(), name="api-ledger-entries"),
+    path("evaluations", evaluations.EvaluationListView.as_view(), name="api-evaluations"),
+    path("evaluations/<int:pk>", evaluations.EvaluationDetailView.as_view(), name="api-evaluation"),
+    path("evaluations/<int:pk>/cancel", evaluations.EvaluationCancelView.as_view(),
+         name="api-evaluation-cancel"),
+    path("uploads/<int:pk>", evaluations.UploadDetailView.as_view(), name="api-upload"),
 ]
