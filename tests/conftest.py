@@ -7,7 +7,7 @@ in acme) reads it, charlie (author in globex) must see none of it. Each has API 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
+from tests.fakeproviders import FakeProvider
 
 
 @pytest.fixture(autouse=True)
@@ -146,3 +147,10 @@ def halt_guardrail(db: Any) -> Any:
     from guardrails.services import Author, save_guardrail
 
     return save_guardrail(make_guardrail(), Author(user=None, label="fixture"))
+
+
+@pytest.fixture
+def fake_provider() -> Iterator[FakeProvider]:
+    """A judge provider on 127.0.0.1 speaking the OpenAI and Anthropic protocols."""
+    with FakeProvider(no_temperature_models=["fake-reasoner"]) as provider:
+        yield provider

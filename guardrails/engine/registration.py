@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardrails.engine.judge import validate_judge_capabilities
 from guardrails.engine.registry import CheckRegistry
 from guardrails.engine.schema import (
     CompiledSchema,
@@ -75,6 +76,7 @@ def define_guardrail(
         warnings += _builtin_artifact_warnings(doc, check)
     if strategies is not None and doc["kind"] not in strategies:
         warnings.append(Issue("/kind", f"no strategy is registered for kind '{doc['kind']}': it gives error"))
+    errors += _judge_issues(doc)
     errors += _artifact_issues(doc, policy)
     errors += _needs_issues(doc, policy)
     if errors:
@@ -123,6 +125,13 @@ def _builtin_artifact_warnings(doc: Mapping[str, Any], check: Check) -> list[Iss
             )
         ]
     return []
+
+
+def _judge_issues(doc: Mapping[str, Any]) -> list[Issue]:
+    """An llm-judge guardrail's judgeCapabilities against the keys routing defines."""
+    if doc["kind"] != "llm-judge" or "judgeCapabilities" not in doc:
+        return []
+    return validate_judge_capabilities(doc["judgeCapabilities"], base_path="/judgeCapabilities")
 
 
 def _artifact_issues(doc: Mapping[str, Any], policy: RegistrationPolicy) -> list[Issue]:

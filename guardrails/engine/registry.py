@@ -224,6 +224,15 @@ def builtin_checks() -> list[Check]:
     ]
 
 
+def builtin_judge_checks() -> list[Check]:
+    """The built-in llm-judge checks (guardrails.engine.judge): `rubric`."""
+    # Imported here, not at the top: the judge defines its checks with define_check from this
+    # module, so a top-level import would be circular.
+    from guardrails.engine.judge import judge_checks
+
+    return judge_checks()
+
+
 def default_registry() -> CheckRegistry:
-    """A fresh registry holding the built-in checks."""
-    return CheckRegistry(builtin_checks())
+    """A fresh registry holding the built-in checks, zero-llm and llm-judge."""
+    return CheckRegistry(builtin_checks() + builtin_judge_checks())

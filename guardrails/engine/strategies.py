@@ -1,7 +1,8 @@
 """The execution-strategy registry: how each guardrail kind is evaluated.
 
-`zero-llm` runs the check's function over the trace; `llm-judge` hands the guardrail to
-the judge the caller binds in `context.services["judge"]`; the built-in `external`
+`zero-llm` runs the check's function over the trace; `llm-judge` asks the judge model routed
+through the JudgeServices the caller binds in `context.services["judge"]` (or a Judge of the
+caller's own bound there; see guardrails.engine.judge); the built-in `external`
 strategy always gives an error (callers register their own). Adapters register
 strategies for kinds of their own.
 """
@@ -9,8 +10,9 @@ strategies for kinds of their own.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
+from guardrails.engine.judge import LlmJudgeStrategy
 from guardrails.engine.types import (
     Check,
     CheckOutcome,
@@ -102,26 +104,8 @@ class ExternalStrategy:
         )
 
 
-class Judge(Protocol):
-    """What the llm-judge strategy asks for a verdict (bound as `services["judge"]`)."""
-
-    def judge(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome: ...
-
-
-class LlmJudgeStrategy:
-    """Asks the judge bound in the context for a verdict; an error when none is bound."""
-
-    def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
-        judge: Judge | None = context.services.get("judge")
-        if judge is None:
-            raise StrategyError(
-                f"no judge model is bound: llm-judge guardrail '{guardrail.id}' needs a judge to give a verdict"
-            )
-        return judge.judge(guardrail, check, trace, context)
-
-
 def default_strategies() -> StrategyRegistry:
-    """The built-in strategies: zero-llm, llm-judge and external."""
+    """The built-in strategies: zero-llm, llm-judge (guardrails.engine.judge) and external."""
     return StrategyRegistry(
         {
             "zero-llm": ZeroLlmStrategy(),

@@ -1,0 +1,289 @@
+"""One judge call over httpx: request, retries within the deadline, answer, usage and cost.
+
+Transient provider faults are retried with exponential backoff and jitter: timeouts,
+connection errors, HTTP 429 (waiting what its Retry-After asks, in seconds or as an HTTP date)
+and 5xx. Every wait must end before the evaluation's deadline; a wait that would not is not
+started and the call ends in an error. Other 4xx answers are not retried: asking again would
+not change them.
+
+The API key is read from the environment variable the registration names, at call time; it
+goes into the request's headers and nowhere else (not into errors, results or the ledger).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from .models import JudgeModel
+from .parsing import AnswerError, JudgeOutcome, parse_answer
+from .prompt import JudgePrompt, Scale
+from .providers import (
+    ProviderProtocolError,
+    ProviderRequest,
+    build_request,
+    error_message,
+    parse_reply,
+    reply_usage,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently transient provider faults are retried."""
+
+    max_attempts: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 8.0
+    #: The longest one attempt may take, so that a hung attempt leaves time for another.
+    attempt_timeout_s: float = 20.0
+
+    def backoff(self, attempt: int, rng: Callable[[], float]) -> float:
+        """The wait after failed attempt `attempt` (1-based): exponential, half of it jittered."""
+        delay = min(self.max_delay_s, self.base_delay_s * 2.0 ** (attempt - 1))
+        return delay / 2 + rng() * delay / 2
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeCall:
+    """One judge call as the cost ledger records it.
+
+    Tokens are as the provider reported them (None when it reported none); `cost_usd` is
+    exact, from the registration's prices. `billed` is true when the provider reported usage,
+    even if its answer was then unusable. `outcome` or `error` says how it ended.
+    `over_cost` / `over_latency` flag a call beyond its guardrail's declarative budget.
+    """
+
+    model_id: str
+    provider: str
+    model_name: str
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: Decimal
+    latency_ms: int
+    outcome: JudgeOutcome | None
+    error: str | None
+    http_status: int | None
+    billed: bool
+    attempts: int
+    stop_reason: str | None = None
+    over_cost: bool = False
+    over_latency: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The call in camelCase, with the cost as an exact decimal string."""
+        outcome = self.outcome or JudgeOutcome()
+        return {
+            "model": self.model_id,
+            "provider": self.provider,
+            "modelName": self.model_name,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "costUsd": str(self.cost_usd),
+            "latencyMs": self.latency_ms,
+            "verdict": outcome.verdict,
+            "score": outcome.score,
+            "reason": outcome.reason,
+            "error": self.error,
+            "httpStatus": self.http_status,
+            "billed": self.billed,
+            "attempts": self.attempts,
+            "stopReason": self.stop_reason,
+            "overCost": self.over_cost,
+            "overLatency": self.over_latency,
+        }
+
+
+class _Transient(Exception):
+    """An attempt that may succeed if tried again, after `wait` seconds (None: backoff)."""
+
+    def __init__(self, message: str, wait: float | None = None) -> None:
+        super().__init__(message)
+        self.wait = wait
+
+
+class _Final(Exception):
+    """An attempt whose failure another attempt would not change."""
+
+
+def call_judge(
+    model: JudgeModel,
+    prompt: JudgePrompt,
+    *,
+    http: httpx.Client,
+    deadline: float,
+    scale: Scale = "pass-fail",
+    retry: RetryPolicy | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: Callable[[], float] = random.random,
+) -> JudgeCall:
+    """Ask `model` to judge `prompt`, retrying transient faults until `deadline`.
+
+    `deadline` is a `clock()` (time.monotonic) instant. Never raises for provider trouble:
+    the returned JudgeCall carries the outcome or the error.
+    """
+    caller = _Caller(model, http, deadline, scale, retry or RetryPolicy(), clock, sleep, rng)
+    return caller.call(prompt)
+
+
+@dataclass
+class _Caller:
+    """The state of one judge call across its attempts."""
+
+    model: JudgeModel
+    http: httpx.Client
+    deadline: float
+    scale: Scale
+    retry: RetryPolicy
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    rng: Callable[[], float]
+    started: float = 0.0
+    attempts: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    http_status: int | None = None
+    stop_reason: str | None = None
+
+    def call(self, prompt: JudgePrompt) -> JudgeCall:
+        self.started = self.clock()
+        try:
+            request = build_request(self.model, prompt, _api_key(self.model))
+            outcome = self._until_answered(request)
+        except _Final as error:
+            return self._record(None, str(error))
+        return self._record(outcome, None)
+
+    def _until_answered(self, request: ProviderRequest) -> JudgeOutcome:
+        while True:
+            remaining = self.deadline - self.clock()
+            if remaining <= 0:
+                raise _Final("the evaluation's time limit ran out before the judge answered")
+            self.attempts += 1
+            try:
+                return self._attempt(request, min(remaining, self.retry.attempt_timeout_s))
+            except _Transient as fault:
+                self._wait_to_retry(fault)
+
+    def _wait_to_retry(self, fault: _Transient) -> None:
+        """Sleep before the next attempt, or raise _Final when no attempt may follow."""
+        if self.attempts >= self.retry.max_attempts:
+            raise _Final(f"{fault} (gave up after {self.attempts} attempts)")
+        wait = fault.wait if fault.wait is not None else self.retry.backoff(self.attempts, self.rng)
+        if self.clock() + wait >= self.deadline:
+            raise _Final(f"{fault}; waiting {wait:.1f}s to try again would pass the evaluation's time limit")
+        self.sleep(wait)
+
+    def _attempt(self, request: ProviderRequest, timeout: float) -> JudgeOutcome:
+        try:
+            response = self.http.post(request.url, headers=request.headers, json=request.body, timeout=timeout)
+        except httpx.TimeoutException as error:
+            raise _Transient(f"the judge provider timed out ({type(error).__name__})") from None
+        except httpx.TransportError as error:
+            raise _Transient(f"could not reach the judge provider ({type(error).__name__})") from None
+        self.http_status = response.status_code
+        return self._answer(response)
+
+    def _answer(self, response: httpx.Response) -> JudgeOutcome:
+        body = _json_or_none(response)
+        status = response.status_code
+        if status == 429 or status >= 500:
+            raise _Transient(_http_fault(status, body), wait=_retry_after(response))
+        if status >= 400:
+            raise _Final(_http_fault(status, body))
+        self.input_tokens, self.output_tokens = _added(
+            (self.input_tokens, self.output_tokens), reply_usage(self.model, body)
+        )
+        try:
+            reply = parse_reply(self.model, body)
+        except ProviderProtocolError as error:
+            raise _Final(str(error)) from None
+        self.stop_reason = reply.stop_reason
+        if reply.cut_off:
+            raise _Final(f"the judge's answer was cut off by the token limit ({reply.stop_reason})")
+        try:
+            return parse_answer(reply.text, self.scale)
+        except AnswerError as error:
+            raise _Final(str(error)) from None
+
+    def _record(self, outcome: JudgeOutcome | None, error: str | None) -> JudgeCall:
+        billed = self.input_tokens is not None or self.output_tokens is not None
+        return JudgeCall(
+            model_id=self.model.id,
+            provider=self.model.provider,
+            model_name=self.model.model,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cost_usd=self.model.cost_usd(self.input_tokens or 0, self.output_tokens or 0),
+            latency_ms=round((self.clock() - self.started) * 1000),
+            outcome=outcome,
+            error=error,
+            http_status=self.http_status,
+            billed=billed,
+            attempts=self.attempts,
+            stop_reason=self.stop_reason,
+        )
+
+
+def _api_key(model: JudgeModel) -> str | None:
+    """The key from the environment at call time; None for a server that takes none."""
+    if model.api_key_env is None:
+        return None
+    key = os.environ.get(model.api_key_env)
+    if not key:
+        raise _Final(
+            f"the environment variable {model.api_key_env} holding judge model {model.id!r}'s API key is not set"
+        )
+    return key
+
+
+def _added(total: tuple[int | None, int | None], more: tuple[int | None, int | None]) -> tuple[int | None, int | None]:
+    """Token counts summed over attempts; None stays None until a count is reported."""
+    return (
+        total[0] if more[0] is None else (total[0] or 0) + more[0],
+        total[1] if more[1] is None else (total[1] or 0) + more[1],
+    )
+
+
+def _json_or_none(response: httpx.Response) -> object:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _http_fault(status: int, body: object) -> str:
+    message = error_message(body)
+    return f"the judge provider answered HTTP {status}" + (f": {message}" if message else "")
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds to wait as Retry-After asks: delta-seconds or an HTTP date; None if absent."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
