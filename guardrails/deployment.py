@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import os
 from functools import cache
+from typing import Any
 
 from django.conf import settings
 
@@ -90,3 +91,19 @@ def pack_warnings() -> list[Issue]:
 
 def engine() -> Engine:
     return Engine(check_registry(), strategies())
+
+
+def evaluation_services(tenant: Any = None, *, evaluation: Any = None) -> dict[str, Any]:
+    """The services of one evaluation's Context (THE place they are built): the judge's
+    registered models, cache and cost ledger for `tenant` (or each trace's own), charging
+    `evaluation` when it is a batch run. Close them with `close_services` when done."""
+    from guardrails.judge import console_judge_services
+
+    return {"judge": console_judge_services(tenant, evaluation=evaluation)}
+
+
+def close_services(services: dict[str, Any]) -> None:
+    """Release what evaluation_services opened (the judge's HTTP connections)."""
+    judge = services.get("judge")
+    if judge is not None and callable(getattr(judge, "close", None)):
+        judge.close()

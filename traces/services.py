@@ -7,23 +7,43 @@ background queue replaces.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
 from guardrails.services import Enforced, console_engine, enforced_guardrails
 from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
 
 
-def runtime_verdict(document: Trace, enforced: Sequence[Enforced]) -> TurnVerdict:
-    """The runtime verdict of the enforced guardrails on one trace."""
-    context = Context.for_trace(document, "runtime")
-    guardrails = [item.guardrail for item in enforced]
-    return evaluate_all(guardrails, document, context, engine=console_engine())
+def runtime_verdict(
+    document: Trace, enforced: Sequence[Enforced], services: Mapping[str, Any] | None = None
+) -> TurnVerdict:
+    """The runtime verdict of the enforced guardrails on one trace.
+
+    `services` are the evaluation's (`evaluation_services`); without them the verdict
+    builds its own for this one trace and closes them.
+    """
+    return verdict_of(document, enforced, "runtime", services)
+
+
+def verdict_of(
+    document: Trace, enforced: Sequence[Enforced], mode: Mode, services: Mapping[str, Any] | None = None
+) -> TurnVerdict:
+    """The enforced guardrails' verdict on one trace in `mode`, with the evaluation's services."""
+    own = services is None
+    bound = evaluation_services() if services is None else services
+    try:
+        context = Context.for_trace(document, mode, **bound)
+        guardrails = [item.guardrail for item in enforced]
+        return evaluate_all(guardrails, document, context, engine=console_engine())
+    finally:
+        if own:
+            close_services(dict(bound))
 
 
 def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:
@@ -42,9 +62,34 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
     traces = list(RunTrace.objects.filter(pk__in=trace_ids).select_related("tenant"))
     if not enforced or not traces:
         return len(traces)
-    verdicts = [(trace, runtime_verdict(trace.document, enforced).results) for trace in traces]
-    record_results(verdicts, enforced, mode="runtime")
+    evaluate_traces(traces, enforced, mode="runtime")
     return len(traces)
+
+
+def evaluate_traces(
+    traces: Sequence[RunTrace],
+    enforced: Sequence[Enforced],
+    *,
+    mode: Mode,
+    evaluation: Evaluation | None = None,
+) -> list[tuple[RunTrace, Sequence[Result]]]:
+    """Evaluate stored traces (rows with their tenant selected) and store the results.
+
+    One set of evaluation services serves them all: judge models and policies are read
+    once, one HTTP client is reused, and every judge call is charged in the ledger to
+    the trace and to `evaluation` (a batch run) when given.
+    """
+    services = evaluation_services(evaluation.tenant if evaluation is not None else None,
+                                   evaluation=evaluation)
+    services["judge"].know_traces(traces)
+    try:
+        verdicts = [
+            (trace, verdict_of(trace.document, enforced, mode, services).results) for trace in traces
+        ]
+    finally:
+        close_services(services)
+    record_results(verdicts, enforced, mode=mode, evaluation=evaluation)
+    return verdicts
 
 
 def record_results(

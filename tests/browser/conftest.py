@@ -18,7 +18,7 @@ import pytest
 # make to arrange data are still synchronous and safe here.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, sync_playwright
 
 CHROMIUM = os.environ.get("KINDGI_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"

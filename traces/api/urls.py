@@ -9,4 +9,5 @@ urlpatterns = [
     path("violations", views.ViolationListView.as_view(), name="api-violations"),
     path("ledger", views.LedgerSummaryView.as_view(), name="api-ledger"),
     path("ledger/entries", views.LedgerEntryListView.as_view(), name="api-ledger-entries"),
+    path("ledger/entries.csv", views.LedgerCsvView.as_view(), name="api-ledger-entries-csv"),
 ]
