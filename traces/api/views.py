@@ -10,6 +10,7 @@ from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -269,6 +270,13 @@ class LedgerEntryListView(ConsoleAPIView):
         responses={200: serializers.LedgerEntrySerializer(many=True),
                    **error_responses(400, 401, 403)},
     )
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        """`format` picks the export here, not a renderer: answers and errors are JSON."""
+        if "format" in request.query_params:
+            renderer = JSONRenderer()
+            return renderer, renderer.media_type
+        return super().perform_content_negotiation(request, force)
+
     def get(self, request: Request) -> Any:
         entries = self.filter_queryset(self.get_queryset())
         wanted = request.query_params.get("format", "json")
@@ -317,3 +325,77 @@ class LedgerSummaryView(ConsoleAPIView):
             raise ApiError([Issue("/group_by", str(error))]) from None
         entries = self.filter_queryset(self.get_queryset())
         return Response({"groupBy": group_by, "groups": ledger.summarise(entries, group_by)})
+
+
+ESTIMATE_SCHEMA = {
+    "type": "object",
+    "required": ["calls", "cached", "costUsd", "traces", "sampled", "extrapolated", "models",
+                 "errors"],
+    "properties": {
+        "tenant": {"type": "string"},
+        "calls": {"type": "integer", "description": "Judge calls to pay (cache hits left out)."},
+        "cached": {"type": "integer", "description": "Judgements the cache will answer."},
+        "costUsd": {"type": "string", "description": "Upper estimate, exact decimal string."},
+        "traces": {"type": "integer"},
+        "sampled": {"type": "integer", "description": "Traces read to estimate."},
+        "extrapolated": {"type": "boolean",
+                         "description": "True when the selection was larger than the sample."},
+        "models": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Guardrail id -> the judge model it routes to."},
+        "errors": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Guardrail id -> why no judge model fits."},
+    },
+}
+
+
+class EvaluationEstimateView(ConsoleAPIView):
+    """`GET evaluations/estimate`: what a batch run would ask judges, before it starts.
+
+    `guardrails` (comma-separated ids; none: every enabled one) over the traces that
+    `agent`, `flow`, `since`, `until` select in `tenant` (optional for a caller of one tenant).
+    """
+
+    queryset = RunTrace.objects.all()
+    filterset_class = filters.TraceFilter
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="evaluations_estimate",
+        parameters=[OpenApiParameter("guardrails", str, description="Comma-separated ids.")],
+        responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403)},
+    )
+    def get(self, request: Request) -> Response:
+        from guardrails.judge import estimate_run
+
+        traces = self.filter_queryset(self.get_queryset())
+        tenant = self._tenant(request)
+        estimate = estimate_run(self._guardrails(request), traces.filter(tenant=tenant), tenant)
+        return Response({"tenant": tenant.slug, **estimate})
+
+    def _tenant(self, request: Request) -> Any:
+        from kindgi_console.tenancy.models import Tenant
+
+        visible = Tenant.objects.annotate(tenant_id=F("pk"))
+        condition = self.caller.tenant_filter("read")
+        if condition is not None:
+            visible = visible.filter(condition)
+        slug = request.query_params.get("tenant")
+        if slug:
+            visible = visible.filter(slug=slug)
+        found = list(visible[:2])
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise ApiError([Issue("/tenant", f"you may read no tenant {slug!r}" if slug
+                                  else "you may read no tenant")])
+        raise ApiError([Issue("/tenant", "name the tenant to estimate for with ?tenant=")])
+
+    @staticmethod
+    def _guardrails(request: Request) -> list[Any]:
+        wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",")
+                  if name.strip()]
+        enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails()}
+        unknown = [name for name in wanted if name not in enforced]
+        if unknown:
+            raise ApiError([Issue("/guardrails", f"no enabled guardrail {unknown[0]!r}")])
+        return [enforced[name] for name in wanted] if wanted else list(enforced.values())
