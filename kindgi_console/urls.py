@@ -13,6 +13,7 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    path("", include("guardrails.judge_urls")),
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
