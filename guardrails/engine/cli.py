@@ -4,6 +4,14 @@ Both run without Django (manage.py calls `main` directly for them) so that a CI 
 for the engine alone. Exit statuses follow interfaces.md: validate_guardrail 0 all valid,
 1 any invalid, 2 a file unreadable or not JSON; guardrail_ci 0 nothing blocks, 1 a
 selected guardrail gave fail or error, 2 bad input (each named with file and line).
+
+llm-judge guardrails need judge models: `guardrail_ci --judge-models judges.json` reads a JSON
+array of registrations, the shape `GET /api/v1/judge-models` answers (id, provider, model,
+baseUrl, apiKeyEnv, pricing, capabilities, thinking, sampling), and routes each llm-judge
+guardrail among them as the console does (every model allowed; no cache across runs). The
+API keys come from the environment variables the registrations name. The run writes one
+line on stderr with its judge calls and their cost. Without the file, an llm-judge
+guardrail's result is `error` (no judge bound), which blocks.
 """
 
 from __future__ import annotations
@@ -16,8 +24,9 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -30,6 +39,9 @@ from guardrails.engine.schema import (
     validate_runtrace_line,
 )
 from guardrails.engine.types import Context, Guardrail, Issue, Status
+
+if TYPE_CHECKING:  # the judge (and httpx) load only for a run given --judge-models
+    from guardrails.engine.judge import InMemoryJudgeServices
 
 EXPORT_PATH = "/api/v1/guardrails/export"
 FORMATS = ("text", "json", "junit")
@@ -314,6 +326,12 @@ def add_ci_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--traces", nargs="+", required=True, metavar="PATH")
     parser.add_argument("--format", choices=FORMATS, default="text")
     parser.add_argument("--output", metavar="FILE", help="write the report here, not stdout")
+    parser.add_argument(
+        "--judge-models",
+        metavar="FILE",
+        help="judge models for llm-judge guardrails: a JSON array of registrations "
+        "(the shape of GET /api/v1/judge-models; keys from the environment variables they name)",
+    )
 
 
 def run_guardrail_ci(argv: list[str], stdout: Writer, stderr: Writer) -> int:
@@ -350,19 +368,27 @@ def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> in
         max_bytes, max_depth = _limits()
         engine = Engine.default()
         guardrails = _load_guardrails(args, engine, stderr)
+        judge = _judge_services(getattr(args, "judge_models", None))
     except BadInput as exc:
         stderr.write(f"{exc}\n")
         return 2
     if guardrails is None:
         return 2
     report = CiReport(guardrails, keep_passes=args.format != "text")
-    for path in args.traces:
-        try:
-            _evaluate_file(path, engine, report, max_bytes, max_depth)
-        except BadInput as exc:
-            report.bad_input.append(str(exc))
+    services: dict[str, Any] = {} if judge is None else {"judge": judge}
+    try:
+        for path in args.traces:
+            try:
+                _evaluate_file(path, engine, report, max_bytes, max_depth, services)
+            except BadInput as exc:
+                report.bad_input.append(str(exc))
+    finally:
+        if judge is not None:
+            judge.client.close()
     report.seconds = time.perf_counter() - started
     _write_report(args, report, stdout)
+    if judge is not None:
+        stderr.write(_judge_summary(judge))
     for message in report.bad_input:
         stderr.write(f"{message}\n")
     if report.bad_input:
@@ -428,7 +454,55 @@ def download_export(url: str) -> tuple[str, object]:
     return export_url, doc
 
 
-def _evaluate_file(path: str, engine: Engine, report: CiReport, max_bytes: int, max_depth: int) -> None:
+def _judge_services(path: str | None) -> InMemoryJudgeServices | None:
+    """Judge services over the registrations in `path` (a JSON array); None without a file.
+
+    Each registration is checked like the console checks one; the keys come from the
+    environment variables the registrations name, at call time. A judge call may take
+    KINDGI_JUDGE_CALL_LIMIT_S seconds (default 60), retries included.
+    """
+    if not path:
+        return None
+    import httpx  # imported here: only a run with llm-judge guardrails pays for it
+
+    from guardrails.engine.judge import InMemoryJudgeServices, JudgeModel, validate_judge_model
+
+    doc = load_json_file(path)
+    if not isinstance(doc, list):
+        raise BadInput(f"{path}: judge models are a JSON array of registrations")
+    issues = [issue for index, item in enumerate(doc) for issue in validate_judge_model(item, base_path=f"/{index}")]
+    if issues:
+        raise BadInput("\n".join(f"{path}: {issue.path}: {issue.message}" for issue in issues))
+    ids = [item["id"] for item in doc]
+    repeated = sorted({model_id for model_id in ids if ids.count(model_id) > 1})
+    if repeated:
+        raise BadInput(f"{path}: judge model {repeated[0]!r} is registered twice")
+    raw_limit = os.environ.get("KINDGI_JUDGE_CALL_LIMIT_S", "").strip()
+    if raw_limit and not raw_limit.isdigit():
+        raise BadInput(f"KINDGI_JUDGE_CALL_LIMIT_S={raw_limit!r} is not a whole number")
+    return InMemoryJudgeServices(
+        models=[JudgeModel.from_dict(item) for item in doc],
+        client=httpx.Client(),
+        time_limit_s=float(raw_limit or 60),
+    )
+
+
+def _judge_summary(judge: InMemoryJudgeServices) -> str:
+    """One line on stderr: what the run's judge calls cost (the reports stay as they are)."""
+    calls = [call for call, _guardrail, _revision in judge.calls]
+    cost = sum((call.cost_usd for call in calls), Decimal(0))
+    billed = sum(1 for call in calls if call.billed)
+    return f"judge: {len(calls)} calls ({billed} billed), {cost} USD\n"
+
+
+def _evaluate_file(
+    path: str,
+    engine: Engine,
+    report: CiReport,
+    max_bytes: int,
+    max_depth: int,
+    services: Mapping[str, Any] | None = None,
+) -> None:
     guardrails = list(enumerate(report.guardrails))
     verdict = engine.verdict
     counts, results, keep_passes = report.counts, report.results, report.keep_passes
@@ -448,7 +522,13 @@ def _evaluate_file(path: str, engine: Engine, report: CiReport, max_bytes: int, 
             continue
         report.traces += 1
         trace_id = item["id"]
-        context = Context(mode="ci", tenant=item.get("tenant"), agent=item.get("agent"), flow=item.get("flow"))
+        context = Context(
+            mode="ci",
+            tenant=item.get("tenant"),
+            agent=item.get("agent"),
+            flow=item.get("flow"),
+            services=services or {},
+        )
         for index, guardrail in guardrails:
             status, reason, _details = verdict(guardrail, item, context)
             counts[status] += 1
