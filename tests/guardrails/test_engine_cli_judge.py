@@ -55,7 +55,7 @@ def test_llm_judge_guardrails_are_judged_in_ci_with_the_keys_from_the_environmen
 
 def test_without_judge_models_an_llm_judge_guardrail_is_an_error(tmp_path: Path) -> None:
     argv = files(tmp_path, [], make_trace("a"))
-    without = argv[: argv.index("--judge-models")] + ["--format", "json"]
+    without = [*argv[: argv.index("--judge-models")], "--format", "json"]
     status, out, _ = run(*without)
     assert status == 1 and json.loads(out)["results"][0]["status"] == "error"
 
