@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core import checks
 
 
 class GuardrailsConfig(AppConfig):
@@ -6,3 +7,10 @@ class GuardrailsConfig(AppConfig):
 
     name = "guardrails"
     verbose_name = "Guardrails"
+
+    def ready(self) -> None:
+        """Load the check packs once, at start-up: an invalid pack stops it here."""
+        from guardrails import deployment
+
+        deployment.load_at_start_up()
+        checks.register(deployment.pack_system_checks, "guardrails")

@@ -1,51 +1,55 @@
-"""The deployment's checks, strategies, sandbox pool and registration policy, from settings.
+"""The console's engine, sandbox pool, registration policy and evaluation services, from settings.
 
-Built once per process. Packs load here at start-up: an invalid pack raises PackError,
-which stops start-up with a message naming the pack and the check.
+Built once per process from the recipe the CI command shares (guardrails.engine.deployment).
+Packs load at start-up (`load_at_start_up`, called by GuardrailsConfig.ready): an invalid
+pack stops start-up with ImproperlyConfigured naming the pack and the check; a built-in
+replacing a pack check is logged and shown by `manage.py check`.
+
+Every server path that evaluates (POST evaluate, ingestion, batch runs) takes its engine
+from `engine()` and its Context services from `evaluation_services()`.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
+from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import CheckMessage
+from django.core.checks import Warning as CheckWarning
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
+from guardrails.engine import deployment as recipe
 from guardrails.engine.evaluate import Engine
-from guardrails.engine.packs import load_packs
+from guardrails.engine.packs import PackError, resolve_filesystem_artifact
 from guardrails.engine.registration import RegistrationPolicy
-from guardrails.engine.registry import CheckRegistry, default_registry
+from guardrails.engine.registry import CheckRegistry
 from guardrails.engine.sandbox import SandboxDefaults, SandboxPool
-from guardrails.engine.sandbox.strategy import SandboxedZeroLlmStrategy
-from guardrails.engine.strategies import StrategyRegistry, ZeroLlmStrategy, default_strategies
-from guardrails.engine.types import Issue
+from guardrails.engine.strategies import StrategyRegistry
+from guardrails.engine.types import Check, Guardrail, Issue
 
-#: The console's own configuration: never handed to a check, whatever its needsSpec says.
-_CONSOLE_PREFIXES = ("DJANGO_", "KINDGI_", "CELERY_", "DATABASE_", "REDIS_")
+logger = logging.getLogger("guardrails.packs")
 
 
 def handler_environ() -> dict[str, str]:
     """The environment a check may be given: all but the console's own configuration."""
-    secrets = set(settings.KINDGI_SECRETS)
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if name in secrets or not name.startswith(_CONSOLE_PREFIXES)
-    }
+    return recipe.handler_environ(os.environ, settings.KINDGI_SECRETS)
 
 
 def registration_policy() -> RegistrationPolicy:
     """What a guardrail's needsSpec may ask for here; filesystem artifacts in production."""
-    environ = handler_environ()
-    secrets = frozenset(name for name in settings.KINDGI_SECRETS if name in environ)
-    return RegistrationPolicy(
+    return recipe.registration_policy(
         production=settings.KINDGI_PRODUCTION,
-        available_env=frozenset(environ) - secrets,
-        available_secrets=secrets,
-        capabilities=frozenset(settings.KINDGI_CAPABILITIES),
-        bindings=frozenset(settings.KINDGI_BINDINGS),
+        environ=handler_environ(),
+        secret_names=settings.KINDGI_SECRETS,
+        capabilities=settings.KINDGI_CAPABILITIES,
+        bindings=settings.KINDGI_BINDINGS,
     )
 
 
@@ -59,50 +63,109 @@ def sandbox_defaults() -> SandboxDefaults:
 
 @cache
 def sandbox_pool() -> SandboxPool:
-    """The process's pool of warm sandbox workers, shut down when the process exits."""
+    """The process's pool of warm sandbox workers, shut down when the process exits.
+
+    Workers start on a sandboxed guardrail's first evaluation, not here: a Celery worker
+    forks before it evaluates anything, so no worker process is shared across a fork.
+    """
     pool = SandboxPool(sandbox_defaults(), environ=handler_environ())
     atexit.register(pool.shutdown)
     return pool
 
 
 @cache
-def strategies() -> StrategyRegistry:
-    registry = default_strategies()
-    registry.register("zero-llm", SandboxedZeroLlmStrategy(ZeroLlmStrategy()))
-    return registry
+def _loaded() -> tuple[Engine, tuple[Issue, ...]]:
+    engine, warnings = recipe.load_engine(settings.KINDGI_CHECK_PACKS)
+    return engine, tuple(warnings)
 
 
-@cache
-def _loaded_registry() -> tuple[CheckRegistry, tuple[Issue, ...]]:
-    registry = default_registry()
-    warnings = load_packs(settings.KINDGI_CHECK_PACKS, registry, strategies())
-    return registry, tuple(warnings)
+@receiver(setting_changed)
+def _reload_packs(*, setting: str, **kwargs: Any) -> None:
+    """Tests that override KINDGI_CHECK_PACKS get an engine built from the new packs."""
+    if setting == "KINDGI_CHECK_PACKS":
+        _loaded.cache_clear()
+
+
+def engine() -> Engine:
+    """The engine every server path evaluates with."""
+    return _loaded()[0]
 
 
 def check_registry() -> CheckRegistry:
     """The built-in checks and the checks of the packs named in KINDGI_CHECK_PACKS."""
-    return _loaded_registry()[0]
+    return engine().registry
+
+
+def strategies() -> StrategyRegistry:
+    return engine().strategies
 
 
 def pack_warnings() -> list[Issue]:
     """Warnings from loading the packs (a built-in replacing a pack check of its id)."""
-    return list(_loaded_registry()[1])
+    return list(_loaded()[1])
 
 
-def engine() -> Engine:
-    return Engine(check_registry(), strategies())
+def load_at_start_up() -> None:
+    """Load the packs once; ImproperlyConfigured (naming pack and check) stops start-up."""
+    try:
+        warnings = pack_warnings()
+    except PackError as error:
+        raise ImproperlyConfigured(f"KINDGI_CHECK_PACKS: {error}") from error
+    for warning in warnings:
+        logger.warning("KINDGI_CHECK_PACKS: %s", warning.message)
+
+
+def pack_system_checks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """`manage.py check`: each pack loading warning (a built-in replacing a pack check)."""
+    return [
+        CheckWarning(
+            warning.message,
+            hint="Rename the pack's check, or drop it: guardrails naming this id get the built-in.",
+            obj=warning.path,
+            id="guardrails.W001",
+        )
+        for warning in pack_warnings()
+    ]
+
+
+def listed_checks() -> list[Check]:
+    """Every check of the registry by id: `GET checks` and the pages list these."""
+    return sorted(check_registry(), key=lambda check: check.id)
+
+
+def load_filesystem_checks(guardrails: Iterable[Guardrail]) -> None:
+    """Outside production, load the `filesystem` checks of stored guardrails that this
+    process has not loaded yet (a worker started after the guardrail was saved)."""
+    if settings.KINDGI_PRODUCTION:
+        return
+    registry = check_registry()
+    for guardrail in guardrails:
+        artifact = guardrail.document.get("codeArtifactRef")
+        if not isinstance(artifact, Mapping) or artifact.get("kind") != "filesystem":
+            continue
+        loaded = registry.get(guardrail.check)
+        if loaded is None or (not loaded.builtin and loaded.module != artifact.get("modulePath")):
+            resolve_filesystem_artifact(guardrail.document, registry)
 
 
 def evaluation_services(tenant: Any = None, *, evaluation: Any = None) -> dict[str, Any]:
-    """The services of one evaluation's Context (THE place they are built): the judge's
-    registered models, cache and cost ledger for `tenant` (or each trace's own), charging
-    `evaluation` when it is a batch run. Close them with `close_services` when done."""
+    """The Context services of an evaluation for `tenant` (a Tenant, its slug, or None).
+
+    The one place every server evaluation path (POST evaluate, ingestion, batch runs) gets
+    them from: `sandbox`, the warm pool that runs the checks of sandboxed guardrails, and
+    `judge`, the llm-judge's registered models, routing under the tenant's policy (each
+    trace's own tenant when None), database cache and cost ledger, charging `evaluation`
+    when it is a batch run. Release them with `close_services` when the evaluation is done.
+    """
     from guardrails.judge import console_judge_services
 
-    return {"judge": console_judge_services(tenant, evaluation=evaluation)}
+    return {
+        "sandbox": sandbox_pool(),
+        "judge": console_judge_services(tenant, evaluation=evaluation),
+    }
 
 
-def close_services(services: dict[str, Any]) -> None:
+def close_services(services: Mapping[str, Any]) -> None:
     """Release what evaluation_services opened (the judge's HTTP connections)."""
     judge = services.get("judge")
     if judge is not None and callable(getattr(judge, "close", None)):

@@ -218,7 +218,7 @@ class ConsoleJudgeServices:
     retries included, also ends within `call_limit_s` of its start.
     """
 
-    tenant: Any = None
+    tenant: Any = None  # a Tenant, its slug, or None (each trace's own)
     evaluation: Any = None
     until: float | None = None
     call_limit_s: float = 60.0
@@ -324,9 +324,13 @@ class ConsoleJudgeServices:
     # -- internals
 
     def _tenant(self, slug: str | None) -> Any:
+        """The Tenant row of `slug` (None: the evaluation's own, given as a row or a slug),
+        read once and only when first needed."""
         if slug is None:
-            return self.tenant
-        if self.tenant is not None and self.tenant.slug == slug:
+            if not isinstance(self.tenant, str):
+                return self.tenant
+            slug = self.tenant
+        if self.tenant is not None and not isinstance(self.tenant, str) and self.tenant.slug == slug:
             return self.tenant
         if slug not in self._tenants:
             from kindgi_console.tenancy.models import Tenant
@@ -374,8 +378,9 @@ class ConsoleJudgeServices:
 
 
 def console_judge_services(tenant: Any = None, *, evaluation: Any = None) -> ConsoleJudgeServices:
-    """The judge services of one evaluation: a run's time limit is the task's soft limit,
-    a request's is KINDGI_EVALUATE_TIME_LIMIT_S."""
+    """The judge services of one evaluation for `tenant` (a Tenant, its slug, or None: each
+    trace's own): a run's time limit is the task's soft limit, a request's is
+    KINDGI_EVALUATE_TIME_LIMIT_S."""
     limit = settings.CELERY_TASK_SOFT_TIME_LIMIT if evaluation is not None else settings.KINDGI_EVALUATE_TIME_LIMIT_S
     return ConsoleJudgeServices(
         tenant=tenant,

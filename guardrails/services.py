@@ -1,65 +1,34 @@
-"""The console's side of guardrails: its check registry and engine, saving with revisions.
+"""The console's side of guardrails: registering and saving with revisions, what is enforced.
 
 Views, commands and tasks call these functions; the engine itself stays free of Django.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from guardrails.engine.evaluate import Engine
-from guardrails.engine.registration import Registration, RegistrationPolicy, define_guardrail
-from guardrails.engine.registry import CheckRegistry, default_registry
-from guardrails.engine.strategies import StrategyRegistry, default_strategies
-from guardrails.engine.types import Check
+from guardrails import deployment
+from guardrails.engine.registration import Registration, define_guardrail
 from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.models import Guardrail, GuardrailRevision
 
 
-@lru_cache(maxsize=1)
-def console_checks() -> CheckRegistry:
-    """The built-in checks and those of the packs named in KINDGI_CHECK_PACKS.
-
-    A pack is a module that defines checks at module level with `define_check`.
-    """
-    registry = default_registry()
-    for module_name in settings.KINDGI_CHECK_PACKS:
-        module = importlib.import_module(module_name)
-        for value in vars(module).values():
-            if isinstance(value, Check):
-                registry.register(value, replace=True)
-    return registry
-
-
-@lru_cache(maxsize=1)
-def console_strategies() -> StrategyRegistry:
-    return default_strategies()
-
-
-@lru_cache(maxsize=1)
-def console_engine() -> Engine:
-    """The engine every server path evaluates with."""
-    return Engine(console_checks(), console_strategies())
-
-
-def registration_policy() -> RegistrationPolicy:
-    return RegistrationPolicy(production=settings.KINDGI_PRODUCTION)
-
-
 def register_document(document: object) -> Registration:
-    """Schema validation and registration of a wire document, saving nothing."""
+    """Schema validation and registration of a wire document, saving nothing.
+
+    Every server path that registers a guardrail (API create, update and validate, import,
+    the pages) calls this: the deployment's checks and policy, so that production refuses
+    `filesystem` code artifacts everywhere.
+    """
     return define_guardrail(
         document,
-        registry=console_checks(),
-        strategies=console_strategies(),
-        policy=registration_policy(),
+        registry=deployment.check_registry(),
+        strategies=deployment.strategies(),
+        policy=deployment.registration_policy(),
     )
 
 
@@ -129,7 +98,9 @@ def enforced_guardrails() -> list[Enforced]:
         .select_related("guardrail")
         .order_by("guardrail__guardrail_id")
     )
-    return [
+    enforced = [
         Enforced(EngineGuardrail(document=rev.document, revision=rev.number), rev)
         for rev in revisions
     ]
+    deployment.load_filesystem_checks(item.guardrail for item in enforced)
+    return enforced

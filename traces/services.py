@@ -13,10 +13,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from guardrails import deployment
 from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
-from guardrails.services import Enforced, console_engine, enforced_guardrails
+from guardrails.services import Enforced, enforced_guardrails
 from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
 
 
@@ -36,11 +37,11 @@ def verdict_of(
 ) -> TurnVerdict:
     """The enforced guardrails' verdict on one trace in `mode`, with the evaluation's services."""
     own = services is None
-    bound = evaluation_services() if services is None else services
+    bound = evaluation_services(document.get("tenant")) if services is None else services
     try:
         context = Context.for_trace(document, mode, **bound)
         guardrails = [item.guardrail for item in enforced]
-        return evaluate_all(guardrails, document, context, engine=console_engine())
+        return evaluate_all(guardrails, document, context, engine=deployment.engine())
     finally:
         if own:
             close_services(dict(bound))

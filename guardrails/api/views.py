@@ -15,13 +15,13 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from guardrails import deployment
 from guardrails.api import serializers
 from guardrails.engine.schema import GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import (
     Author,
-    console_checks,
     delete_guardrail,
     register_document,
     save_guardrail,
@@ -196,7 +196,7 @@ class GuardrailExportView(ConsoleAPIView):
 
 
 class CheckListView(ConsoleAPIView):
-    """`GET checks`: the check registry."""
+    """`GET checks`: the check registry: each check with its pack, kind and config schema."""
 
     filter_backends: list[Any] = []
     pagination_class = None
@@ -204,8 +204,7 @@ class CheckListView(ConsoleAPIView):
     @extend_schema(responses={200: serializers.CheckSerializer(many=True),
                               **error_responses(401, 403)})
     def get(self, request: Request) -> Response:
-        checks = sorted(console_checks(), key=lambda check: check.id)
-        return Response(serializers.CheckSerializer(checks, many=True).data)
+        return Response(serializers.CheckSerializer(deployment.listed_checks(), many=True).data)
 
 
 class SchemaView(ConsoleAPIView):

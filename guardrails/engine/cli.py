@@ -1,9 +1,16 @@
 """The CI path: `manage.py validate_guardrail` and `manage.py guardrail_ci`.
 
 Both run without Django (manage.py calls `main` directly for them) so that a CI job pays
-for the engine alone. Exit statuses follow interfaces.md: validate_guardrail 0 all valid,
-1 any invalid, 2 a file unreadable or not JSON; guardrail_ci 0 nothing blocks, 1 a
-selected guardrail gave fail or error, 2 bad input (each named with file and line).
+for the engine alone. They build the console's engine from the same recipe and the same
+environment variables (guardrails.engine.deployment): the packs of KINDGI_CHECK_PACKS (and
+`--pack MODULE`), the sandboxed zero-llm strategy with a pool of sandbox workers (started
+only when a guardrail needs it), the sandbox limits, secrets, capabilities and bindings, and
+the production rule (KINDGI_PRODUCTION, on by default when DJANGO_DEBUG is false), so that a
+guardrail gives the same result here as on the server.
+
+Exit statuses follow interfaces.md: validate_guardrail 0 all valid, 1 any invalid, 2 a file
+unreadable or not JSON; guardrail_ci 0 nothing blocks, 1 a selected guardrail gave fail or
+error, 2 bad input (each named with file and line, or an invalid check pack).
 
 llm-judge guardrails need judge models: `guardrail_ci --judge-models judges.json` reads a JSON
 array of registrations, the shape `GET /api/v1/judge-models` answers (id, provider, model,
@@ -30,8 +37,10 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from guardrails.engine import deployment as recipe
 from guardrails.engine.evaluate import Engine
-from guardrails.engine.registration import Registration, define_guardrail
+from guardrails.engine.packs import PackError
+from guardrails.engine.registration import Registration, RegistrationPolicy, define_guardrail
 from guardrails.engine.schema import (
     MAX_DEPTH,
     MAX_TRACE_BYTES,
@@ -40,7 +49,7 @@ from guardrails.engine.schema import (
 )
 from guardrails.engine.types import Context, Guardrail, Issue, Status
 
-if TYPE_CHECKING:  # the judge (and httpx) load only for a run given --judge-models
+if TYPE_CHECKING:  # the judge's services load only for a run given --judge-models
     from guardrails.engine.judge import InMemoryJudgeServices
 
 EXPORT_PATH = "/api/v1/guardrails/export"
@@ -190,6 +199,95 @@ def _item_lines(data: bytes, count: int) -> list[int]:
     return (lines + [line] * count)[:count]
 
 
+# --- the deployment, from the environment --------------------------------------------
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _env_list(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if raw.strip().lower() in _TRUE | _FALSE:
+        return raw.strip().lower() in _TRUE
+    raise BadInput(f"{name}={raw!r} is not a boolean (use true or false)")
+
+
+def _env_whole_number(name: str, default: int, minimum: int = 0) -> int:
+    raw = os.environ.get(name, "").strip()
+    if raw and not raw.isdigit():
+        raise BadInput(f"{name}={raw!r} is not a whole number")
+    value = int(raw) if raw else default
+    if value < minimum:
+        raise BadInput(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+@dataclass
+class Deployment:
+    """The console's engine and registration policy, as the environment configures them."""
+
+    engine: Engine
+    policy: RegistrationPolicy
+    warnings: list[Issue]
+
+
+def load_deployment(extra_packs: Sequence[str] = ()) -> Deployment:
+    """The built-in checks, the packs of KINDGI_CHECK_PACKS and `extra_packs`, the sandboxed
+    strategies and the console's registration policy; BadInput for an invalid pack."""
+    packs = list(dict.fromkeys([*_env_list("KINDGI_CHECK_PACKS"), *extra_packs]))
+    try:
+        engine, warnings = recipe.load_engine(packs)
+    except PackError as exc:
+        raise BadInput(f"check packs: {exc}") from exc
+    production = _env_bool("KINDGI_PRODUCTION", not _env_bool("DJANGO_DEBUG", True))
+    policy = recipe.registration_policy(
+        production=production,
+        environ=_handler_environ(),
+        secret_names=_env_list("KINDGI_SECRETS"),
+        capabilities=_env_list("KINDGI_CAPABILITIES"),
+        bindings=_env_list("KINDGI_BINDINGS"),
+    )
+    return Deployment(engine, policy, warnings)
+
+
+def _handler_environ() -> dict[str, str]:
+    return recipe.handler_environ(os.environ, _env_list("KINDGI_SECRETS"))
+
+
+def _sandbox_pool() -> Any:
+    """A pool of sandbox workers with the console's limits (imported only when needed)."""
+    from guardrails.engine.sandbox import SandboxDefaults, SandboxPool
+
+    # The settings' defaults (kindgi_console/settings.py), read from the same variables.
+    defaults = SandboxDefaults(
+        mem_mb=_env_whole_number("KINDGI_SANDBOX_MEM_MB", 256, 16),
+        cpu_ms=_env_whole_number("KINDGI_SANDBOX_CPU_MS", 1000, 10),
+        pool_size=_env_whole_number("KINDGI_SANDBOX_POOL_SIZE", 2, 1),
+    )
+    return SandboxPool(defaults, environ=_handler_environ())
+
+
+def _write_pack_warnings(deployment: Deployment, stderr: Writer) -> None:
+    for issue in deployment.warnings:
+        stderr.write(f"warning: check packs: {issue.message}\n")
+
+
+def add_pack_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pack",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="load this check pack too (besides those of KINDGI_CHECK_PACKS); repeatable",
+    )
+
+
 # --- validate_guardrail ----------------------------------------------------------------
 
 
@@ -219,13 +317,17 @@ def _documents(doc: object) -> list[tuple[int | None, object]]:
     return [(None, doc)]
 
 
-def register_all(sources: Sequence[tuple[str, object]], engine: Engine) -> list[LoadedGuardrail]:
+def register_all(
+    sources: Sequence[tuple[str, object]], engine: Engine, policy: RegistrationPolicy | None = None
+) -> list[LoadedGuardrail]:
     """Define every guardrail of every source; a second guardrail with an id is an error."""
     loaded: list[LoadedGuardrail] = []
     seen: dict[str, str] = {}
     for source, doc in sources:
         for index, item in _documents(doc):
-            registration = define_guardrail(item, registry=engine.registry, strategies=engine.strategies)
+            registration = define_guardrail(
+                item, registry=engine.registry, strategies=engine.strategies, policy=policy
+            )
             entry = LoadedGuardrail(source, index, item, registration)
             if registration.valid and entry.id is not None:
                 if entry.id in seen:
@@ -241,6 +343,7 @@ def register_all(sources: Sequence[tuple[str, object]], engine: Engine) -> list[
 def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="guardrail files (JSON)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_pack_argument(parser)
 
 
 def run_validate_guardrail(argv: list[str], stdout: Writer, stderr: Writer) -> int:
@@ -267,6 +370,12 @@ def _run(
 
 
 def validate_guardrail(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> int:
+    try:
+        deployment = load_deployment(args.pack)
+    except BadInput as exc:
+        stderr.write(f"{exc}\n")
+        return 2
+    _write_pack_warnings(deployment, stderr)
     sources: list[tuple[str, object]] = []
     unreadable: list[str] = []
     for path in args.paths:
@@ -274,7 +383,7 @@ def validate_guardrail(args: argparse.Namespace, stdout: Writer, stderr: Writer)
             sources.append((path, load_json_file(path)))
         except BadInput as exc:
             unreadable.append(str(exc))
-    loaded = register_all(sources, Engine.default())
+    loaded = register_all(sources, deployment.engine, deployment.policy)
     valid = not unreadable and all(entry.registration.valid for entry in loaded)
     if args.format == "json":
         stdout.write(_validation_json(loaded, unreadable, valid) + "\n")
@@ -332,6 +441,7 @@ def add_ci_arguments(parser: argparse.ArgumentParser) -> None:
         help="judge models for llm-judge guardrails: a JSON array of registrations "
         "(the shape of GET /api/v1/judge-models; keys from the environment variables they name)",
     )
+    add_pack_argument(parser)
 
 
 def run_guardrail_ci(argv: list[str], stdout: Writer, stderr: Writer) -> int:
@@ -366,8 +476,9 @@ def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> in
     started = time.perf_counter()
     try:
         max_bytes, max_depth = _limits()
-        engine = Engine.default()
-        guardrails = _load_guardrails(args, engine, stderr)
+        deployment = load_deployment(getattr(args, "pack", None) or ())
+        _write_pack_warnings(deployment, stderr)
+        guardrails = _load_guardrails(args, deployment, stderr)
         judge = _judge_services(getattr(args, "judge_models", None))
     except BadInput as exc:
         stderr.write(f"{exc}\n")
@@ -375,14 +486,22 @@ def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> in
     if guardrails is None:
         return 2
     report = CiReport(guardrails, keep_passes=args.format != "text")
-    services: dict[str, Any] = {} if judge is None else {"judge": judge}
+    try:
+        services = _evaluation_services(guardrails, deployment.engine)
+    except BadInput as exc:
+        stderr.write(f"{exc}\n")
+        return 2
+    if judge is not None:
+        services["judge"] = judge
     try:
         for path in args.traces:
             try:
-                _evaluate_file(path, engine, report, max_bytes, max_depth, services)
+                _evaluate_file(path, deployment.engine, report, max_bytes, max_depth, services)
             except BadInput as exc:
                 report.bad_input.append(str(exc))
     finally:
+        if "sandbox" in services:
+            services["sandbox"].shutdown()
         if judge is not None:
             judge.client.close()
     report.seconds = time.perf_counter() - started
@@ -398,19 +517,20 @@ def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> in
 
 def _limits() -> tuple[int, int]:
     """The trace size and depth limits: the console's settings, read from the environment."""
-    values = []
-    for name, default in (
-        ("KINDGI_MAX_TRACE_BYTES", MAX_TRACE_BYTES),
-        ("KINDGI_MAX_DEPTH", MAX_DEPTH),
-    ):
-        raw = os.environ.get(name, "").strip()
-        if raw and not raw.isdigit():
-            raise BadInput(f"{name}={raw!r} is not a whole number")
-        values.append(int(raw) if raw else default)
-    return values[0], values[1]
+    return (
+        _env_whole_number("KINDGI_MAX_TRACE_BYTES", MAX_TRACE_BYTES),
+        _env_whole_number("KINDGI_MAX_DEPTH", MAX_DEPTH),
+    )
 
 
-def _load_guardrails(args: argparse.Namespace, engine: Engine, stderr: Writer) -> list[Guardrail] | None:
+def _evaluation_services(guardrails: list[Guardrail], engine: Engine) -> dict[str, Any]:
+    """The Context services: a sandbox pool only when a guardrail runs in the sandbox."""
+    if recipe.needs_sandbox(guardrails, engine.registry):
+        return {"sandbox": _sandbox_pool()}
+    return {}
+
+
+def _load_guardrails(args: argparse.Namespace, deployment: Deployment, stderr: Writer) -> list[Guardrail] | None:
     """Every guardrail of the files and the console export; None (after saying why) when
     any is invalid."""
     sources = [(path, load_json_file(path)) for path in args.guardrails]
@@ -418,7 +538,7 @@ def _load_guardrails(args: argparse.Namespace, engine: Engine, stderr: Writer) -
         sources.append(download_export(args.console))
     if not sources:
         raise BadInput("give --guardrails PATH... or --console URL")
-    loaded = register_all(sources, engine)
+    loaded = register_all(sources, deployment.engine, deployment.policy)
     for entry in loaded:
         for issue in entry.registration.warnings:
             stderr.write(f"{entry.label}: warning {issue.path or '/'}: {issue.message}\n")
@@ -504,6 +624,7 @@ def _evaluate_file(
     services: Mapping[str, Any] | None = None,
 ) -> None:
     guardrails = list(enumerate(report.guardrails))
+    services = services or {}
     verdict = engine.verdict
     counts, results, keep_passes = report.counts, report.results, report.keep_passes
     for line, raw, item in _iter_traces(path, max_bytes):
@@ -527,7 +648,7 @@ def _evaluate_file(
             tenant=item.get("tenant"),
             agent=item.get("agent"),
             flow=item.get("flow"),
-            services=services or {},
+            services=services,
         )
         for index, guardrail in guardrails:
             status, reason, _details = verdict(guardrail, item, context)

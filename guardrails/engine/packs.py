@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from guardrails.engine.registry import CheckRegistry, InvalidCheckDefinition
+from guardrails.engine.schema import escape_pointer
 from guardrails.engine.types import Check, Issue
 
 
@@ -44,10 +45,6 @@ class Pack:
     name: str
     version: str | None
     checks: tuple[Check, ...]
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
 
 
 def _declared_checks(module: ModuleType, pack: str) -> list[Check]:
@@ -136,7 +133,7 @@ def _register_pack_check(
     existing = registry.get(check.id)
     if existing is not None and existing.builtin:
         return Issue(
-            f"/packs/{_escape(pack.name)}/checks/{_escape(check.id)}",
+            f"/packs/{escape_pointer(pack.name)}/checks/{escape_pointer(check.id)}",
             f"the built-in check '{existing.id}' replaces check '{check.id}' of pack '{pack.name}'",
         )
     if existing is not None:
@@ -179,12 +176,19 @@ def load_filesystem_check(module_path: str, check_id: str) -> Check:
 
 
 def code_artifact_issues(document: Mapping[str, Any], registry: CheckRegistry) -> list[Issue]:
-    """Warnings about an `oci` code artifact whose version is not the installed pack's."""
+    """Warnings about a guardrail's code artifact and the check it names.
+
+    A built-in check named with a code artifact and without `checkBuiltIn` (the seed: the
+    built-in replaces whatever the artifact ships under its id); an `oci` artifact whose
+    `artifactVersion` is not the installed pack's `__version__` (when the pack declares one).
+    """
     artifact = document.get("codeArtifactRef")
-    if not isinstance(artifact, Mapping) or artifact.get("kind") != "oci":
-        return []
     check = registry.get(str(document.get("check")))
-    if check is None or check.builtin or check.pack_version is None:
+    if not isinstance(artifact, Mapping) or check is None:
+        return []
+    if check.builtin:
+        return [] if document.get("checkBuiltIn") else [_builtin_named_warning(check)]
+    if artifact.get("kind") != "oci" or check.pack_version is None:
         return []
     declared = str(artifact.get("artifactVersion"))
     if declared == check.pack_version:
@@ -198,14 +202,23 @@ def code_artifact_issues(document: Mapping[str, Any], registry: CheckRegistry) -
     ]
 
 
+def _builtin_named_warning(check: Check) -> Issue:
+    return Issue(
+        "/checkBuiltIn",
+        f"'{check.id}' is a built-in check named with a code artifact and without "
+        "checkBuiltIn: a check its pack ships under this id is replaced by the built-in",
+    )
+
+
 def resolve_filesystem_artifact(
     document: Mapping[str, Any], registry: CheckRegistry
 ) -> tuple[list[Issue], list[Issue]]:
     """Load a guardrail's `filesystem` check into `registry`: (errors, warnings).
 
-    Development only (registration refuses the artifact in production before this). The
-    loaded check takes its id in the registry, replacing a pack check of that id; a
-    built-in keeps its id, with a warning.
+    Development only (registration refuses the artifact in production and never calls
+    this there). The loaded check takes its id in the registry, replacing a pack check of
+    that id. A built-in is never replaced: nothing is loaded, and `code_artifact_issues`
+    gives the warning when the guardrail does not say `checkBuiltIn`.
     """
     artifact = document.get("codeArtifactRef")
     if not isinstance(artifact, Mapping) or artifact.get("kind") != "filesystem":
@@ -213,42 +226,49 @@ def resolve_filesystem_artifact(
     check_id = str(document.get("check"))
     existing = registry.get(check_id)
     if existing is not None and existing.builtin:
-        return [], [
-            Issue(
-                "/codeArtifactRef",
-                f"'{check_id}' is a built-in check: the built-in replaces the check at "
-                f"'{artifact.get('modulePath')}'",
-            )
-        ]
+        return [], []
     try:
         check = load_filesystem_check(str(artifact.get("modulePath")), check_id)
     except PackError as error:
         return [Issue("/codeArtifactRef/modulePath", str(error))], []
+    if check.kind != document.get("kind"):
+        # Registering it would replace the check other guardrails name with one they
+        # cannot use; define_guardrail reports the kind mismatch at /kind.
+        return [
+            Issue("/kind", f"check '{check.id}' at '{check.module}' is of kind '{check.kind}', "
+                  f"not '{document.get('kind')}'")
+        ], []
     registry.register(check, replace=True)
     return [], []
 
 
 def check_needs(
     needs_spec: Mapping[str, Any] | None,
-    available_env: Iterable[str],
-    available_secrets: Iterable[str],
-    capabilities: Iterable[str],
-    bindings: Iterable[str],
+    available_env: Iterable[str] | None,
+    available_secrets: Iterable[str] | None,
+    capabilities: Iterable[str] | None,
+    bindings: Iterable[str] | None,
 ) -> list[Issue]:
-    """What a guardrail's needsSpec declares and the deployment does not provide."""
+    """What a guardrail's needsSpec declares and the deployment does not provide.
+
+    None for one of the deployment's sets means the deployment does not check that need.
+    """
     needs = needs_spec or {}
     wanted = (
-        ("env", frozenset(available_env), "environment variable '{}' is not available"),
-        ("secrets", frozenset(available_secrets), "secret '{}' is not available"),
-        ("capabilities", frozenset(capabilities), "capability '{}' is not available"),
-        ("bindings", frozenset(bindings), "binding '{}' is not available"),
+        ("env", available_env, "environment variable '{}' is not available"),
+        ("secrets", available_secrets, "secret '{}' is not available"),
+        ("capabilities", capabilities, "capability '{}' is not available"),
+        ("bindings", bindings, "binding '{}' is not available"),
     )
     issues = []
-    for key, available, message in wanted:
+    for key, provided, message in wanted:
+        if provided is None:
+            continue
+        available = frozenset(provided)
         declared = needs.get(key) or ()
         keyed = isinstance(declared, Mapping)
         for index, name in enumerate(declared):
             if name not in available:
-                token = _escape(str(name)) if keyed else str(index)
+                token = escape_pointer(str(name)) if keyed else str(index)
                 issues.append(Issue(f"/needsSpec/{key}/{token}", message.format(name)))
     return issues

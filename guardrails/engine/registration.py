@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guardrails.engine.judge import validate_judge_capabilities
+from guardrails.engine.packs import check_needs, code_artifact_issues, resolve_filesystem_artifact
 from guardrails.engine.registry import CheckRegistry
 from guardrails.engine.schema import (
     CompiledSchema,
     SchemaCompileError,
     compile_schema,
-    escape_pointer,
     validate_against,
     validate_guardrail_document,
 )
@@ -57,27 +57,32 @@ def define_guardrail(
     policy: RegistrationPolicy | None = None,
     revision: int | None = None,
 ) -> Registration:
-    """Validate `doc` against schema 1.1.0 and register it against `registry`."""
+    """Validate `doc` against schema 1.1.0 and register it against `registry`.
+
+    Outside production a `filesystem` code artifact is loaded into `registry` first (its
+    check replaces a pack check of the same id), so that an author can try a check before
+    packaging it; in production such a guardrail is refused.
+    """
     errors = validate_guardrail_document(doc)
     if errors or not isinstance(doc, Mapping):
         return Registration(None, errors or [Issue("", "must be an object")], [])
     policy = policy or RegistrationPolicy()
-    errors = []
-    warnings: list[Issue] = []
+    errors, warnings = _artifact_issues(doc, registry, policy)
     if not doc["id"]:
         errors.append(Issue("/id", "must not be empty"))
     check = registry.get(doc["check"])
-    if check is None:
+    if errors and _is_filesystem(doc):
+        check = None  # the artifact's own error says why its check is missing
+    elif check is None:
         errors.append(Issue("/check", f"no check '{doc['check']}' is registered"))
     elif check.kind != doc["kind"]:
         errors.append(Issue("/kind", f"check '{check.id}' is of kind '{check.kind}', not '{doc['kind']}'"))
     else:
         errors += _config_issues(doc, check, registry, warnings)
-        warnings += _builtin_artifact_warnings(doc, check)
+        warnings += code_artifact_issues(doc, registry)
     if strategies is not None and doc["kind"] not in strategies:
         warnings.append(Issue("/kind", f"no strategy is registered for kind '{doc['kind']}': it gives error"))
     errors += _judge_issues(doc)
-    errors += _artifact_issues(doc, policy)
     errors += _needs_issues(doc, policy)
     if errors:
         return Registration(None, errors, warnings)
@@ -115,18 +120,6 @@ def _prefixed(issues: list[Issue], prefix: str) -> list[Issue]:
     return [Issue(prefix + issue.path, issue.message) for issue in issues]
 
 
-def _builtin_artifact_warnings(doc: Mapping[str, Any], check: Check) -> list[Issue]:
-    if check.builtin and "codeArtifactRef" in doc and not doc.get("checkBuiltIn"):
-        return [
-            Issue(
-                "/checkBuiltIn",
-                f"'{check.id}' is a built-in check named with a code artifact and without "
-                "checkBuiltIn: a check its pack ships under this id is replaced by the built-in",
-            )
-        ]
-    return []
-
-
 def _judge_issues(doc: Mapping[str, Any]) -> list[Issue]:
     """An llm-judge guardrail's judgeCapabilities against the keys routing defines."""
     if doc["kind"] != "llm-judge" or "judgeCapabilities" not in doc:
@@ -134,34 +127,34 @@ def _judge_issues(doc: Mapping[str, Any]) -> list[Issue]:
     return validate_judge_capabilities(doc["judgeCapabilities"], base_path="/judgeCapabilities")
 
 
-def _artifact_issues(doc: Mapping[str, Any], policy: RegistrationPolicy) -> list[Issue]:
+def _is_filesystem(doc: Mapping[str, Any]) -> bool:
     artifact = doc.get("codeArtifactRef")
-    if policy.production and isinstance(artifact, Mapping) and artifact["kind"] == "filesystem":
+    return isinstance(artifact, Mapping) and artifact.get("kind") == "filesystem"
+
+
+def _artifact_issues(
+    doc: Mapping[str, Any], registry: CheckRegistry, policy: RegistrationPolicy
+) -> tuple[list[Issue], list[Issue]]:
+    """A `filesystem` artifact: refused in production, else its check loaded: (errors, warnings)."""
+    if not _is_filesystem(doc):
+        return [], []
+    if policy.production:
         return [
             Issue(
                 "/codeArtifactRef/kind",
-                "a filesystem code artifact is refused in production: use an oci artifact",
+                "a filesystem code artifact is refused in production: package the check as a "
+                "pack (KINDGI_CHECK_PACKS) and reference it with an oci artifact",
             )
-        ]
-    return []
+        ], []
+    return resolve_filesystem_artifact(doc, registry)
 
 
 def _needs_issues(doc: Mapping[str, Any], policy: RegistrationPolicy) -> list[Issue]:
     """Needs the deployment says it cannot meet."""
-    needs: Mapping[str, Any] = doc.get("needsSpec") or {}
-    checks = (
-        ("env", policy.available_env, "environment variable '{}' is not available"),
-        ("secrets", policy.available_secrets, "secret '{}' is not available"),
-        ("capabilities", policy.capabilities, "capability '{}' is not available"),
-        ("bindings", policy.bindings, "binding '{}' is not available"),
+    return check_needs(
+        doc.get("needsSpec"),
+        policy.available_env,
+        policy.available_secrets,
+        policy.capabilities,
+        policy.bindings,
     )
-    issues = []
-    for key, available, message in checks:
-        if available is None or key not in needs:
-            continue
-        names = list(needs[key])
-        for index, name in enumerate(names):
-            if name not in available:
-                token = escape_pointer(name) if isinstance(needs[key], Mapping) else str(index)
-                issues.append(Issue(f"/needsSpec/{key}/{token}", message.format(name)))
-    return issues

@@ -50,3 +50,18 @@ def listener() -> Iterator[Listener]:
     server = Listener()
     yield server
     server.close()
+
+
+@pytest.fixture
+def deployment_pool() -> Iterator[SandboxPool]:
+    """The console's own pool (guardrails.deployment), fresh for the test and shut down after.
+
+    Fresh, because a pool hands its workers the import path it had when it was made.
+    """
+    from guardrails import deployment
+
+    deployment.sandbox_pool.cache_clear()
+    pool = deployment.sandbox_pool()
+    yield pool
+    pool.shutdown()
+    deployment.sandbox_pool.cache_clear()

@@ -196,7 +196,8 @@ def test_a_filesystem_artifact_is_refused_in_production_only() -> None:
     assert refused.errors == [
         Issue(
             "/codeArtifactRef/kind",
-            "a filesystem code artifact is refused in production: use an oci artifact",
+            "a filesystem code artifact is refused in production: package the check as a "
+            "pack (KINDGI_CHECK_PACKS) and reference it with an oci artifact",
         )
     ]
     assert define_guardrail(doc, registry=default_registry()).valid

@@ -127,6 +127,7 @@ def test_filesystem_load_errors_name_the_path_and_the_check(check_file, tmp_path
 def test_a_filesystem_artifact_puts_its_check_in_the_registry(check_file):
     registry = default_registry()
     document = {
+        "kind": "zero-llm",
         "check": "short-output",
         "codeArtifactRef": {"kind": "filesystem", "modulePath": check_file},
     }

@@ -10,10 +10,9 @@ from guardrails.engine.packs import PackError
 
 @pytest.fixture(autouse=True)
 def fresh_deployment():
-    deployment._loaded_registry.cache_clear()
-    deployment.strategies.cache_clear()
+    deployment._loaded.cache_clear()
     yield
-    deployment._loaded_registry.cache_clear()
+    deployment._loaded.cache_clear()
 
 
 def test_packs_named_in_settings_are_loaded_with_their_warnings(settings):
