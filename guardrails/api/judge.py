@@ -79,7 +79,7 @@ class JudgeModelListView(ConsoleAPIView):
     def get(self, request: Request) -> Response:
         return Response([registration_doc(row) for row in JudgeModelRegistration.objects.all()])
 
-    @extend_schema(operation_id="judge_models_create", request=REGISTRATION_SCHEMA,
+    @extend_schema(operation_id="judge_models_create", request={"application/json": REGISTRATION_SCHEMA},
                    responses={201: REGISTRATION_RESPONSE, **error_responses(400, 401, 403, 409, 415)})
     def post(self, request: Request) -> Response:
         superuser_only(self)
@@ -111,7 +111,7 @@ class JudgeModelDetailView(ConsoleAPIView):
     def get(self, request: Request, model_id: str) -> Response:
         return Response(registration_doc(self.registration(model_id)))
 
-    @extend_schema(operation_id="judge_models_replace", request=REGISTRATION_SCHEMA,
+    @extend_schema(operation_id="judge_models_replace", request={"application/json": REGISTRATION_SCHEMA},
                    responses={200: REGISTRATION_RESPONSE, **error_responses(400, 401, 403, 404, 415)})
     def put(self, request: Request, model_id: str) -> Response:
         superuser_only(self)
@@ -156,7 +156,7 @@ class TenantJudgePolicyView(ConsoleAPIView):
                    .values_list("allowed_models", flat=True).first())
         return Response({"allowedModels": allowed})
 
-    @extend_schema(operation_id="tenant_judge_policy_replace", request=POLICY_SCHEMA,
+    @extend_schema(operation_id="tenant_judge_policy_replace", request={"application/json": POLICY_SCHEMA},
                    responses={200: OpenApiResponse(POLICY_SCHEMA),
                               **error_responses(400, 401, 403, 404, 415)})
     def put(self, request: Request, slug: str) -> Response:
