@@ -163,3 +163,19 @@ def test_the_estimate_partial_shows_calls_cost_and_reasons() -> None:
     assert "12" in html and "0.0123" in html and "newest 500 of 900" in html
     assert "grounded → local" in html and "&lt;b&gt;" in html
     assert render_to_string("partials/judge_estimate.html", {"estimate": None}).strip() == ""
+
+
+def test_the_admin_lists_and_checks_registrations_and_policies(root: User, acme: Tenant) -> None:
+    save_registration(registration("local"))
+    client = signed_in(root)
+    for url in ("/admin/guardrails/judgemodelregistration/", "/admin/guardrails/judgemodelregistration/add/",
+                "/admin/guardrails/tenantjudgepolicy/add/", "/admin/guardrails/judgecacheentry/"):
+        assert client.get(url).status_code == 200, url
+    bad = client.post("/admin/guardrails/tenantjudgepolicy/add/",
+                      {"tenant": acme.pk, "allowed_models": '["ghost"]'})
+    assert bad.status_code == 200 and "no judge model" in bad.content.decode()
+    assert not TenantJudgePolicy.objects.exists()
+    ok = client.post("/admin/guardrails/tenantjudgepolicy/add/",
+                     {"tenant": acme.pk, "allowed_models": '["local"]'})
+    assert ok.status_code == 302
+    assert TenantJudgePolicy.objects.get().allowed_models == ["local"]
