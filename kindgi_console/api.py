@@ -314,6 +314,7 @@ class ConsoleAPIView(GenericAPIView):  # type: ignore[type-arg]
     permission_classes = [HasScope]
     throttle_classes = [CallerRateThrottle]
     pagination_class = KeysetPagination
+    metadata_class = None  # OPTIONS is 405: the OpenAPI description documents the API
     scopes: dict[str, str] = {"*": "read"}
     ordering_field = "created_at"
 
@@ -329,6 +330,18 @@ class ConsoleAPIView(GenericAPIView):  # type: ignore[type-arg]
 
     def get_exception_handler(self) -> Any:
         return exception_handler
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        refuse_nul_characters(request, kwargs)
+
+
+def refuse_nul_characters(request: Request, kwargs: dict[str, Any]) -> None:
+    """NUL in a query or path parameter is a 400 naming it (PostgreSQL cannot store it)."""
+    named = [*request.query_params.lists(), *((name, [value]) for name, value in kwargs.items())]
+    for name, values in named:
+        if any("\x00" in str(value) for value in values):
+            raise ApiError([Issue(pointer(name), "the NUL character is not allowed")])
 
 
 def issues_response(issues: Iterable[Issue], status_code: int = 400) -> Response:

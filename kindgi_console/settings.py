@@ -7,6 +7,7 @@ at PostgreSQL and Redis.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import dj_database_url
@@ -105,6 +106,11 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+# WhiteNoise serves the committed assets straight from static/ (no collectstatic step needed);
+# a deployment may still collect them to STATIC_ROOT behind a CDN-less proxy.
+WHITENOISE_USE_FINDERS = True
+with contextlib.suppress(OSError):  # a read-only deployment collects its assets beforehand
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = VAR_DIR / "media"
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # larger uploads stream to a temporary file
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("KINDGI_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
@@ -160,6 +166,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "OAS_VERSION": "3.1.0",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "kindgi_console.openapi.add_wire_schemas",
+        "kindgi_console.openapi.refuse_nul_in_text_parameters",
+    ],
 }
 
 # Celery: Redis in a deployment; a broker on the local filesystem when nothing is set.

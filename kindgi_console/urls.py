@@ -2,14 +2,16 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from kindgi_console.api import json_not_found
 from kindgi_console.tenancy.views import switch_tenant
 
 api_v1 = [
     path("", include("guardrails.api.urls")),
     path("", include("traces.api.urls")),
+    re_path(r"", json_not_found),  # an unknown API URL is a 404 in the API's error shape
 ]
 
 urlpatterns = [

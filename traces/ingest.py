@@ -13,16 +13,16 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from guardrails.engine.schema import validate_runtrace
+from guardrails.engine.schema import validate_runtrace, validate_runtrace_line
 from guardrails.engine.types import Issue
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
@@ -41,6 +41,7 @@ class Item:
     errors: list[Issue] = field(default_factory=list)
     tenant: Tenant | None = None
     document: dict[str, Any] | None = None
+    canonical: bytes = b""
     content_hash: str = ""
     withheld: bool = False
     row_id: int | None = None
@@ -67,7 +68,7 @@ def prepare(caller: Caller, document: object, index: int, scope: str = "ingest")
     """
     trace_id = document.get("id") if isinstance(document, dict) else None
     item = Item(index=index, id=trace_id if isinstance(trace_id, str) else None)
-    issues = validate_runtrace(document, max_depth=settings.KINDGI_MAX_DEPTH)
+    issues = validate(document)
     if issues:
         item.errors = issues
         return item
@@ -87,9 +88,23 @@ def prepare(caller: Caller, document: object, index: int, scope: str = "ingest")
                                  f"limit of {settings.KINDGI_MAX_TRACE_BYTES}")]
         return item
     item.document = stored
+    item.canonical = canonical
     item.content_hash = hashlib.sha256(canonical).hexdigest()
     item.status = CREATED
     return item
+
+
+def validate(document: object) -> list[Issue]:
+    """The engine's RunTrace validation, skipping its walk over every value when the
+    serialised trace shows no NUL and too few brackets to be too deep."""
+    max_depth = settings.KINDGI_MAX_DEPTH
+    if isinstance(document, dict):
+        try:
+            raw = orjson.dumps(document)
+        except orjson.JSONEncodeError:  # nested too deep for orjson: the walk says where
+            return validate_runtrace(document, max_depth=max_depth)
+        return validate_runtrace_line(raw, document, max_depth=max_depth)
+    return validate_runtrace(document, max_depth=max_depth)
 
 
 def prepare_all(caller: Caller, documents: Sequence[object], scope: str = "ingest") -> list[Item]:
@@ -100,6 +115,7 @@ def withhold_output(item: Item) -> None:
     """Keep the trace without its response: a halt guardrail failed (the hash stays)."""
     assert item.document is not None
     item.document = {key: value for key, value in item.document.items() if key != "output"}
+    item.canonical = orjson.dumps(item.document, option=orjson.OPT_SORT_KEYS)
     item.withheld = True
 
 
@@ -109,17 +125,81 @@ def store(items: Iterable[Item], on_created: Callable[[list[int]], None] | None 
     if not pending:
         return
     pending = _settle_repeats_within(pending)
+    write = _write_with_copy if connection.vendor == "postgresql" else _write_with_orm
     with transaction.atomic():
-        pending = _settle_already_stored(pending)
-        if pending:
-            now = timezone.now()
-            RunTrace.objects.bulk_create(
-                [_row(item, now) for item in pending], ignore_conflicts=True
-            )
-            _read_back(pending)
+        write(pending)
         created = [item.row_id for item in pending if item.status == CREATED and item.row_id]
         if created and on_created is not None:
             on_created(created)
+
+
+def _write_with_orm(items: list[Item]) -> None:
+    """Any database: look up the stored ids, bulk insert the others, read them back."""
+    fresh = _settle_already_stored(items)
+    if fresh:
+        now = timezone.now()
+        RunTrace.objects.bulk_create([_row(item, now) for item in fresh], ignore_conflicts=True)
+        _read_back(fresh)
+
+
+LOAD_TABLE = "kindgi_trace_load"
+LOAD_COLUMNS = (
+    "tenant_id, trace_id, agent, flow, started_at, ended_at, document, content_hash, withheld,"
+    " received_at"
+)
+# Table and column names are constants of this module: no input reaches these statements.
+INSERT_LOADED = (
+    f"INSERT INTO {RunTrace._meta.db_table} ({LOAD_COLUMNS}) "  # noqa: S608
+    f"SELECT {LOAD_COLUMNS} FROM {LOAD_TABLE} "
+    "ON CONFLICT (tenant_id, trace_id) DO NOTHING RETURNING id, tenant_id, trace_id"
+)
+SELECT_SKIPPED = (
+    "SELECT t.id, t.tenant_id, t.trace_id, t.content_hash "  # noqa: S608
+    f"FROM {RunTrace._meta.db_table} t JOIN {LOAD_TABLE} l USING (tenant_id, trace_id)"
+)
+
+
+def _write_with_copy(items: list[Item]) -> None:
+    """PostgreSQL: COPY into a temporary table, then one INSERT … ON CONFLICT DO NOTHING.
+
+    COPY is the fastest way in; the insert's RETURNING names the rows this request
+    created, and the rows it skipped (stored before, or by a concurrent retry) are read
+    back with one query joined to the loaded rows.
+    """
+    now = timezone.now()
+    by_key = {(item.tenant.pk, item.id): item for item in items if item.tenant is not None}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {LOAD_TABLE} (tenant_id bigint, trace_id "
+            "text, agent text, flow text, started_at timestamptz, ended_at timestamptz, "
+            "document jsonb, content_hash text, withheld boolean, received_at timestamptz) "
+            "ON COMMIT DELETE ROWS"
+        )
+        with cursor.cursor.copy(f"COPY {LOAD_TABLE} ({LOAD_COLUMNS}) FROM STDIN") as copy:
+            for item in items:
+                copy.write_row(_copy_row(item, now))
+        cursor.execute(INSERT_LOADED)
+        inserted = cursor.fetchall()
+        for pk, tenant_id, trace_id in inserted:
+            by_key.pop((tenant_id, trace_id)).row_id = pk
+        if by_key:
+            cursor.execute(SELECT_SKIPPED)
+            for pk, tenant_id, trace_id, digest in cursor.fetchall():
+                skipped = by_key.get((tenant_id, trace_id))
+                if skipped is not None:
+                    skipped.row_id = pk
+                    _compare(skipped, digest)
+        cursor.execute(f"TRUNCATE {LOAD_TABLE}")
+
+
+def _copy_row(item: Item, now: datetime) -> tuple[Any, ...]:
+    doc = item.document
+    assert doc is not None and item.tenant is not None
+    return (
+        item.tenant.pk, item.id, doc.get("agent") or "", doc.get("flow") or "",
+        _moment(doc.get("startedAt")), _moment(doc.get("endedAt")), item.canonical.decode(),
+        item.content_hash, item.withheld, now,
+    )
 
 
 def _settle_repeats_within(items: list[Item]) -> list[Item]:
@@ -204,4 +284,15 @@ def _row(item: Item, now: datetime) -> RunTrace:
 
 
 def _moment(value: Any) -> datetime | None:
-    return parse_datetime(value) if isinstance(value, str) else None
+    """The column value of an RFC 3339 time, in UTC.
+
+    RFC 3339 allows offsets up to 23:59, PostgreSQL only up to 15:59; a time that UTC
+    cannot hold (year 10000) leaves the column empty (the document keeps it as sent).
+    """
+    moment = parse_datetime(value) if isinstance(value, str) else None
+    if moment is None:
+        return None
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        return None

@@ -51,8 +51,9 @@ class UnknownGrouping(ValueError):
 
 
 def parse_group_by(values: Iterable[str]) -> list[str]:
-    """Names from `group_by` values (repeated and/or comma-separated), in order, once each."""
-    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    """Names from `group_by` values (repeated and/or comma-separated), in order, once each;
+    an empty name (`group_by=`, `a,,b`) is an error, so that a typo never means "no grouping"."""
+    names = [name.strip() for value in values for name in value.split(",")]
     unknown = [name for name in names if name not in GROUPS]
     if unknown:
         raise UnknownGrouping(

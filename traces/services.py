@@ -60,10 +60,11 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
     traces were evaluated.
     """
     enforced = enforced_guardrails()
+    if not enforced:
+        return 0
     traces = list(RunTrace.objects.filter(pk__in=trace_ids).select_related("tenant"))
-    if not enforced or not traces:
-        return len(traces)
-    evaluate_traces(traces, enforced, mode="runtime")
+    if traces:
+        evaluate_traces(traces, enforced, mode="runtime")
     return len(traces)
 
 

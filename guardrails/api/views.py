@@ -27,16 +27,13 @@ from guardrails.services import (
     save_guardrail,
 )
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.openapi import ref
 from traces.api.views import ERRORS_SCHEMA, error_responses
 
-GUARDRAIL_BODY = {"application/json": {
-    "type": "object",
-    "description": "A guardrail in the wire format of schema 1.1.0 "
-    "(see /api/v1/schemas/guardrail.schema.json).",
-    "additionalProperties": True,
-}}
+GUARDRAIL_BODY = {"application/json": ref("GuardrailDocument")}
+ANY_BODY = {"application/json": {"description": "Any JSON: a guardrail to validate."}}
 DOCUMENT_RESPONSE = OpenApiResponse(
-    {"type": "object", "additionalProperties": True},
+    ref("GuardrailDocument"),
     description="The guardrail's wire document, exactly as authored.",
 )
 ENABLED_PARAM = OpenApiParameter(
@@ -169,7 +166,7 @@ class GuardrailValidateView(ConsoleAPIView):
     filter_backends: list[Any] = []
     scopes = {"POST": "read"}
 
-    @extend_schema(request=GUARDRAIL_BODY, responses={
+    @extend_schema(request=ANY_BODY, responses={
         200: serializers.ValidationSerializer, **error_responses(400, 401, 403, 413, 415, 429)})
     def post(self, request: Request) -> Response:
         registration = register_document(read_json_body(request))
@@ -187,7 +184,7 @@ class GuardrailExportView(ConsoleAPIView):
     pagination_class = None
 
     @extend_schema(responses={
-        200: OpenApiResponse({"type": "array", "items": {"type": "object"}}),
+        200: OpenApiResponse({"type": "array", "items": ref("GuardrailDocument")}),
         **error_responses(401, 403)})
     def get(self, request: Request) -> Response:
         documents = Guardrail.objects.enabled().order_by("guardrail_id").values_list(

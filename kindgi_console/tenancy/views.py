@@ -34,7 +34,8 @@ def current_tenant(request: HttpRequest) -> Tenant | None:
     """The tenant chosen with the switcher, else the person's first; cached on the request."""
     if not hasattr(request, "_kindgi_tenant"):
         choices = tenant_choices(request.user)
-        wanted = request.session.get(SESSION_TENANT)
+        session = getattr(request, "session", None)
+        wanted = session.get(SESSION_TENANT) if session is not None else None
         chosen = next((t for t in choices if t.slug == wanted), choices[0] if choices else None)
         request._kindgi_tenant = chosen  # type: ignore[attr-defined]
         request._kindgi_choices = choices  # type: ignore[attr-defined]

@@ -2,6 +2,7 @@
 
 import pytest
 from django.contrib.auth.models import User
+from playwright.sync_api import expect
 
 from tests.browser.conftest import screenshot
 
@@ -22,4 +23,4 @@ def test_it_says_when_the_password_is_wrong(page):
     page.get_by_label("Username").fill("erin")
     page.get_by_label("Password").fill("wrong")
     page.get_by_role("button", name="Sign in").click()
-    assert page.get_by_role("alert").is_visible()
+    expect(page.get_by_role("alert")).to_be_visible()

@@ -242,3 +242,46 @@ def test_every_stored_trace_is_evaluated_in_runtime_mode(
         "halt", "critical", "support-bot")
     assert violation.revision.number == 1 and violation.state == "open"
     assert not RunTrace.objects.filter(withheld=True).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_retries_store_nothing_twice(acme: Tenant) -> None:
+    """Two requests with the same batch at once: each trace is stored once, and each
+    request says created or duplicate, never conflict."""
+    import threading
+    import time
+
+    from django.db import OperationalError, connection
+
+    from kindgi_console.tenancy.scoping import Caller
+    from traces import ingest
+
+    key = ApiKey.issue(scopes=["ingest"], tenant=acme)[0]
+    documents = [make_trace(f"run-{n}") for n in range(200)]
+    start = threading.Barrier(2)
+    outcomes: list[list[str]] = []
+
+    def send() -> None:
+        try:
+            start.wait()
+            for _ in range(100):  # a runtime retries what failed; SQLite may say "locked"
+                items = ingest.prepare_all(Caller(key=key), documents)
+                try:
+                    ingest.store(items)
+                except OperationalError:
+                    time.sleep(0.05)
+                    continue
+                outcomes.append([item.status for item in items])
+                return
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert RunTrace.objects.count() == 200
+    assert len(outcomes) == 2
+    for index in range(200):
+        assert sorted(outcome[index] for outcome in outcomes) == ["created", "duplicate"]

@@ -2,21 +2,51 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import django_filters
+from rest_framework.exceptions import ValidationError
 
 from traces.models import MODES, JudgeLedgerEntry, RunTrace, Violation
+
+
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    """An RFC 3339 time, compared in UTC (PostgreSQL refuses offsets beyond 15:59)."""
+
+    def filter(self, qs: Any, value: datetime | None) -> Any:
+        if value is not None:
+            try:
+                value = value.astimezone(UTC)
+            except OverflowError:
+                raise ValidationError("a time filter is out of range") from None
+        return super().filter(qs, value)
+
+
+class StrictFilterSet(django_filters.FilterSet):
+    """A filter given with no value is an error, not silently ignored (a time, a choice)."""
+
+    def is_valid(self) -> bool:
+        valid: bool = super().is_valid()
+        for name, field in self.filters.items():
+            strict = isinstance(field, django_filters.IsoDateTimeFilter | django_filters.ChoiceFilter)
+            if strict and self.data.get(name) == "":
+                self.form.add_error(name, "give a value, or leave the parameter out")
+                valid = False
+        return valid
+
 
 SEVERITIES = [(name, name) for name in ("info", "warn", "error", "critical")]
 
 
-class TraceFilter(django_filters.FilterSet):
+class TraceFilter(StrictFilterSet):
     agent = django_filters.CharFilter()
     flow = django_filters.CharFilter()
     tenant = django_filters.CharFilter(field_name="tenant__slug")
-    since = django_filters.IsoDateTimeFilter(
+    since = UtcDateTimeFilter(
         field_name="received_at", lookup_expr="gte", help_text="Received at or after (RFC 3339)."
     )
-    until = django_filters.IsoDateTimeFilter(
+    until = UtcDateTimeFilter(
         field_name="received_at", lookup_expr="lt", help_text="Received before (RFC 3339)."
     )
 
@@ -25,7 +55,7 @@ class TraceFilter(django_filters.FilterSet):
         fields: list[str] = []
 
 
-class ViolationFilter(django_filters.FilterSet):
+class ViolationFilter(StrictFilterSet):
     guardrail = django_filters.CharFilter(field_name="guardrail__guardrail_id")
     severity = django_filters.ChoiceFilter(choices=SEVERITIES)
     action = django_filters.CharFilter()
@@ -34,20 +64,20 @@ class ViolationFilter(django_filters.FilterSet):
     mode = django_filters.ChoiceFilter(choices=MODES)
     tenant = django_filters.CharFilter(field_name="tenant__slug")
     state = django_filters.ChoiceFilter(choices=Violation.State.choices)
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Violation
         fields: list[str] = []
 
 
-class LedgerFilter(django_filters.FilterSet):
+class LedgerFilter(StrictFilterSet):
     guardrail = django_filters.CharFilter(field_name="guardrail__guardrail_id")
     tenant = django_filters.CharFilter(field_name="tenant__slug")
     model = django_filters.CharFilter(field_name="model_id")
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = JudgeLedgerEntry

@@ -15,10 +15,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from guardrails.deployment import close_services, evaluation_services
-from guardrails.engine.schema import validate_runtrace
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.openapi import ref
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import ingest, ledger
 from traces.api import filters, serializers
@@ -55,11 +55,23 @@ BATCH_SCHEMA = {
     "properties": {"results": {"type": "array", "items": ITEM_SCHEMA}},
 }
 TRACE_BODY = {"application/json": {
-    "type": "object",
-    "description": "One RunTrace (see /api/v1/schemas/runtrace.schema.json), "
-    'or a batch: {"traces": [RunTrace, ...]}.',
-    "additionalProperties": True,
+    "description": 'One RunTrace, or a batch: {"traces": [RunTrace, ...]}.',
+    "oneOf": [
+        ref("RunTrace"),
+        {
+            "type": "object",
+            "required": ["traces"],
+            "additionalProperties": False,
+            "properties": {"traces": {
+                "type": "array",
+                "description": "RunTraces; each one stands alone: an invalid one is reported "
+                "in its result and the others are stored.",
+                "items": {},
+            }},
+        },
+    ],
 }}
+VERDICT_BODY = {"application/json": ref("RunTrace")}
 
 
 def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
@@ -173,7 +185,7 @@ class EvaluateView(ConsoleAPIView):
     filter_backends: list[Any] = []
 
     @extend_schema(
-        request=TRACE_BODY,
+        request=VERDICT_BODY,
         parameters=[OpenApiParameter("store", OpenApiTypes.BOOL, description="false: store "
                                      "nothing, only answer the verdict (default true).")],
         responses={200: OpenApiResponse(VERDICT_SCHEMA), **error_responses(400, 401, 403, 413,
@@ -222,7 +234,7 @@ class EvaluateView(ConsoleAPIView):
     def _unstored_item(self, payload: object) -> ingest.Item:
         """A trace that is evaluated only: validated, its tenant checked against a key's."""
         item = ingest.Item(index=0, id=None)
-        item.errors = validate_runtrace(payload, max_depth=settings.KINDGI_MAX_DEPTH)
+        item.errors = ingest.validate(payload)
         if item.errors:
             return item
         assert isinstance(payload, dict)
@@ -313,8 +325,9 @@ class LedgerSummaryView(ConsoleAPIView):
     @extend_schema(
         operation_id="ledger_summary",
         parameters=[OpenApiParameter(
-            "group_by", str, many=True, explode=False,
-            description="Comma-separated: any of guardrail, tenant, model, day.",
+            "group_by", str, many=True, explode=True, enum=list(ledger.GROUPS),
+            description="Any of guardrail, tenant, model, day: repeated "
+            "(group_by=model&group_by=day) or comma-separated (group_by=model,day).",
         )],
         responses={200: serializers.LedgerSummarySerializer, **error_responses(400, 401, 403)},
     )
