@@ -10,7 +10,6 @@ from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -269,39 +268,23 @@ class ViolationListView(ConsoleAPIView):
 
 
 class LedgerEntryListView(ConsoleAPIView):
-    """`GET ledger/entries`: each judge call, newest first; `?format=csv` streams them all."""
+    """`GET ledger/entries`: each judge call, newest first (`ledger/entries.csv`: all, as CSV)."""
 
     serializer_class = serializers.LedgerEntrySerializer
     filterset_class = filters.LedgerFilter
     queryset = JudgeLedgerEntry.objects.all()
 
-    @extend_schema(
-        operation_id="ledger_entries_list",
-        parameters=[OpenApiParameter("format", str, enum=["json", "csv"], description=(
-            "csv: every entry of the filtered view as a streamed CSV file (no pagination)."))],
-        responses={200: serializers.LedgerEntrySerializer(many=True),
-                   **error_responses(400, 401, 403)},
-    )
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
-        """`format` picks the export here, not a renderer: answers and errors are JSON."""
-        if "format" in request.query_params:
-            renderer = JSONRenderer()
-            return renderer, renderer.media_type
-        return super().perform_content_negotiation(request, force)
-
+    @extend_schema(operation_id="ledger_entries_list", responses={
+        200: serializers.LedgerEntrySerializer(many=True), **error_responses(400, 401, 403)})
     def get(self, request: Request) -> Any:
         entries = self.filter_queryset(self.get_queryset())
-        wanted = request.query_params.get("format", "json")
-        if wanted not in ("json", "csv"):
-            raise ApiError([Issue("/format", "format is json or csv")])
-        if wanted == "csv":
-            return ledger_csv_response(entries)
         page = self.paginate_queryset(ledger.entries_for_listing(entries))
         return self.get_paginated_response([ledger.entry_dict(entry) for entry in page])
 
 
 class LedgerCsvView(LedgerEntryListView):
-    """`GET ledger/entries.csv`: the filtered entries as a streamed CSV file."""
+    """`GET ledger/entries.csv`: every entry of the filtered view as a streamed CSV file
+    (the filters of `ledger/entries`, no pagination; memory stays flat)."""
 
     @extend_schema(operation_id="ledger_entries_csv", responses={
         (200, "text/csv"): OpenApiTypes.STR, **error_responses(400, 401, 403)})
@@ -365,7 +348,9 @@ class EvaluationEstimateView(ConsoleAPIView):
     """`GET evaluations/estimate`: what a batch run would ask judges, before it starts.
 
     `guardrails` (comma-separated ids; none: every enabled one) over the traces that
-    `agent`, `flow`, `since`, `until` select in `tenant` (optional for a caller of one tenant).
+    `agent`, `flow`, `since`, `until` select in `tenant` (optional for a caller of one tenant;
+    404 for a tenant the caller may not read). An id of no enabled guardrail is named in
+    the answer's `errors`.
     """
 
     queryset = RunTrace.objects.all()
@@ -375,14 +360,17 @@ class EvaluationEstimateView(ConsoleAPIView):
     @extend_schema(
         operation_id="evaluations_estimate",
         parameters=[OpenApiParameter("guardrails", str, description="Comma-separated ids.")],
-        responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403)},
+        responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
     )
     def get(self, request: Request) -> Response:
         from guardrails.judge import estimate_run
 
         traces = self.filter_queryset(self.get_queryset())
         tenant = self._tenant(request)
-        estimate = estimate_run(self._guardrails(request), traces.filter(tenant=tenant), tenant)
+        guardrails, unknown = self._guardrails(request)
+        estimate = estimate_run(guardrails, traces.filter(tenant=tenant), tenant)
+        for name in unknown:  # said in the answer, like a guardrail without a judge
+            estimate["errors"][name] = "no enabled guardrail has this id"
         return Response({"tenant": tenant.slug, **estimate})
 
     def _tenant(self, request: Request) -> Any:
@@ -398,17 +386,17 @@ class EvaluationEstimateView(ConsoleAPIView):
         found = list(visible[:2])
         if len(found) == 1:
             return found[0]
-        if not found:
-            raise ApiError([Issue("/tenant", f"you may read no tenant {slug!r}" if slug
-                                  else "you may read no tenant")])
+        if not found:  # a tenant the caller may not read is not there, as everywhere
+            raise Http404
         raise ApiError([Issue("/tenant", "name the tenant to estimate for with ?tenant=")])
 
     @staticmethod
-    def _guardrails(request: Request) -> list[Any]:
+    def _guardrails(request: Request) -> tuple[list[Any], list[str]]:
+        """The enabled guardrails named (all when none is), and the names of no such one."""
         wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",")
                   if name.strip()]
         enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails()}
-        unknown = [name for name in wanted if name not in enforced]
-        if unknown:
-            raise ApiError([Issue("/guardrails", f"no enabled guardrail {unknown[0]!r}")])
-        return [enforced[name] for name in wanted] if wanted else list(enforced.values())
+        if not wanted:
+            return list(enforced.values()), []
+        known = [enforced[name] for name in dict.fromkeys(wanted) if name in enforced]
+        return known, [name for name in dict.fromkeys(wanted) if name not in enforced]
