@@ -6,6 +6,7 @@ urlpatterns = [
     path("guardrails", views.GuardrailListView.as_view(), name="api-guardrails"),
     path("guardrails/validate", views.GuardrailValidateView.as_view(),
          name="api-guardrail-validate"),
+    path("guardrails/try", views.GuardrailTryView.as_view(), name="api-guardrail-try"),
     path("guardrails/export", views.GuardrailExportView.as_view(), name="api-guardrail-export"),
     path("guardrails/<str:guardrail_id>", views.GuardrailDetailView.as_view(),
          name="api-guardrail"),
