@@ -246,6 +246,10 @@ KINDGI_SANDBOX_POOL_SIZE = envint("KINDGI_SANDBOX_POOL_SIZE", 2, minimum=1)
 KINDGI_CAPABILITIES = envlist("KINDGI_CAPABILITIES", [])
 KINDGI_BINDINGS = envlist("KINDGI_BINDINGS", [])
 KINDGI_SECRETS = envlist("KINDGI_SECRETS", [])
+# The llm-judge: how long a synchronous evaluation (POST evaluate, ingestion) may take in all,
+# and one judge call at most, retries included. Batch runs have the task's soft time limit.
+KINDGI_EVALUATE_TIME_LIMIT_S = envint("KINDGI_EVALUATE_TIME_LIMIT_S", 30, minimum=1)
+KINDGI_JUDGE_CALL_LIMIT_S = envint("KINDGI_JUDGE_CALL_LIMIT_S", 60, minimum=1)
 
 LOGGING = {
     "version": 1,

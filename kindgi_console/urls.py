@@ -18,6 +18,7 @@ api_v1 = [
 urlpatterns = [
     path("", OverviewView.as_view(), name="dashboard"),
     path("", include("guardrails.urls")),
+    path("", include("guardrails.judge_urls")),
     path("", include("kindgi_console.tenancy.urls")),
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),

@@ -24,15 +24,16 @@ from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from guardrails.deployment import close_services, evaluation_services
 from guardrails.deployment import engine as deployment_engine
 from guardrails.engine.evaluate import evaluate_guardrail
+from guardrails.engine.types import Context, Issue, Mode, Result
 from guardrails.engine.types import Guardrail as EngineGuardrail
-from guardrails.engine.types import Issue, Mode, Result
 from guardrails.models import GuardrailRevision
 from guardrails.services import Enforced
 from kindgi_console.tenancy.models import Tenant
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
-from traces.services import evaluation_context, record_results
+from traces.services import record_results
 
 FILTER_NAMES = ("agent", "flow", "since", "until", "upload")
 STATUSES = ("pass", "fail", "error", "skipped")
@@ -319,11 +320,16 @@ def run_targets(run: Evaluation) -> list[Enforced]:
 def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequence[RunTrace]) -> None:
     """Evaluate and store one batch of traces in bulk (nothing stored twice)."""
     engine = deployment_engine()
+    services = evaluation_services(run.tenant, evaluation=run)  # one judge client and ledger per batch
+    services["judge"].know_traces(traces)
     verdicts: list[tuple[RunTrace, Sequence[Result]]] = []
-    for trace in traces:
-        context = evaluation_context(trace.document, run.mode, evaluation=run)
-        results = [evaluate_guardrail(t.guardrail, trace.document, context, engine=engine) for t in targets]
-        verdicts.append((trace, results))
+    try:
+        for trace in traces:
+            context = Context.for_trace(trace.document, run.mode, **services)
+            results = [evaluate_guardrail(t.guardrail, trace.document, context, engine=engine) for t in targets]
+            verdicts.append((trace, results))
+    finally:
+        close_services(services)
     record_results(verdicts, targets, mode=run.mode, evaluation=run)
 
 

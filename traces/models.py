@@ -249,8 +249,14 @@ class Violation(models.Model):
 class JudgeLedgerEntry(models.Model):
     """One call to a judge model's provider, with what it cost, under the guardrail it judged.
 
-    Tokens are as the provider reported them; cost is exact (registered prices times
-    tokens). The budget flags compare the call with the guardrail's declarative budget.
+    Tokens are as the provider reported them (null when it reported none); cost is exact
+    (registered prices times tokens, twelve decimal places: prices have at most six).
+    `billed`: the provider reported usage, even if its answer was then unusable.
+    `outcome` is the short form (PASS, FAIL, the score, or "error"); `verdict`, `score`,
+    `reason` and `error` the details. A cache hit is a row too (`cache_hit`, never billed,
+    cost zero) so that the ledger shows what the cache saved. The budget flags compare the
+    call with the guardrail's declarative budget. `trace_ref` is the runtime's trace id,
+    kept when the trace itself is not stored (`POST evaluate?store=false`).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="ledger_entries")
@@ -261,15 +267,24 @@ class JudgeLedgerEntry(models.Model):
     trace = models.ForeignKey(
         RunTrace, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    trace_ref = models.CharField(max_length=200, blank=True)
     evaluation = models.ForeignKey(
         Evaluation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     model_id = models.CharField(max_length=200)
-    input_tokens = models.PositiveIntegerField(default=0)
-    output_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
+    provider = models.CharField(max_length=20, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=24, decimal_places=12, default=0)
     latency_ms = models.PositiveIntegerField(default=0)
     outcome = models.CharField(max_length=300, help_text="the verdict, the score, or the error")
+    verdict = models.CharField(max_length=4, blank=True)
+    score = models.FloatField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    billed = models.BooleanField(default=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
     over_budget_cost = models.BooleanField(default=False)
     over_budget_latency = models.BooleanField(default=False)
     cache_hit = models.BooleanField(default=False)

@@ -9,7 +9,7 @@ ingestion and evaluation runs share `record_results`; ingestion queues its trace
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -17,32 +17,37 @@ from django.db.models import Max
 from django.utils import timezone
 
 from guardrails import deployment
+from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
 from guardrails.services import Enforced, enforced_guardrails
 from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
 
 
-def evaluation_services(tenant: str | None, evaluation: Evaluation | None = None) -> dict[str, Any]:
-    """What strategies are handed in `context.services`, on every server path.
+def runtime_verdict(
+    document: Trace, enforced: Sequence[Enforced], services: Mapping[str, Any] | None = None
+) -> TurnVerdict:
+    """The runtime verdict of the enforced guardrails on one trace.
 
-    The deployment's services for the tenant (`deployment.evaluation_services`: the sandbox
-    pool, the judge); `evaluation` is the run the calls belong to, when there is one, for
-    services that record per run (the judge cost ledger).
+    `services` are the evaluation's (`evaluation_services`); without them the verdict
+    builds its own for this one trace and closes them.
     """
-    return deployment.evaluation_services(tenant)
+    return verdict_of(document, enforced, "runtime", services)
 
 
-def evaluation_context(document: Trace, mode: Mode, *, evaluation: Evaluation | None = None) -> Context:
-    """The context a stored or incoming trace is evaluated in."""
-    return Context.for_trace(document, mode, **evaluation_services(document.get("tenant"), evaluation))
-
-
-def runtime_verdict(document: Trace, enforced: Sequence[Enforced]) -> TurnVerdict:
-    """The runtime verdict of the enforced guardrails on one trace."""
-    context = evaluation_context(document, "runtime")
-    guardrails = [item.guardrail for item in enforced]
-    return evaluate_all(guardrails, document, context, engine=deployment.engine())
+def verdict_of(
+    document: Trace, enforced: Sequence[Enforced], mode: Mode, services: Mapping[str, Any] | None = None
+) -> TurnVerdict:
+    """The enforced guardrails' verdict on one trace in `mode`, with the evaluation's services."""
+    own = services is None
+    bound = evaluation_services(document.get("tenant")) if services is None else services
+    try:
+        context = Context.for_trace(document, mode, **bound)
+        guardrails = [item.guardrail for item in enforced]
+        return evaluate_all(guardrails, document, context, engine=deployment.engine())
+    finally:
+        if own:
+            close_services(dict(bound))
 
 
 def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:
@@ -63,16 +68,13 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
     revision. Returns how many traces were evaluated.
     """
     enforced = enforced_guardrails()
-    traces = RunTrace.objects.filter(pk__in=list(trace_ids)).order_by("pk")
-    if not enforced:
-        return traces.count()
-    verdicts = []
-    for trace in list(traces):  # one ingested batch: read whole before anything is written
-        verdict = runtime_verdict(trace.document, enforced)
+    traces = list(RunTrace.objects.filter(pk__in=list(trace_ids)).select_related("tenant").order_by("pk"))
+    if not enforced or not traces:
+        return len(traces)
+    verdicts = evaluate_traces(traces, enforced, mode="runtime")
+    for trace, verdict in verdicts:
         if verdict.withheld and not trace.withheld:
             withhold_stored_output(trace)
-        verdicts.append((trace, verdict.results))
-    record_results(verdicts, enforced, mode="runtime")
     return len(verdicts)
 
 
@@ -81,6 +83,31 @@ def withhold_stored_output(trace: RunTrace) -> None:
     trace.document = {key: value for key, value in trace.document.items() if key != "output"}
     trace.withheld = True
     RunTrace.objects.filter(pk=trace.pk).update(document=trace.document, withheld=True)
+
+
+def evaluate_traces(
+    traces: Sequence[RunTrace],
+    enforced: Sequence[Enforced],
+    *,
+    mode: Mode,
+    evaluation: Evaluation | None = None,
+) -> list[tuple[RunTrace, TurnVerdict]]:
+    """Evaluate stored traces (rows with their tenant selected), store the results, return the verdicts.
+
+    One set of evaluation services serves them all: judge models and policies are read
+    once, one HTTP client is reused, and every judge call is charged in the ledger to
+    the trace and to `evaluation` (a batch run) when given.
+    """
+    services = evaluation_services(evaluation.tenant if evaluation is not None else None,
+                                   evaluation=evaluation)
+    services["judge"].know_traces(traces)
+    try:
+        verdicts = [(trace, verdict_of(trace.document, enforced, mode, services)) for trace in traces]
+    finally:
+        close_services(services)
+    results = [(trace, verdict.results) for trace, verdict in verdicts]
+    record_results(results, enforced, mode=mode, evaluation=evaluation)
+    return verdicts
 
 
 def record_results(

@@ -6,6 +6,8 @@ urlpatterns = [
     path("traces", views.TraceListView.as_view(), name="api-traces"),
     path("traces/<path:trace_id>", views.TraceDetailView.as_view(), name="api-trace"),
     path("evaluate", views.EvaluateView.as_view(), name="api-evaluate"),
+    path("evaluations/estimate", views.EvaluationEstimateView.as_view(),
+         name="api-evaluation-estimate"),
     path("violations", views.ViolationListView.as_view(), name="api-violations"),
     path("ledger", views.LedgerSummaryView.as_view(), name="api-ledger"),
     path("ledger/entries", views.LedgerEntryListView.as_view(), name="api-ledger-entries"),
@@ -14,4 +16,5 @@ urlpatterns = [
     path("evaluations/<int:pk>/cancel", evaluations.EvaluationCancelView.as_view(),
          name="api-evaluation-cancel"),
     path("uploads/<int:pk>", evaluations.UploadDetailView.as_view(), name="api-upload"),
+    path("ledger/entries.csv", views.LedgerCsvView.as_view(), name="api-ledger-entries-csv"),
 ]

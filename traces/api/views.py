@@ -5,21 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
-from django.db.models.functions import TruncDate
-from django.http import Http404
+from django.db.models import F, Prefetch, QuerySet
+from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import ref
 from kindgi_console.tenancy.scoping import TenantDenied
-from traces import ingest
+from traces import ingest, ledger
 from traces.api import filters, serializers
 from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace, Violation
 from traces.services import queue_runtime_evaluation, record_results, runtime_verdict
@@ -200,7 +200,11 @@ class EvaluateView(ConsoleAPIView):
             raise ApiError(item.errors)
         assert item.document is not None
         enforced = enforced_guardrails()
-        verdict = runtime_verdict(item.document, enforced)
+        services = evaluation_services(item.tenant)
+        try:
+            verdict = runtime_verdict(item.document, enforced, services)
+        finally:
+            close_services(services)
         answer: dict[str, Any] = {
             "turn": verdict.turn,
             "reason": verdict.reason,
@@ -211,9 +215,11 @@ class EvaluateView(ConsoleAPIView):
                 ingest.withhold_output(item)
             ingest.store([item])
             if item.row_id is not None and item.status != ingest.CONFLICT:
-                trace = RunTrace(pk=item.row_id, tenant=item.tenant, agent=item.document.get(
-                    "agent") or "", flow=item.document.get("flow") or "")
+                trace = RunTrace(pk=item.row_id, tenant=item.tenant, trace_id=item.id or "",
+                                 agent=item.document.get("agent") or "",
+                                 flow=item.document.get("flow") or "")
                 record_results([(trace, verdict.results)], enforced, mode="runtime")
+                services["judge"].attach_trace(trace)
             answer["trace"] = item.as_dict()
         return Response(answer)
 
@@ -261,35 +267,35 @@ class ViolationListView(ConsoleAPIView):
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
 
-def ledger_entries() -> QuerySet[JudgeLedgerEntry]:
-    return JudgeLedgerEntry.objects.annotate(
-        tenant_slug=F("tenant__slug"),
-        guardrail_ref=F("guardrail__guardrail_id"),
-        revision_number=F("revision__number"),
-        trace_ref=F("trace__trace_id"),
-    )
-
-
 class LedgerEntryListView(ConsoleAPIView):
-    """`GET ledger/entries`: each judge call, newest first."""
+    """`GET ledger/entries`: each judge call, newest first (`ledger/entries.csv`: all, as CSV)."""
 
     serializer_class = serializers.LedgerEntrySerializer
     filterset_class = filters.LedgerFilter
-    queryset = ledger_entries()
+    queryset = JudgeLedgerEntry.objects.all()
 
     @extend_schema(operation_id="ledger_entries_list", responses={
         200: serializers.LedgerEntrySerializer(many=True), **error_responses(400, 401, 403)})
-    def get(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+    def get(self, request: Request) -> Any:
+        entries = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(ledger.entries_for_listing(entries))
+        return self.get_paginated_response([ledger.entry_dict(entry) for entry in page])
 
 
-LEDGER_GROUPS = {
-    "guardrail": F("guardrail__guardrail_id"),
-    "tenant": F("tenant__slug"),
-    "model": F("model_id"),
-    "day": TruncDate("created_at"),
-}
+class LedgerCsvView(LedgerEntryListView):
+    """`GET ledger/entries.csv`: every entry of the filtered view as a streamed CSV file
+    (the filters of `ledger/entries`, no pagination; memory stays flat)."""
+
+    @extend_schema(operation_id="ledger_entries_csv", responses={
+        (200, "text/csv"): OpenApiTypes.STR, **error_responses(400, 401, 403)})
+    def get(self, request: Request) -> Any:
+        return ledger_csv_response(self.filter_queryset(self.get_queryset()))
+
+
+def ledger_csv_response(entries: QuerySet[JudgeLedgerEntry]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(ledger.csv_lines(entries), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="judge-ledger.csv"'
+    return response
 
 
 class LedgerSummaryView(ConsoleAPIView):
@@ -302,61 +308,95 @@ class LedgerSummaryView(ConsoleAPIView):
     @extend_schema(
         operation_id="ledger_summary",
         parameters=[OpenApiParameter(
-            "group_by", str, many=True, explode=True, enum=list(LEDGER_GROUPS),
+            "group_by", str, many=True, explode=True, enum=list(ledger.GROUPS),
             description="Any of guardrail, tenant, model, day: repeated "
             "(group_by=model&group_by=day) or comma-separated (group_by=model,day).",
         )],
         responses={200: serializers.LedgerSummarySerializer, **error_responses(400, 401, 403)},
     )
     def get(self, request: Request) -> Response:
-        group_by = self._group_by(request)
+        try:
+            group_by = ledger.parse_group_by(request.query_params.getlist("group_by"))
+        except ledger.UnknownGrouping as error:
+            raise ApiError([Issue("/group_by", str(error))]) from None
         entries = self.filter_queryset(self.get_queryset())
-        if not group_by:
-            return Response({"groupBy": [], "groups": [self._group(entries.aggregate(
-                **LEDGER_SUMS), [])]})
-        rows = (
-            entries.annotate(**{f"g_{name}": LEDGER_GROUPS[name] for name in group_by})
-            .values(*[f"g_{name}" for name in group_by])
-            .annotate(**LEDGER_SUMS)
-            .order_by(*[f"g_{name}" for name in group_by])
-        )
-        groups = [self._group(row, group_by) for row in rows]
-        return Response({"groupBy": group_by, "groups": groups})
-
-    @staticmethod
-    def _group_by(request: Request) -> list[str]:
-        names = [
-            name.strip()
-            for value in request.query_params.getlist("group_by")
-            for name in value.split(",")
-        ]
-        unknown = [name for name in names if name not in LEDGER_GROUPS]
-        if unknown:
-            raise ApiError([Issue("/group_by", f"cannot group by {unknown[0]!r}: use "
-                                               "guardrail, tenant, model or day")])
-        return list(dict.fromkeys(names))
-
-    @staticmethod
-    def _group(row: dict[str, Any], group_by: list[str]) -> dict[str, Any]:
-        group = {name: row[f"g_{name}"] for name in group_by}
-        if "day" in group and group["day"] is not None:
-            group["day"] = group["day"].isoformat()
-        group.update(
-            calls=row["calls"],
-            overBudget=row["over_budget"],
-            cacheHits=row["cache_hits"],
-            inputTokens=row["input_tokens"] or 0,
-            outputTokens=row["output_tokens"] or 0,
-            costUsd=str(row["cost_usd"] if row["cost_usd"] is not None else "0"),
-        )
-        return group
+        return Response({"groupBy": group_by, "groups": ledger.summarise(entries, group_by)})
 
 
-LEDGER_SUMS = {
-    "calls": Count("id"),
-    "over_budget": Count("id", filter=Q(over_budget_cost=True) | Q(over_budget_latency=True)),
-    "cache_hits": Count("id", filter=Q(cache_hit=True)),
-    "input_tokens": Sum("input_tokens"),
-    "output_tokens": Sum("output_tokens"),
-    "cost_usd": Sum("cost_usd"),
+ESTIMATE_SCHEMA = {
+    "type": "object",
+    "required": ["calls", "cached", "costUsd", "traces", "sampled", "extrapolated", "models",
+                 "errors"],
+    "properties": {
+        "tenant": {"type": "string"},
+        "calls": {"type": "integer", "description": "Judge calls to pay (cache hits left out)."},
+        "cached": {"type": "integer", "description": "Judgements the cache will answer."},
+        "costUsd": {"type": "string", "description": "Upper estimate, exact decimal string."},
+        "traces": {"type": "integer"},
+        "sampled": {"type": "integer", "description": "Traces read to estimate."},
+        "extrapolated": {"type": "boolean",
+                         "description": "True when the selection was larger than the sample."},
+        "models": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Guardrail id -> the judge model it routes to."},
+        "errors": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Guardrail id -> why no judge model fits."},
+    },
 }
+
+
+class EvaluationEstimateView(ConsoleAPIView):
+    """`GET evaluations/estimate`: what a batch run would ask judges, before it starts.
+
+    `guardrails` (comma-separated ids; none: every enabled one) over the traces that
+    `agent`, `flow`, `since`, `until` select in `tenant` (optional for a caller of one tenant;
+    404 for a tenant the caller may not read). An id of no enabled guardrail is named in
+    the answer's `errors`.
+    """
+
+    queryset = RunTrace.objects.all()
+    filterset_class = filters.TraceFilter
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="evaluations_estimate",
+        parameters=[OpenApiParameter("guardrails", str, description="Comma-separated ids.")],
+        responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
+    )
+    def get(self, request: Request) -> Response:
+        from guardrails.judge import estimate_run
+
+        traces = self.filter_queryset(self.get_queryset())
+        tenant = self._tenant(request)
+        guardrails, unknown = self._guardrails(request)
+        estimate = estimate_run(guardrails, traces.filter(tenant=tenant), tenant)
+        for name in unknown:  # said in the answer, like a guardrail without a judge
+            estimate["errors"][name] = "no enabled guardrail has this id"
+        return Response({"tenant": tenant.slug, **estimate})
+
+    def _tenant(self, request: Request) -> Any:
+        from kindgi_console.tenancy.models import Tenant
+
+        visible = Tenant.objects.annotate(tenant_id=F("pk"))
+        condition = self.caller.tenant_filter("read")
+        if condition is not None:
+            visible = visible.filter(condition)
+        slug = request.query_params.get("tenant")
+        if slug:
+            visible = visible.filter(slug=slug)
+        found = list(visible[:2])
+        if len(found) == 1:
+            return found[0]
+        if not found:  # a tenant the caller may not read is not there, as everywhere
+            raise Http404
+        raise ApiError([Issue("/tenant", "name the tenant to estimate for with ?tenant=")])
+
+    @staticmethod
+    def _guardrails(request: Request) -> tuple[list[Any], list[str]]:
+        """The enabled guardrails named (all when none is), and the names of no such one."""
+        wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",")
+                  if name.strip()]
+        enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails()}
+        if not wanted:
+            return list(enforced.values()), []
+        known = [enforced[name] for name in dict.fromkeys(wanted) if name in enforced]
+        return known, [name for name in dict.fromkeys(wanted) if name not in enforced]
