@@ -148,11 +148,25 @@ def load_filesystem_checks(guardrails: Iterable[Guardrail]) -> None:
             resolve_filesystem_artifact(guardrail.document, registry)
 
 
-def evaluation_services(tenant: str | None = None) -> dict[str, Any]:
-    """The Context services of an evaluation for `tenant` (a tenant slug, or None).
+def evaluation_services(tenant: Any = None, *, evaluation: Any = None) -> dict[str, Any]:
+    """The Context services of an evaluation for `tenant` (a Tenant, its slug, or None).
 
     The one place every server evaluation path (POST evaluate, ingestion, batch runs) gets
-    them from: `sandbox`, the warm pool that runs the checks of sandboxed guardrails. The
-    tenant is there for services that depend on it (a judge routed under its policy).
+    them from: `sandbox`, the warm pool that runs the checks of sandboxed guardrails, and
+    `judge`, the llm-judge's registered models, routing under the tenant's policy (each
+    trace's own tenant when None), database cache and cost ledger, charging `evaluation`
+    when it is a batch run. Release them with `close_services` when the evaluation is done.
     """
-    return {"sandbox": sandbox_pool()}
+    from guardrails.judge import console_judge_services
+
+    return {
+        "sandbox": sandbox_pool(),
+        "judge": console_judge_services(tenant, evaluation=evaluation),
+    }
+
+
+def close_services(services: Mapping[str, Any]) -> None:
+    """Release what evaluation_services opened (the judge's HTTP connections)."""
+    judge = services.get("judge")
+    if judge is not None and callable(getattr(judge, "close", None)):
+        judge.close()

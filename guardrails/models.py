@@ -86,3 +86,68 @@ class GuardrailRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.guardrail.guardrail_id}@{self.number}"
+
+
+class JudgeModelRegistration(models.Model):
+    """A judge model the llm-judge strategy may route to, in the registry's wire shape.
+
+    `model_id` is the console's id (`id` on the wire); `api_key_env` is only the NAME of the
+    environment variable that holds the provider's key: keys never enter the database.
+    Prices are exact decimals per million tokens. A disabled registration is kept (the
+    ledger names it) but never routed to.
+    """
+
+    model_id = models.CharField(max_length=100, unique=True)
+    provider = models.CharField(max_length=20)
+    model = models.CharField(max_length=200, help_text="the provider's model name")
+    base_url = models.CharField(max_length=500)
+    api_key_env = models.CharField(max_length=128, blank=True, help_text="name of the env var")
+    input_usd_per_mtok = models.DecimalField(max_digits=18, decimal_places=6)
+    output_usd_per_mtok = models.DecimalField(max_digits=18, decimal_places=6)
+    capabilities = models.JSONField(default=list)
+    thinking = models.JSONField(null=True, blank=True)
+    sampling = models.BooleanField(default=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["model_id"]
+
+    def __str__(self) -> str:
+        return self.model_id
+
+
+class TenantJudgePolicy(models.Model):
+    """Which registered judge models a tenant's evaluations may use; `allowed_models` None: all.
+
+    A tenant without a row may use every enabled registration.
+    """
+
+    tenant = models.OneToOneField(
+        "tenancy.Tenant", on_delete=models.CASCADE, related_name="judge_policy"
+    )
+    allowed_models = models.JSONField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "tenant judge policies"
+
+    def __str__(self) -> str:
+        return f"judge policy of {self.tenant_id}"
+
+
+class JudgeCacheEntry(models.Model):
+    """A judge's outcome kept under its cache key (guardrail revision, trace content, model),
+    so that judging the same trace again does not pay again."""
+
+    key = models.CharField(max_length=64, unique=True)
+    outcome = models.JSONField()
+    model_id = models.CharField(max_length=100)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "judge cache entries"
+
+    def __str__(self) -> str:
+        return f"{self.model_id} {self.key[:12]}"

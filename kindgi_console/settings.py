@@ -89,6 +89,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
+    # The test database is a file, so that a real Celery worker process can open it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -188,9 +191,13 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
+        # How often an idle worker looks at the folder for a new message (seconds).
+        "polling_interval": envint("KINDGI_BROKER_POLL_MS", 200, minimum=10) / 1000,
     }
 else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 600, minimum=10)}
+    # Redis hands an unacknowledged message (its worker was lost) to another worker after
+    # this many seconds; make it longer than the longest task.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 600, minimum=1)}
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
@@ -201,6 +208,29 @@ CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 270, minimum
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "kindgi"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# Evaluation runs: traces per chunk (one task each), and how long a chunk's claim (or its
+# message) is trusted before the chunk is sent again. A working chunk renews its lease
+# after every batch of KINDGI_EVALUATION_BATCH traces, so the lease only has to outlast one
+# batch; the periodic check looks for expired leases every KINDGI_CHUNK_CHECK_SECONDS.
+KINDGI_EVALUATION_CHUNK_SIZE = envint("KINDGI_EVALUATION_CHUNK_SIZE", 500, minimum=1)
+KINDGI_EVALUATION_BATCH = envint("KINDGI_EVALUATION_BATCH", 100, minimum=1)
+KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 300, minimum=1)
+KINDGI_CHUNK_MAX_ATTEMPTS = envint("KINDGI_CHUNK_MAX_ATTEMPTS", 5, minimum=1)
+KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 60, minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    "requeue-expired-chunks": {
+        "task": "traces.tasks.requeue_expired_work",
+        "schedule": float(KINDGI_CHUNK_CHECK_SECONDS),
+    },
+}
+
+# Uploads: traces stored per batch, and how many bad lines an upload keeps (all are counted).
+KINDGI_UPLOAD_BATCH = envint("KINDGI_UPLOAD_BATCH", 500, minimum=1)
+KINDGI_UPLOAD_MAX_ERRORS = envint("KINDGI_UPLOAD_MAX_ERRORS", 1000, minimum=1)
 
 # Ingestion limits (runtrace.md), each one a setting.
 KINDGI_MAX_TRACE_BYTES = envint("KINDGI_MAX_TRACE_BYTES", 1024 * 1024, minimum=1024)
@@ -221,6 +251,10 @@ KINDGI_SANDBOX_POOL_SIZE = envint("KINDGI_SANDBOX_POOL_SIZE", 2, minimum=1)
 KINDGI_CAPABILITIES = envlist("KINDGI_CAPABILITIES", [])
 KINDGI_BINDINGS = envlist("KINDGI_BINDINGS", [])
 KINDGI_SECRETS = envlist("KINDGI_SECRETS", [])
+# The llm-judge: how long a synchronous evaluation (POST evaluate, ingestion) may take in all,
+# and one judge call at most, retries included. Batch runs have the task's soft time limit.
+KINDGI_EVALUATE_TIME_LIMIT_S = envint("KINDGI_EVALUATE_TIME_LIMIT_S", 30, minimum=1)
+KINDGI_JUDGE_CALL_LIMIT_S = envint("KINDGI_JUDGE_CALL_LIMIT_S", 60, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from kindgi_console.api import json_not_found
+from kindgi_console.overview import OverviewView
 from kindgi_console.tenancy.views import switch_tenant
 
 api_v1 = [
@@ -15,6 +16,10 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    path("", OverviewView.as_view(), name="dashboard"),
+    path("", include("guardrails.urls")),
+    path("", include("guardrails.judge_urls")),
+    path("", include("kindgi_console.tenancy.urls")),
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -23,4 +28,5 @@ urlpatterns = [
     path("", include("traces.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    path("", include("traces.urls")),
 ]

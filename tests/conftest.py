@@ -25,6 +25,16 @@ def _fresh_throttle_cache() -> None:
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _eager_tasks() -> Iterator[None]:
+    """Tasks run in the test's process, when sent (the worker tests start real workers)."""
+    from kindgi_console.celery import app
+
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = True
+
+
 @pytest.fixture
 def acme(db: Any) -> Tenant:
     return Tenant.objects.create(slug="acme", name="Acme")

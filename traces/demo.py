@@ -4,9 +4,12 @@ Deterministic (a seeded generator) and idempotent: every object has a fixed name
 what exists is left alone, and only the traces not yet stored are generated, evaluated
 and given results, violations, reviews and judge ledger entries.
 
-The demo's llm-judge guardrails are judged in process by `DemoJudge`, a bring-your-own
-judge (the engine's `Judge` protocol) that answers like a judge model would and keeps
-the calls it "made" for the ledger: the demo needs no provider and no key.
+The demo's judge models are registered like any other (`DEMO_JUDGE_MODELS`, served by a
+local OpenAI-compatible server such as Ollama, so the judge models page lists them), but
+the demo's llm-judge guardrails are judged in process by `DemoJudge`, a bring-your-own
+judge (the engine's `Judge` protocol) that answers like those models would and keeps the
+calls it "made" for the ledger, under the registrations' ids and prices: loading the demo
+calls no provider, needs no key and no Celery worker.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from django.utils import timezone
 
 from guardrails import deployment
 from guardrails.engine.evaluate import evaluate_all
+from guardrails.engine.judge.parsing import JudgeOutcome
 from guardrails.engine.types import CheckOutcome, Context
 from guardrails.engine.types import Guardrail as EngineGuardrail
-from guardrails.models import Guardrail
+from guardrails.judge import outcome_text, save_registration, validate_registration
+from guardrails.models import Guardrail, JudgeModelRegistration
 from guardrails.services import Author, enforced_guardrails, register_document, save_guardrail
 from kindgi_console.tenancy.models import Membership, Tenant
 from kindgi_console.tenancy.scoping import Caller
@@ -130,12 +135,21 @@ EXTRA_GUARDRAILS: list[dict[str, Any]] = [
     },
 ]
 
-#: Judge models the demo's calls are priced with: (input, output) USD per million tokens.
-JUDGE_PRICES = {
-    "gpt-4.1-mini": (Decimal("0.40"), Decimal("1.60")),
-    "claude-haiku-4-5": (Decimal("1.00"), Decimal("5.00")),
-    "claude-sonnet-4-5": (Decimal("3.00"), Decimal("15.00")),
-}
+#: Where the demo's judge models are served: a local OpenAI-compatible server (Ollama).
+DEMO_JUDGE_BASE_URL = "http://127.0.0.1:11434/v1"
+#: The demo's judge model registrations, in the registry's wire shape. They are priced as
+#: hosted models of their size would be, so that the ledger has costs to show.
+DEMO_JUDGE_MODELS: list[dict[str, Any]] = [
+    {"id": "demo-judge-small", "provider": "openai", "model": "qwen2.5:7b-instruct",
+     "baseUrl": DEMO_JUDGE_BASE_URL, "pricing": {"inputUsdPerMTok": "0.40", "outputUsdPerMTok": "1.60"},
+     "capabilities": ["json"], "sampling": True},
+    {"id": "demo-judge-fast", "provider": "openai", "model": "llama3.1:8b",
+     "baseUrl": DEMO_JUDGE_BASE_URL, "pricing": {"inputUsdPerMTok": "1.00", "outputUsdPerMTok": "5.00"},
+     "capabilities": ["json"], "sampling": True},
+    {"id": "demo-judge-large", "provider": "openai", "model": "qwen2.5:32b-instruct",
+     "baseUrl": DEMO_JUDGE_BASE_URL, "pricing": {"inputUsdPerMTok": "3.00", "outputUsdPerMTok": "15.00"},
+     "capabilities": ["json", "long-context"], "sampling": True},
+]
 
 SELECT_SQL = "SELECT status, count(*) FROM {table} GROUP BY status"
 DELETE_SQL = "DELETE FROM {table} WHERE created_at < '2024-01-01'"
@@ -191,6 +205,21 @@ def ensure_guardrails(author: User) -> int:
         save_guardrail(document, Author(user=author, label=author.username))
         saved += 1
     return saved
+
+
+def ensure_judge_models() -> dict[str, JudgeModelRegistration]:
+    """Register each demo judge model that is missing; an existing one is left as it is."""
+    existing = set(JudgeModelRegistration.objects.values_list("model_id", flat=True))
+    for doc in DEMO_JUDGE_MODELS:
+        if doc["id"] in existing:
+            continue
+        problems = validate_registration(doc)
+        if problems:
+            raise ValueError(f"demo judge model {doc['id']} does not register: "
+                             + "; ".join(f"{i.path}: {i.message}" for i in problems))
+        save_registration(doc)
+    ids = [doc["id"] for doc in DEMO_JUDGE_MODELS]
+    return {row.model_id: row for row in JudgeModelRegistration.objects.filter(model_id__in=ids)}
 
 
 # ------------------------------------------------------------------------------ traces
@@ -360,20 +389,28 @@ def _rfc3339(moment: datetime) -> str:
 
 @dataclass
 class DemoJudge:
-    """A bring-your-own judge that answers like a judge model and keeps its calls."""
+    """A bring-your-own judge that answers like the demo's registered judge models and keeps
+    its calls as ledger fields (a cache hit as the console records one: free, unbilled)."""
 
+    models: dict[str, JudgeModelRegistration]
     calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def route(self, guardrail: EngineGuardrail, trace: dict[str, Any]) -> JudgeModelRegistration:
+        """The long-context model for research, otherwise a per-tenant small one."""
+        if guardrail.id.startswith("research"):
+            return self.models["demo-judge-large"]
+        return self.models["demo-judge-small" if trace.get("tenant") == "acme" else "demo-judge-fast"]
 
     def judge(self, guardrail: EngineGuardrail, check: Any, trace: dict[str, Any], context: Context) -> CheckOutcome:
         seed = int(hashlib.sha256(f"{guardrail.id}|{trace['id']}".encode()).hexdigest()[:12], 16)
         rng = random.Random(seed)
-        model = "claude-sonnet-4-5" if guardrail.id.startswith("research") else (
-            "gpt-4.1-mini" if trace.get("tenant") == "acme" else "claude-haiku-4-5")
+        registration = self.route(guardrail, trace)
+        model = registration.model_id
         cached = rng.random() < 0.08
         tokens_in = 0 if cached else len(orjson.dumps(trace)) // 4 + 420
         tokens_out = 0 if cached else rng.randint(40, 220)
-        price_in, price_out = JUDGE_PRICES[model]
-        cost = (price_in * tokens_in + price_out * tokens_out) / Decimal(1_000_000)
+        cost = (registration.input_usd_per_mtok * tokens_in
+                + registration.output_usd_per_mtok * tokens_out) / Decimal(1_000_000)
         latency = 0 if cached else int(rng.lognormvariate(7.2, 0.5))
         budget = guardrail.document.get("budget") or {}
         hostile = any(marker in json.dumps(trace) for marker in ("<script", "onerror", "javascript:"))
@@ -382,19 +419,24 @@ class DemoJudge:
             score = round(rng.betavariate(6, 1.6) if not hostile else 0.2, 2)
             passed = score >= float(config.get("threshold", 0.5))
             reason = "every claim is supported" if passed else "two claims cite no source"
-            outcome = f"score {score}"
+            said = JudgeOutcome(score=score, reason=reason)
         else:
             passed = not hostile and rng.random() > 0.12
             reason = "courteous and within policy" if passed else rng.choice([
                 "promises a refund the policy does not allow",
                 "the answer blames the customer for the delay",
                 "the answer contains markup instead of a reply"])
-            outcome = "PASS" if passed else "FAIL"
+            said = JudgeOutcome(verdict="PASS" if passed else "FAIL", reason=reason)
         self.calls.append({
             "trace": trace["id"], "guardrail": guardrail.id, "model_id": model,
-            "input_tokens": tokens_in, "output_tokens": tokens_out,
-            "cost_usd": cost.quantize(Decimal("0.00000001")), "latency_ms": latency,
-            "outcome": outcome, "cache_hit": cached,
+            "provider": registration.provider, "model_name": registration.model,
+            "input_tokens": None if cached else tokens_in,
+            "output_tokens": None if cached else tokens_out,
+            "cost_usd": cost, "latency_ms": latency,
+            "outcome": "cached" if cached else outcome_text(said),
+            "verdict": "" if cached else said.verdict or "", "score": None if cached else said.score,
+            "reason": "" if cached else reason, "billed": not cached, "attempts": 0 if cached else 1,
+            "cache_hit": cached,
             "over_budget_cost": cost > Decimal(str(budget.get("maxCostUsd", "1e9"))),
             "over_budget_latency": latency > int(budget.get("maxLatencyMs", 10**9)),
         })
@@ -423,16 +465,18 @@ def load(*, now: datetime | None = None, sizes: dict[str, int] | None = None) ->
     with transaction.atomic():
         users = ensure_people()
         loaded.guardrails = ensure_guardrails(users["author"])
+        judge_models = ensure_judge_models()
     enforced = enforced_guardrails()
     for slug, count in (sizes or TRACES_PER_TENANT).items():
         with transaction.atomic():
             _load_tenant(Tenant.objects.get(slug=slug), count, enforced, now, loaded,
-                         reviewer=users[f"{slug}-reviewer"])
+                         reviewer=users[f"{slug}-reviewer"], judge_models=judge_models)
     return loaded
 
 
 def _load_tenant(tenant: Tenant, count: int, enforced: list[Any], now: datetime,
-                 loaded: Loaded, *, reviewer: User) -> None:
+                 loaded: Loaded, *, reviewer: User,
+                 judge_models: dict[str, JudgeModelRegistration]) -> None:
     rng = random.Random(f"kindgi-demo-{tenant.slug}")
     maker = TraceMaker(rng, tenant.slug, now)
     documents = [maker.make(number) for number in range(1, count + 1)]
@@ -441,9 +485,10 @@ def _load_tenant(tenant: Tenant, count: int, enforced: list[Any], now: datetime,
     documents = [d for d in documents if d["id"] not in existing]
     if not documents:
         return
-    judge = DemoJudge()
+    judge = DemoJudge(judge_models)
     engine = deployment.engine()
-    services = {**deployment.evaluation_services(tenant.slug), "judge": judge}
+    # The console's services, with the demo's in-process judge in place of the providers.
+    services = {"sandbox": deployment.sandbox_pool(), "judge": judge}
     guardrails = [item.guardrail for item in enforced]
     rows, verdicts = [], []
     for document in documents:
@@ -495,6 +540,7 @@ def _write_ledger(tenant: Tenant, calls: list[dict[str, Any]], traces: dict[str,
         revision = revisions[call["guardrail"]]
         entries.append(JudgeLedgerEntry(
             tenant=tenant, guardrail_id=revision.guardrail_id, revision=revision, trace=trace,
+            trace_ref=trace.trace_id,
             created_at=trace.received_at + timedelta(milliseconds=call["latency_ms"]),
             **{k: v for k, v in call.items() if k not in ("trace", "guardrail")},
         ))
@@ -516,18 +562,25 @@ def _demo_run(tenant: Tenant, traces: dict[str, RunTrace], enforced: list[Any], 
         done=len(chosen), created_at=now - timedelta(hours=3), started_at=now - timedelta(hours=3),
         finished_at=now - timedelta(hours=3) + timedelta(seconds=41),
     )
-    guardrails = [item.guardrail for item in enforced if item.guardrail.kind == "zero-llm"]
+    zero_llm = [item for item in enforced if item.guardrail.kind == "zero-llm"]
+    run.guardrails = [item.guardrail.id for item in zero_llm]
+    run.save(update_fields=["guardrails"])
+    run.revisions.set([item.revision for item in zero_llm])
+    guardrails = [item.guardrail for item in zero_llm]
     summary: dict[str, dict[str, int]] = defaultdict(lambda: {"pass": 0, "fail": 0, "error": 0,
                                                                "skipped": 0})
     verdicts = []
-    for trace in chosen:
-        document = documents[trace.pk]
-        results = evaluate_all(guardrails, document, Context.for_trace(
-            document, "ci", **deployment.evaluation_services(tenant.slug)),
-            engine=deployment.engine()).results
-        for result in results:
-            summary[result.guardrail][result.status] += 1
-        verdicts.append((trace, results))
+    services = deployment.evaluation_services(tenant.slug, evaluation=run)
+    try:
+        for trace in chosen:
+            document = documents[trace.pk]
+            results = evaluate_all(guardrails, document, Context.for_trace(document, "ci", **services),
+                                   engine=deployment.engine()).results
+            for result in results:
+                summary[result.guardrail][result.status] += 1
+            verdicts.append((trace, results))
+    finally:
+        deployment.close_services(services)
     record_results(verdicts, enforced, mode="ci", evaluation=run)
     run.summary = dict(summary)
     run.save(update_fields=["summary"])

@@ -1,4 +1,7 @@
-"""The filter forms of the trace, violation and ledger pages, and the review forms.
+"""The forms of the trace, violation, ledger, evaluation and upload pages.
+
+Filter forms (traces, violations, ledger) and the review forms, then the new-run and
+upload forms.
 
 Each filter form turns the query string into queryset filters with `apply`; an invalid
 value is shown at its field and that filter is left out, never a server error. Dates are
@@ -14,8 +17,10 @@ from django import forms
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from guardrails.models import Guardrail
 from traces.models import MODES, Violation
 from traces.review import MAX_NOTE, STATES
+from traces.uploads import ACCEPTED_SUFFIXES
 
 SEVERITIES = ("info", "warn", "error", "critical")
 ACTIONS = ("halt", "retry", "escalate", "log-only")
@@ -147,3 +152,52 @@ class ReviewForm(forms.Form):
     state = forms.ChoiceField(choices=[(s, s) for s in STATES])
     note = forms.CharField(required=False, max_length=MAX_NOTE, widget=forms.Textarea(
         attrs={"rows": 3, "placeholder": "Why (shown in the history)"}))
+
+
+class EvaluationForm(forms.Form):
+    """A new run: guardrails (none ticked: every enabled one), the trace selection, the mode."""
+
+    guardrails = forms.ModelMultipleChoiceField(
+        queryset=Guardrail.objects.live().order_by("guardrail_id"), to_field_name="guardrail_id",
+        required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked: every enabled guardrail, at its current revision.",
+    )
+    agent = forms.CharField(required=False, max_length=200)
+    flow = forms.CharField(required=False, max_length=200)
+    since = forms.DateTimeField(required=False, help_text="Received at or after (UTC), e.g. 2026-11-29 10:00")
+    until = forms.DateTimeField(required=False, help_text="Received before (UTC)")
+    upload = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    mode = forms.ChoiceField(choices=[("ci", "ci: as the CI command does"), ("runtime", "runtime: as at the runtime")],
+                             initial="ci", widget=forms.RadioSelect)
+
+    def filters(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        filters: dict[str, Any] = {name: data[name] for name in ("agent", "flow", "upload") if data.get(name)}
+        for name in ("since", "until"):
+            if data.get(name):
+                filters[name] = data[name].isoformat()
+        return filters
+
+
+class UploadForm(forms.Form):
+    """A file of traces for one of the tenants the person may write to."""
+
+    file = forms.FileField(help_text=".json (one trace or an array), .jsonl (one trace a line), either may be .gz")
+    tenant = forms.ChoiceField()
+    evaluate_after = forms.BooleanField(
+        required=False, label="Start an evaluation of these traces when the upload is processed",
+    )
+
+    def __init__(self, *args: Any, tenants: list[Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tenants = {tenant.slug: tenant for tenant in tenants}
+        self.fields["tenant"].choices = [(t.slug, t.name or t.slug) for t in tenants]
+
+    def clean_file(self) -> Any:
+        file = self.cleaned_data["file"]
+        if not file.name.lower().endswith(ACCEPTED_SUFFIXES):
+            raise forms.ValidationError("Upload a .json, .jsonl or .gz file of traces.")
+        return file
+
+    def clean_tenant(self) -> Any:
+        return self.tenants[self.cleaned_data["tenant"]]

@@ -1,83 +1,96 @@
-"""The judge cost ledger summed: the one aggregation behind `GET ledger`, the page and its CSV.
+"""The judge cost ledger read back: the one aggregation, the entry list and the CSV exports.
 
-Sums are computed by the database in one GROUP BY over the filtered entries (never row by
-row in Python); the filters and the tenant scope narrow an indexed (tenant, created_at)
-range, and on PostgreSQL the covering index `ledger_tenant_time_sums` answers the sums
-without reading the table.
+`summarise(entries, group_by)` is what the REST API (`GET ledger`), the ledger page and its
+sums CSV all answer from, so that they never disagree. Sums run in the database in one
+GROUP BY over the filtered entries (never row by row in Python); the tenant scope and the
+filters narrow an indexed (tenant, created_at) range, and on PostgreSQL the covering index
+`ledger_tenant_time_sums` holds every column the sums read, so they come from the index
+alone. Costs come back as exact decimal strings (`exact`), never through a float.
+
+Counts: `calls` are the calls made to a provider (cache hits are not calls);
+`billedCalls` those the provider billed; `cacheHits` the judgements answered from the cache;
+`overBudget` the calls beyond their guardrail's declarative budget (cost or latency), with
+`overCost` and `overLatency` apart; `errors` the calls that gave no verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import csv
+from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
-from guardrails.engine.types import Issue
 from traces.models import JudgeLedgerEntry
 
-#: What entries can be grouped by, and the expression of each group's key.
-GROUPS: dict[str, Any] = {
+#: What `group_by` may name, and the expression each one groups on.
+GROUPS = {
     "guardrail": F("guardrail__guardrail_id"),
     "tenant": F("tenant__slug"),
     "model": F("model_id"),
     "day": TruncDate("created_at"),
 }
 
-SUMS: dict[str, Any] = {
-    "calls": Count("id"),
+_CALL = Q(cache_hit=False)
+SUMS = {
+    "calls": Count("id", filter=_CALL),
+    "billed_calls": Count("id", filter=_CALL & Q(billed=True)),
+    "cache_hits": Count("id", filter=Q(cache_hit=True)),
+    "errors": Count("id", filter=_CALL & Q(outcome="error")),
     "over_budget": Count("id", filter=Q(over_budget_cost=True) | Q(over_budget_latency=True)),
     "over_cost": Count("id", filter=Q(over_budget_cost=True)),
     "over_latency": Count("id", filter=Q(over_budget_latency=True)),
-    "cache_hits": Count("id", filter=Q(cache_hit=True)),
     "input_tokens": Sum("input_tokens"),
     "output_tokens": Sum("output_tokens"),
     "cost_usd": Sum("cost_usd"),
 }
 
-#: The columns of a summary, in order, as the API names them (and the CSV's header).
-COLUMNS = ("calls", "inputTokens", "outputTokens", "costUsd", "overBudget", "overBudgetCost",
-           "overBudgetLatency", "cacheHits")
 
-
-class GroupByError(ValueError):
-    def __init__(self, issue: Issue) -> None:
-        super().__init__(issue.message)
-        self.issue = issue
+class UnknownGrouping(ValueError):
+    """A `group_by` name that is not one of GROUPS."""
 
 
 def parse_group_by(values: Iterable[str]) -> list[str]:
-    """`group_by` values (each may be comma-separated) as a list without repeats.
-
-    An empty name (`group_by=`, `group_by=model,`) is an error, not "no grouping"."""
+    """Names from `group_by` values (repeated and/or comma-separated), in order, once each;
+    an empty name (`group_by=`, `a,,b`) is an error, so that a typo never means "no grouping"."""
     names = [name.strip() for value in values for name in value.split(",")]
     unknown = [name for name in names if name not in GROUPS]
     if unknown:
-        raise GroupByError(Issue("/group_by", f"cannot group by {unknown[0]!r}: use "
-                                              "guardrail, tenant, model or day"))
+        raise UnknownGrouping(
+            f"cannot group by {unknown[0]!r}: use guardrail, tenant, model or day"
+        )
     return list(dict.fromkeys(names))
 
 
-def summarize(entries: QuerySet[JudgeLedgerEntry], group_by: list[str]) -> list[dict[str, Any]]:
-    """The sums of `entries` per group (one query), ordered by the group keys.
+def exact(value: Decimal | None) -> str:
+    """A cost as a plain decimal string without trailing zeros: 0.001250000000 -> 0.00125."""
+    if value is None:
+        return "0"
+    text = format(value, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text or "0"
 
-    Each group is `{<group name>: key, ..., "calls", "inputTokens", "outputTokens",
-    "costUsd" (exact Decimal), "overBudget", "overBudgetCost", "overBudgetLatency",
-    "cacheHits"}`. Without `group_by`, one group of the totals.
+
+def summarise(entries: QuerySet[JudgeLedgerEntry], group_by: Sequence[str]) -> list[dict[str, Any]]:
+    """The ledger summed over `entries` (already scoped and filtered), one query.
+
+    Without `group_by`: one group, the totals. Each group has the group names' values
+    (`day` as YYYY-MM-DD) and the counts and sums of the module docstring, camelCased,
+    with `costUsd` an exact decimal string. Groups are ordered by their names' values.
     """
     if not group_by:
-        return [_group(entries.order_by().aggregate(**SUMS), [])]
-    keys = [f"g_{name}" for name in group_by]
+        return [_group(entries.aggregate(**SUMS), [])]
+    columns = [f"g_{name}" for name in group_by]
     rows = (
-        entries.order_by()
-        .annotate(**{f"g_{name}": GROUPS[name] for name in group_by})
-        .values(*keys)
+        entries.annotate(**{f"g_{name}": GROUPS[name] for name in group_by})
+        .values(*columns)
         .annotate(**SUMS)
-        .order_by(*keys)
+        .order_by(*columns)
     )
-    return [_group(row, group_by) for row in rows]
+    return [_group(row, list(group_by)) for row in rows]
 
 
 def _group(row: dict[str, Any], group_by: list[str]) -> dict[str, Any]:
@@ -86,74 +99,143 @@ def _group(row: dict[str, Any], group_by: list[str]) -> dict[str, Any]:
         group["day"] = group["day"].isoformat()
     group.update(
         calls=row["calls"],
+        billedCalls=row["billed_calls"],
+        cacheHits=row["cache_hits"],
+        errors=row["errors"],
+        overBudget=row["over_budget"],
+        overCost=row["over_cost"],
+        overLatency=row["over_latency"],
         inputTokens=row["input_tokens"] or 0,
         outputTokens=row["output_tokens"] or 0,
-        costUsd=row["cost_usd"] if row["cost_usd"] is not None else Decimal("0"),
-        overBudget=row["over_budget"],
-        overBudgetCost=row["over_cost"],
-        overBudgetLatency=row["over_latency"],
-        cacheHits=row["cache_hits"],
+        costUsd=exact(row["cost_usd"]),
     )
     return group
 
 
-def totals(groups: list[dict[str, Any]]) -> dict[str, Any]:
-    """The sum of already-summed groups (a handful of rows, not entries)."""
-    total: dict[str, Any] = {column: 0 for column in COLUMNS}
-    total["costUsd"] = Decimal("0")
+#: The columns of a summary after its group names, in the API's order (the sums CSV header).
+SUMMARY_COLUMNS = (
+    "calls", "billedCalls", "cacheHits", "errors", "overBudget", "overCost", "overLatency",
+    "inputTokens", "outputTokens", "costUsd",
+)
+
+
+def totals(groups: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The sum of already-summed groups (a handful of rows, not entries), shaped as a group.
+
+    The groups of one `summarise` partition its entries, so this equals the ungrouped sums
+    without a second query."""
+    total: dict[str, Any] = dict.fromkeys(SUMMARY_COLUMNS, 0)
+    cost = Decimal(0)
     for group in groups:
-        for column in COLUMNS:
+        for column in SUMMARY_COLUMNS[:-1]:
             total[column] += group[column]
+        cost += Decimal(group["costUsd"])
+    total["costUsd"] = exact(cost)
     return total
 
 
-def as_wire(group: dict[str, Any]) -> dict[str, Any]:
-    """A group as JSON answers it: the cost as an exact decimal string."""
-    return {**group, "costUsd": format_usd(group["costUsd"])}
-
-
-def format_usd(value: Decimal) -> str:
-    """An exact decimal without exponent or trailing zeros beyond the cent."""
-    text = format(value.normalize(), "f") if value else "0"
-    if "." in text and len(text.split(".")[1]) < 2:
-        text = format(value.quantize(Decimal("0.01")), "f")
-    return text
-
-
-def csv_rows(groups: Iterable[dict[str, Any]], group_by: list[str]) -> Iterator[list[str]]:
-    """The CSV of a summary: a header, then one line per group."""
-    yield [*group_by, *COLUMNS]
+def summary_csv_lines(groups: Iterable[dict[str, Any]], group_by: Sequence[str]) -> Iterator[str]:
+    """A summary as CSV lines: the group names and SUMMARY_COLUMNS, then one line per group."""
+    writer = csv.writer(_Echo())
+    yield writer.writerow([*group_by, *SUMMARY_COLUMNS])
     for group in groups:
-        yield [str(group[name] if group[name] is not None else "") for name in group_by] + [
-            format_usd(group[column]) if column == "costUsd" else str(group[column])
-            for column in COLUMNS
-        ]
+        names = ["" if group[name] is None else group[name] for name in group_by]
+        yield writer.writerow([_cell(value) for value in [*names, *(group[c] for c in SUMMARY_COLUMNS)]])
 
 
-ENTRY_COLUMNS = ("createdAt", "tenant", "guardrail", "revision", "trace", "model", "inputTokens",
-                 "outputTokens", "costUsd", "latencyMs", "outcome", "overBudgetCost",
-                 "overBudgetLatency", "cacheHit")
-
-
-def entries_with_refs(entries: QuerySet[JudgeLedgerEntry]) -> QuerySet[JudgeLedgerEntry]:
-    """Entries with the names the lists show (tenant, guardrail, revision, trace), no N+1."""
+def entries_for_listing(entries: QuerySet[JudgeLedgerEntry]) -> QuerySet[JudgeLedgerEntry]:
+    """`entries` with the names a listing shows, joined in the same query."""
     return entries.annotate(
         tenant_slug=F("tenant__slug"),
         guardrail_ref=F("guardrail__guardrail_id"),
         revision_number=F("revision__number"),
-        trace_ref=F("trace__trace_id"),
     )
 
 
-def entry_csv_rows(entries: QuerySet[JudgeLedgerEntry]) -> Iterator[list[str]]:
-    """The CSV of the entries themselves, streamed from the database in chunks."""
-    yield list(ENTRY_COLUMNS)
-    for entry in entries_with_refs(entries).order_by("-created_at", "-pk").iterator(2000):
-        yield [
-            entry.created_at.isoformat(), entry.tenant_slug, entry.guardrail_ref,  # type: ignore[attr-defined]
-            str(entry.revision_number or ""), entry.trace_ref or "",  # type: ignore[attr-defined]
-            entry.model_id, str(entry.input_tokens), str(entry.output_tokens),
-            format_usd(entry.cost_usd), str(entry.latency_ms), entry.outcome,
-            str(entry.over_budget_cost).lower(), str(entry.over_budget_latency).lower(),
-            str(entry.cache_hit).lower(),
-        ]
+def entry_dict(entry: JudgeLedgerEntry) -> dict[str, Any]:
+    """One ledger entry in the API's camelCase shape (an entry of `entries_for_listing`)."""
+    return {
+        "id": entry.pk,
+        "tenant": entry.tenant_slug,  # type: ignore[attr-defined]
+        "guardrail": entry.guardrail_ref,  # type: ignore[attr-defined]
+        "revision": entry.revision_number,  # type: ignore[attr-defined]
+        "trace": entry.trace_ref or None,
+        "evaluation": entry.evaluation_id,
+        "model": entry.model_id,
+        "provider": entry.provider,
+        "modelName": entry.model_name,
+        "inputTokens": entry.input_tokens,
+        "outputTokens": entry.output_tokens,
+        "costUsd": exact(entry.cost_usd),
+        "latencyMs": entry.latency_ms,
+        "outcome": entry.outcome,
+        "verdict": entry.verdict or None,
+        "score": entry.score,
+        "reason": entry.reason,
+        "error": entry.error,
+        "billed": entry.billed,
+        "attempts": entry.attempts,
+        "cacheHit": entry.cache_hit,
+        "overBudgetCost": entry.over_budget_cost,
+        "overBudgetLatency": entry.over_budget_latency,
+        "createdAt": entry.created_at.isoformat().replace("+00:00", "Z"),
+    }
+
+
+CSV_COLUMNS = [
+    "createdAt", "tenant", "guardrail", "revision", "trace", "evaluation", "model", "provider",
+    "modelName", "inputTokens", "outputTokens", "costUsd", "latencyMs", "outcome", "verdict",
+    "score", "reason", "error", "billed", "attempts", "cacheHit", "overBudgetCost",
+    "overBudgetLatency",
+]
+#: Rows read per query while streaming an export: memory stays flat whatever its size.
+CSV_CHUNK = 2000
+
+
+class _Echo:
+    """A file-like object whose write gives back what was written (for csv.writer)."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_lines(entries: QuerySet[JudgeLedgerEntry]) -> Iterator[str]:
+    """The entries as CSV lines, newest first, read in keyset chunks (for a streamed export).
+
+    A cell that a spreadsheet would run as a formula (=, +, -, @ first) is quoted with a
+    leading apostrophe: trace content and reasons come from outside.
+    """
+    writer = csv.writer(_Echo())
+    yield writer.writerow(CSV_COLUMNS)
+    listing = entries_for_listing(entries).order_by("-created_at", "-pk")
+    last: tuple[Any, int] | None = None
+    while True:
+        chunk = listing
+        if last is not None:
+            chunk = chunk.filter(Q(created_at__lt=last[0]) | Q(created_at=last[0], pk__lt=last[1]))
+        rows = list(chunk[:CSV_CHUNK])
+        for entry in rows:
+            doc = entry_dict(entry)
+            yield writer.writerow([_cell(doc[column]) for column in CSV_COLUMNS])
+        if len(rows) < CSV_CHUNK:
+            return
+        last = (rows[-1].created_at, rows[-1].pk)
+
+
+#: A cell starting with one of these is read as a formula by spreadsheets: it is quoted.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    """`value`, with a leading apostrophe if a spreadsheet would run it (numbers are left be)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _is_number(value):
+        return "'" + value
+    return value
+
+
+def _is_number(value: str) -> bool:
+    try:
+        Decimal(value)
+    except ArithmeticError:
+        return False
+    return True

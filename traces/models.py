@@ -36,6 +36,10 @@ class RunTrace(models.Model):
     content_hash = models.CharField(max_length=64)
     withheld = models.BooleanField(default=False)
     received_at = models.DateTimeField(default=timezone.now)
+    upload = models.ForeignKey(
+        "Upload", on_delete=models.SET_NULL, null=True, blank=True, related_name="traces",
+        help_text="the upload that stored this trace, if one did",
+    )
 
     objects = TenantScopedQuerySet.as_manager()
 
@@ -56,7 +60,11 @@ class Evaluation(models.Model):
     """A batch evaluation run: which guardrails over which traces, and how far it got.
 
     Started by an author, run in the background; the pages read its status and progress
-    from this row, never from a task backend.
+    from this row, never from a task backend. `guardrails` are the ids asked for (empty:
+    every enabled one); `revisions` pins the revision of each, taken when the run is
+    created, so that an edit during the run does not mix two versions. `trace_filters`
+    selects the tenant's traces: `agent`, `flow`, `since`, `until` (received, ISO 8601)
+    and `upload` (the traces an upload stored). The work is split in `chunks`.
     """
 
     class Status(models.TextChoices):
@@ -82,14 +90,62 @@ class Evaluation(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     summary = models.JSONField(default=dict)
     error = models.TextField(blank=True)
+    revisions = models.ManyToManyField(GuardrailRevision, related_name="+", blank=True)
 
     objects = TenantScopedQuerySet.as_manager()
+
+    FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "-created_at", "-id"], name="evaluation_tenant")]
 
     def __str__(self) -> str:
         return f"evaluation {self.pk} ({self.status})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL
+
+    @property
+    def percent(self) -> int:
+        if self.total == 0:
+            return 100 if self.is_final else 0
+        return min(100, self.done * 100 // self.total)
+
+
+class EvaluationChunk(models.Model):
+    """A slice of a run's traces, by a range of trace primary keys, evaluated by one task.
+
+    `size` is how many selected traces the range held when the run was planned; finishing
+    the chunk adds it to the run's `done`, once (the status change from `running` to `done`
+    is the guard). `lease_until` says until when the worker that claimed the chunk (or the
+    message that carries it) is trusted; a chunk whose lease has expired is sent again.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        CANCELLED = "cancelled"
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="chunks")
+    number = models.PositiveIntegerField()
+    first_pk = models.BigIntegerField()
+    last_pk = models.BigIntegerField()
+    size = models.PositiveIntegerField()
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["evaluation", "number"], name="chunk_number_per_run")
+        ]
+        indexes = [models.Index(fields=["status", "lease_until"], name="chunk_status_lease")]
+
+    def __str__(self) -> str:
+        return f"chunk {self.number} of evaluation {self.evaluation_id} ({self.status})"
 
 
 class EvaluationResult(models.Model):
@@ -224,8 +280,14 @@ class ViolationReview(models.Model):
 class JudgeLedgerEntry(models.Model):
     """One call to a judge model's provider, with what it cost, under the guardrail it judged.
 
-    Tokens are as the provider reported them; cost is exact (registered prices times
-    tokens). The budget flags compare the call with the guardrail's declarative budget.
+    Tokens are as the provider reported them (null when it reported none); cost is exact
+    (registered prices times tokens, twelve decimal places: prices have at most six).
+    `billed`: the provider reported usage, even if its answer was then unusable.
+    `outcome` is the short form (PASS, FAIL, the score, or "error"); `verdict`, `score`,
+    `reason` and `error` the details. A cache hit is a row too (`cache_hit`, never billed,
+    cost zero) so that the ledger shows what the cache saved. The budget flags compare the
+    call with the guardrail's declarative budget. `trace_ref` is the runtime's trace id,
+    kept when the trace itself is not stored (`POST evaluate?store=false`).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="ledger_entries")
@@ -236,15 +298,24 @@ class JudgeLedgerEntry(models.Model):
     trace = models.ForeignKey(
         RunTrace, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    trace_ref = models.CharField(max_length=200, blank=True)
     evaluation = models.ForeignKey(
         Evaluation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     model_id = models.CharField(max_length=200)
-    input_tokens = models.PositiveIntegerField(default=0)
-    output_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
+    provider = models.CharField(max_length=20, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=24, decimal_places=12, default=0)
     latency_ms = models.PositiveIntegerField(default=0)
     outcome = models.CharField(max_length=300, help_text="the verdict, the score, or the error")
+    verdict = models.CharField(max_length=4, blank=True)
+    score = models.FloatField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    billed = models.BooleanField(default=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
     over_budget_cost = models.BooleanField(default=False)
     over_budget_latency = models.BooleanField(default=False)
     cache_hit = models.BooleanField(default=False)
@@ -257,13 +328,14 @@ class JudgeLedgerEntry(models.Model):
         indexes = [
             models.Index(fields=["tenant", "created_at"], name="ledger_tenant_time"),
             models.Index(fields=["guardrail", "created_at"], name="ledger_guardrail_time"),
-            # The ledger's sums read only these columns: on PostgreSQL they are answered
-            # from this index alone (an index-only scan), without visiting the table.
+            # The ledger's sums (traces.ledger.SUMS, grouped by guardrail, model or day) read
+            # only these columns: on PostgreSQL they are answered from this index alone (an
+            # index-only scan), without visiting the table. `outcome` is the short form.
             models.Index(
                 fields=["tenant", "created_at"],
                 include=[
                     "guardrail", "model_id", "input_tokens", "output_tokens", "cost_usd",
-                    "over_budget_cost", "over_budget_latency", "cache_hit",
+                    "over_budget_cost", "over_budget_latency", "cache_hit", "billed", "outcome",
                 ],
                 name="ledger_tenant_time_sums",
             ),
@@ -275,3 +347,73 @@ class JudgeLedgerEntry(models.Model):
     @property
     def over_budget(self) -> bool:
         return self.over_budget_cost or self.over_budget_latency
+
+
+def upload_path(upload: Upload, filename: str) -> str:
+    return f"uploads/{upload.tenant_id}/{timezone.now():%Y/%m/%d}/{filename}"
+
+
+class Upload(models.Model):
+    """A file of traces (.json, .jsonl, either gzip-compressed) uploaded from a page.
+
+    The file is streamed to MEDIA_ROOT and processed in the background, line by line (or
+    element by element for a JSON array): bounded memory whatever its size. Counts say
+    what became of the traces; `errors` keeps the first bad lines (line number and reason,
+    at most KINDGI_UPLOAD_MAX_ERRORS of them, `errors_total` counts all). With
+    `evaluate_after`, an evaluation of the stored traces starts when processing ends.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="uploads")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    file = models.FileField(upload_to=upload_path, max_length=500)
+    original_name = models.CharField(max_length=300)
+    size = models.PositiveBigIntegerField(default=0)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    bytes_read = models.PositiveBigIntegerField(default=0)
+    lines_total = models.PositiveIntegerField(default=0)
+    lines_stored = models.PositiveIntegerField(default=0)
+    lines_duplicate = models.PositiveIntegerField(default=0)
+    lines_conflict = models.PositiveIntegerField(default=0)
+    lines_invalid = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, help_text='[{"line": n, "path": "...", "message": "..."}]')
+    errors_total = models.PositiveIntegerField(default=0)
+    failure = models.TextField(blank=True, help_text="why the file as a whole could not be read")
+    lease_until = models.DateTimeField(null=True, blank=True, help_text="until when its worker is trusted")
+    evaluate_after = models.BooleanField(default=False)
+    evaluation = models.ForeignKey(
+        Evaluation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    FINAL = (Status.SUCCEEDED, Status.FAILED)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "-created_at", "-id"], name="upload_tenant")]
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} {self.original_name} ({self.status})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL
+
+    @property
+    def done(self) -> int:
+        """Progress in bytes of the (possibly compressed) file read so far."""
+        return self.size if self.is_final else min(self.bytes_read, self.size)
+
+    @property
+    def total(self) -> int:
+        return self.size

@@ -1,55 +1,113 @@
 """Evaluating stored traces and recording results and violations.
 
-The runtime verdict (`POST evaluate`) and ingestion share `record_results`; ingestion
-queues its traces through `queue_runtime_evaluation`, the one entry point that the
-background queue replaces.
+Every server path evaluates with the deployment's engine (`guardrails.deployment.engine`:
+the built-in and pack checks, the sandboxed zero-llm strategy, the judge) in a context
+whose services come from `evaluation_services`. The runtime verdict (`POST evaluate`),
+ingestion and evaluation runs share `record_results`; ingestion queues its traces with
+`queue_runtime_evaluation`: one background task per ingested batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from guardrails import deployment
+from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
 from guardrails.services import Enforced, enforced_guardrails
 from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
 
 
-def runtime_verdict(document: Trace, enforced: Sequence[Enforced]) -> TurnVerdict:
+def runtime_verdict(
+    document: Trace, enforced: Sequence[Enforced], services: Mapping[str, Any] | None = None
+) -> TurnVerdict:
     """The runtime verdict of the enforced guardrails on one trace.
 
-    The services (the sandbox pool) come from the deployment, for the trace's tenant.
+    `services` are the evaluation's (`evaluation_services`); without them the verdict
+    builds its own for this one trace and closes them.
     """
-    services = deployment.evaluation_services(document.get("tenant"))
-    context = Context.for_trace(document, "runtime", **services)
-    guardrails = [item.guardrail for item in enforced]
-    return evaluate_all(guardrails, document, context, engine=deployment.engine())
+    return verdict_of(document, enforced, "runtime", services)
+
+
+def verdict_of(
+    document: Trace, enforced: Sequence[Enforced], mode: Mode, services: Mapping[str, Any] | None = None
+) -> TurnVerdict:
+    """The enforced guardrails' verdict on one trace in `mode`, with the evaluation's services."""
+    own = services is None
+    bound = evaluation_services(document.get("tenant")) if services is None else services
+    try:
+        context = Context.for_trace(document, mode, **bound)
+        guardrails = [item.guardrail for item in enforced]
+        return evaluate_all(guardrails, document, context, engine=deployment.engine())
+    finally:
+        if own:
+            close_services(dict(bound))
 
 
 def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:
-    """Evaluate newly stored traces in mode `runtime` once their transaction commits."""
+    """Evaluate newly stored traces in mode `runtime` in the background: one task per batch,
+    sent once the transaction that stored them commits."""
+    from traces.tasks import evaluate_ingested
+
     ids = list(trace_ids)
-    transaction.on_commit(lambda: evaluate_stored_traces(ids))
+    if ids:
+        transaction.on_commit(lambda: evaluate_ingested.delay(ids))
 
 
 def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
-    """Evaluate the traces (those still there) with every enforced guardrail; store results.
+    """Evaluate the traces (those still there) in mode `runtime` with every enforced guardrail.
 
-    Idempotent: a result of no run is unique per trace and revision. Returns how many
-    traces were evaluated.
+    As at `POST evaluate`, a trace that a `halt` guardrail fails keeps its other fields and
+    loses its response (`withheld`). Idempotent: a result of no run is unique per trace and
+    revision. Returns how many traces were evaluated.
     """
     enforced = enforced_guardrails()
-    if not enforced:
-        return 0
-    traces = list(RunTrace.objects.filter(pk__in=trace_ids))
-    verdicts = [(trace, runtime_verdict(trace.document, enforced).results) for trace in traces]
-    record_results(verdicts, enforced, mode="runtime")
-    return len(traces)
+    traces = list(RunTrace.objects.filter(pk__in=list(trace_ids)).select_related("tenant").order_by("pk"))
+    if not enforced or not traces:
+        return len(traces)
+    verdicts = evaluate_traces(traces, enforced, mode="runtime")
+    for trace, verdict in verdicts:
+        if verdict.withheld and not trace.withheld:
+            withhold_stored_output(trace)
+    return len(verdicts)
+
+
+def withhold_stored_output(trace: RunTrace) -> None:
+    """Drop a stored trace's response (a halt guardrail failed); its hash stays the received one."""
+    trace.document = {key: value for key, value in trace.document.items() if key != "output"}
+    trace.withheld = True
+    RunTrace.objects.filter(pk=trace.pk).update(document=trace.document, withheld=True)
+
+
+def evaluate_traces(
+    traces: Sequence[RunTrace],
+    enforced: Sequence[Enforced],
+    *,
+    mode: Mode,
+    evaluation: Evaluation | None = None,
+) -> list[tuple[RunTrace, TurnVerdict]]:
+    """Evaluate stored traces (rows with their tenant selected), store the results, return the verdicts.
+
+    One set of evaluation services serves them all: judge models and policies are read
+    once, one HTTP client is reused, and every judge call is charged in the ledger to
+    the trace and to `evaluation` (a batch run) when given.
+    """
+    services = evaluation_services(evaluation.tenant if evaluation is not None else None,
+                                   evaluation=evaluation)
+    services["judge"].know_traces(traces)
+    try:
+        verdicts = [(trace, verdict_of(trace.document, enforced, mode, services)) for trace in traces]
+    finally:
+        close_services(services)
+    results = [(trace, verdict.results) for trace, verdict in verdicts]
+    record_results(results, enforced, mode=mode, evaluation=evaluation)
+    return verdicts
 
 
 def record_results(
@@ -74,8 +132,12 @@ def record_results(
     if not rows:
         return
     with transaction.atomic():
+        # A result stored before this call got its violation then (same transaction): only
+        # the rows inserted now, above this key, need one. The key range keeps the look-up
+        # as cheap for the millionth result as for the first.
+        floor = EvaluationResult.objects.aggregate(top=Max("pk"))["top"] or 0
         EvaluationResult.objects.bulk_create(rows, ignore_conflicts=True)
-        _record_violations([row.trace_id for row in rows], evaluation, now)
+        _record_violations([row.trace_id for row in rows], evaluation, now, floor)
 
 
 def _result_row(
@@ -101,13 +163,15 @@ def _result_row(
     )
 
 
-def _record_violations(trace_ids: list[int], evaluation: Evaluation | None, now: Any) -> None:
+def _record_violations(trace_ids: list[int], evaluation: Evaluation | None, now: Any, floor: int) -> None:
     failures = (
         EvaluationResult.objects.filter(
-            trace_id__in=set(trace_ids), evaluation=evaluation, status="fail",
+            pk__gt=floor, trace_id__in=set(trace_ids), evaluation=evaluation, status="fail",
             violation__isnull=True,
         )
         .select_related("trace", "revision")
+        .only("pk", "tenant_id", "trace_id", "guardrail_id", "revision_id", "evaluation_id", "mode",
+              "reason", "trace__agent", "trace__flow", "revision__document")
     )
     Violation.objects.bulk_create(
         [_violation_row(result, now) for result in failures], ignore_conflicts=True
@@ -122,7 +186,7 @@ def _violation_row(result: EvaluationResult, now: Any) -> Violation:
         result=result,
         guardrail_id=result.guardrail_id,
         revision_id=result.revision_id,
-        evaluation=result.evaluation,
+        evaluation_id=result.evaluation_id,
         action=str(document["action"]["on-violation"]),
         severity=str(document.get("severity") or ""),
         mode=result.mode,

@@ -1,12 +1,20 @@
-"""The pages of traces, violations and the judge cost ledger."""
+"""The pages of traces, evaluation runs, uploads, violations and the judge cost ledger."""
 
 from django.urls import path
 
-from traces import views
+from traces import evaluation_views, upload_views, views
 
 urlpatterns = [
     path("traces/", views.TraceListView.as_view(), name="trace-list"),
     path("traces/<int:pk>/", views.TraceDetailView.as_view(), name="trace-detail"),
+    path("evaluations/", evaluation_views.EvaluationListView.as_view(), name="evaluation-list"),
+    path("evaluations/new/", evaluation_views.EvaluationCreateView.as_view(), name="evaluation-create"),
+    path("evaluations/<int:pk>/", evaluation_views.EvaluationDetailView.as_view(), name="evaluation-detail"),
+    path("evaluations/<int:pk>/cancel/", evaluation_views.EvaluationCancelView.as_view(),
+         name="evaluation-cancel"),
+    path("uploads/", upload_views.UploadListView.as_view(), name="upload-list"),
+    path("uploads/new/", upload_views.UploadCreateView.as_view(), name="upload-create"),
+    path("uploads/<int:pk>/", upload_views.UploadDetailView.as_view(), name="upload-detail"),
     path("violations/", views.ViolationListView.as_view(), name="violation-list"),
     path("violations/chart.json", views.ViolationChartView.as_view(), name="violation-chart"),
     path("violations/review/", views.ViolationBulkReviewView.as_view(), name="violation-review-bulk"),

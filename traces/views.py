@@ -8,9 +8,8 @@ passed to the templates as plain strings, which they escape.
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -367,15 +366,15 @@ class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         form = self.form(request.GET)
         entries = self.entries(form)
-        groups = ledger.summarize(entries, [form.grouping])
+        groups = ledger.summarise(entries, [form.grouping])
         first, last = chart_days(form)
-        daily = ledger.summarize(entries.filter(
+        daily = ledger.summarise(entries.filter(
             created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1))
         ), ["day", "model"])
-        chart = chart_data([(date.fromisoformat(g["day"]), g["model"], g["costUsd"])
+        chart = chart_data([(date.fromisoformat(g["day"]), g["model"], Decimal(g["costUsd"]))
                             for g in daily], first, last, y_format="usd",
                            title="Judge cost per day by model")
-        page = keyset_page(request, ledger.entries_with_refs(entries), "created_at")
+        page = keyset_page(request, ledger.entries_for_listing(entries), "created_at")
         query = request.GET.copy()
         for name in ("after", "before", "size"):
             query.pop(name, None)
@@ -389,37 +388,6 @@ class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         })
 
 
-class _Echo:
-    """A file-like object whose write returns the line, for streaming csv.writer output."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
-#: A cell starting with one of these is read as a formula by spreadsheets: it is quoted.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _cell(value: str) -> str:
-    if value.startswith(_FORMULA_START) and not _is_number(value):
-        return "'" + value
-    return value
-
-
-def _is_number(value: str) -> bool:
-    try:
-        Decimal(value)
-    except ArithmeticError:
-        return False
-    return True
-
-
-def stream_csv(rows: Iterable[list[str]]) -> Iterator[str]:
-    writer = csv.writer(_Echo())
-    for row in rows:
-        yield writer.writerow([_cell(cell) for cell in row])
-
-
 class LedgerExportView(LedgerView):
     """CSV of the filtered ledger: its sums by the chosen group, or (`rows=entries`) each call."""
 
@@ -428,10 +396,11 @@ class LedgerExportView(LedgerView):
         entries = self.entries(form)
         stamp = timezone.localdate().isoformat()
         if request.GET.get("rows") == "entries":
-            rows, name = ledger.entry_csv_rows(entries), f"kindgi-ledger-calls-{stamp}.csv"
+            lines, name = ledger.csv_lines(entries), f"kindgi-ledger-calls-{stamp}.csv"
         else:
-            groups = ledger.summarize(entries, [form.grouping])
-            rows, name = ledger.csv_rows(groups, [form.grouping]), f"kindgi-ledger-by-{form.grouping}-{stamp}.csv"
-        response = StreamingHttpResponse(stream_csv(rows), content_type="text/csv; charset=utf-8")
+            groups = ledger.summarise(entries, [form.grouping])
+            lines = ledger.summary_csv_lines(groups, [form.grouping])
+            name = f"kindgi-ledger-by-{form.grouping}-{stamp}.csv"
+        response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response

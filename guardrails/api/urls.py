@@ -1,17 +1,23 @@
 from django.urls import path
 
-from guardrails.api import views
+from guardrails.api import judge, views
 
 urlpatterns = [
     path("guardrails", views.GuardrailListView.as_view(), name="api-guardrails"),
     path("guardrails/validate", views.GuardrailValidateView.as_view(),
          name="api-guardrail-validate"),
+    path("guardrails/try", views.GuardrailTryView.as_view(), name="api-guardrail-try"),
     path("guardrails/export", views.GuardrailExportView.as_view(), name="api-guardrail-export"),
     path("guardrails/<str:guardrail_id>", views.GuardrailDetailView.as_view(),
          name="api-guardrail"),
     path("guardrails/<str:guardrail_id>/revisions", views.GuardrailRevisionListView.as_view(),
          name="api-guardrail-revisions"),
     path("checks", views.CheckListView.as_view(), name="api-checks"),
+    path("judge-models", judge.JudgeModelListView.as_view(), name="api-judge-models"),
+    path("judge-models/<str:model_id>", judge.JudgeModelDetailView.as_view(),
+         name="api-judge-model"),
+    path("tenants/<slug:slug>/judge-policy", judge.TenantJudgePolicyView.as_view(),
+         name="api-tenant-judge-policy"),
     path("schemas/guardrail.schema.json", views.SchemaView.as_view(),
          {"name": "guardrail.schema.json"}, name="api-schema-guardrail"),
     path("schemas/runtrace.schema.json", views.SchemaView.as_view(),

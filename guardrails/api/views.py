@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -17,8 +18,10 @@ from rest_framework.response import Response
 
 from guardrails import deployment
 from guardrails.api import serializers
-from guardrails.engine.schema import GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA
-from guardrails.engine.types import Issue
+from guardrails.engine.evaluate import evaluate_guardrail
+from guardrails.engine.sandbox.posture import sandbox_level
+from guardrails.engine.schema import GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA, validate_runtrace
+from guardrails.engine.types import Context, Issue
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import (
     Author,
@@ -175,6 +178,84 @@ class GuardrailValidateView(ConsoleAPIView):
             "errors": [issue.as_dict() for issue in registration.errors],
             "warnings": [issue.as_dict() for issue in registration.warnings],
         })
+
+
+TRY_BODY = {"application/json": {
+    "type": "object",
+    "required": ["guardrail"],
+    "properties": {
+        "guardrail": {"type": "object", "description": "The guardrail document being authored."},
+        "trace": {"type": "object", "description": "A RunTrace to evaluate it against."},
+        "traceId": {"type": "string", "description": "Or the runtime id of a stored trace "
+                    "of one of the caller's tenants."},
+        "mode": {"type": "string", "enum": ["runtime", "ci"], "default": "ci"},
+    },
+}}
+TRY_RESPONSE = OpenApiResponse(
+    {"type": "object", "properties": {"result": {"type": "object"}}},
+    description="The engine's result: guardrail, revision, status (pass, fail, error, "
+    "skipped), reason, action, severity, durationMs, details.",
+)
+
+
+def prefixed(issues: list[Issue], prefix: str) -> list[Issue]:
+    return [Issue(prefix + issue.path, issue.message) for issue in issues]
+
+
+class GuardrailTryView(ConsoleAPIView):
+    """`POST guardrails/try`: evaluate an unsaved guardrail against one trace; stores nothing.
+
+    Same registration as saving and the same engine as the server's enforcement paths, so
+    that what an author sees here is what runtimes and CI will do.
+    """
+
+    filter_backends: list[Any] = []
+    scopes = {"POST": "author"}
+
+    @extend_schema(request=TRY_BODY, responses={
+        200: TRY_RESPONSE, **error_responses(400, 401, 403, 413, 415, 429)})
+    def post(self, request: Request) -> Response:
+        body = read_json_body(request)
+        if not isinstance(body, dict):
+            raise ApiError([Issue("", "the body is an object: {guardrail, trace or traceId, mode}")])
+        mode = body.get("mode", "ci")
+        issues = [] if mode in ("runtime", "ci") else [Issue("/mode", "mode is 'runtime' or 'ci'")]
+        registration = register_document(body.get("guardrail"))
+        issues += prefixed(registration.errors, "/guardrail")
+        trace, trace_issues = self.trace_of(body)
+        issues += trace_issues
+        if issues or registration.guardrail is None:
+            raise ApiError(issues)
+        result = evaluate_guardrail(registration.guardrail, trace,
+                                    self.context(trace, mode, registration.guardrail.document),
+                                    engine=deployment.engine())
+        return Response({"result": result.as_dict(),
+                         "warnings": [w.as_dict() for w in registration.warnings]})
+
+    def trace_of(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[Issue]]:
+        """The pasted trace, validated, or the stored one named by `traceId`."""
+        if "trace" in body:
+            trace = body["trace"]
+            issues = validate_runtrace(trace, max_depth=settings.KINDGI_MAX_DEPTH)
+            return (trace if isinstance(trace, dict) else {}), prefixed(issues, "/trace")
+        trace_id = body.get("traceId")
+        if not isinstance(trace_id, str) or not trace_id:
+            return {}, [Issue("/trace", "give a trace, or the traceId of a stored trace")]
+        from traces.models import RunTrace
+
+        stored = (RunTrace.objects.for_caller(self.caller).filter(trace_id=trace_id)
+                  .order_by("-received_at").first())
+        if stored is None:
+            return {}, [Issue("/traceId", f"no trace {trace_id!r} of yours is stored")]
+        return dict(stored.document), []
+
+    @staticmethod
+    def context(trace: dict[str, Any], mode: str, document: Any) -> Context:
+        """The trace's context; a sandboxed pack check gets the deployment's sandbox pool."""
+        services: dict[str, Any] = {}
+        if sandbox_level(document) != "none":
+            services["sandbox"] = deployment.sandbox_pool()
+        return Context.for_trace(trace, mode, **services)  # type: ignore[arg-type]
 
 
 class GuardrailExportView(ConsoleAPIView):

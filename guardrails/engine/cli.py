@@ -11,6 +11,14 @@ guardrail gives the same result here as on the server.
 Exit statuses follow interfaces.md: validate_guardrail 0 all valid, 1 any invalid, 2 a file
 unreadable or not JSON; guardrail_ci 0 nothing blocks, 1 a selected guardrail gave fail or
 error, 2 bad input (each named with file and line, or an invalid check pack).
+
+llm-judge guardrails need judge models: `guardrail_ci --judge-models judges.json` reads a JSON
+array of registrations, the shape `GET /api/v1/judge-models` answers (id, provider, model,
+baseUrl, apiKeyEnv, pricing, capabilities, thinking, sampling), and routes each llm-judge
+guardrail among them as the console does (every model allowed; no cache across runs). The
+API keys come from the environment variables the registrations name. The run writes one
+line on stderr with its judge calls and their cost. Without the file, an llm-judge
+guardrail's result is `error` (no judge bound), which blocks.
 """
 
 from __future__ import annotations
@@ -23,8 +31,9 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -39,6 +48,9 @@ from guardrails.engine.schema import (
     validate_runtrace_line,
 )
 from guardrails.engine.types import Context, Guardrail, Issue, Status
+
+if TYPE_CHECKING:  # the judge's services load only for a run given --judge-models
+    from guardrails.engine.judge import InMemoryJudgeServices
 
 EXPORT_PATH = "/api/v1/guardrails/export"
 FORMATS = ("text", "json", "junit")
@@ -423,6 +435,12 @@ def add_ci_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--traces", nargs="+", required=True, metavar="PATH")
     parser.add_argument("--format", choices=FORMATS, default="text")
     parser.add_argument("--output", metavar="FILE", help="write the report here, not stdout")
+    parser.add_argument(
+        "--judge-models",
+        metavar="FILE",
+        help="judge models for llm-judge guardrails: a JSON array of registrations "
+        "(the shape of GET /api/v1/judge-models; keys from the environment variables they name)",
+    )
     add_pack_argument(parser)
 
 
@@ -461,6 +479,7 @@ def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> in
         deployment = load_deployment(getattr(args, "pack", None) or ())
         _write_pack_warnings(deployment, stderr)
         guardrails = _load_guardrails(args, deployment, stderr)
+        judge = _judge_services(getattr(args, "judge_models", None))
     except BadInput as exc:
         stderr.write(f"{exc}\n")
         return 2
@@ -472,6 +491,8 @@ def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> in
     except BadInput as exc:
         stderr.write(f"{exc}\n")
         return 2
+    if judge is not None:
+        services["judge"] = judge
     try:
         for path in args.traces:
             try:
@@ -481,8 +502,12 @@ def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> in
     finally:
         if "sandbox" in services:
             services["sandbox"].shutdown()
+        if judge is not None:
+            judge.client.close()
     report.seconds = time.perf_counter() - started
     _write_report(args, report, stdout)
+    if judge is not None:
+        stderr.write(_judge_summary(judge))
     for message in report.bad_input:
         stderr.write(f"{message}\n")
     if report.bad_input:
@@ -547,6 +572,47 @@ def download_export(url: str) -> tuple[str, object]:
     if not isinstance(doc, list):
         raise BadInput(f"{export_url}: the export must be a JSON array of guardrails")
     return export_url, doc
+
+
+def _judge_services(path: str | None) -> InMemoryJudgeServices | None:
+    """Judge services over the registrations in `path` (a JSON array); None without a file.
+
+    Each registration is checked like the console checks one; the keys come from the
+    environment variables the registrations name, at call time. A judge call may take
+    KINDGI_JUDGE_CALL_LIMIT_S seconds (default 60), retries included.
+    """
+    if not path:
+        return None
+    import httpx  # imported here: only a run with llm-judge guardrails pays for it
+
+    from guardrails.engine.judge import InMemoryJudgeServices, JudgeModel, validate_judge_model
+
+    doc = load_json_file(path)
+    if not isinstance(doc, list):
+        raise BadInput(f"{path}: judge models are a JSON array of registrations")
+    issues = [issue for index, item in enumerate(doc) for issue in validate_judge_model(item, base_path=f"/{index}")]
+    if issues:
+        raise BadInput("\n".join(f"{path}: {issue.path}: {issue.message}" for issue in issues))
+    ids = [item["id"] for item in doc]
+    repeated = sorted({model_id for model_id in ids if ids.count(model_id) > 1})
+    if repeated:
+        raise BadInput(f"{path}: judge model {repeated[0]!r} is registered twice")
+    raw_limit = os.environ.get("KINDGI_JUDGE_CALL_LIMIT_S", "").strip()
+    if raw_limit and not raw_limit.isdigit():
+        raise BadInput(f"KINDGI_JUDGE_CALL_LIMIT_S={raw_limit!r} is not a whole number")
+    return InMemoryJudgeServices(
+        models=[JudgeModel.from_dict(item) for item in doc],
+        client=httpx.Client(),
+        time_limit_s=float(raw_limit or 60),
+    )
+
+
+def _judge_summary(judge: InMemoryJudgeServices) -> str:
+    """One line on stderr: what the run's judge calls cost (the reports stay as they are)."""
+    calls = [call for call, _guardrail, _revision in judge.calls]
+    cost = sum((call.cost_usd for call in calls), Decimal(0))
+    billed = sum(1 for call in calls if call.billed)
+    return f"judge: {len(calls)} calls ({billed} billed), {cost} USD\n"
 
 
 def _evaluate_file(

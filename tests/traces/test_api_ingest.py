@@ -241,7 +241,9 @@ def test_every_stored_trace_is_evaluated_in_runtime_mode(
     assert (violation.action, violation.severity, violation.agent) == (
         "halt", "critical", "support-bot")
     assert violation.revision.number == 1 and violation.state == "open"
-    assert not RunTrace.objects.filter(withheld=True).exists()
+    # As at POST evaluate: the halt guardrail failed, so the stored responses are withheld.
+    assert set(RunTrace.objects.values_list("withheld", flat=True)) == {True}
+    assert all("output" not in doc for doc in RunTrace.objects.values_list("document", flat=True))
 
 
 @pytest.mark.django_db(transaction=True)

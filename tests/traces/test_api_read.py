@@ -265,7 +265,7 @@ def test_it_lists_ledger_entries(api: Any, acme_key: str, acme: Tenant, halt_gua
     add_ledger_entries(acme, 3)
     items = all_pages(api(acme_key), "/api/v1/ledger/entries?limit=2")
     assert len(items) == 3
-    assert items[0]["costUsd"] == "0.00125000" and items[0]["guardrail"] == "no-refunds"
+    assert items[0]["costUsd"] == "0.00125" and items[0]["guardrail"] == "no-refunds"
 
 
 def test_charlie_sees_no_acme_ledger(

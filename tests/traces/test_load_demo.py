@@ -8,9 +8,10 @@ from typing import Any
 from django.contrib.auth import authenticate
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
 
 from guardrails.engine.registry import default_registry
-from guardrails.models import Guardrail, GuardrailRevision
+from guardrails.models import Guardrail, GuardrailRevision, JudgeModelRegistration
 from kindgi_console.tenancy.models import Membership, Tenant
 from traces.models import (
     Evaluation,
@@ -22,7 +23,7 @@ from traces.models import (
 )
 
 MODELS = [Tenant, User, Membership, Guardrail, GuardrailRevision, RunTrace, Evaluation,
-          EvaluationResult, Violation, ViolationReview, JudgeLedgerEntry]
+          EvaluationResult, Violation, ViolationReview, JudgeLedgerEntry, JudgeModelRegistration]
 
 
 def counts() -> dict[str, int]:
@@ -60,5 +61,15 @@ def test_load_demo_fills_every_page_and_is_idempotent(db: Any) -> None:
     assert JudgeLedgerEntry.objects.filter(over_budget_cost=True).exists()
     assert JudgeLedgerEntry.objects.filter(over_budget_latency=True).exists()
     assert JudgeLedgerEntry.objects.values("model_id").distinct().count() >= 2
+    registered = set(JudgeModelRegistration.objects.values_list("model_id", flat=True))
+    assert set(JudgeLedgerEntry.objects.values_list("model_id", flat=True)) <= registered
+    assert not JudgeLedgerEntry.objects.filter(provider="").exists()
+    assert not JudgeLedgerEntry.objects.filter(cache_hit=True, billed=True).exists()
+    assert JudgeLedgerEntry.objects.filter(cache_hit=True, cost_usd=0, input_tokens=None).exists()
+    assert JudgeLedgerEntry.objects.exclude(trace_ref="").count() == first["JudgeLedgerEntry"]
+    admin = Client()
+    admin.force_login(User.objects.get(username="admin"))
+    page = admin.get("/judge-models/").content.decode()
+    assert all(model_id in page for model_id in registered)
     days = {moment.date() for moment in Violation.objects.values_list("created_at", flat=True)}
     assert len(days) >= 20  # spread over the last 30 days

@@ -15,6 +15,8 @@ from django.utils import timezone
 
 from kindgi_console.tenancy.models import Membership, Tenant
 from tests.traces import seed
+from traces import ledger
+from traces.models import JudgeLedgerEntry
 
 
 def signed_in(user: Any) -> Client:
@@ -34,7 +36,14 @@ def arrange(acme: Tenant, globex: Tenant) -> None:
     seed.ledger(acme, 2, model_id="big-judge", cost_usd=Decimal("0.0421"), input_tokens=5000,
                 output_tokens=300, over_budget_cost=True)
     seed.ledger(acme, 1, model_id="big-judge", cost_usd=Decimal("0.01"), over_budget_latency=True,
-                cache_hit=True, created_at=timezone.now() - timedelta(days=3))
+                created_at=timezone.now() - timedelta(days=3))
+    # A judgement the cache answered (free, unbilled: not a call) and a call that failed.
+    seed.ledger(acme, 1, model_id="big-judge", cost_usd=Decimal(0), input_tokens=None,
+                output_tokens=None, latency_ms=0, outcome="cached", cache_hit=True, billed=False,
+                attempts=0)
+    seed.ledger(acme, 1, cost_usd=Decimal(0), input_tokens=None, output_tokens=None,
+                latency_ms=20000, outcome="error", error="the provider timed out", billed=False,
+                attempts=3)
     seed.ledger(globex, 4, model_id="globex-judge", cost_usd=Decimal("9"))
 
 
@@ -51,15 +60,19 @@ def test_page_api_and_csv_give_the_same_sums(
     for wire, row in zip(body, exported, strict=True):
         mine = groups[wire["model"]]
         assert row["model"] == wire["model"]
-        assert Decimal(wire["costUsd"]) == Decimal(row["costUsd"]) == mine["costUsd"]
-        for column in ("calls", "inputTokens", "outputTokens", "overBudget", "overBudgetCost",
-                       "overBudgetLatency", "cacheHits"):
+        assert wire["costUsd"] == row["costUsd"] == mine["costUsd"]
+        for column in ("calls", "billedCalls", "cacheHits", "errors", "overBudget", "overCost",
+                       "overLatency", "inputTokens", "outputTokens"):
             assert wire[column] == int(row[column]) == mine[column], column
-    assert groups["big-judge"]["costUsd"] == Decimal("0.0942")
-    assert groups["big-judge"]["overBudgetCost"] == 2 and groups["big-judge"]["cacheHits"] == 1
+    assert list(exported[0]) == ["model", *ledger.SUMMARY_COLUMNS]
+    big, small = groups["big-judge"], groups["small-judge"]
+    assert big["costUsd"] == "0.0942" and (big["calls"], big["cacheHits"]) == (3, 1)
+    assert (big["overCost"], big["overLatency"], big["billedCalls"]) == (2, 1, 3)
+    assert (small["calls"], small["billedCalls"], small["errors"]) == (4, 3, 1)
     total = page.context["total"]
-    assert total["calls"] == 6 and total["costUsd"] == Decimal("0.09795")
-    assert total["overBudget"] == 3
+    assert total == ledger.summarise(JudgeLedgerEntry.objects.filter(tenant=acme), [])[0]
+    assert total["calls"] == 7 and total["costUsd"] == "0.09795"
+    assert (total["overBudget"], total["cacheHits"], total["errors"]) == (3, 1, 1)
     assert "0.097950" in page.content.decode()
 
 
@@ -68,29 +81,30 @@ def test_grouping_by_day_guardrail_and_tenant(alice: Any, acme: Tenant, globex: 
     arrange(acme, globex)
     client = signed_in(alice)
     days = client.get("/ledger/?group=day").context["groups"]
-    assert [g["calls"] for g in days] == [1, 5]
+    assert [(g["calls"], g["cacheHits"]) for g in days] == [(1, 0), (6, 1)]
     assert [g["guardrail"] for g in client.get("/ledger/").context["groups"]] == ["no-refunds"]
     Membership.objects.create(user=alice, tenant=globex, role="reviewer")
     tenants = client.get("/ledger/?group=tenant&tenant=*").context["groups"]
-    assert [(g["tenant"], g["calls"]) for g in tenants] == [("acme", 6), ("globex", 4)]
+    assert [(g["tenant"], g["calls"]) for g in tenants] == [("acme", 7), ("globex", 4)]
     only = client.get("/ledger/?group=tenant&tenant=globex").context["groups"]
-    assert [(g["tenant"], g["costUsd"]) for g in only] == [("globex", Decimal("36"))]
+    assert [(g["tenant"], g["costUsd"]) for g in only] == [("globex", "36")]
 
 
 def test_the_filters(alice: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any) -> None:
     arrange(acme, globex)
     client = signed_in(alice)
     today = timezone.localdate().isoformat()
-    assert client.get(f"/ledger/?since={today}").context["total"]["calls"] == 5
+    assert client.get(f"/ledger/?since={today}").context["total"]["calls"] == 6
     assert client.get("/ledger/?model=big-judge").context["total"]["calls"] == 3
-    assert client.get("/ledger/?guardrail=no-refunds").context["total"]["calls"] == 6
+    assert client.get("/ledger/?guardrail=no-refunds").context["total"]["calls"] == 7
     foreign = client.get("/ledger/?tenant=globex&group=model")  # not one of alice's tenants
     assert "tenant" in foreign.context["form"].errors
     assert "globex-judge" not in {g["model"] for g in foreign.context["groups"]}
     exported = csv_of(client.get(f"/ledger/export.csv?since={today}&group=guardrail"))
-    assert exported == [{"guardrail": "no-refunds", "calls": "5", "inputTokens": "13000",
-                         "outputTokens": "660", "costUsd": "0.08795", "overBudget": "2",
-                         "overBudgetCost": "2", "overBudgetLatency": "0", "cacheHits": "0"}]
+    assert exported == [{"guardrail": "no-refunds", "calls": "6", "billedCalls": "5",
+                         "cacheHits": "1", "errors": "1", "overBudget": "2", "overCost": "2",
+                         "overLatency": "0", "inputTokens": "13000", "outputTokens": "660",
+                         "costUsd": "0.08795"}]
 
 
 def test_the_calls_export_streams_each_entry(alice: Any, acme: Tenant, globex: Tenant,
@@ -100,7 +114,8 @@ def test_the_calls_export_streams_each_entry(alice: Any, acme: Tenant, globex: T
     response = signed_in(alice).get("/ledger/export.csv?rows=entries")
     assert 'filename="kindgi-ledger-calls-' in response["Content-Disposition"]
     rows = csv_of(response)
-    assert len(rows) == 7 and {r["tenant"] for r in rows} == {"acme"}
+    assert len(rows) == 9 and {r["tenant"] for r in rows} == {"acme"}
+    assert list(rows[0]) == ledger.CSV_COLUMNS  # the columns of the API's entries.csv
     assert rows[0]["model"].startswith("'=") and rows[0]["outcome"] == "'+danger"
     assert sum(Decimal(r["costUsd"]) for r in rows) == Decimal("0.09795") + Decimal("0.00125")
 

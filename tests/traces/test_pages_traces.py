@@ -61,8 +61,11 @@ def test_the_filters_narrow_the_list(alice: Any, acme: Tenant, halt_guardrail: A
     assert listed("flow=invoice") == {"bill-acme-0000", "bill-acme-0001"}
     assert listed("violations=no") == {"clean-acme-0000", "clean-acme-0001"}
     assert listed("violations=yes") == {"bill-acme-0000", "bill-acme-0001"}
-    RunTrace.objects.filter(trace_id="bill-acme-0000").update(withheld=True)
-    assert listed("withheld=yes") == {"bill-acme-0000"}
+    # A stored trace that a halt guardrail fails loses its response (withheld).
+    assert listed("withheld=yes") == {"bill-acme-0000", "bill-acme-0001"}
+    RunTrace.objects.filter(trace_id="bill-acme-0000").update(withheld=False)
+    assert listed("withheld=yes") == {"bill-acme-0001"}
+    assert listed("withheld=no") == {"bill-acme-0000", "clean-acme-0000", "clean-acme-0001"}
     assert len(listed("since=2000-01-01&until=2999-01-01")) == 4
     assert listed("until=2000-01-01") == set()
     assert client.get("/traces/?since=not-a-date").status_code == 200  # shown at the field

@@ -1,11 +1,13 @@
 from django.urls import path
 
-from traces.api import views
+from traces.api import evaluations, views
 
 urlpatterns = [
     path("traces", views.TraceListView.as_view(), name="api-traces"),
     path("traces/<path:trace_id>", views.TraceDetailView.as_view(), name="api-trace"),
     path("evaluate", views.EvaluateView.as_view(), name="api-evaluate"),
+    path("evaluations/estimate", views.EvaluationEstimateView.as_view(),
+         name="api-evaluation-estimate"),
     path("violations", views.ViolationListView.as_view(), name="api-violations"),
     path("violations/review", views.ViolationBulkReviewView.as_view(),
          name="api-violations-review"),
@@ -14,4 +16,10 @@ urlpatterns = [
          name="api-violation-review"),
     path("ledger", views.LedgerSummaryView.as_view(), name="api-ledger"),
     path("ledger/entries", views.LedgerEntryListView.as_view(), name="api-ledger-entries"),
+    path("evaluations", evaluations.EvaluationListView.as_view(), name="api-evaluations"),
+    path("evaluations/<int:pk>", evaluations.EvaluationDetailView.as_view(), name="api-evaluation"),
+    path("evaluations/<int:pk>/cancel", evaluations.EvaluationCancelView.as_view(),
+         name="api-evaluation-cancel"),
+    path("uploads/<int:pk>", evaluations.UploadDetailView.as_view(), name="api-upload"),
+    path("ledger/entries.csv", views.LedgerCsvView.as_view(), name="api-ledger-entries-csv"),
 ]

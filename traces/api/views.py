@@ -7,13 +7,14 @@ from typing import Any
 from django.conf import settings
 from django.db.models import F, Prefetch, QuerySet, Value
 from django.db.models.functions import Coalesce, NullIf
-from django.http import Http404
+from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
@@ -200,7 +201,11 @@ class EvaluateView(ConsoleAPIView):
             raise ApiError(item.errors)
         assert item.document is not None
         enforced = enforced_guardrails()
-        verdict = runtime_verdict(item.document, enforced)
+        services = evaluation_services(item.tenant)
+        try:
+            verdict = runtime_verdict(item.document, enforced, services)
+        finally:
+            close_services(services)
         answer: dict[str, Any] = {
             "turn": verdict.turn,
             "reason": verdict.reason,
@@ -211,9 +216,11 @@ class EvaluateView(ConsoleAPIView):
                 ingest.withhold_output(item)
             ingest.store([item])
             if item.row_id is not None and item.status != ingest.CONFLICT:
-                trace = RunTrace(pk=item.row_id, tenant=item.tenant, agent=item.document.get(
-                    "agent") or "", flow=item.document.get("flow") or "")
+                trace = RunTrace(pk=item.row_id, tenant=item.tenant, trace_id=item.id or "",
+                                 agent=item.document.get("agent") or "",
+                                 flow=item.document.get("flow") or "")
                 record_results([(trace, verdict.results)], enforced, mode="runtime")
+                services["judge"].attach_trace(trace)
             answer["trace"] = item.as_dict()
         return Response(answer)
 
@@ -414,17 +421,34 @@ def filtered_violations(
 
 
 class LedgerEntryListView(ConsoleAPIView):
-    """`GET ledger/entries`: each judge call, newest first."""
+    """`GET ledger/entries`: each judge call, newest first (`ledger/entries.csv`: all, as CSV)."""
 
     serializer_class = serializers.LedgerEntrySerializer
     filterset_class = filters.LedgerFilter
-    queryset = ledger.entries_with_refs(JudgeLedgerEntry.objects.all())
+    queryset = JudgeLedgerEntry.objects.all()
 
     @extend_schema(operation_id="ledger_entries_list", responses={
         200: serializers.LedgerEntrySerializer(many=True), **error_responses(400, 401, 403)})
-    def get(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+    def get(self, request: Request) -> Any:
+        entries = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(ledger.entries_for_listing(entries))
+        return self.get_paginated_response([ledger.entry_dict(entry) for entry in page])
+
+
+class LedgerCsvView(LedgerEntryListView):
+    """`GET ledger/entries.csv`: every entry of the filtered view as a streamed CSV file
+    (the filters of `ledger/entries`, no pagination; memory stays flat)."""
+
+    @extend_schema(operation_id="ledger_entries_csv", responses={
+        (200, "text/csv"): OpenApiTypes.STR, **error_responses(400, 401, 403)})
+    def get(self, request: Request) -> Any:
+        return ledger_csv_response(self.filter_queryset(self.get_queryset()))
+
+
+def ledger_csv_response(entries: QuerySet[JudgeLedgerEntry]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(ledger.csv_lines(entries), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="judge-ledger.csv"'
+    return response
 
 
 class LedgerSummaryView(ConsoleAPIView):
@@ -446,7 +470,86 @@ class LedgerSummaryView(ConsoleAPIView):
     def get(self, request: Request) -> Response:
         try:
             group_by = ledger.parse_group_by(request.query_params.getlist("group_by"))
-        except ledger.GroupByError as error:
-            raise ApiError([error.issue]) from None
-        groups = ledger.summarize(self.filter_queryset(self.get_queryset()), group_by)
-        return Response({"groupBy": group_by, "groups": [ledger.as_wire(g) for g in groups]})
+        except ledger.UnknownGrouping as error:
+            raise ApiError([Issue("/group_by", str(error))]) from None
+        entries = self.filter_queryset(self.get_queryset())
+        return Response({"groupBy": group_by, "groups": ledger.summarise(entries, group_by)})
+
+
+ESTIMATE_SCHEMA = {
+    "type": "object",
+    "required": ["calls", "cached", "costUsd", "traces", "sampled", "extrapolated", "models",
+                 "errors"],
+    "properties": {
+        "tenant": {"type": "string"},
+        "calls": {"type": "integer", "description": "Judge calls to pay (cache hits left out)."},
+        "cached": {"type": "integer", "description": "Judgements the cache will answer."},
+        "costUsd": {"type": "string", "description": "Upper estimate, exact decimal string."},
+        "traces": {"type": "integer"},
+        "sampled": {"type": "integer", "description": "Traces read to estimate."},
+        "extrapolated": {"type": "boolean",
+                         "description": "True when the selection was larger than the sample."},
+        "models": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Guardrail id -> the judge model it routes to."},
+        "errors": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Guardrail id -> why no judge model fits."},
+    },
+}
+
+
+class EvaluationEstimateView(ConsoleAPIView):
+    """`GET evaluations/estimate`: what a batch run would ask judges, before it starts.
+
+    `guardrails` (comma-separated ids; none: every enabled one) over the traces that
+    `agent`, `flow`, `since`, `until` select in `tenant` (optional for a caller of one tenant;
+    404 for a tenant the caller may not read). An id of no enabled guardrail is named in
+    the answer's `errors`.
+    """
+
+    queryset = RunTrace.objects.all()
+    filterset_class = filters.TraceFilter
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="evaluations_estimate",
+        parameters=[OpenApiParameter("guardrails", str, description="Comma-separated ids.")],
+        responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
+    )
+    def get(self, request: Request) -> Response:
+        from guardrails.judge import estimate_run
+
+        traces = self.filter_queryset(self.get_queryset())
+        tenant = self._tenant(request)
+        guardrails, unknown = self._guardrails(request)
+        estimate = estimate_run(guardrails, traces.filter(tenant=tenant), tenant)
+        for name in unknown:  # said in the answer, like a guardrail without a judge
+            estimate["errors"][name] = "no enabled guardrail has this id"
+        return Response({"tenant": tenant.slug, **estimate})
+
+    def _tenant(self, request: Request) -> Any:
+        from kindgi_console.tenancy.models import Tenant
+
+        visible = Tenant.objects.annotate(tenant_id=F("pk"))
+        condition = self.caller.tenant_filter("read")
+        if condition is not None:
+            visible = visible.filter(condition)
+        slug = request.query_params.get("tenant")
+        if slug:
+            visible = visible.filter(slug=slug)
+        found = list(visible[:2])
+        if len(found) == 1:
+            return found[0]
+        if not found:  # a tenant the caller may not read is not there, as everywhere
+            raise Http404
+        raise ApiError([Issue("/tenant", "name the tenant to estimate for with ?tenant=")])
+
+    @staticmethod
+    def _guardrails(request: Request) -> tuple[list[Any], list[str]]:
+        """The enabled guardrails named (all when none is), and the names of no such one."""
+        wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",")
+                  if name.strip()]
+        enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails()}
+        if not wanted:
+            return list(enforced.values()), []
+        known = [enforced[name] for name in dict.fromkeys(wanted) if name in enforced]
+        return known, [name for name in dict.fromkeys(wanted) if name not in enforced]

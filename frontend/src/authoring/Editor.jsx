@@ -17,7 +17,7 @@ const FORM_BEHAVIOUR = {
   emptyObjectFields: "populateRequiredDefaults",
   arrayMinItems: { populate: "never" },
   constAsDefaults: "skipOneOf",
-  mergeDefaultsIntoFormData: "useFormDataIfPresent",
+  mergeDefaultsIntoFormData: "useDefaultIfFormDataUndefined",
 };
 const fields = { json: JsonField };
 const widgets = { flag: FlagWidget };
@@ -194,8 +194,9 @@ export function Editor({ config, initialDoc }) {
     setSaveState({ busy: true, message: "", errors: null });
     try {
       const { status, body } = await requestJson(config.saveUrl, { method: config.saveMethod, body: doc });
-      if (status === 400) {
-        const errors = (body && body.errors) || [{ path: "", message: "The console refused the guardrail." }];
+      if (status >= 400) {
+        // 400 invalid, 409 an id already taken, 403/404 no longer allowed: nothing was saved.
+        const errors = (body && body.errors) || [{ path: "", message: `The console refused the guardrail (HTTP ${status}).` }];
         setSaveState({ busy: false, message: `Not saved: ${errors.length} ${errors.length === 1 ? "error" : "errors"}.`, errors });
         setView("form");
         return;

@@ -25,8 +25,16 @@ function traceDetailUrl(config, item) {
   return `${base.pathname.replace(/\/$/, "")}/${id}`;
 }
 
-/** A trace detail answer is the trace itself, or `{trace: {...}}` with the stored trace inside. */
-const unwrapTrace = (body) => (body && typeof body.trace === "object" && body.trace !== null ? body.trace : body);
+/**
+ * A trace detail answer is the trace itself, `{trace: {...}}`, or the console's stored trace
+ * `{id, tenant, …, document: {...}}` whose `document` is the RunTrace as received.
+ */
+function unwrapTrace(body) {
+  if (!body || typeof body !== "object") return body;
+  if (typeof body.trace === "object" && body.trace !== null) return body.trace;
+  if (typeof body.document === "object" && body.document !== null && !Array.isArray(body.document)) return body.document;
+  return body;
+}
 
 function ResultView({ result }) {
   const status = STATUSES.has(result.status) ? result.status : "error";
@@ -92,7 +100,7 @@ export function TryPanel({ config, doc, onGuardrailErrors }) {
     setResult(null);
     try {
       const { status, body } = await requestJson(config.tryUrl, { method: "POST", body: { guardrail: doc, trace } });
-      if (status === 400) {
+      if (status >= 400) {
         const errors = (body && body.errors) || [];
         onGuardrailErrors(errors.filter((error) => !String(error.path || "").startsWith("/trace")));
         setProblems(errors.map((error) => `${error.path || "/"}: ${error.message}`));

@@ -95,6 +95,10 @@ function typeConstants(node) {
   } else if ("const" in node && node.type === undefined && node.const !== null) {
     node.type = Array.isArray(node.const) ? "array" : typeof node.const === "number" ? "number" : typeof node.const;
   }
+  // A variant's discriminator (network.kind = "allowlist") is filled in when the variant is chosen.
+  if ("const" in node && node.const !== null && typeof node.const !== "object" && node.default === undefined) {
+    node.default = node.const;
+  }
   Object.values(node).forEach(typeConstants);
 }
 
@@ -130,6 +134,9 @@ export function composeSchema(guardrailSchema, checks, kind, checkId) {
   const root = clone(guardrailSchema);
   // A fixed $id would make the validator reuse a compiled schema with another check's config.
   delete root.$id;
+  // The page says what a guardrail is; the schema's own long description would open the form.
+  delete root.description;
+  delete root.title;
   const props = root.properties || {};
   if (props.kind) props.kind = kindSuggestions(checks, props.kind);
   if (props.check) props.check = checkChoices(checks, kind, props.check);

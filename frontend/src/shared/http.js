@@ -28,7 +28,7 @@ async function readBody(response) {
 }
 
 /**
- * Sends a JSON request and resolves with `{status, body}` for 2xx and 400 answers (a 400
+ * Sends a JSON request and resolves with `{status, body}` for 2xx, 400 and 409 answers (a 400
  * carries field errors the caller shows); rejects with an HttpError otherwise.
  */
 export async function requestJson(url, { method = "GET", body, signal } = {}) {
@@ -49,8 +49,10 @@ export async function requestJson(url, { method = "GET", body, signal } = {}) {
     throw new HttpError(`Could not reach the console (${error.message}).`, 0, null);
   }
   const parsed = await readBody(response);
-  if (response.ok || response.status === 400) return { status: response.status, body: parsed };
-  const detail = parsed && (parsed.detail || parsed.message);
+  // 400 (invalid) and 409 (conflict) carry {errors: [{path, message}]} for the caller to place.
+  if (response.ok || response.status === 400 || response.status === 409) return { status: response.status, body: parsed };
+  const firstError = parsed && Array.isArray(parsed.errors) && parsed.errors[0] && parsed.errors[0].message;
+  const detail = parsed && (parsed.detail || parsed.message || firstError);
   throw new HttpError(detail ? `${response.status}: ${detail}` : `The console answered ${response.status}.`, response.status, parsed);
 }
 

@@ -17,7 +17,8 @@ meets the reviewer's criteria. Its config:
 The judge is routed by the guardrail's `judgeCapabilities` (see routing.py) among the models
 the caller's JudgeServices registers for the trace's tenant. Its answer is cached by guardrail
 revision, trace content and model, so the same trace judged again is not paid again; a cache
-hit shows ``"cached": true`` in the result and makes no call. Every call made is handed to
+hit shows ``"cached": true`` in the result and makes no call (services that keep a ledger of
+cache hits may define ``record_cache_hit(model, guardrail, trace, context)``). Every call made is handed to
 JudgeServices.record for the cost ledger (a call that never reached a provider, for want of
 its API key, is not a call), flagged when it went over the guardrail's
 declarative `budget` (nothing is refused because of a budget).
@@ -216,6 +217,7 @@ class LlmJudgeStrategy:
         key = cache_key(guardrail, trace, model.id)
         cached = services.cache_get(key)
         if cached is not None:
+            _note_cache_hit(services, model, guardrail, trace, context)
             return _decide(rubric, cached, _cached_details(model, cached))
         call = self._call(services, rubric, model, trace)
         call = Budget.of(guardrail).flag(call)
@@ -272,6 +274,15 @@ def route_for(services: JudgeServices, guardrail: Guardrail, tenant: str | None)
     if policy.tenant is None and tenant is not None:
         policy = replace(policy, tenant=tenant)
     return route(models, guardrail.document.get("judgeCapabilities"), policy)
+
+
+def _note_cache_hit(
+    services: JudgeServices, model: JudgeModel, guardrail: Guardrail, trace: Trace, context: Context
+) -> None:
+    """Tell services that keep a ledger of cache hits (an optional `record_cache_hit`)."""
+    note = getattr(services, "record_cache_hit", None)
+    if callable(note):
+        note(model, guardrail, trace, context)
 
 
 def _bound(context: Context, guardrail: Guardrail) -> object:

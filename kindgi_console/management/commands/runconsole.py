@@ -48,9 +48,12 @@ class Command(BaseCommand):
                 Path(folder).mkdir(parents=True, exist_ok=True)
 
     def _start_worker(self) -> subprocess.Popen[bytes]:
+        # --beat runs the periodic check that sends again the chunks of a lost worker; a
+        # deployment runs one `celery -A kindgi_console beat` process instead.
         command = [
             sys.executable, "-m", "celery", "-A", "kindgi_console", "worker",
             "--loglevel", "WARNING", "--concurrency", "2", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
+            "--beat", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME,
         ]
         return subprocess.Popen(command, cwd=settings.BASE_DIR)
 

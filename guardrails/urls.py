@@ -1,0 +1,22 @@
+"""The guardrail pages."""
+
+from django.urls import path
+
+from guardrails import views
+
+urlpatterns = [
+    path("guardrails/", views.GuardrailListView.as_view(), name="guardrail-list"),
+    path("guardrails/new/", views.GuardrailEditorView.as_view(), name="guardrail-create"),
+    path("guardrails/import/", views.GuardrailImportView.as_view(), name="guardrail-import"),
+    path("guardrails/export.json", views.GuardrailExportView.as_view(), name="guardrail-export"),
+    path("guardrails/<str:guardrail_id>/", views.GuardrailDetailView.as_view(),
+         name="guardrail-detail"),
+    path("guardrails/<str:guardrail_id>/edit/", views.GuardrailEditorView.as_view(),
+         name="guardrail-edit"),
+    path("guardrails/<str:guardrail_id>/diff/", views.GuardrailDiffView.as_view(),
+         name="guardrail-diff"),
+    path("guardrails/<str:guardrail_id>/toggle/", views.GuardrailToggleView.as_view(),
+         name="guardrail-toggle"),
+    path("guardrails/<str:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(),
+         name="guardrail-delete"),
+]

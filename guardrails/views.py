@@ -1,0 +1,287 @@
+"""The guardrail pages: list, detail, revision diff, authoring, import and export.
+
+Guardrails belong to the whole console (a guardrail selects tenants with `scope.tenants`),
+so reading them needs the `read` permission somewhere and changing them `author`, as in
+the REST API. What a page shows of evaluation results and violations is the current
+tenant's only, through `TenantScopedMixin`'s scoping.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views import View
+from django.views.generic import TemplateView
+
+from guardrails import deployment
+from guardrails.engine.schema import GUARDRAIL_SCHEMA
+from guardrails.models import Guardrail
+from guardrails.pages import document_diff, import_files, pass_rate_chart, pretty_json
+from guardrails.services import Author, delete_guardrail
+from kindgi_console.tenancy.scoping import Caller
+from kindgi_console.tenancy.views import current_tenant
+from traces.models import EvaluationResult, Violation
+
+PAGE_SIZE = 50
+SEVERITIES = ["info", "warn", "error", "critical"]
+BUILTIN_ACTIONS = ["halt", "log-only", "retry", "escalate", "compensate"]
+KINDS = GUARDRAIL_SCHEMA["properties"]["kind"].get("examples", ["zero-llm", "llm-judge", "external"])
+
+
+class GuardrailPageMixin(LoginRequiredMixin):
+    """Signed-in people who may read guardrails; `needs_author` for pages that change them."""
+
+    needs_author = False
+    request: HttpRequest
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        if request.user.is_authenticated:
+            caller = Caller(user=request.user)
+            if not caller.can("author" if self.needs_author else "read"):
+                raise PermissionDenied("this page needs the author role")
+            self.can_author = caller.can("author")
+        return super().dispatch(request, *args, **kwargs)
+
+    def author(self) -> Author:
+        return Author(user=self.request.user, label=self.request.user.get_username())
+
+
+def live_guardrail(guardrail_id: str) -> Guardrail:
+    return get_object_or_404(Guardrail.objects.live(), guardrail_id=guardrail_id)
+
+
+def tenant_rows(request: HttpRequest, model: Any) -> Any:
+    """A tenant-owned model's rows of the current tenant, scoped as every page scopes them."""
+    tenant = current_tenant(request)
+    rows = model.objects.for_caller(Caller(user=request.user))
+    return rows.filter(tenant=tenant) if tenant is not None else rows.none()
+
+
+# ---------------------------------------------------------------------------- list
+
+
+class GuardrailListView(GuardrailPageMixin, TemplateView):
+    """Every live guardrail, filtered and searched, `PAGE_SIZE` at a time by id (keyset)."""
+
+    template_name = "guardrails/guardrail_list.html"
+    filters = ("kind", "check", "severity", "action", "enabled", "q")
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        params = {name: self.request.GET.get(name, "").strip() for name in self.filters}
+        after = self.request.GET.get("after", "")
+        rows = list(self.filtered(params).filter(guardrail_id__gt=after)[: PAGE_SIZE + 1])
+        page = rows[:PAGE_SIZE]
+        return {
+            **super().get_context_data(**kwargs),
+            "guardrails": page,
+            "params": params,
+            "filtered": any(params.values()),
+            "next_url": self.page_url(params, page[-1].guardrail_id) if len(rows) > PAGE_SIZE else "",
+            "previous_url": self.page_url(params, "") if after else "",
+            "kinds": sorted(set(KINDS) | {check.kind for check in deployment.check_registry()}),
+            "checks": sorted(check.id for check in deployment.check_registry()),
+            "severities": SEVERITIES,
+            "actions": BUILTIN_ACTIONS,
+            "can_author": self.can_author,
+        }
+
+    def filtered(self, params: dict[str, str]) -> Any:
+        rows = Guardrail.objects.live().defer("document")
+        exact = {"kind": "kind", "check": "check_name", "severity": "severity", "action": "on_violation"}
+        rows = rows.filter(**{column: params[name] for name, column in exact.items() if params[name]})
+        if params["enabled"] in ("yes", "no"):
+            rows = rows.filter(enabled=params["enabled"] == "yes")
+        if params["q"]:
+            q = params["q"]
+            rows = rows.filter(Q(guardrail_id__icontains=q) | Q(name__icontains=q)
+                               | Q(document__icontains=q))
+        return rows.annotate(open_violations=self.open_violations()).order_by("guardrail_id")
+
+    def open_violations(self) -> Any:
+        """The current tenant's open violations of each guardrail, as one subquery."""
+        counts = (
+            tenant_rows(self.request, Violation)
+            .filter(guardrail=OuterRef("pk"), state=Violation.State.OPEN)
+            .order_by()
+            .values("guardrail")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        return Coalesce(Subquery(counts, output_field=IntegerField()), Value(0))
+
+    def page_url(self, params: dict[str, str], after: str) -> str:
+        query = {name: value for name, value in params.items() if value}
+        if after:
+            query["after"] = after
+        return f"{reverse('guardrail-list')}?{urlencode(query)}" if query else reverse("guardrail-list")
+
+
+# ---------------------------------------------------------------------------- detail
+
+
+class GuardrailDetailView(GuardrailPageMixin, TemplateView):
+    """One guardrail: its document, summary, revisions, recent violations and pass rate."""
+
+    template_name = "guardrails/guardrail_detail.html"
+    revisions_shown = 20
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        guardrail = live_guardrail(kwargs["guardrail_id"])
+        revisions = list(guardrail.revisions.defer("document").order_by("-number")[: self.revisions_shown])
+        violations = (
+            tenant_rows(self.request, Violation)
+            .filter(guardrail=guardrail)
+            .select_related("trace", "revision")
+            .order_by("-created_at", "-pk")[:10]
+        )
+        chart = pass_rate_chart(tenant_rows(self.request, EvaluationResult).filter(guardrail=guardrail))
+        return {
+            **super().get_context_data(**kwargs),
+            "guardrail": guardrail,
+            "doc": guardrail.document,
+            "document_json": pretty_json(guardrail.document),
+            "revisions": revisions,
+            "revision_numbers": list(range(guardrail.revision, 0, -1)),
+            "violations": list(violations),
+            "chart": chart,
+            "can_author": self.can_author,
+            "tenant": current_tenant(self.request),
+        }
+
+
+class GuardrailDiffView(GuardrailPageMixin, TemplateView):
+    """The difference between two revisions of a guardrail (`?from=N&to=M`)."""
+
+    template_name = "guardrails/guardrail_diff.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        guardrail = live_guardrail(kwargs["guardrail_id"])
+        newest = guardrail.revision
+        to_number = self.number("to", newest)
+        from_number = self.number("from", max(to_number - 1, 1))
+        found = {r.number: r for r in guardrail.revisions.filter(number__in={from_number, to_number})}
+        if from_number not in found or to_number not in found:
+            raise Http404("no such revision")
+        old, new = found[from_number], found[to_number]
+        return {
+            **super().get_context_data(**kwargs),
+            "guardrail": guardrail,
+            "old": old,
+            "new": new,
+            "rows": document_diff(old.document, new.document),
+            "revision_numbers": list(range(newest, 0, -1)),
+        }
+
+    def number(self, name: str, default: int) -> int:
+        raw = self.request.GET.get(name, "")
+        return int(raw) if raw.isdigit() else default
+
+
+# ---------------------------------------------------------------------------- changes
+
+
+class GuardrailToggleView(GuardrailPageMixin, View):
+    """Switch a guardrail on or off (the console's switch: no new revision)."""
+
+    needs_author = True
+
+    def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
+        guardrail = live_guardrail(guardrail_id)
+        guardrail.enabled = request.POST.get("enabled") == "true"
+        guardrail.save(update_fields=["enabled"])
+        state = "enabled" if guardrail.enabled else "disabled"
+        messages.success(request, f"{guardrail.guardrail_id} is {state}.")
+        return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
+
+
+class GuardrailDeleteView(GuardrailPageMixin, View):
+    """Delete a guardrail; its revisions, results and violations stay."""
+
+    needs_author = True
+
+    def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
+        guardrail = live_guardrail(guardrail_id)
+        delete_guardrail(guardrail)
+        messages.success(request, f"{guardrail.guardrail_id} was deleted; its history is kept.")
+        return HttpResponseRedirect(reverse("guardrail-list"))
+
+
+class GuardrailEditorView(GuardrailPageMixin, TemplateView):
+    """Create or edit a guardrail with the schema-driven editor (the authoring bundle)."""
+
+    template_name = "guardrails/guardrail_editor.html"
+    needs_author = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        guardrail_id = kwargs.get("guardrail_id")
+        guardrail = live_guardrail(guardrail_id) if guardrail_id else None
+        initial = dict(guardrail.document) if guardrail else self.new_document()
+        save_url = reverse("api-guardrails")
+        if guardrail is not None:
+            save_url = reverse("api-guardrail", args=[guardrail.guardrail_id])
+        return {
+            **super().get_context_data(**kwargs),
+            "guardrail": guardrail,
+            "initial": initial,
+            "save_url": save_url,
+            "save_method": "PUT" if guardrail else "POST",
+            "after_save_url": reverse("guardrail-detail", args=["__id__"]),
+            "cancel_url": (reverse("guardrail-detail", args=[guardrail.guardrail_id])
+                           if guardrail else reverse("guardrail-list")),
+        }
+
+    @staticmethod
+    def new_document() -> dict[str, Any]:
+        """What a new guardrail starts from: the most common shape, a zero-llm check that logs."""
+        return {"kind": "zero-llm", "action": {"on-violation": "log-only"}, "severity": "warn"}
+
+
+# ---------------------------------------------------------------------------- import / export
+
+
+class GuardrailImportView(GuardrailPageMixin, TemplateView):
+    """Upload guardrail files; each guardrail is validated and the valid ones saved."""
+
+    template_name = "guardrails/guardrail_import.html"
+    needs_author = True
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        files = request.FILES.getlist("files")
+        if not files:
+            return render(request, self.template_name, {"form_error": "Choose one or more JSON files."},
+                          status=400)
+        reports = import_files(files, self.author())
+        saved = sum(1 for f in reports for g in f.guardrails if g.status in ("created", "updated"))
+        status = 200 if all(report.ok for report in reports) else 400
+        return render(request, self.template_name, {"reports": reports, "saved": saved}, status=status)
+
+
+class GuardrailExportView(GuardrailPageMixin, View):
+    """Download the wire JSON: `?guardrail=<id>` for one document, else every enabled one."""
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        guardrail_id = request.GET.get("guardrail")
+        if guardrail_id:
+            body: object = live_guardrail(guardrail_id).document
+            filename = f"{guardrail_id}.json"
+        else:
+            body = list(Guardrail.objects.enabled().order_by("guardrail_id")
+                        .values_list("document", flat=True))
+            filename = "guardrails.json"
+        response = HttpResponse(pretty_json(body) + "\n", content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="{_safe_filename(filename)}"'
+        return response
+
+
+def _safe_filename(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+

@@ -1,0 +1,48 @@
+"""The overview page: the current tenant at a glance, in a fixed number of queries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.db.models import Count
+from django.utils import timezone
+from django.views.generic import TemplateView
+
+from guardrails.models import Guardrail
+from kindgi_console.tenancy.scoping import Caller
+from kindgi_console.tenancy.views import current_tenant
+from traces.models import Evaluation, RunTrace, Violation
+
+SEVERITY_ORDER = ["critical", "error", "warn", "info"]
+
+
+class OverviewView(LoginRequiredMixin, TemplateView):
+    """Open violations by severity, the last day's traces, recent violations and runs."""
+
+    template_name = "overview.html"
+
+    def rows(self, model: Any) -> Any:
+        tenant = current_tenant(self.request)
+        rows = model.objects.for_caller(Caller(user=self.request.user))
+        return rows.filter(tenant=tenant) if tenant is not None else rows.none()
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        since = timezone.now() - timedelta(hours=24)
+        open_violations = self.rows(Violation).filter(state=Violation.State.OPEN)
+        by_severity = dict(open_violations.order_by().values_list("severity").annotate(n=Count("pk")))
+        severities = [{"name": name, "count": by_severity.pop(name, 0)} for name in SEVERITY_ORDER]
+        unrated = sum(by_severity.values())
+        return {
+            **super().get_context_data(**kwargs),
+            "severities": severities,
+            "open_total": sum(item["count"] for item in severities) + unrated,
+            "unrated": unrated,
+            "traces_24h": self.rows(RunTrace).filter(received_at__gte=since).count(),
+            "guardrails_enabled": Guardrail.objects.enabled().count(),
+            "recent_violations": list(
+                self.rows(Violation).select_related("guardrail", "trace").order_by("-created_at", "-pk")[:8]
+            ),
+            "recent_evaluations": list(self.rows(Evaluation).order_by("-created_at", "-pk")[:5]),
+        }

@@ -1,0 +1,240 @@
+"""The admin pages: tenants, their members and API keys, for a tenant's admins.
+
+A person manages only the tenants where they are an admin (every tenant, for a
+superuser); a tenant they do not administer is absent from these pages (404).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.utils.text import slugify
+from django.views import View
+
+from kindgi_console.tenancy.models import SCOPES, ApiKey, Membership, Tenant
+from kindgi_console.tenancy.views import current_tenant
+
+User = get_user_model()
+
+
+def administered_tenants(user: Any) -> QuerySet[Tenant]:
+    """The tenants the person manages: where they are admin, or all for a superuser."""
+    if user.is_superuser:
+        return Tenant.objects.all()
+    return Tenant.objects.filter(memberships__user=user, memberships__role=Membership.Role.ADMIN)
+
+
+class AdminPageMixin(LoginRequiredMixin):
+    """Pages for people who administer at least one tenant; 404 for everyone else."""
+
+    request: HttpRequest
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        if request.user.is_authenticated:
+            self.tenants = list(administered_tenants(request.user).order_by("slug"))
+            if not self.tenants and not request.user.is_superuser:
+                raise Http404("not an admin of any tenant")
+        return super().dispatch(request, *args, **kwargs)
+
+    def chosen_tenant(self, slug: str | None) -> Tenant:
+        """The tenant named by `slug` (else the current one, else the first administered)."""
+        if slug:
+            found = next((t for t in self.tenants if t.slug == slug), None)
+            if found is None:
+                raise Http404("not a tenant you administer")
+            return found
+        if not self.tenants:
+            raise Http404("there is no tenant yet")
+        current = current_tenant(self.request)
+        return next((t for t in self.tenants if current and t.pk == current.pk), self.tenants[0])
+
+
+# ---------------------------------------------------------------------------- tenants
+
+
+class TenantListView(AdminPageMixin, View):
+    """The tenants the person administers, with their member and key counts; superusers create."""
+
+    template_name = "tenancy/tenant_list.html"
+
+    def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200) -> HttpResponse:
+        tenants = (
+            Tenant.objects.filter(pk__in=[t.pk for t in self.tenants])
+            .annotate(
+                member_count=Count("memberships", distinct=True),
+                key_count=Count("api_keys", filter=Q(api_keys__revoked_at__isnull=True), distinct=True),
+            )
+            .order_by("slug")
+        )
+        context = {"tenants": tenants, "form": form or {}, "can_create": request.user.is_superuser}
+        return render(request, self.template_name, context, status=status)
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        if not request.user.is_superuser:
+            raise PermissionDenied("only superusers create tenants")
+        name = request.POST.get("name", "").strip()
+        slug = request.POST.get("slug", "").strip() or slugify(name)
+        form: dict[str, Any] = {"name": name, "slug": slug, "errors": {}}
+        if not slug or slug != slugify(slug):
+            form["errors"]["slug"] = "Use lowercase letters, digits and hyphens."
+        elif Tenant.objects.filter(slug=slug).exists():
+            form["errors"]["slug"] = f"A tenant {slug!r} already exists."
+        if form["errors"]:
+            return self.get(request, form, status=400)
+        tenant = Tenant.objects.create(slug=slug, name=name)
+        Membership.objects.get_or_create(user=request.user, tenant=tenant,
+                                         defaults={"role": Membership.Role.ADMIN})
+        messages.success(request, f"Tenant {tenant.slug} created; you are its admin.")
+        return HttpResponseRedirect(f"{reverse('member-list')}?{urlencode({'tenant': tenant.slug})}")
+
+
+# ---------------------------------------------------------------------------- members
+
+
+class MemberListView(AdminPageMixin, View):
+    """A tenant's members: add one by username with a role, change a role, remove one."""
+
+    template_name = "tenancy/member_list.html"
+
+    def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200) -> HttpResponse:
+        tenant = self.chosen_tenant(request.GET.get("tenant"))
+        members = tenant.memberships.select_related("user").order_by("user__username")
+        context = {"tenant": tenant, "tenants": self.tenants, "members": members,
+                   "roles": Membership.Role.choices, "form": form or {}}
+        return render(request, self.template_name, context, status=status)
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        tenant = self.chosen_tenant(request.POST.get("tenant") or "-")
+        action = request.POST.get("action")
+        if action == "add":
+            return self.add(request, tenant)
+        membership = tenant.memberships.filter(pk=request.POST.get("membership") or 0).first()
+        if membership is None:
+            raise Http404("no such member")
+        if action == "remove":
+            return self.remove(request, tenant, membership)
+        return self.change_role(request, tenant, membership)
+
+    def back(self, tenant: Tenant) -> HttpResponse:
+        return HttpResponseRedirect(f"{reverse('member-list')}?{urlencode({'tenant': tenant.slug})}")
+
+    def add(self, request: HttpRequest, tenant: Tenant) -> HttpResponse:
+        username = request.POST.get("username", "").strip()
+        role = request.POST.get("role", "")
+        form: dict[str, Any] = {"username": username, "role": role, "errors": {}}
+        user = User.objects.filter(username=username).first() if username else None
+        if user is None:
+            form["errors"]["username"] = f"There is no user {username!r}." if username else "Enter a username."
+        elif tenant.memberships.filter(user=user).exists():
+            form["errors"]["username"] = f"{username} is already a member of {tenant.slug}."
+        if role not in Membership.Role.values:
+            form["errors"]["role"] = "Choose a role."
+        if form["errors"]:
+            request.GET = request.GET.copy()
+            request.GET["tenant"] = tenant.slug
+            return self.get(request, form, status=400)
+        try:
+            with transaction.atomic():
+                Membership.objects.create(user=user, tenant=tenant, role=role)
+        except IntegrityError:
+            messages.error(request, f"{username} is already a member of {tenant.slug}.")
+            return self.back(tenant)
+        messages.success(request, f"{username} is now {role} of {tenant.slug}.")
+        return self.back(tenant)
+
+    def change_role(self, request: HttpRequest, tenant: Tenant, membership: Membership) -> HttpResponse:
+        role = request.POST.get("role", "")
+        if role not in Membership.Role.values:
+            messages.error(request, "Choose a role.")
+        elif self.last_admin(tenant, membership) and role != Membership.Role.ADMIN:
+            messages.error(request, f"{membership.user} is the last admin of {tenant.slug}: add another admin first.")
+        else:
+            membership.role = role
+            membership.save(update_fields=["role"])
+            messages.success(request, f"{membership.user} is now {role} of {tenant.slug}.")
+        return self.back(tenant)
+
+    def remove(self, request: HttpRequest, tenant: Tenant, membership: Membership) -> HttpResponse:
+        if self.last_admin(tenant, membership):
+            messages.error(request, f"{membership.user} is the last admin of {tenant.slug}: add another admin first.")
+        else:
+            membership.delete()
+            messages.success(request, f"{membership.user} no longer belongs to {tenant.slug}.")
+        return self.back(tenant)
+
+    @staticmethod
+    def last_admin(tenant: Tenant, membership: Membership) -> bool:
+        """Whether this member is the tenant's only admin (a tenant keeps at least one)."""
+        if membership.role != Membership.Role.ADMIN:
+            return False
+        return not tenant.memberships.filter(role=Membership.Role.ADMIN).exclude(pk=membership.pk).exists()
+
+
+# ---------------------------------------------------------------------------- API keys
+
+
+class ApiKeyListView(AdminPageMixin, View):
+    """API keys of the administered tenants: create one (shown once), revoke one."""
+
+    template_name = "tenancy/apikey_list.html"
+
+    def keys(self) -> QuerySet[ApiKey]:
+        keys = ApiKey.objects.select_related("tenant", "created_by").order_by("-created_at", "-pk")
+        if self.request.user.is_superuser:
+            return keys
+        return keys.filter(tenant__in=[t.pk for t in self.tenants])
+
+    def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200,
+            secret: str = "", issued: ApiKey | None = None) -> HttpResponse:
+        context = {
+            "keys": self.keys()[:200],
+            "tenants": self.tenants,
+            "scopes": SCOPES,
+            "form": form or {"scopes": ["read"], "tenant": self.tenants[0].slug if self.tenants else ""},
+            "secret": secret,
+            "issued": issued,
+            "can_create_unbound": request.user.is_superuser,
+        }
+        return render(request, self.template_name, context, status=status)
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        if request.POST.get("action") == "revoke":
+            return self.revoke(request)
+        return self.create(request)
+
+    def create(self, request: HttpRequest) -> HttpResponse:
+        scopes = request.POST.getlist("scopes")
+        slug = request.POST.get("tenant", "")
+        name = request.POST.get("name", "").strip()
+        form: dict[str, Any] = {"scopes": scopes, "tenant": slug, "name": name, "errors": {}}
+        if not scopes or any(scope not in SCOPES for scope in scopes):
+            form["errors"]["scopes"] = "Choose at least one scope."
+        tenant = next((t for t in self.tenants if t.slug == slug), None)
+        if tenant is None and not (slug == "" and request.user.is_superuser):
+            form["errors"]["tenant"] = "Choose a tenant you administer."
+        if form["errors"]:
+            return self.get(request, form, status=400)
+        key, secret = ApiKey.issue(scopes=scopes, tenant=tenant, name=name, created_by=request.user)
+        # The secret is in this one response only: it is not stored, and the page is not cached.
+        response = self.get(request, secret=secret, issued=key)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    def revoke(self, request: HttpRequest) -> HttpResponse:
+        key = self.keys().filter(pk=request.POST.get("key") or 0).first()
+        if key is None:
+            raise Http404("no such key")
+        if not key.revoked:
+            key.revoke()
+            messages.success(request, f"Key {key.prefix}… is revoked: it no longer authenticates.")
+        return HttpResponseRedirect(reverse("apikey-list"))

@@ -1,0 +1,187 @@
+"""The admin pages: tenants, members and API keys, for a tenant's admins only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from kindgi_console.tenancy.models import ApiKey, Membership, Tenant, hash_key
+from tests.conftest import member
+
+PAGES = ["/manage/tenants/", "/manage/members/", "/manage/api-keys/"]
+
+
+@pytest.fixture
+def ada(acme: Tenant) -> Any:
+    """Ada administers acme."""
+    return member("ada", acme, "admin")
+
+
+@pytest.fixture
+def gus(globex: Tenant) -> Any:
+    """Gus administers globex, and nothing of acme."""
+    return member("gus", globex, "admin")
+
+
+def signed_in(client: Any, user: Any) -> Any:
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_an_admin_opens_every_admin_page(client: Any, ada: Any, url: str) -> None:
+    assert signed_in(client, ada).get(url).status_code == 200
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_authors_and_reviewers_get_nothing(client: Any, alice: Any, bob: Any, url: str) -> None:
+    assert signed_in(client, alice).get(url).status_code == 404
+    assert signed_in(client, bob).get(url).status_code == 404
+
+
+def test_the_admin_section_shows_in_the_navigation_for_admins_only(client: Any, ada: Any, bob: Any) -> None:
+    assert b'href="/manage/members/"' in signed_in(client, ada).get("/").content
+    assert b'href="/manage/members/"' not in signed_in(client, bob).get("/").content
+
+
+# ------------------------------------------------------------------ tenants
+
+
+def test_an_admin_lists_only_the_tenants_they_administer(client: Any, ada: Any, gus: Any) -> None:
+    tenants = list(signed_in(client, ada).get("/manage/tenants/").context["tenants"])
+    assert [t.slug for t in tenants] == ["acme"]
+    assert tenants[0].member_count == 1
+
+
+def test_a_superuser_creates_a_tenant_and_becomes_its_admin(client: Any, django_user_model: Any) -> None:
+    root = django_user_model.objects.create_superuser("root", "root@example.org", "pw-root-123")
+    response = signed_in(client, root).post("/manage/tenants/", {"name": "Initech", "slug": ""})
+    assert response.status_code == 302
+    tenant = Tenant.objects.get(slug="initech")
+    assert Membership.objects.get(tenant=tenant, user=root).role == "admin"
+    again = client.post("/manage/tenants/", {"name": "Initech", "slug": "initech"})
+    assert again.status_code == 400 and b"already exists" in again.content
+
+
+def test_a_tenant_admin_may_not_create_tenants(client: Any, ada: Any) -> None:
+    assert signed_in(client, ada).post("/manage/tenants/", {"slug": "mine"}).status_code == 403
+    assert not Tenant.objects.filter(slug="mine").exists()
+
+
+# ------------------------------------------------------------------ members
+
+
+def test_an_admin_adds_changes_and_removes_a_member(client: Any, ada: Any, django_user_model: Any) -> None:
+    erin = django_user_model.objects.create_user("erin", password="pw-erin-123")
+    signed_in(client, ada)
+    response = client.post("/manage/members/", {"tenant": "acme", "action": "add", "username": "erin",
+                                                "role": "reviewer"})
+    assert response.status_code == 302
+    membership = Membership.objects.get(user=erin)
+    assert membership.role == "reviewer"
+    client.post("/manage/members/", {"tenant": "acme", "action": "role", "membership": membership.pk,
+                                     "role": "author"})
+    assert Membership.objects.get(user=erin).role == "author"
+    client.post("/manage/members/", {"tenant": "acme", "action": "remove", "membership": membership.pk})
+    assert not Membership.objects.filter(user=erin).exists()
+
+
+def test_adding_an_unknown_user_names_the_field(client: Any, ada: Any) -> None:
+    response = signed_in(client, ada).post(
+        "/manage/members/", {"tenant": "acme", "action": "add", "username": "nobody", "role": "author"})
+    assert response.status_code == 400
+    assert response.context["form"]["errors"]["username"] == "There is no user 'nobody'."
+
+
+def test_the_last_admin_stays(client: Any, ada: Any) -> None:
+    membership = Membership.objects.get(user=ada)
+    signed_in(client, ada)
+    client.post("/manage/members/", {"tenant": "acme", "action": "remove", "membership": membership.pk})
+    client.post("/manage/members/", {"tenant": "acme", "action": "role", "membership": membership.pk,
+                                     "role": "reviewer"})
+    assert Membership.objects.get(pk=membership.pk).role == "admin"
+
+
+def test_another_tenants_admin_sees_and_changes_nothing_of_acme(client: Any, ada: Any, gus: Any,
+                                                                bob: Any) -> None:
+    signed_in(client, gus)
+    assert client.get("/manage/members/?tenant=acme").status_code == 404
+    page = client.get("/manage/members/")
+    assert page.context["tenant"].slug == "globex" and b"bob" not in page.content
+    bob_membership = Membership.objects.get(user=bob)
+    for data in [
+        {"tenant": "acme", "action": "remove", "membership": bob_membership.pk},
+        {"tenant": "globex", "action": "remove", "membership": bob_membership.pk},
+        {"tenant": "acme", "action": "add", "username": "gus", "role": "admin"},
+    ]:
+        assert client.post("/manage/members/", data).status_code == 404
+    assert Membership.objects.filter(user=bob).exists()
+    assert not Membership.objects.filter(user=gus, tenant__slug="acme").exists()
+
+
+def test_the_member_list_takes_a_fixed_number_of_queries(client: Any, ada: Any, django_user_model: Any) -> None:
+    counts = []
+    for size in (2, 20):
+        for n in range(size):
+            user = django_user_model.objects.create_user(f"m{size}-{n}")
+            Membership.objects.create(user=user, tenant=ada.memberships.get().tenant, role="reviewer")
+        signed_in(client, ada)
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/manage/members/").status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+
+
+# ------------------------------------------------------------------ API keys
+
+
+def test_a_new_key_is_shown_once_then_only_its_prefix(client: Any, ada: Any) -> None:
+    signed_in(client, ada)
+    response = client.post("/manage/api-keys/", {"action": "create", "name": "prod", "tenant": "acme",
+                                                 "scopes": ["ingest", "read"]})
+    assert response.status_code == 200 and response["Cache-Control"] == "no-store"
+    secret = response.context["secret"]
+    assert secret.startswith("kgi_") and secret.encode() in response.content
+    key = ApiKey.objects.get(hash=hash_key(secret))
+    assert key.tenant.slug == "acme" and key.scopes == ["ingest", "read"] and key.created_by == ada
+    later = client.get("/manage/api-keys/")
+    assert secret.encode() not in later.content and key.prefix.encode() in later.content
+
+
+def test_a_key_needs_scopes_and_an_administered_tenant(client: Any, ada: Any, gus: Any) -> None:
+    signed_in(client, ada)
+    response = client.post("/manage/api-keys/", {"action": "create", "tenant": "globex", "scopes": []})
+    assert response.status_code == 400
+    assert set(response.context["form"]["errors"]) == {"scopes", "tenant"}
+    unbound = client.post("/manage/api-keys/", {"action": "create", "tenant": "", "scopes": ["read"]})
+    assert unbound.status_code == 400
+    assert not ApiKey.objects.exists()
+
+
+def test_an_admin_revokes_a_key_of_their_tenant_only(client: Any, ada: Any, gus: Any, acme: Tenant,
+                                                     globex: Tenant) -> None:
+    mine, _ = ApiKey.issue(scopes=["read"], tenant=acme)
+    theirs, _ = ApiKey.issue(scopes=["read"], tenant=globex)
+    signed_in(client, ada)
+    keys = list(client.get("/manage/api-keys/").context["keys"])
+    assert keys == [mine]
+    assert client.post("/manage/api-keys/", {"action": "revoke", "key": theirs.pk}).status_code == 404
+    assert client.post("/manage/api-keys/", {"action": "revoke", "key": mine.pk}).status_code == 302
+    mine.refresh_from_db()
+    theirs.refresh_from_db()
+    assert mine.revoked and not theirs.revoked
+
+
+def test_the_key_list_takes_a_fixed_number_of_queries(client: Any, ada: Any, acme: Tenant) -> None:
+    counts = []
+    for size in (2, 20):
+        for _ in range(size):
+            ApiKey.issue(scopes=["read"], tenant=acme, created_by=ada)
+        signed_in(client, ada)
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/manage/api-keys/").status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1]

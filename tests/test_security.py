@@ -1,0 +1,67 @@
+"""Security qualities: the Content-Security-Policy on every page, a clean `check --deploy`."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ["/", "/guardrails/", "/guardrails/new/", "/guardrails/import/", "/guardrails/no-refunds/",
+         "/guardrails/no-refunds/edit/", "/guardrails/no-refunds/diff/?from=1&to=1"]
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_every_page_forbids_inline_script(client: Any, alice: Any, halt_guardrail: Any, url: str) -> None:
+    client.force_login(alice)
+    response = client.get(url)
+    assert response.status_code == 200
+    policy = response["Content-Security-Policy"]
+    directives = {part.split()[0]: part.split()[1:] for part in policy.split(";") if part.strip()}
+    assert directives["script-src"] == ["'self'"]
+    assert directives["style-src"] == ["'self'"]
+    assert "'unsafe-inline'" not in policy and "'unsafe-eval'" not in policy
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["X-Frame-Options"] == "DENY"
+    body = response.content.decode()
+    # No inline script: every <script> either loads a file or holds JSON data (json_script).
+    for chunk in body.split("<script")[1:]:
+        tag = chunk.split(">", 1)[0]
+        assert "src=" in tag or 'type="application/json"' in tag, tag
+    assert " style=" not in body and "<style" not in body
+
+
+def test_the_sign_in_page_has_the_policy_too(client: Any, db: Any) -> None:
+    assert "script-src 'self'" in client.get("/login/")["Content-Security-Policy"]
+
+
+def test_check_deploy_is_clean_with_production_settings() -> None:
+    # The browser tests' DJANGO_ALLOW_ASYNC_UNSAFE is for them only, never a deployment's.
+    inherited = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = {
+        **inherited,
+        "DJANGO_DEBUG": "false",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
+        "DJANGO_ALLOWED_HOSTS": "console.example.org",
+        "DJANGO_SETTINGS_MODULE": "kindgi_console.settings",
+    }
+    completed = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "no issues" in completed.stdout
+
+
+def test_production_refuses_to_start_without_a_secret_key() -> None:
+    env = {**os.environ, "DJANGO_DEBUG": "false", "DJANGO_SECRET_KEY": ""}
+    completed = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )
+    assert completed.returncode != 0 and "DJANGO_SECRET_KEY" in completed.stderr

@@ -1,0 +1,114 @@
+"""Real Celery worker processes for tests: the configured broker, the test database.
+
+The broker is CELERY_BROKER_URL (Redis in CI) or the filesystem transport of the embedded
+default. The worker opens the database the test uses (for SQLite the test database is a
+file under var/, see settings). A broker that cannot be reached fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from django.conf import settings
+from django.db import connection
+
+from kindgi_console.celery import app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_database_url() -> str:
+    """The URL of the database this test process uses, for a worker process to open."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = quote(db["USER"] or "")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"])
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def require_broker() -> None:
+    """Fail (never skip) when the configured broker cannot be reached."""
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=2, timeout=3)
+    except Exception as error:
+        required = os.environ.get("KINDGI_REQUIRE_SERVICES") == "1"
+        raise AssertionError(
+            f"the Celery broker {settings.CELERY_BROKER_URL} cannot be reached ({error})"
+            + (" and KINDGI_REQUIRE_SERVICES=1" if required else "")
+        ) from error
+
+
+def purge_queue() -> None:
+    """Drop messages that earlier runs left in the queue."""
+    for folder in ("data_folder_in", "processed_folder"):
+        path = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(folder)
+        if isinstance(path, str):
+            Path(path).mkdir(parents=True, exist_ok=True)
+    app.control.purge()
+
+
+class Worker:
+    """`celery -A kindgi_console worker` in its own process group, killed at the end."""
+
+    def __init__(self, name: str, log_dir: Path, *, concurrency: int = 2, **env: Any) -> None:
+        self.name = name
+        self.log = log_dir / f"{name}.log"
+        environ = {
+            **os.environ,
+            "DATABASE_URL": test_database_url(),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "CELERY_TASK_ALWAYS_EAGER": "false",
+            "KINDGI_VAR_DIR": str(settings.VAR_DIR),
+            **{key: str(value) for key, value in env.items()},
+        }
+        command = [
+            sys.executable, "-m", "celery", "-A", "kindgi_console", "worker",
+            "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", f"{name}@%h",
+            "--concurrency", str(concurrency), "--loglevel", "INFO",
+            "--without-gossip", "--without-mingle",
+        ]
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool processes at once: nothing is acknowledged."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-6000:]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, worker: Worker | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if worker is not None and worker.process.poll() is not None:
+            raise AssertionError(f"the worker exited while waiting for {what}:\n{worker.output()}")
+        time.sleep(0.05)
+    log = worker.output() if worker is not None else ""
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{log}")

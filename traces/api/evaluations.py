@@ -1,0 +1,202 @@
+"""REST endpoints of evaluation runs and uploads: start, read, list, cancel.
+
+`POST evaluations` answers 202 with the run's id at once; the run is planned and
+evaluated by Celery workers, and `GET evaluations/{id}` reads its progress from its row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from guardrails.engine.types import Issue
+from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from traces import evaluations
+from traces.models import Evaluation, Upload
+
+ERRORS = OpenApiResponse({"type": "object", "properties": {"errors": {"type": "array"}}})
+RUN_SCHEMA = {
+    "type": "object",
+    "required": ["id", "tenant", "status", "mode", "guardrails", "filters", "progress", "summary"],
+    "properties": {
+        "id": {"type": "integer"},
+        "url": {"type": "string"},
+        "tenant": {"type": "string"},
+        "status": {"type": "string", "enum": [s.value for s in Evaluation.Status]},
+        "mode": {"type": "string", "enum": ["ci", "runtime"]},
+        "guardrails": {"type": "array", "items": {"type": "object", "properties": {
+            "id": {"type": "string"}, "revision": {"type": "integer"}}}},
+        "filters": {"type": "object"},
+        "progress": {"type": "object", "properties": {
+            "done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}}},
+        "summary": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+            name: {"type": "integer"} for name in evaluations.STATUSES}}},
+        "startedBy": {"type": "string"},
+        "createdAt": {"type": "string", "format": "date-time"},
+        "startedAt": {"type": "string", "format": "date-time", "nullable": True},
+        "finishedAt": {"type": "string", "format": "date-time", "nullable": True},
+        "error": {"type": "string"},
+    },
+}
+RUN_PAGE_SCHEMA = {
+    "type": "object",
+    "required": ["next", "results"],
+    "properties": {
+        "next": {"type": "string", "format": "uri", "nullable": True},
+        "results": {"type": "array", "items": RUN_SCHEMA},
+    },
+}
+START_BODY = {"application/json": {
+    "type": "object",
+    "properties": {
+        "tenant": {"type": "string", "description": "The tenant (a tenant-bound key's by default)."},
+        "guardrails": {"type": "array", "items": {"type": "string"},
+                       "description": "Guardrail ids; absent or empty: every enabled guardrail."},
+        "filters": {"type": "object", "properties": {
+            "agent": {"type": "string"}, "flow": {"type": "string"},
+            "since": {"type": "string", "format": "date-time"},
+            "until": {"type": "string", "format": "date-time"},
+            "upload": {"type": "integer"}}},
+        "mode": {"type": "string", "enum": ["ci", "runtime"], "default": "ci"},
+    },
+    "additionalProperties": False,
+}}
+START_FIELDS = {"tenant", "guardrails", "filters", "mode"}
+
+
+def run_queryset() -> QuerySet[Evaluation]:
+    return Evaluation.objects.select_related("tenant").prefetch_related("revisions__guardrail")
+
+
+def run_as_dict(run: Evaluation, *, summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A run as the API shows it; `summary` so far unless given."""
+    revisions = sorted(run.revisions.all(), key=lambda r: r.guardrail.guardrail_id)
+    return {
+        "id": run.pk,
+        "url": f"/api/v1/evaluations/{run.pk}",
+        "tenant": run.tenant.slug,
+        "status": run.status,
+        "mode": run.mode,
+        "guardrails": [{"id": r.guardrail.guardrail_id, "revision": r.number} for r in revisions],
+        "filters": run.trace_filters,
+        "progress": {"done": run.done, "total": run.total, "percent": run.percent},
+        "summary": summary if summary is not None else run.summary,
+        "startedBy": run.started_by_label,
+        "createdAt": run.created_at.isoformat(),
+        "startedAt": run.started_at.isoformat() if run.started_at else None,
+        "finishedAt": run.finished_at.isoformat() if run.finished_at else None,
+        "error": run.error,
+    }
+
+
+class EvaluationListView(ConsoleAPIView):
+    """`GET evaluations` lists the caller's tenants' runs, newest first; `POST` starts one."""
+
+    queryset = run_queryset()
+    scopes = {"GET": "read", "POST": "evaluate"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="evaluations_list",
+                   responses={200: OpenApiResponse(RUN_PAGE_SCHEMA), 400: ERRORS, 401: ERRORS, 403: ERRORS})
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response([run_as_dict(run) for run in page])
+
+    @extend_schema(operation_id="evaluations_start", request=START_BODY,
+                   responses={202: OpenApiResponse(RUN_SCHEMA), 400: ERRORS, 401: ERRORS, 403: ERRORS})
+    def post(self, request: Request) -> Response:
+        body = read_json_body(request)
+        if not isinstance(body, dict):
+            raise ApiError([Issue("", "the body is an object")])
+        unknown = sorted(set(body) - START_FIELDS)
+        if unknown:
+            raise ApiError([Issue(f"/{unknown[0]}", f"unknown field; use {', '.join(sorted(START_FIELDS))}")])
+        run = self._start(body)
+        return Response(run_as_dict(run_queryset().get(pk=run.pk)), status=202)
+
+    def _start(self, body: dict[str, Any]) -> Evaluation:
+        tenant = body.get("tenant")
+        if tenant is not None and not isinstance(tenant, str):
+            raise ApiError([Issue("/tenant", "tenant is a tenant's slug")])
+        guardrails = body.get("guardrails") or []
+        if not isinstance(guardrails, list) or not all(isinstance(g, str) for g in guardrails):
+            raise ApiError([Issue("/guardrails", "guardrails is an array of guardrail ids")])
+        mode = body.get("mode", "ci")
+        request = evaluations.RunRequest(
+            tenant=self.caller.tenant_for_write(tenant, "evaluate"),
+            guardrails=list(dict.fromkeys(guardrails)),
+            filters=body.get("filters"),
+            mode=mode,
+            started_by=self.caller.user_or_none,
+            label=self.caller.label,
+        )
+        try:
+            return evaluations.create_run(request)
+        except evaluations.RunRequestError as error:
+            raise ApiError(error.issues) from None
+
+
+class EvaluationDetailView(ConsoleAPIView):
+    """`GET evaluations/{id}`: status, progress (done / total) and the summary so far."""
+
+    queryset = run_queryset()
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="evaluations_read", responses={200: OpenApiResponse(RUN_SCHEMA), 404: ERRORS})
+    def get(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(self.get_queryset(), pk=pk)
+        return Response(run_as_dict(run, summary=evaluations.live_summary(run)))
+
+
+class EvaluationCancelView(ConsoleAPIView):
+    """`POST evaluations/{id}/cancel`: chunks not yet evaluated are not; a finished run is 409."""
+
+    queryset = run_queryset()
+    scopes = {"POST": "evaluate"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="evaluations_cancel", request=None,
+                   responses={200: OpenApiResponse(RUN_SCHEMA), 404: ERRORS, 409: ERRORS})
+    def post(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(self.get_queryset().for_caller(self.caller, "evaluate"), pk=pk)
+        if not evaluations.cancel_run(run):
+            raise ApiError([Issue("/status", f"the run has already {run.status}")], status_code=409)
+        return Response(run_as_dict(run))
+
+
+def upload_as_dict(upload: Upload) -> dict[str, Any]:
+    return {
+        "id": upload.pk,
+        "tenant": upload.tenant.slug,
+        "name": upload.original_name,
+        "size": upload.size,
+        "status": upload.status,
+        "progress": {"done": upload.done, "total": upload.total},
+        "lines": {
+            "total": upload.lines_total, "stored": upload.lines_stored,
+            "duplicate": upload.lines_duplicate, "conflict": upload.lines_conflict,
+            "invalid": upload.lines_invalid,
+        },
+        "errors": upload.errors,
+        "errorsTotal": upload.errors_total,
+        "failure": upload.failure,
+        "evaluation": upload.evaluation_id,
+        "createdAt": upload.created_at.isoformat(),
+        "finishedAt": upload.finished_at.isoformat() if upload.finished_at else None,
+    }
+
+
+class UploadDetailView(ConsoleAPIView):
+    """`GET uploads/{id}`: how far the processing of an uploaded file got, with its bad lines."""
+
+    queryset = Upload.objects.select_related("tenant")
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="uploads_read", responses={200: OpenApiResponse({"type": "object"}), 404: ERRORS})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(upload_as_dict(get_object_or_404(self.get_queryset(), pk=pk)))

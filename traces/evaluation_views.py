@@ -1,0 +1,136 @@
+"""Pages of evaluation runs: the list, a new run, a run with its live progress, cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.views.generic import DetailView, FormView, ListView, View
+from django.views.generic.detail import SingleObjectMixin
+
+from guardrails.models import GuardrailRevision
+from kindgi_console.tenancy.scoping import Caller, TenantDenied
+from kindgi_console.tenancy.views import TenantScopedMixin, current_tenant
+from traces import evaluations
+from traces.forms import EvaluationForm
+from traces.models import Evaluation
+from traces.paging import keyset_page
+
+
+class EvaluationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+    """The current tenant's runs, newest first, with status and progress."""
+
+    model = Evaluation
+    template_name = "traces/evaluation_list.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        page = keyset_page(self.request, self.object_list, "created_at")
+        kwargs.update(runs=page.rows, next_url=page.next_url, previous_url=page.previous_url,
+                      can_evaluate=can_evaluate(self.request))
+        return super().get_context_data(**kwargs)
+
+
+def can_evaluate(request: HttpRequest) -> bool:
+    tenant = current_tenant(request)
+    if tenant is None:
+        return False
+    try:
+        Caller(user=request.user).tenant_for_write(tenant.slug, "evaluate")
+    except TenantDenied:
+        return False
+    return True
+
+
+class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-arg]
+    """Start a run over the current tenant's traces; `?guardrail=ID` ticks one guardrail
+    (re-evaluating past traces against its new revision, from the guardrail's page)."""
+
+    form_class = EvaluationForm
+    template_name = "traces/evaluation_form.html"
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.user.is_authenticated and not can_evaluate(request):
+            raise PermissionDenied("starting an evaluation needs the author role in this tenant")
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_initial(self) -> dict[str, Any]:
+        initial: dict[str, Any] = {"mode": "ci"}
+        for name in ("agent", "flow", "since", "until", "upload", "mode"):
+            if self.request.GET.get(name):
+                initial[name] = self.request.GET[name]
+        chosen = self.request.GET.getlist("guardrail") or self.request.GET.getlist("guardrails")
+        if chosen:
+            initial["guardrails"] = chosen
+        return initial
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        preview = EvaluationForm(self.request.GET) if self.request.GET else None
+        filters = preview.filters() if preview is not None and preview.is_valid() else {}
+        chosen = list(preview.cleaned_data["guardrails"]) if preview is not None and preview.is_valid() else []
+        traces = evaluations.selected_traces(self.tenant.pk, filters).count() if self.tenant else 0
+        context.update(selected_traces=traces, filters=filters,
+                       judge_estimate=self.estimate_judge_cost(chosen, traces))
+        return context
+
+    def estimate_judge_cost(self, guardrails: list[Any], traces: int) -> Any:
+        """The judge cost estimate shown before starting (llm-judge guardrails); None: none to show.
+
+        The judge's pages fill this slot; the template shows `judge_estimate` when set.
+        """
+        return None
+
+    def form_valid(self, form: EvaluationForm) -> HttpResponse:
+        request = evaluations.RunRequest(
+            tenant=self.tenant,
+            guardrails=[g.guardrail_id for g in form.cleaned_data["guardrails"]],
+            filters=form.filters(),
+            mode=form.cleaned_data["mode"],
+            started_by=self.request.user,
+            label=self.request.user.get_username(),
+        )
+        try:
+            run = evaluations.create_run(request)
+        except evaluations.RunRequestError as error:
+            form.add_error(None, str(error))
+            return self.form_invalid(form)
+        return HttpResponseRedirect(reverse("evaluation-detail", args=[run.pk]))
+
+
+class EvaluationDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-arg]
+    """One run: live progress bar, the summary per guardrail, cancel."""
+
+    model = Evaluation
+    template_name = "traces/evaluation_detail.html"
+    context_object_name = "run"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        run: Evaluation = self.object
+        summary = evaluations.live_summary(run)
+        revisions = {
+            r.guardrail.guardrail_id: r for r in GuardrailRevision.objects.filter(
+                pk__in=run.revisions.values("pk")).select_related("guardrail")
+        }
+        rows = [{"id": name, "revision": revisions.get(name), **counts} for name, counts in summary.items()]
+        kwargs.update(summary_rows=rows, status_url=f"/api/v1/evaluations/{run.pk}",
+                      can_evaluate=can_evaluate(self.request))
+        return super().get_context_data(**kwargs)
+
+
+class EvaluationCancelView(TenantScopedMixin, SingleObjectMixin, View):  # type: ignore[type-arg]
+    """POST: cancel a run of the current tenant (an author's)."""
+
+    model = Evaluation
+    scope = "evaluate"
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        run = get_object_or_404(self.get_queryset(), pk=pk)
+        if evaluations.cancel_run(run):
+            messages.success(request, f"Evaluation {run.pk} is cancelled: its remaining traces are not evaluated.")
+        else:
+            messages.info(request, f"Evaluation {run.pk} had already {run.status}.")
+        return HttpResponseRedirect(reverse("evaluation-detail", args=[run.pk]))

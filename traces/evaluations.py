@@ -1,0 +1,482 @@
+"""Evaluation runs: create, plan in chunks, evaluate a chunk, finish, cancel, recover.
+
+Plain functions that the API, the pages and the Celery tasks (`traces.tasks`) all call.
+A run's state lives in its rows: `Evaluation` (status, done / total, summary) and its
+`EvaluationChunk`s (a range of trace primary keys each, with a status and a lease).
+
+Why it survives a lost worker: results are unique per trace, revision and run, so a chunk
+evaluated twice stores nothing twice; a chunk adds its size to the run's `done` only when
+its own status moves from `running` to `done`, so progress counts each chunk once; and a
+chunk whose lease expired (its worker died, or its message was lost with the worker) is
+sent again by `requeue_expired_work`, which runs when a worker starts and periodically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Q, QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from guardrails.deployment import close_services, evaluation_services
+from guardrails.deployment import engine as deployment_engine
+from guardrails.engine.evaluate import evaluate_guardrail
+from guardrails.engine.types import Context, Issue, Mode, Result
+from guardrails.engine.types import Guardrail as EngineGuardrail
+from guardrails.models import GuardrailRevision
+from guardrails.services import Enforced
+from kindgi_console.tenancy.models import Tenant
+from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
+from traces.services import record_results
+
+FILTER_NAMES = ("agent", "flow", "since", "until", "upload")
+STATUSES = ("pass", "fail", "error", "skipped")
+
+
+class RunRequestError(Exception):
+    """A run that cannot start as asked; each issue names the field (JSON pointer)."""
+
+    def __init__(self, issues: Sequence[Issue]) -> None:
+        super().__init__(issues[0].message if issues else "invalid evaluation")
+        self.issues = list(issues)
+
+
+# ---------------------------------------------------------------------------- creating a run
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What a person or an API key asks for: guardrails (none: every enabled one), filters."""
+
+    tenant: Tenant
+    guardrails: Sequence[str] = ()
+    filters: dict[str, Any] | None = None
+    mode: Mode = "ci"
+    started_by: Any = None
+    label: str = ""
+
+
+def pinned_revisions(guardrail_ids: Sequence[str]) -> list[GuardrailRevision]:
+    """The current revision of each named guardrail, or of every enabled one.
+
+    Raises RunRequestError naming an id that is no (live) guardrail.
+    """
+    revisions = GuardrailRevision.objects.filter(
+        guardrail__deleted_at__isnull=True, number=F("guardrail__revision")
+    ).select_related("guardrail").order_by("guardrail__guardrail_id")
+    if not guardrail_ids:
+        return list(revisions.filter(guardrail__enabled=True))
+    found = list(revisions.filter(guardrail__guardrail_id__in=list(guardrail_ids)))
+    known = {revision.guardrail.guardrail_id for revision in found}
+    for index, guardrail_id in enumerate(guardrail_ids):
+        if guardrail_id not in known:
+            raise RunRequestError([Issue(f"/guardrails/{index}", f"there is no guardrail {guardrail_id!r}")])
+    return found
+
+
+def clean_filters(raw: object, tenant: Tenant) -> dict[str, Any]:
+    """The trace selection, checked: strings for agent and flow, RFC 3339 times, an upload id."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise RunRequestError([Issue("/filters", "filters is an object")])
+    unknown = sorted(set(raw) - set(FILTER_NAMES))
+    if unknown:
+        raise RunRequestError([Issue(f"/filters/{unknown[0]}", f"unknown filter; use {', '.join(FILTER_NAMES)}")])
+    cleaned: dict[str, Any] = {}
+    for name, value in raw.items():
+        if value in (None, ""):
+            continue
+        cleaned[name] = _clean_filter(name, value, tenant)
+    if "since" in cleaned and "until" in cleaned and cleaned["until"] <= cleaned["since"]:
+        raise RunRequestError([Issue("/filters/until", "until must be after since")])
+    return cleaned
+
+
+def _clean_filter(name: str, value: object, tenant: Tenant) -> Any:
+    pointer = f"/filters/{name}"
+    if name in ("agent", "flow"):
+        if not isinstance(value, str) or len(value) > 200:
+            raise RunRequestError([Issue(pointer, f"{name} is a string of at most 200 characters")])
+        return value
+    if name in ("since", "until"):
+        moment = parse_datetime(value) if isinstance(value, str) else None
+        if moment is None or moment.tzinfo is None:
+            raise RunRequestError([Issue(pointer, f"{name} is an RFC 3339 date-time with a time zone")])
+        return moment.isoformat()
+    if not isinstance(value, int) or isinstance(value, bool) or not (
+        Upload.objects.filter(pk=value, tenant=tenant).exists()
+    ):
+        raise RunRequestError([Issue(pointer, "no upload of this tenant has this id")])
+    return value
+
+
+def create_run(request: RunRequest) -> Evaluation:
+    """Record a queued run with its revisions pinned; it starts once the transaction commits."""
+    if request.mode not in ("ci", "runtime"):
+        raise RunRequestError([Issue("/mode", "mode is ci or runtime")])
+    revisions = pinned_revisions(request.guardrails)
+    if not revisions:
+        raise RunRequestError([Issue("/guardrails", "no guardrail is enabled: name the ones to evaluate")])
+    filters = clean_filters(request.filters, request.tenant)
+    with transaction.atomic():
+        run = Evaluation.objects.create(
+            tenant=request.tenant,
+            guardrails=[revision.guardrail.guardrail_id for revision in revisions],
+            trace_filters=filters,
+            mode=request.mode,
+            started_by=request.started_by,
+            started_by_label=request.label,
+        )
+        run.revisions.set(revisions)
+        transaction.on_commit(lambda: send_start(run.pk))
+    return run
+
+
+def send_start(evaluation_id: int) -> None:
+    from traces.tasks import start_evaluation
+
+    start_evaluation.delay(evaluation_id)
+
+
+def send_chunk(chunk_id: int) -> None:
+    from traces.tasks import evaluate_chunk
+
+    evaluate_chunk.delay(chunk_id)
+
+
+# ---------------------------------------------------------------------------- selection
+
+
+def selected_traces(tenant_id: int, filters: dict[str, Any]) -> QuerySet[RunTrace]:
+    """The tenant's traces that a run's filters select."""
+    traces = RunTrace.objects.filter(tenant_id=tenant_id)
+    for name in ("agent", "flow"):
+        if filters.get(name):
+            traces = traces.filter(**{name: filters[name]})
+    if filters.get("since"):
+        traces = traces.filter(received_at__gte=_moment(filters["since"]))
+    if filters.get("until"):
+        traces = traces.filter(received_at__lt=_moment(filters["until"]))
+    if filters.get("upload"):
+        traces = traces.filter(upload_id=filters["upload"])
+    return traces
+
+
+def _moment(value: str) -> datetime:
+    moment = parse_datetime(value)
+    assert moment is not None
+    return moment
+
+
+def run_traces(run: Evaluation) -> QuerySet[RunTrace]:
+    return selected_traces(run.tenant_id, run.trace_filters)
+
+
+# ---------------------------------------------------------------------------- planning
+
+
+def lease() -> timedelta:
+    return timedelta(seconds=settings.KINDGI_CHUNK_LEASE_SECONDS)
+
+
+def start_run(evaluation_id: int) -> None:
+    """Plan a queued run in chunks and send them; a run already planned is left alone."""
+    with transaction.atomic():
+        run = Evaluation.objects.select_for_update().filter(pk=evaluation_id).first()
+        if run is None or run.status != Evaluation.Status.QUEUED:
+            return
+        chunks = list(plan_chunks(run))
+        EvaluationChunk.objects.bulk_create(chunks, batch_size=500)
+        run.total = sum(chunk.size for chunk in chunks)
+        run.status = Evaluation.Status.RUNNING
+        run.started_at = timezone.now()
+        run.save(update_fields=["total", "status", "started_at"])
+    if not chunks:
+        finish_run(evaluation_id)
+        return
+    for chunk_id in EvaluationChunk.objects.filter(evaluation_id=evaluation_id).values_list("pk", flat=True):
+        send_chunk(chunk_id)
+
+
+def plan_chunks(run: Evaluation) -> Iterator[EvaluationChunk]:
+    """Chunks of at most KINDGI_EVALUATION_CHUNK_SIZE selected traces, by ranges of primary key.
+
+    Only the keys are read (streamed), so planning 100,000 traces holds 100,000 integers
+    at most one database page at a time.
+    """
+    size = settings.KINDGI_EVALUATION_CHUNK_SIZE
+    expires = timezone.now() + lease()
+    keys = run_traces(run).order_by("pk").values_list("pk", flat=True).iterator(chunk_size=5000)
+    number, first, last, count = 0, None, None, 0
+    for pk in keys:
+        if first is None:
+            first = pk
+        last, count = pk, count + 1
+        if count == size:
+            yield _chunk(run, number, first, last, count, expires)
+            number, first, count = number + 1, None, 0
+    if first is not None and last is not None:
+        yield _chunk(run, number, first, last, count, expires)
+
+
+def _chunk(run: Evaluation, number: int, first: int, last: int, size: int, expires: datetime) -> EvaluationChunk:
+    return EvaluationChunk(
+        evaluation=run, number=number, first_pk=first, last_pk=last, size=size, lease_until=expires
+    )
+
+
+# ---------------------------------------------------------------------------- one chunk
+
+
+def evaluate_chunk(chunk_id: int) -> bool:
+    """Evaluate one chunk's traces against the run's pinned revisions; True when it finished.
+
+    A chunk that is gone, done, cancelled or held by a live lease is left alone.
+    """
+    chunk = claim_chunk(chunk_id)
+    if chunk is None:
+        return False
+    run = chunk.evaluation
+    targets = run_targets(run)
+    traces = (
+        run_traces(run)
+        .filter(pk__gte=chunk.first_pk, pk__lte=chunk.last_pk)
+        .only("pk", "tenant_id", "agent", "flow", "document")
+        .order_by("pk")
+    )
+    for batch in keyset_batches(traces, settings.KINDGI_EVALUATION_BATCH):
+        evaluate_batch(run, targets, batch)
+        if not renew_lease(chunk):
+            return False
+    return complete_chunk(chunk)
+
+
+def keyset_batches(queryset: QuerySet[RunTrace], size: int) -> Iterator[list[RunTrace]]:
+    """The rows in primary-key order, `size` at a time, each batch its own query.
+
+    No cursor stays open while a batch is written: SQLite cannot turn a reader whose
+    snapshot another process has written past into a writer (it answers "database is
+    locked" at once), and PostgreSQL keeps no long transaction open either.
+    """
+    after = None
+    while True:
+        page = queryset if after is None else queryset.filter(pk__gt=after)
+        rows = list(page.order_by("pk")[:size])
+        if not rows:
+            return
+        yield rows
+        after = rows[-1].pk
+
+
+def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
+    """Take a queued chunk, or a running one whose lease expired, for this worker.
+
+    A chunk tried KINDGI_CHUNK_MAX_ATTEMPTS times (each attempt lost its worker) fails
+    its run instead of killing workers forever.
+    """
+    now = timezone.now()
+    claimable = Q(status=EvaluationChunk.Status.QUEUED) | Q(
+        status=EvaluationChunk.Status.RUNNING, lease_until__lt=now
+    )
+    live_runs = Evaluation.objects.filter(status=Evaluation.Status.RUNNING).values("pk")
+    claimed = EvaluationChunk.objects.filter(claimable, pk=chunk_id, evaluation_id__in=live_runs).update(
+        status=EvaluationChunk.Status.RUNNING, lease_until=now + lease(), attempts=F("attempts") + 1
+    )
+    if not claimed:
+        return None
+    chunk = EvaluationChunk.objects.select_related("evaluation").get(pk=chunk_id)
+    if chunk.attempts > settings.KINDGI_CHUNK_MAX_ATTEMPTS:
+        fail_run(chunk.evaluation_id, f"chunk {chunk.number} was tried {chunk.attempts - 1} times "
+                                      "and never finished (its worker was lost each time)")
+        return None
+    return chunk
+
+
+def renew_lease(chunk: EvaluationChunk) -> bool:
+    """Keep the claim on a chunk still running; False once the run was cancelled."""
+    return bool(
+        EvaluationChunk.objects.filter(pk=chunk.pk, status=EvaluationChunk.Status.RUNNING).update(
+            lease_until=timezone.now() + lease()
+        )
+    )
+
+
+def run_targets(run: Evaluation) -> list[Enforced]:
+    """The run's pinned revisions as the engine reads them."""
+    revisions = run.revisions.select_related("guardrail").order_by("guardrail__guardrail_id")
+    return [
+        Enforced(EngineGuardrail(document=revision.document, revision=revision.number), revision)
+        for revision in revisions
+    ]
+
+
+def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequence[RunTrace]) -> None:
+    """Evaluate and store one batch of traces in bulk (nothing stored twice)."""
+    engine = deployment_engine()
+    services = evaluation_services(run.tenant, evaluation=run)  # one judge client and ledger per batch
+    services["judge"].know_traces(traces)
+    verdicts: list[tuple[RunTrace, Sequence[Result]]] = []
+    try:
+        for trace in traces:
+            context = Context.for_trace(trace.document, run.mode, **services)
+            results = [evaluate_guardrail(t.guardrail, trace.document, context, engine=engine) for t in targets]
+            verdicts.append((trace, results))
+    finally:
+        close_services(services)
+    record_results(verdicts, targets, mode=run.mode, evaluation=run)
+
+
+def complete_chunk(chunk: EvaluationChunk) -> bool:
+    """Mark the chunk done and count its traces once; finish the run after its last chunk."""
+    with transaction.atomic():
+        finished = EvaluationChunk.objects.filter(pk=chunk.pk, status=EvaluationChunk.Status.RUNNING).update(
+            status=EvaluationChunk.Status.DONE, finished_at=timezone.now(), lease_until=None
+        )
+        if finished:
+            Evaluation.objects.filter(pk=chunk.evaluation_id).update(done=F("done") + chunk.size)
+    if finished and not _chunks_left(chunk.evaluation_id):
+        finish_run(chunk.evaluation_id)
+    return bool(finished)
+
+
+def _chunks_left(evaluation_id: int) -> bool:
+    return EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
+        status=EvaluationChunk.Status.DONE
+    ).exists()
+
+
+# ---------------------------------------------------------------------------- ending a run
+
+
+def finish_run(evaluation_id: int) -> None:
+    """A running run whose chunks are all done succeeds, with its summary."""
+    summary = run_summary(evaluation_id)
+    Evaluation.objects.filter(pk=evaluation_id, status=Evaluation.Status.RUNNING).update(
+        status=Evaluation.Status.SUCCEEDED, summary=summary, finished_at=timezone.now()
+    )
+
+
+def cancel_run(run: Evaluation) -> bool:
+    """Stop a queued or running run: its chunks not yet done are not evaluated."""
+    with transaction.atomic():
+        cancelled = Evaluation.objects.filter(
+            pk=run.pk, status__in=[Evaluation.Status.QUEUED, Evaluation.Status.RUNNING]
+        ).update(status=Evaluation.Status.CANCELLED, finished_at=timezone.now())
+        if cancelled:
+            EvaluationChunk.objects.filter(evaluation=run).exclude(
+                status=EvaluationChunk.Status.DONE
+            ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
+    if cancelled:
+        Evaluation.objects.filter(pk=run.pk).update(summary=run_summary(run.pk))
+    run.refresh_from_db()
+    return bool(cancelled)
+
+
+def fail_run(evaluation_id: int, error: str) -> None:
+    """A run that cannot go on: its remaining chunks stop, the error is shown."""
+    with transaction.atomic():
+        failed = Evaluation.objects.filter(
+            pk=evaluation_id, status__in=[Evaluation.Status.QUEUED, Evaluation.Status.RUNNING]
+        ).update(status=Evaluation.Status.FAILED, finished_at=timezone.now(), error=error[:2000])
+        if failed:
+            EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
+                status=EvaluationChunk.Status.DONE
+            ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
+    if failed:
+        Evaluation.objects.filter(pk=evaluation_id).update(summary=run_summary(evaluation_id))
+
+
+def fail_run_of_chunk(chunk_id: int, error: str) -> None:
+    evaluation_id = EvaluationChunk.objects.filter(pk=chunk_id).values_list("evaluation_id", flat=True).first()
+    if evaluation_id is not None:
+        fail_run(evaluation_id, error)
+
+
+def run_summary(evaluation_id: int) -> dict[str, dict[str, int]]:
+    """pass / fail / error / skipped per guardrail, over the traces evaluated so far.
+
+    Skipped results are not stored (the guardrail's scope did not select the trace), so
+    `skipped` is the traces done that have no result for that guardrail.
+    """
+    run = Evaluation.objects.filter(pk=evaluation_id).values("done").first()
+    done = run["done"] if run else 0
+    names = Evaluation.revisions.through.objects.filter(evaluation_id=evaluation_id).values_list(
+        "guardrailrevision__guardrail__guardrail_id", flat=True
+    )
+    summary = {name: dict.fromkeys(STATUSES, 0) for name in sorted(names)}
+    counts = (
+        EvaluationResult.objects.filter(evaluation_id=evaluation_id)
+        .values_list("guardrail__guardrail_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for name, status, n in counts:
+        summary.setdefault(name, dict.fromkeys(STATUSES, 0))[status] = n
+    for row in summary.values():
+        row["skipped"] = max(0, done - row["pass"] - row["fail"] - row["error"])
+    return summary
+
+
+def live_summary(run: Evaluation) -> dict[str, dict[str, int]]:
+    """The stored summary of a finished run, or the one so far of a running run."""
+    if run.is_final and run.summary:
+        summary: dict[str, dict[str, int]] = run.summary
+        return summary
+    return run_summary(run.pk)
+
+
+# ---------------------------------------------------------------------------- recovery
+
+
+def requeue_expired_work() -> int:
+    """Send again what a lost worker held: chunks whose lease expired, runs never planned,
+    runs whose last chunk finished without finishing the run. Returns how many were sent.
+    """
+    now = timezone.now()
+    sent = 0
+    expired = EvaluationChunk.objects.filter(
+        status__in=[EvaluationChunk.Status.QUEUED, EvaluationChunk.Status.RUNNING],
+        lease_until__lt=now,
+        evaluation__status=Evaluation.Status.RUNNING,
+    ).values_list("pk", flat=True)
+    for chunk_id in list(expired[:10_000]):
+        # The new lease covers the message now on its way; only one check sends it.
+        renewed = EvaluationChunk.objects.filter(pk=chunk_id, lease_until__lt=now).update(
+            status=EvaluationChunk.Status.QUEUED, lease_until=now + lease()
+        )
+        if renewed:
+            send_chunk(chunk_id)
+            sent += 1
+    stale = now - lease()
+    for evaluation_id in Evaluation.objects.filter(status=Evaluation.Status.QUEUED, created_at__lt=stale).values_list(
+        "pk", flat=True
+    ):
+        send_start(evaluation_id)
+        sent += 1
+    finished = Evaluation.objects.filter(status=Evaluation.Status.RUNNING, total__gt=0, done__gte=F("total"))
+    for evaluation_id in finished.values_list("pk", flat=True):
+        if not _chunks_left(evaluation_id):
+            finish_run(evaluation_id)
+    return sent + requeue_stale_uploads(now)
+
+
+def requeue_stale_uploads(now: datetime) -> int:
+    from traces.tasks import process_upload
+
+    stale = Upload.objects.filter(
+        status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now
+    ).values_list("pk", flat=True)
+    sent = 0
+    for upload_id in list(stale):
+        renewed = Upload.objects.filter(pk=upload_id, lease_until__lt=now).update(lease_until=now + lease())
+        if renewed:
+            process_upload.delay(upload_id)
+            sent += 1
+    return sent

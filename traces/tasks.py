@@ -1,0 +1,90 @@
+"""Background work of traces: evaluation runs, runtime evaluation of ingested batches, uploads.
+
+Thin shells around `traces.evaluations`, `traces.services` and `traces.uploads`: each task
+takes primary keys, re-reads its rows (a row that has gone is nothing to do), keeps its
+state in those rows, and is safe to run twice. Messages are acknowledged after the task
+ran (`acks_late`), so a message whose worker was lost is delivered again; transient
+database and broker faults are retried with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from celery import Task, shared_task
+from celery.signals import worker_ready
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from kombu.exceptions import OperationalError as BrokerError
+
+from traces import evaluations, services, uploads
+
+logger = logging.getLogger(__name__)
+
+#: Faults that go away by themselves: a database restarting or locked, a broker unreachable.
+TRANSIENT = (OperationalError, InterfaceError, BrokerError)
+
+TASK_OPTIONS: dict[str, Any] = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": TRANSIENT,
+    "retry_backoff": 2,
+    "retry_backoff_max": 120,
+    "retry_jitter": True,
+    "max_retries": 8,
+}
+
+
+class ChunkTask(Task):  # type: ignore[misc]
+    """A chunk that fails for good (not a transient fault) fails its run, with the reason."""
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        chunk_id = args[0] if args else kwargs.get("chunk_id")
+        evaluations.fail_run_of_chunk(chunk_id, f"{type(exc).__name__}: {exc}")
+
+
+@shared_task(**TASK_OPTIONS)
+def start_evaluation(evaluation_id: int) -> None:
+    """Plan a queued run in chunks and send one task per chunk."""
+    evaluations.start_run(evaluation_id)
+
+
+@shared_task(base=ChunkTask, **TASK_OPTIONS)
+def evaluate_chunk(chunk_id: int) -> None:
+    """Evaluate one chunk of a run; the last chunk to finish finishes the run."""
+    evaluations.evaluate_chunk(chunk_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def evaluate_ingested(trace_ids: Sequence[int]) -> None:
+    """Runtime-mode evaluation of one ingested batch (the traces that are still there)."""
+    services.evaluate_stored_traces(trace_ids)
+
+
+@shared_task(**TASK_OPTIONS)
+def process_upload(upload_id: int) -> None:
+    """Read an uploaded file of traces and store its good lines, in batches."""
+    uploads.process_upload(upload_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def requeue_expired_work() -> int:
+    """Send again the chunks and uploads whose worker was lost (beat runs this periodically)."""
+    return evaluations.requeue_expired_work()
+
+
+@worker_ready.connect
+def recover_on_worker_start(**_: Any) -> None:
+    """A new worker looks for work a lost worker held: now, and once every lease has run out.
+
+    The filesystem transport of the embedded default does not deliver an unacknowledged
+    message again, and Redis only after its visibility timeout; the chunk leases recover
+    both without waiting for either.
+    """
+    try:
+        requeue_expired_work.delay()
+        requeue_expired_work.apply_async(countdown=settings.KINDGI_CHUNK_LEASE_SECONDS + 1)
+    except TRANSIENT:
+        logger.exception("could not send the recovery check; the periodic check will run it")

@@ -1,0 +1,71 @@
+"""Pages of trace uploads: the list, the upload form, an upload with its progress and bad lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.views.generic import DetailView, FormView, ListView
+
+from kindgi_console.tenancy.models import Membership, Tenant, roles_at_least
+from kindgi_console.tenancy.views import TenantScopedMixin
+from traces.forms import UploadForm
+from traces.models import Upload
+from traces.paging import keyset_page
+from traces.uploads import save_upload
+
+
+class UploadListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+    """The current tenant's uploads, newest first."""
+
+    model = Upload
+    template_name = "traces/upload_list.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        page = keyset_page(self.request, self.object_list.select_related("uploaded_by"), "created_at")
+        kwargs.update(uploads=page.rows, next_url=page.next_url, previous_url=page.previous_url,
+                      can_upload=bool(writable_tenants(self.request.user)))
+        return super().get_context_data(**kwargs)
+
+
+def writable_tenants(user: Any) -> list[Tenant]:
+    """The tenants the person may store traces in (author or admin; every one, for a superuser)."""
+    if user.is_superuser:
+        return list(Tenant.objects.order_by("slug"))
+    memberships = Membership.objects.filter(user=user, role__in=roles_at_least("author"))
+    return list(Tenant.objects.filter(pk__in=memberships.values("tenant_id")).order_by("slug"))
+
+
+class UploadCreateView(TenantScopedMixin, FormView):  # type: ignore[type-arg]
+    """Upload a file of traces; it is stored as streamed and processed in the background."""
+
+    form_class = UploadForm
+    template_name = "traces/upload_form.html"
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        kwargs = super().get_form_kwargs()
+        kwargs["tenants"] = writable_tenants(self.request.user)
+        return kwargs
+
+    def get_initial(self) -> dict[str, Any]:
+        return {"tenant": self.tenant.slug if self.tenant else None}
+
+    def form_valid(self, form: UploadForm) -> HttpResponse:
+        upload = save_upload(
+            form.cleaned_data["file"], form.cleaned_data["tenant"], self.request.user,
+            evaluate_after=form.cleaned_data["evaluate_after"],
+        )
+        return HttpResponseRedirect(reverse("upload-detail", args=[upload.pk]))
+
+
+class UploadDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-arg]
+    """One upload: progress, what became of its traces, its bad lines."""
+
+    model = Upload
+    template_name = "traces/upload_detail.html"
+    context_object_name = "upload"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        kwargs["status_url"] = f"/api/v1/uploads/{self.object.pk}"
+        return super().get_context_data(**kwargs)
