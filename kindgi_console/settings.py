@@ -190,6 +190,7 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
         # How often an idle worker looks at the folder for a new message (seconds).
         "polling_interval": envint("KINDGI_BROKER_POLL_MS", 200, minimum=10) / 1000,

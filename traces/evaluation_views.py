@@ -12,12 +12,16 @@ from django.urls import reverse
 from django.views.generic import DetailView, FormView, ListView, View
 from django.views.generic.detail import SingleObjectMixin
 
+from guardrails.engine.judge import KIND as JUDGE_KIND
+from guardrails.engine.types import Mode
+from guardrails.judge import estimate_run
 from guardrails.models import GuardrailRevision
+from guardrails.services import enforced_guardrails
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from kindgi_console.tenancy.views import TenantScopedMixin, current_tenant
 from traces import evaluations
 from traces.forms import EvaluationForm
-from traces.models import Evaluation
+from traces.models import Evaluation, RunTrace
 from traces.paging import keyset_page
 
 
@@ -70,19 +74,26 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         preview = EvaluationForm(self.request.GET) if self.request.GET else None
-        filters = preview.filters() if preview is not None and preview.is_valid() else {}
-        chosen = list(preview.cleaned_data["guardrails"]) if preview is not None and preview.is_valid() else []
-        traces = evaluations.selected_traces(self.tenant.pk, filters).count() if self.tenant else 0
-        context.update(selected_traces=traces, filters=filters,
-                       judge_estimate=self.estimate_judge_cost(chosen, traces))
+        valid = preview is not None and preview.is_valid()
+        filters = preview.filters() if valid else {}
+        chosen = list(preview.cleaned_data["guardrails"]) if valid else []
+        mode = preview.cleaned_data["mode"] if valid else "ci"
+        traces = evaluations.selected_traces(self.tenant.pk, filters) if self.tenant else RunTrace.objects.none()
+        context.update(selected_traces=traces.count(), filters=filters,
+                       judge_estimate=self.estimate_judge_cost(chosen, traces, mode))
         return context
 
-    def estimate_judge_cost(self, guardrails: list[Any], traces: int) -> Any:
-        """The judge cost estimate shown before starting (llm-judge guardrails); None: none to show.
+    def estimate_judge_cost(self, chosen: list[Any], traces: Any, mode: Mode) -> dict[str, Any] | None:
+        """What the run's llm-judge guardrails will cost (None: the run judges nothing).
 
-        The judge's pages fill this slot; the template shows `judge_estimate` when set.
+        The guardrails are the ticked ones, or every enabled one when none is ticked, at
+        their current revisions, as the run will pin them.
         """
-        return None
+        wanted = {guardrail.guardrail_id for guardrail in chosen}
+        guardrails = [item.guardrail for item in enforced_guardrails() if not wanted or item.guardrail.id in wanted]
+        if self.tenant is None or not any(g.kind == JUDGE_KIND for g in guardrails):
+            return None
+        return estimate_run(guardrails, traces, self.tenant, mode=mode)
 
     def form_valid(self, form: EvaluationForm) -> HttpResponse:
         request = evaluations.RunRequest(

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 
 from guardrails.judge import estimate_run
 from guardrails.models import JudgeCacheEntry, JudgeModelRegistration
@@ -400,3 +401,18 @@ def test_charlie_sees_nothing_of_acmes_judging(
     refused = api(charlie_key).post("/api/v1/evaluate", data=make_trace("x", tenant="acme"),
                                     format="json")
     assert refused.status_code == 403 and JudgeLedgerEntry.objects.count() == 1
+
+
+def test_the_new_run_page_shows_the_judge_estimate(
+    api: Any, acme: Tenant, acme_key: str, alice: User, local_judge: Any, judge_guardrail: Any,
+    halt_guardrail: Any,
+) -> None:
+    api(acme_key).post("/api/v1/traces", data={"traces": [make_trace(f"p-{n}", toolCalls=[])
+                                                          for n in range(3)]}, format="json")
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/evaluations/new/").content.decode()
+    assert "Judge cost estimate" in page
+    assert "no-refund-promises → local" in page
+    without_judge = client.get("/evaluations/new/?guardrails=no-refunds&mode=ci").content.decode()
+    assert "Judge cost estimate" not in without_judge

@@ -51,7 +51,7 @@ def require_broker() -> None:
 
 def purge_queue() -> None:
     """Drop messages that earlier runs left in the queue."""
-    for folder in ("data_folder_in", "processed_folder"):
+    for folder in ("data_folder_in", "processed_folder", "control_folder"):
         path = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(folder)
         if isinstance(path, str):
             Path(path).mkdir(parents=True, exist_ok=True)

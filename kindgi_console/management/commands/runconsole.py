@@ -42,7 +42,7 @@ class Command(BaseCommand):
                 worker.wait(timeout=30)
 
     def _prepare_broker_folders(self) -> None:
-        for key in ("data_folder_in", "processed_folder"):
+        for key in ("data_folder_in", "processed_folder", "control_folder"):
             folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(key)
             if isinstance(folder, str):
                 Path(folder).mkdir(parents=True, exist_ok=True)
