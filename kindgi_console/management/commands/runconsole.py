@@ -8,6 +8,7 @@ against Redis instead, on as many machines as it needs.
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 DEMO_LOGINS = ("admin", "author", "acme-reviewer", "globex-reviewer")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 DEMO_PASSWORD = "kindgi-demo"  # noqa: S105 - the demo's published local-only password
 
 
@@ -34,12 +36,14 @@ class Command(BaseCommand):
         self._prepare_broker_folders()
         worker = None if options["no_worker"] else self._start_worker()
         self._print_banner(addrport, worker is not None)
+        # A SIGTERM (a service manager, `kill`) ends the server through `finally`, which
+        # stops the worker too; a SIGKILL is covered by the worker's parent-death signal.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             call_command("runserver", addrport, use_reloader=False)
         finally:
             if worker is not None:
-                worker.send_signal(signal.SIGTERM)
-                worker.wait(timeout=30)
+                _stop(worker)
 
     def _prepare_broker_folders(self) -> None:
         for key in ("data_folder_in", "processed_folder", "control_folder"):
@@ -55,7 +59,7 @@ class Command(BaseCommand):
             "--loglevel", "WARNING", "--concurrency", "2", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
             "--beat", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME,
         ]
-        return subprocess.Popen(command, cwd=settings.BASE_DIR)
+        return subprocess.Popen(command, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
 
     def _print_banner(self, addrport: str, with_worker: bool) -> None:
         host, _, port = addrport.rpartition(":")
@@ -69,3 +73,24 @@ class Command(BaseCommand):
             "",
         ]
         self.stdout.write("\n".join(lines))
+
+
+def _die_with_parent() -> None:
+    """In the worker, before exec: Linux sends it SIGTERM when the console process dies."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _stop(worker: subprocess.Popen[bytes]) -> None:
+    """Ask the worker to finish its task; kill it if it has not within a few seconds.
+
+    Killing loses nothing: tasks are acknowledged late and a run's chunks are leased, so
+    the next worker takes them over.
+    """
+    worker.terminate()
+    try:
+        worker.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
