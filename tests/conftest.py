@@ -19,6 +19,20 @@ from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
 from tests.fakeproviders import FakeProvider
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In CI (KINDGI_REQUIRE_SERVICES=1) the suite must run on PostgreSQL and Redis: stop at once otherwise."""
+    import os
+
+    if os.environ.get("KINDGI_REQUIRE_SERVICES") != "1":
+        return
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]["ENGINE"]
+    broker = settings.CELERY_BROKER_URL
+    if "postgresql" not in database or not broker.startswith("redis://"):
+        pytest.exit(f"CI needs PostgreSQL and Redis, got {database} and {broker}", returncode=3)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_throttle_cache() -> None:
     """Throttle counters live in the cache: each test starts with none."""
