@@ -41,7 +41,7 @@ from guardrails.models import Guardrail, JudgeModelRegistration
 from guardrails.services import Author, enforced_guardrails, register_document, save_guardrail
 from kindgi_console.tenancy.models import Membership, Tenant
 from kindgi_console.tenancy.scoping import Caller
-from traces import review
+from traces import ledger, review
 from traces.models import (
     Evaluation,
     EvaluationResult,
@@ -544,7 +544,7 @@ def _write_ledger(tenant: Tenant, calls: list[dict[str, Any]], traces: dict[str,
             created_at=trace.received_at + timedelta(milliseconds=call["latency_ms"]),
             **{k: v for k, v in call.items() if k not in ("trace", "guardrail")},
         ))
-    JudgeLedgerEntry.objects.bulk_create(entries, batch_size=1000)
+    ledger.record(entries, batch_size=1000)
     return len(entries)
 
 

@@ -35,7 +35,14 @@ from django.views.generic import DetailView, ListView
 from guardrails.models import Guardrail
 from kindgi_console.tenancy.views import TenantScopedMixin, tenant_choices
 from traces import forms, ledger, review, timeline
-from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace, Violation, ViolationReview
+from traces.models import (
+    EvaluationResult,
+    JudgeLedgerEntry,
+    LedgerDay,
+    RunTrace,
+    Violation,
+    ViolationReview,
+)
 from traces.paging import PAGE_SIZES, keyset_page
 
 #: How far back charts look when the filter names no start.
@@ -359,18 +366,23 @@ class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         scoped = JudgeLedgerEntry.objects.for_caller(self.caller, self.scope)
         return form.apply(scoped, self.tenant)
 
+    def days(self, form: forms.LedgerFilterForm) -> QuerySet[LedgerDay]:
+        """The daily roll-up under the same scope and filter (the page's are whole days)."""
+        scoped = LedgerDay.objects.for_caller(self.caller, self.scope)
+        return form.apply(scoped, self.tenant, days=True)
+
     def form(self, data: Any) -> forms.LedgerFilterForm:
         tenants = [(t.slug, t.name or t.slug) for t in tenant_choices(self.request.user)]
         return forms.LedgerFilterForm(data, guardrails=guardrail_choices(), tenants=tenants)
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         form = self.form(request.GET)
-        entries = self.entries(form)
-        groups = ledger.summarise(entries, [form.grouping])
+        entries, days = self.entries(form), self.days(form)
+        groups = ledger.summarise(entries, [form.grouping], days)
         first, last = chart_days(form)
         daily = ledger.summarise(entries.filter(
             created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1))
-        ), ["day", "model"])
+        ), ["day", "model"], days.filter(day__gte=first, day__lte=last))
         chart = chart_data([(date.fromisoformat(g["day"]), g["model"], Decimal(g["costUsd"]))
                             for g in daily], first, last, y_format="usd",
                            title="Judge cost per day by model")
@@ -398,7 +410,7 @@ class LedgerExportView(LedgerView):
         if request.GET.get("rows") == "entries":
             lines, name = ledger.csv_lines(entries), f"kindgi-ledger-calls-{stamp}.csv"
         else:
-            groups = ledger.summarise(entries, [form.grouping])
+            groups = ledger.summarise(entries, [form.grouping], self.days(form))
             lines = ledger.summary_csv_lines(groups, [form.grouping])
             name = f"kindgi-ledger-by-{form.grouping}-{stamp}.csv"
         response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
