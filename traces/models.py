@@ -393,6 +393,36 @@ class LedgerDay(models.Model):
         return f"{self.day} {self.model_id}: {self.calls} calls, {self.cost_usd} USD"
 
 
+class ViolationDay(models.Model):
+    """Violations counted per tenant, guardrail, severity and day (a roll-up for the chart).
+
+    Kept by `traces.violation_days`, in the same transaction as the violations it counts,
+    so that the violation chart reads a few rows per day instead of every violation when it
+    is filtered by nothing but guardrail, severity and dates. `day` is the violation's
+    `created_at` date in the console's time zone, as `TruncDate` gives it; review state is
+    not counted here (a chart filtered by it reads the violations).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
+    severity = models.CharField(max_length=20, blank=True)
+    day = models.DateField()
+    count = models.BigIntegerField(default=0)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "guardrail", "severity", "day"], name="violation_day_unique"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "day"], name="violation_day_tenant_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.guardrail_id} {self.severity}: {self.count}"
+
+
 class Upload(models.Model):
     """A file of traces (.json, .jsonl, either gzip-compressed) uploaded from a page.
 

@@ -15,9 +15,9 @@ from decimal import Decimal
 from typing import Any
 
 from django.contrib import messages
-from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, TruncDate
+from django.db.models.functions import Coalesce
 from django.http import (
     Http404,
     HttpRequest,
@@ -34,13 +34,14 @@ from django.views.generic import DetailView, ListView
 
 from guardrails.models import Guardrail
 from kindgi_console.tenancy.views import TenantScopedMixin, tenant_choices
-from traces import forms, ledger, review, timeline
+from traces import forms, ledger, review, timeline, violation_days
 from traces.models import (
     EvaluationResult,
     JudgeLedgerEntry,
     LedgerDay,
     RunTrace,
     Violation,
+    ViolationDay,
     ViolationReview,
 )
 from traces.paging import PAGE_SIZES, keyset_page
@@ -193,12 +194,23 @@ class ViolationChartView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         first, last = chart_days(form)
         violations = form.apply(self.get_queryset()).filter(
             created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1)))
-        series = F("guardrail__guardrail_id") if by == "guardrail" else F("severity")
-        rows = (violations.order_by().annotate(day=TruncDate("created_at"), series=series)
-                .values("day", "series").annotate(n=Count("pk")).values_list("day", "series", "n"))
+        rows = violation_days.chart_rows(violations, self.days(form), by, first, last)
         order = ["critical", "error", "warn", "info", ""] if by == "severity" else None
-        return JsonResponse(chart_data(list(rows), first, last, order=order, y_format="count",
+        return JsonResponse(chart_data(rows, first, last, order=order, y_format="count",
                                        title=f"Violations per day by {by}"))
+
+    def days(self, form: forms.ViolationFilterForm) -> QuerySet[ViolationDay] | None:
+        """The roll-up under the page's scope and filter, when it names nothing the roll-up
+        does not count (review state, action, mode, agent, flow); else None."""
+        named = {name for name in form.fields if form.value(name) not in (None, "")}
+        if not named <= violation_days.ROLLED_UP_FILTERS:
+            return None
+        days = ViolationDay.objects.for_caller(self.caller, self.scope).filter(tenant=self.tenant)
+        for name in ("guardrail", "severity"):
+            if form.value(name):
+                field = "guardrail__guardrail_id" if name == "guardrail" else name
+                days = days.filter(**{field: form.value(name)})
+        return days
 
 
 def chart_days(form: forms.FilterForm) -> tuple[date, date]:

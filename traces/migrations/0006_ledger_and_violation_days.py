@@ -39,6 +39,27 @@ def fill_ledger_days(apps, schema_editor):
     )
 
 
+def fill_violation_days(apps, schema_editor):
+    """The violations already stored, counted per tenant, guardrail, severity and day."""
+    violation_model = apps.get_model("traces", "Violation")
+    day_model = apps.get_model("traces", "ViolationDay")
+    rows = (
+        violation_model.objects.using(schema_editor.connection.alias).order_by()
+        .annotate(g_day=TruncDate("created_at"))
+        .values_list("tenant_id", "guardrail_id", "severity", "g_day")
+        .annotate(n=Count("pk"))
+    )
+    day_model.objects.using(schema_editor.connection.alias).bulk_create(
+        [day_model(tenant_id=tenant, guardrail_id=guardrail, severity=severity, day=day, count=n)
+         for tenant, guardrail, severity, day, n in rows],
+        batch_size=1000,
+    )
+
+
+def empty_violation_days(apps, schema_editor):
+    apps.get_model("traces", "ViolationDay").objects.using(schema_editor.connection.alias).delete()
+
+
 def empty_ledger_days(apps, schema_editor):
     apps.get_model("traces", "LedgerDay").objects.using(schema_editor.connection.alias).delete()
 
@@ -76,5 +97,21 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('tenant', 'guardrail', 'model_id', 'day'), name='ledger_day_unique')],
             },
         ),
+        migrations.CreateModel(
+            name='ViolationDay',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('severity', models.CharField(blank=True, max_length=20)),
+                ('day', models.DateField()),
+                ('count', models.BigIntegerField(default=0)),
+                ('guardrail', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrail')),
+                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.tenant')),
+            ],
+            options={
+                'indexes': [models.Index(fields=['tenant', 'day'], name='violation_day_tenant_day')],
+                'constraints': [models.UniqueConstraint(fields=('tenant', 'guardrail', 'severity', 'day'), name='violation_day_unique')],
+            },
+        ),
         migrations.RunPython(fill_ledger_days, empty_ledger_days),
+        migrations.RunPython(fill_violation_days, empty_violation_days),
     ]
