@@ -115,12 +115,13 @@ FROM results r JOIN new n ON n.id = r.trace_id
 LEDGER_SQL = """
 INSERT INTO traces_judgeledgerentry (tenant_id, guardrail_id, revision_id, model_id, input_tokens,
     output_tokens, cost_usd, latency_ms, outcome, over_budget_cost, over_budget_latency, cache_hit,
-    created_at)
+    created_at, trace_ref, provider, model_name, verdict, reason, error, billed, attempts)
 SELECT %(tenant)s, %(guardrail)s, %(revision)s,
        (ARRAY['gpt-4.1-mini','claude-haiku-4-5','claude-sonnet-4-5'])[1 + n %% 3],
        800 + n %% 3000, 40 + n %% 200, (800 + n %% 3000) * 0.0000004 + (40 + n %% 200) * 0.0000016,
        300 + n %% 4000, 'PASS', n %% 7 = 0, n %% 11 = 0, n %% 13 = 0,
-       now() - (n %% 2592000) * interval '1 second'
+       now() - (n %% 2592000) * interval '1 second', 'bench-' || n, 'openai', '', 'PASS', '', '',
+       n %% 13 <> 0, 1
 FROM generate_series(%(start)s, %(stop)s) AS n
 """
 

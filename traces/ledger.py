@@ -205,6 +205,15 @@ _UPSERT = (
 )
 
 
+def remove_from_days(entry: JudgeLedgerEntry) -> None:
+    """Take a deleted entry out of its roll-up row (an entry deleted in the admin)."""
+    key = {"tenant_id": entry.tenant_id, "guardrail_id": entry.guardrail_id,
+           "model_id": entry.model_id, "day": timezone.localdate(entry.created_at)}
+    LedgerDay.objects.filter(**key).update(**{
+        name: F(name) - value for name, value in zip(DAY_COUNTERS, day_counters(entry), strict=True)
+    })
+
+
 def rebuild_days() -> int:
     """Fill the roll-up again from every entry (after entries were written around `record`,
     as a bulk load does); returns the number of roll-up rows."""

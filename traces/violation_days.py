@@ -15,6 +15,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import TruncDate
+from django.utils import timezone
 
 from traces.models import Violation, ViolationDay
 
@@ -56,6 +57,13 @@ def add(violations: QuerySet[Violation]) -> None:
 def subtract(violations: QuerySet[Violation]) -> None:
     """Uncount `violations` (about to change their day, in this transaction)."""
     _upsert(_counts(violations), -1)
+
+
+def uncount(violation: Violation) -> None:
+    """Take a deleted violation out of its day (a trace or a run deleted with its violations)."""
+    key = (violation.tenant_id, violation.guardrail_id, violation.severity,
+           timezone.localdate(violation.created_at))
+    _upsert([(*key, 1)], -1)
 
 
 def redate(violations: QuerySet[Violation], created_at: Any) -> None:

@@ -55,3 +55,22 @@ def test_the_chart_reads_the_roll_up_unless_a_filter_needs_the_violations(
         assert ("traces_violationday" in sql) is rolled_up, query
         if "agent" not in query:
             assert sum(sum(d["data"]) for d in chart["datasets"]) == 3, query
+
+
+def test_deleting_traces_and_ledger_entries_takes_them_out_of_the_roll_ups(
+    bob: Any, acme: Tenant, halt_guardrail: Any
+) -> None:
+    from decimal import Decimal
+
+    from traces import ledger
+    from traces.models import JudgeLedgerEntry, LedgerDay, RunTrace
+
+    stored = seed.traces(acme, 3)
+    seed.ledger(acme, 2, cost_usd=Decimal("0.25"))
+    RunTrace.objects.filter(pk=stored[0].pk).delete()
+    assert sum(ViolationDay.objects.values_list("count", flat=True)) == 2
+    JudgeLedgerEntry.objects.filter(pk=JudgeLedgerEntry.objects.first().pk).delete()
+    day = LedgerDay.objects.get()
+    assert (day.calls, day.cost_usd) == (1, Decimal("0.25"))
+    entries = JudgeLedgerEntry.objects.all()
+    assert ledger.summarise(entries, ["model"], LedgerDay.objects.all()) == ledger.summarise(entries, ["model"])
