@@ -355,6 +355,7 @@ class ConsoleJudgeServices:
         return self._revisions[wanted]
 
     def _write(self, guardrail: Guardrail, trace: Trace, context: Context, **fields: Any) -> None:
+        from traces import ledger
         from traces.models import JudgeLedgerEntry
 
         tenant = self._tenant(context.tenant)
@@ -365,7 +366,8 @@ class ConsoleJudgeServices:
             logger.warning("judge call of %s not recorded: no stored tenant or guardrail", guardrail.id)
             return
         trace_ref = str(trace.get("id") or "")
-        entry = JudgeLedgerEntry.objects.create(
+        # Through the ledger's one write path: the entry and its day's sums together.
+        [entry] = ledger.record([JudgeLedgerEntry(
             tenant=tenant,
             guardrail_id=revision[0],
             revision_id=revision[1],
@@ -373,7 +375,7 @@ class ConsoleJudgeServices:
             trace_ref=trace_ref,
             evaluation=self.evaluation,
             **fields,
-        )
+        )])
         self.recorded.append(entry.pk)
 
 

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.contrib import admin
 
 from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, RunTrace, Violation
@@ -31,6 +33,8 @@ class ViolationAdmin(admin.ModelAdmin):
                     "created_at"]
     list_filter = ["state", "severity", "mode", "tenant"]
     raw_id_fields = ["trace", "result", "revision", "evaluation", "guardrail"]
+    # What the chart's daily roll-up counts by is not edited here (traces.violation_days).
+    readonly_fields = ["tenant", "guardrail", "severity", "created_at"]
 
 
 @admin.register(JudgeLedgerEntry)
@@ -39,3 +43,11 @@ class JudgeLedgerEntryAdmin(admin.ModelAdmin):
                     "output_tokens", "cost_usd", "latency_ms", "outcome", "cache_hit"]
     list_filter = ["tenant", "model_id", "cache_hit"]
     raw_id_fields = ["trace", "revision", "evaluation", "guardrail"]
+
+    # The ledger is written by traces.ledger.record only (which keeps its daily roll-up):
+    # here it is read, and an entry may be deleted (taken out of the roll-up on delete).
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False

@@ -6,3 +6,25 @@ class TracesConfig(AppConfig):
 
     name = "traces"
     verbose_name = "Traces"
+
+    def ready(self) -> None:
+        # Deleting ledger entries or violations (the admin, a trace's cascade) takes them out
+        # of the daily roll-ups, which every other write keeps through its write path.
+        from django.db.models.signals import post_delete
+
+        from traces.models import JudgeLedgerEntry, Violation
+
+        post_delete.connect(_entry_deleted, sender=JudgeLedgerEntry, dispatch_uid="ledger_days")
+        post_delete.connect(_violation_deleted, sender=Violation, dispatch_uid="violation_days")
+
+
+def _entry_deleted(sender: type, instance: object, **kwargs: object) -> None:
+    from traces import ledger
+
+    ledger.remove_from_days(instance)  # type: ignore[arg-type]
+
+
+def _violation_deleted(sender: type, instance: object, **kwargs: object) -> None:
+    from traces import violation_days
+
+    violation_days.uncount(instance)  # type: ignore[arg-type]

@@ -41,7 +41,7 @@ from guardrails.models import Guardrail, JudgeModelRegistration
 from guardrails.services import Author, enforced_guardrails, register_document, save_guardrail
 from kindgi_console.tenancy.models import Membership, Tenant
 from kindgi_console.tenancy.scoping import Caller
-from traces import review
+from traces import ledger, review, violation_days
 from traces.models import (
     Evaluation,
     EvaluationResult,
@@ -528,7 +528,7 @@ def _date_results_by_their_trace(trace_pks: list[int]) -> None:
     for start in range(0, len(trace_pks), 500):
         chunk = trace_pks[start:start + 500]
         EvaluationResult.objects.filter(trace_id__in=chunk).update(created_at=received)
-        Violation.objects.filter(trace_id__in=chunk).update(created_at=received)
+        violation_days.redate(Violation.objects.filter(trace_id__in=chunk), received)
 
 
 def _write_ledger(tenant: Tenant, calls: list[dict[str, Any]], traces: dict[str, RunTrace],
@@ -544,7 +544,7 @@ def _write_ledger(tenant: Tenant, calls: list[dict[str, Any]], traces: dict[str,
             created_at=trace.received_at + timedelta(milliseconds=call["latency_ms"]),
             **{k: v for k, v in call.items() if k not in ("trace", "guardrail")},
         ))
-    JudgeLedgerEntry.objects.bulk_create(entries, batch_size=1000)
+    ledger.record(entries, batch_size=1000)
     return len(entries)
 
 

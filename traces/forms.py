@@ -53,6 +53,15 @@ class FilterForm(forms.Form):
             condition &= Q(**{f"{self.time_field}__lt": end})
         return condition
 
+    def day_range(self, field: str = "day") -> Q:
+        """The dates as `time_range` has them, on a date field (a daily roll-up's day)."""
+        condition = Q()
+        if self.value("since"):
+            condition &= Q(**{f"{field}__gte": self.value("since")})
+        if self.value("until"):
+            condition &= Q(**{f"{field}__lte": self.value("until")})
+        return condition
+
     def active(self) -> bool:
         return any(self.value(name) not in (None, "") for name in self.fields)
 
@@ -130,8 +139,9 @@ class LedgerFilterForm(FilterForm):
         """What the sums are grouped by (guardrail unless the page asks otherwise)."""
         return self.value("group") or "guardrail"
 
-    def apply(self, entries: QuerySet[Any], current_tenant: Any) -> QuerySet[Any]:
-        entries = entries.filter(self.time_range())
+    def apply(self, entries: QuerySet[Any], current_tenant: Any, *, days: bool = False) -> QuerySet[Any]:
+        """`entries` narrowed by the filter; `days`: they are the daily roll-up's rows."""
+        entries = entries.filter(self.day_range() if days else self.time_range())
         tenant = self.value("tenant")
         if tenant == ALL_TENANTS:
             pass

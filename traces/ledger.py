@@ -11,19 +11,28 @@ Counts: `calls` are the calls made to a provider (cache hits are not calls);
 `billedCalls` those the provider billed; `cacheHits` the judgements answered from the cache;
 `overBudget` the calls beyond their guardrail's declarative budget (cost or latency), with
 `overCost` and `overLatency` apart; `errors` the calls that gave no verdict.
+
+The daily roll-up: `record` is the one way entries are written; in the same transaction it
+adds them to `LedgerDay` (one row per tenant, guardrail, model and day) with an upsert that
+increments. When the filters are whole days (or absent), `summarise` is given the roll-up
+rows under the same filters (`days`) and sums those instead: a few rows per day, so a
+year of calls costs what a day does. Both give the same sums (tests/traces/test_ledger_days.py).
 """
 
 from __future__ import annotations
 
 import csv
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
+from django.db import connection, transaction
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
+from django.utils import timezone
 
-from traces.models import JudgeLedgerEntry
+from traces.models import JudgeLedgerEntry, LedgerDay
 
 #: What `group_by` may name, and the expression each one groups on.
 GROUPS = {
@@ -45,6 +54,17 @@ SUMS = {
     "input_tokens": Sum("input_tokens"),
     "output_tokens": Sum("output_tokens"),
     "cost_usd": Sum("cost_usd"),
+}
+
+
+#: The sums of the roll-up (`LedgerDay`): the same names, added up from its columns.
+DAY_SUMS = {name: Sum(name) for name in SUMS}
+#: What the roll-up can group by, and the expression each one groups on there.
+DAY_GROUPS = {
+    "guardrail": F("guardrail__guardrail_id"),
+    "tenant": F("tenant__slug"),
+    "model": F("model_id"),
+    "day": F("day"),
 }
 
 
@@ -74,20 +94,30 @@ def exact(value: Decimal | None) -> str:
     return text or "0"
 
 
-def summarise(entries: QuerySet[JudgeLedgerEntry], group_by: Sequence[str]) -> list[dict[str, Any]]:
+def summarise(
+    entries: QuerySet[JudgeLedgerEntry],
+    group_by: Sequence[str],
+    days: QuerySet[LedgerDay] | None = None,
+) -> list[dict[str, Any]]:
     """The ledger summed over `entries` (already scoped and filtered), one query.
 
+    `days`: the roll-up rows under the same scope and filters, given when the filters are
+    whole days (or absent); the sums then come from them, with the same result.
     Without `group_by`: one group, the totals. Each group has the group names' values
     (`day` as YYYY-MM-DD) and the counts and sums of the module docstring, camelCased,
     with `costUsd` an exact decimal string. Groups are ordered by their names' values.
     """
+    source: QuerySet[Any] = entries
+    sums, groups = SUMS, GROUPS
+    if days is not None and set(group_by) <= set(DAY_GROUPS):
+        source, sums, groups = days, DAY_SUMS, DAY_GROUPS
     if not group_by:
-        return [_group(entries.aggregate(**SUMS), [])]
+        return [_group(source.aggregate(**sums), [])]
     columns = [f"g_{name}" for name in group_by]
     rows = (
-        entries.annotate(**{f"g_{name}": GROUPS[name] for name in group_by})
+        source.annotate(**{f"g_{name}": groups[name] for name in group_by})
         .values(*columns)
-        .annotate(**SUMS)
+        .annotate(**sums)
         .order_by(*columns)
     )
     return [_group(row, list(group_by)) for row in rows]
@@ -98,18 +128,110 @@ def _group(row: dict[str, Any], group_by: list[str]) -> dict[str, Any]:
     if group.get("day") is not None:
         group["day"] = group["day"].isoformat()
     group.update(
-        calls=row["calls"],
-        billedCalls=row["billed_calls"],
-        cacheHits=row["cache_hits"],
-        errors=row["errors"],
-        overBudget=row["over_budget"],
-        overCost=row["over_cost"],
-        overLatency=row["over_latency"],
+        # Sums over no rows are None (the roll-up's counts are sums too): they are 0.
+        calls=row["calls"] or 0,
+        billedCalls=row["billed_calls"] or 0,
+        cacheHits=row["cache_hits"] or 0,
+        errors=row["errors"] or 0,
+        overBudget=row["over_budget"] or 0,
+        overCost=row["over_cost"] or 0,
+        overLatency=row["over_latency"] or 0,
         inputTokens=row["input_tokens"] or 0,
         outputTokens=row["output_tokens"] or 0,
         costUsd=exact(row["cost_usd"]),
     )
     return group
+
+
+# ------------------------------------------------------------------ writing the ledger
+
+#: The roll-up's counters, in the order of the upsert's columns.
+DAY_COUNTERS = (
+    "calls", "billed_calls", "cache_hits", "errors", "over_budget", "over_cost", "over_latency",
+    "input_tokens", "output_tokens", "cost_usd",
+)
+
+
+def record(entries: Sequence[JudgeLedgerEntry], *, batch_size: int | None = None) -> list[JudgeLedgerEntry]:
+    """Store ledger entries and add them to the daily roll-up, in one transaction.
+
+    The one way ledger entries are written (the judge's calls, the demo): the roll-up
+    (`LedgerDay`) then always equals the sums of the entries. Returns the stored entries.
+    """
+    with transaction.atomic():
+        stored = JudgeLedgerEntry.objects.bulk_create(entries, batch_size=batch_size)
+        add_to_days(stored)
+    return stored
+
+
+def day_counters(entry: JudgeLedgerEntry) -> tuple[Any, ...]:
+    """What one entry adds to its roll-up row, in DAY_COUNTERS order (as SUMS counts it)."""
+    call = not entry.cache_hit
+    return (
+        int(call), int(call and entry.billed), int(entry.cache_hit),
+        int(call and entry.outcome == "error"),
+        int(entry.over_budget_cost or entry.over_budget_latency),
+        int(entry.over_budget_cost), int(entry.over_budget_latency),
+        entry.input_tokens or 0, entry.output_tokens or 0, Decimal(entry.cost_usd or 0),
+    )
+
+
+def add_to_days(entries: Iterable[JudgeLedgerEntry]) -> None:
+    """Add stored entries to their `LedgerDay` rows (call inside the entries' transaction).
+
+    One upsert per row that increments (INSERT ... ON CONFLICT DO UPDATE, on PostgreSQL and
+    SQLite alike), so that concurrent writers add up rather than overwrite; keys are
+    written in a fixed order so that two writers never wait on each other crosswise.
+    """
+    deltas: dict[tuple[Any, ...], list[Any]] = defaultdict(lambda: [0] * 9 + [Decimal(0)])
+    for entry in entries:
+        key = (entry.tenant_id, entry.guardrail_id, entry.model_id,
+               timezone.localdate(entry.created_at))
+        for index, value in enumerate(day_counters(entry)):
+            deltas[key][index] += value
+    if not deltas:
+        return
+    with connection.cursor() as cursor:
+        cursor.executemany(_UPSERT, [(*key, *values) for key, values in sorted(deltas.items())])
+
+
+_DAY_TABLE = LedgerDay._meta.db_table
+# Built from the model's own table and column names only; values go as parameters.
+_UPSERT = (
+    f"INSERT INTO {_DAY_TABLE} (tenant_id, guardrail_id, model_id, day, {', '.join(DAY_COUNTERS)}) "  # noqa: S608
+    f"VALUES ({', '.join(['%s'] * (4 + len(DAY_COUNTERS)))}) "
+    "ON CONFLICT (tenant_id, guardrail_id, model_id, day) DO UPDATE SET "
+    + ", ".join(f"{name} = {_DAY_TABLE}.{name} + excluded.{name}" for name in DAY_COUNTERS)
+)
+
+
+def remove_from_days(entry: JudgeLedgerEntry) -> None:
+    """Take a deleted entry out of its roll-up row (an entry deleted in the admin)."""
+    key = {"tenant_id": entry.tenant_id, "guardrail_id": entry.guardrail_id,
+           "model_id": entry.model_id, "day": timezone.localdate(entry.created_at)}
+    LedgerDay.objects.filter(**key).update(**{
+        name: F(name) - value for name, value in zip(DAY_COUNTERS, day_counters(entry), strict=True)
+    })
+
+
+def rebuild_days() -> int:
+    """Fill the roll-up again from every entry (after entries were written around `record`,
+    as a bulk load does); returns the number of roll-up rows."""
+    rows = (
+        JudgeLedgerEntry.objects.order_by()
+        .annotate(g_day=TruncDate("created_at"))
+        .values("tenant_id", "guardrail_id", "model_id", "g_day")
+        .annotate(**SUMS)
+    )
+    with transaction.atomic():
+        LedgerDay.objects.all().delete()
+        created = LedgerDay.objects.bulk_create(
+            [LedgerDay(tenant_id=row["tenant_id"], guardrail_id=row["guardrail_id"],
+                       model_id=row["model_id"], day=row["g_day"],
+                       **{name: row[name] or 0 for name in DAY_COUNTERS}) for row in rows],
+            batch_size=1000,
+        )
+    return len(created)
 
 
 #: The columns of a summary after its group names, in the API's order (the sums CSV header).

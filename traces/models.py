@@ -353,6 +353,76 @@ def upload_path(upload: Upload, filename: str) -> str:
     return f"uploads/{upload.tenant_id}/{timezone.now():%Y/%m/%d}/{filename}"
 
 
+class LedgerDay(models.Model):
+    """The judge cost ledger summed per tenant, guardrail, judge model and day (a roll-up).
+
+    Kept by `traces.ledger.record`, the one way ledger entries are written, in the same
+    transaction as the entries it adds up, so that the ledger's sums over whole days
+    (`traces.ledger.summarise`) read a few rows per day instead of every call. The counts
+    mean what they mean in `traces.ledger` (cache hits are not calls); `day` is the entry's
+    `created_at` date in the console's time zone, as `TruncDate` gives it.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
+    model_id = models.CharField(max_length=200)
+    day = models.DateField()
+    calls = models.PositiveBigIntegerField(default=0)
+    billed_calls = models.PositiveBigIntegerField(default=0)
+    cache_hits = models.PositiveBigIntegerField(default=0)
+    errors = models.PositiveBigIntegerField(default=0)
+    over_budget = models.PositiveBigIntegerField(default=0)
+    over_cost = models.PositiveBigIntegerField(default=0)
+    over_latency = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    # As exact as the entries' own costs (twelve places), with room for a day's sum.
+    cost_usd = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "guardrail", "model_id", "day"], name="ledger_day_unique"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "day"], name="ledger_day_tenant_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.model_id}: {self.calls} calls, {self.cost_usd} USD"
+
+
+class ViolationDay(models.Model):
+    """Violations counted per tenant, guardrail, severity and day (a roll-up for the chart).
+
+    Kept by `traces.violation_days`, in the same transaction as the violations it counts,
+    so that the violation chart reads a few rows per day instead of every violation when it
+    is filtered by nothing but guardrail, severity and dates. `day` is the violation's
+    `created_at` date in the console's time zone, as `TruncDate` gives it; review state is
+    not counted here (a chart filtered by it reads the violations).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
+    severity = models.CharField(max_length=20, blank=True)
+    day = models.DateField()
+    count = models.BigIntegerField(default=0)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "guardrail", "severity", "day"], name="violation_day_unique"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "day"], name="violation_day_tenant_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.guardrail_id} {self.severity}: {self.count}"
+
+
 class Upload(models.Model):
     """A file of traces (.json, .jsonl, either gzip-compressed) uploaded from a page.
 

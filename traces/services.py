@@ -21,6 +21,7 @@ from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
 from guardrails.services import Enforced, enforced_guardrails
+from traces import violation_days
 from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
 
 
@@ -173,9 +174,12 @@ def _record_violations(trace_ids: list[int], evaluation: Evaluation | None, now:
         .only("pk", "tenant_id", "trace_id", "guardrail_id", "revision_id", "evaluation_id", "mode",
               "reason", "trace__agent", "trace__flow", "revision__document")
     )
-    Violation.objects.bulk_create(
-        [_violation_row(result, now) for result in failures], ignore_conflicts=True
-    )
+    rows = [_violation_row(result, now) for result in failures]
+    Violation.objects.bulk_create(rows, ignore_conflicts=True)
+    # Counted in the chart's roll-up in the same transaction: the rows this call stored
+    # (a violation some other writer stored first has its own time, and was counted there).
+    violation_days.add(Violation.objects.filter(
+        result_id__in=[row.result_id for row in rows], created_at=now))
 
 
 def _violation_row(result: EvaluationResult, now: Any) -> Violation:

@@ -15,9 +15,9 @@ from decimal import Decimal
 from typing import Any
 
 from django.contrib import messages
-from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, TruncDate
+from django.db.models.functions import Coalesce
 from django.http import (
     Http404,
     HttpRequest,
@@ -34,8 +34,16 @@ from django.views.generic import DetailView, ListView
 
 from guardrails.models import Guardrail
 from kindgi_console.tenancy.views import TenantScopedMixin, tenant_choices
-from traces import forms, ledger, review, timeline
-from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace, Violation, ViolationReview
+from traces import forms, ledger, review, timeline, violation_days
+from traces.models import (
+    EvaluationResult,
+    JudgeLedgerEntry,
+    LedgerDay,
+    RunTrace,
+    Violation,
+    ViolationDay,
+    ViolationReview,
+)
 from traces.paging import PAGE_SIZES, keyset_page
 
 #: How far back charts look when the filter names no start.
@@ -186,12 +194,23 @@ class ViolationChartView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         first, last = chart_days(form)
         violations = form.apply(self.get_queryset()).filter(
             created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1)))
-        series = F("guardrail__guardrail_id") if by == "guardrail" else F("severity")
-        rows = (violations.order_by().annotate(day=TruncDate("created_at"), series=series)
-                .values("day", "series").annotate(n=Count("pk")).values_list("day", "series", "n"))
+        rows = violation_days.chart_rows(violations, self.days(form), by, first, last)
         order = ["critical", "error", "warn", "info", ""] if by == "severity" else None
-        return JsonResponse(chart_data(list(rows), first, last, order=order, y_format="count",
+        return JsonResponse(chart_data(rows, first, last, order=order, y_format="count",
                                        title=f"Violations per day by {by}"))
+
+    def days(self, form: forms.ViolationFilterForm) -> QuerySet[ViolationDay] | None:
+        """The roll-up under the page's scope and filter, when it names nothing the roll-up
+        does not count (review state, action, mode, agent, flow); else None."""
+        named = {name for name in form.fields if form.value(name) not in (None, "")}
+        if not named <= violation_days.ROLLED_UP_FILTERS:
+            return None
+        days = ViolationDay.objects.for_caller(self.caller, self.scope).filter(tenant=self.tenant)
+        for name in ("guardrail", "severity"):
+            if form.value(name):
+                field = "guardrail__guardrail_id" if name == "guardrail" else name
+                days = days.filter(**{field: form.value(name)})
+        return days
 
 
 def chart_days(form: forms.FilterForm) -> tuple[date, date]:
@@ -359,18 +378,23 @@ class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         scoped = JudgeLedgerEntry.objects.for_caller(self.caller, self.scope)
         return form.apply(scoped, self.tenant)
 
+    def days(self, form: forms.LedgerFilterForm) -> QuerySet[LedgerDay]:
+        """The daily roll-up under the same scope and filter (the page's are whole days)."""
+        scoped = LedgerDay.objects.for_caller(self.caller, self.scope)
+        return form.apply(scoped, self.tenant, days=True)
+
     def form(self, data: Any) -> forms.LedgerFilterForm:
         tenants = [(t.slug, t.name or t.slug) for t in tenant_choices(self.request.user)]
         return forms.LedgerFilterForm(data, guardrails=guardrail_choices(), tenants=tenants)
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         form = self.form(request.GET)
-        entries = self.entries(form)
-        groups = ledger.summarise(entries, [form.grouping])
+        entries, days = self.entries(form), self.days(form)
+        groups = ledger.summarise(entries, [form.grouping], days)
         first, last = chart_days(form)
         daily = ledger.summarise(entries.filter(
             created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1))
-        ), ["day", "model"])
+        ), ["day", "model"], days.filter(day__gte=first, day__lte=last))
         chart = chart_data([(date.fromisoformat(g["day"]), g["model"], Decimal(g["costUsd"]))
                             for g in daily], first, last, y_format="usd",
                            title="Judge cost per day by model")
@@ -398,7 +422,7 @@ class LedgerExportView(LedgerView):
         if request.GET.get("rows") == "entries":
             lines, name = ledger.csv_lines(entries), f"kindgi-ledger-calls-{stamp}.csv"
         else:
-            groups = ledger.summarise(entries, [form.grouping])
+            groups = ledger.summarise(entries, [form.grouping], self.days(form))
             lines = ledger.summary_csv_lines(groups, [form.grouping])
             name = f"kindgi-ledger-by-{form.grouping}-{stamp}.csv"
         response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")

@@ -12,6 +12,7 @@ from guardrails.models import Guardrail
 from kindgi_console.tenancy.models import Tenant
 from tests.conftest import make_trace
 from traces.ingest import content_hash
+from traces.ledger import record as record_ledger
 from traces.models import JudgeLedgerEntry, RunTrace, Violation
 from traces.services import evaluate_stored_traces
 
@@ -46,6 +47,6 @@ def ledger(tenant: Tenant, count: int, **fields: Any) -> None:
         "cost_usd": Decimal("0.00125"), "latency_ms": 800, "outcome": "PASS",
     }
     values.update(fields)
-    JudgeLedgerEntry.objects.bulk_create(
+    record_ledger(
         [JudgeLedgerEntry(tenant=tenant, guardrail=guardrail, **values) for _ in range(count)]
     )

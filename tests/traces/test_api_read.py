@@ -14,6 +14,7 @@ from django.utils import timezone
 from guardrails.models import Guardrail
 from kindgi_console.tenancy.models import ApiKey, Tenant
 from tests.conftest import make_trace
+from traces.ledger import record as record_ledger
 from traces.models import JudgeLedgerEntry, RunTrace, Violation
 
 
@@ -215,7 +216,7 @@ def add_ledger_entries(tenant: Tenant, count: int, **fields: Any) -> None:
         "cost_usd": Decimal("0.00125"), "latency_ms": 800, "outcome": "pass",
     }
     defaults.update(fields)
-    JudgeLedgerEntry.objects.bulk_create(
+    record_ledger(
         [JudgeLedgerEntry(tenant=tenant, guardrail=guardrail, **defaults) for _ in range(count)]
     )
 
@@ -243,9 +244,8 @@ def test_the_ledger_sums_tokens_cost_and_over_budget_calls(
 def test_the_ledger_groups_by_day_and_tenant(
     api: Any, acme_key: str, acme: Tenant, halt_guardrail: Any
 ) -> None:
-    add_ledger_entries(acme, 2)
-    JudgeLedgerEntry.objects.filter(pk=JudgeLedgerEntry.objects.first().pk).update(
-        created_at=timezone.now() - timedelta(days=3))
+    add_ledger_entries(acme, 1)
+    add_ledger_entries(acme, 1, created_at=timezone.now() - timedelta(days=3))
     groups = api(acme_key).get("/api/v1/ledger?group_by=day&group_by=tenant").json()["groups"]
     assert len(groups) == 2
     assert {g["tenant"] for g in groups} == {"acme"}

@@ -14,7 +14,7 @@ from django.utils import timezone
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller
 from tests.traces import seed
-from traces import review
+from traces import review, violation_days
 from traces.models import Violation
 
 
@@ -30,7 +30,7 @@ def listed(client: Client, query: str = "") -> list[int]:
 
 def test_bob_sees_acmes_violations_newest_first(bob: Any, acme: Tenant, halt_guardrail: Any) -> None:
     seed.traces(acme, 3)
-    Violation.objects.update(created_at=timezone.now())
+    violation_days.redate(Violation.objects.all(), timezone.now())
     ids = sorted(v.pk for v in seed.violations(acme))
     assert listed(signed_in(bob)) == ids[::-1]
 
@@ -54,7 +54,7 @@ def test_every_filter_of_the_api(bob: Any, acme: Tenant, halt_guardrail: Any) ->
     review.review(Violation.objects.filter(pk__in=billing), "acknowledged", "", Caller(user=bob))
     old = Violation.objects.filter(agent="support-bot").first()
     assert old is not None
-    Violation.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=10))
+    violation_days.redate(Violation.objects.filter(pk=old.pk), timezone.now() - timedelta(days=10))
     since = (timezone.localdate() - timedelta(days=2)).isoformat()
     assert set(listed(client, "agent=billing-bot")) == billing
     assert set(listed(client, "flow=invoice")) == billing
@@ -91,8 +91,8 @@ def test_the_chart_counts_per_day_per_guardrail_and_severity(
     bob: Any, acme: Tenant, halt_guardrail: Any
 ) -> None:
     seed.traces(acme, 3)
-    Violation.objects.filter(pk=seed.violations(acme)[0].pk).update(
-        created_at=timezone.now() - timedelta(days=3))
+    violation_days.redate(Violation.objects.filter(pk=seed.violations(acme)[0].pk),
+                          timezone.now() - timedelta(days=3))
     client = signed_in(bob)
     with CaptureQueriesContext(connection) as queries:
         chart = client.get("/violations/chart.json?by=guardrail").json()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from typing import Any
 
 import django_filters
+from django.db.models import QuerySet
+from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
-from traces.models import MODES, JudgeLedgerEntry, RunTrace, Violation
+from traces.models import MODES, JudgeLedgerEntry, LedgerDay, RunTrace, Violation
 
 
 class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
@@ -82,3 +84,27 @@ class LedgerFilter(StrictFilterSet):
     class Meta:
         model = JudgeLedgerEntry
         fields: list[str] = []
+
+
+#: The ledger filters' fields on the daily roll-up (`LedgerDay`), but for the times.
+_DAY_FIELDS = {"guardrail": "guardrail__guardrail_id", "tenant": "tenant__slug", "model": "model_id"}
+
+
+def ledger_days(days: QuerySet[LedgerDay], filterset: LedgerFilter) -> QuerySet[LedgerDay] | None:
+    """`days` (the caller's roll-up rows) under a valid LedgerFilter's filters, or None when
+    its times are not whole days (a midnight of the console's time zone): those need the entries."""
+    if not filterset.is_valid():
+        return None
+    data = filterset.form.cleaned_data
+    conditions: dict[str, Any] = {
+        lookup: data[name] for name, lookup in _DAY_FIELDS.items() if data.get(name) not in (None, "")
+    }
+    for name, lookup in (("since", "day__gte"), ("until", "day__lt")):
+        value = data.get(name)
+        if value is None:
+            continue
+        local = timezone.localtime(value)
+        if local.time() != time.min:
+            return None
+        conditions[lookup] = local.date()
+    return days.filter(**conditions)

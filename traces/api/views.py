@@ -22,7 +22,14 @@ from kindgi_console.openapi import ref
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import ingest, ledger, review
 from traces.api import filters, serializers
-from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace, Violation, ViolationReview
+from traces.models import (
+    EvaluationResult,
+    JudgeLedgerEntry,
+    LedgerDay,
+    RunTrace,
+    Violation,
+    ViolationReview,
+)
 from traces.services import queue_runtime_evaluation, record_results, runtime_verdict
 
 ERRORS_SCHEMA = {
@@ -473,7 +480,12 @@ class LedgerSummaryView(ConsoleAPIView):
         except ledger.UnknownGrouping as error:
             raise ApiError([Issue("/group_by", str(error))]) from None
         entries = self.filter_queryset(self.get_queryset())
-        return Response({"groupBy": group_by, "groups": ledger.summarise(entries, group_by)})
+        # Filters on whole days (or none) are answered from the daily roll-up.
+        days = filters.ledger_days(
+            LedgerDay.objects.for_caller(self.caller),
+            filters.LedgerFilter(request.query_params, queryset=entries),
+        )
+        return Response({"groupBy": group_by, "groups": ledger.summarise(entries, group_by, days)})
 
 
 ESTIMATE_SCHEMA = {
