@@ -40,8 +40,10 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "kindgi_console",
     "kindgi_console.tenancy",
+    "kindgi_console.audit",
     "guardrails",
     "traces",
+    "alerts",
 ]
 
 MIDDLEWARE = [
@@ -51,6 +53,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "kindgi_console.audit.log.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -227,7 +230,18 @@ CELERY_BEAT_SCHEDULE = {
         "task": "traces.tasks.requeue_expired_work",
         "schedule": float(KINDGI_CHUNK_CHECK_SECONDS),
     },
+    "alerts-tick": {
+        "task": "alerts.tasks.tick",
+        "schedule": float(envint("KINDGI_ALERT_CHECK_SECONDS", 60, minimum=1)),
+    },
 }
+
+# Alerts: one attempt's total deadline, the backoff between attempts (base x 2^n, capped),
+# how many attempts a delivery gets before it is failed for good.
+KINDGI_ALERT_SEND_TIMEOUT_S = envint("KINDGI_ALERT_SEND_TIMEOUT_S", 10, minimum=1)
+KINDGI_ALERT_RETRY_BASE_S = envint("KINDGI_ALERT_RETRY_BASE_S", 30, minimum=1)
+KINDGI_ALERT_RETRY_MAX_S = envint("KINDGI_ALERT_RETRY_MAX_S", 3600, minimum=1)
+KINDGI_ALERT_MAX_ATTEMPTS = envint("KINDGI_ALERT_MAX_ATTEMPTS", 8, minimum=1)
 
 # Uploads: traces stored per batch, and how many bad lines an upload keeps (all are counted).
 KINDGI_UPLOAD_BATCH = envint("KINDGI_UPLOAD_BATCH", 500, minimum=1)

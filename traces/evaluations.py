@@ -32,6 +32,7 @@ from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.models import GuardrailRevision
 from guardrails.services import Enforced
 from kindgi_console.tenancy.models import Tenant
+from traces import signals
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
 from traces.services import record_results
 
@@ -389,6 +390,7 @@ def fail_run(evaluation_id: int, error: str) -> None:
             EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
                 status=EvaluationChunk.Status.DONE
             ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
+            signals.announce_run_failed(evaluation_id, error)
     if failed:
         Evaluation.objects.filter(pk=evaluation_id).update(summary=run_summary(evaluation_id))
 

@@ -30,7 +30,7 @@ from django.utils import timezone
 from guardrails.engine.types import Issue
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
-from traces import ingest
+from traces import ingest, signals
 from traces.models import RunTrace, Upload
 from traces.services import queue_runtime_evaluation
 
@@ -245,6 +245,7 @@ def process_upload(upload_id: int) -> None:
                 _save_progress(upload, progress, bytes_read=raw.tell())
     except (UnreadableFile, OSError) as error:
         _finish(upload, progress, Upload.Status.FAILED, failure=str(error))
+        signals.upload_failed.send(Upload, upload_id=upload.pk, tenant_id=upload.tenant_id, error=str(error))
         return
     _finish(upload, progress, Upload.Status.SUCCEEDED)
     if upload.evaluate_after:
