@@ -27,6 +27,8 @@ from alerts.messages import payload, text_of
 from alerts.models import Channel, Delivery, DeliveryAttempt
 
 ANSWER_CHARS = 500
+#: A retry sent with a countdown may arrive a moment before its row says it is due.
+DUE_SLACK = timedelta(milliseconds=500)
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def claim(delivery_id: int) -> Delivery | None:
     now = timezone.now()
     claimed = Delivery.objects.filter(
         Q(lease_until__isnull=True) | Q(lease_until__lt=now),
-        pk=delivery_id, state=Delivery.State.PENDING, next_attempt_at__lte=now,
+        pk=delivery_id, state=Delivery.State.PENDING, next_attempt_at__lte=now + DUE_SLACK,
     ).update(lease_until=now + lease(), attempts=F("attempts") + 1)
     if not claimed:
         return None
