@@ -10,6 +10,7 @@ delivery again. Webhooks are signed as Standard Webhooks prescribes.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -103,6 +104,9 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> Answer:
 
 
 async def _post(url: str, body: bytes, headers: dict[str, str], deadline: float) -> Answer:
+    refused = await _private_address(url)
+    if refused:
+        return Answer(False, None, refused)
     async with (
         httpx.AsyncClient(timeout=deadline, follow_redirects=False, trust_env=False) as client,
         client.stream("POST", url, content=body, headers=headers) as response,
@@ -114,6 +118,28 @@ async def _post(url: str, body: bytes, headers: dict[str, str], deadline: float)
                 break
         ok = 200 <= response.status_code < 300
         return Answer(ok, response.status_code, text[:ANSWER_CHARS].decode("utf-8", "replace"))
+
+
+async def _private_address(url: str) -> str | None:
+    """Why `url` may not be sent to: a host that resolves to a non-public address.
+
+    An author could otherwise point a webhook at the console's own network and read the
+    answers in the delivery log. KINDGI_ALERT_PRIVATE_URLS allows it (local use, tests).
+    The connection may resolve again; a deployment that needs more puts an egress proxy
+    in front of the workers.
+    """
+    if settings.KINDGI_ALERT_PRIVATE_URLS:
+        return None
+    host = httpx.URL(url).host
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, None)
+    except OSError as error:
+        return f"cannot resolve {host}: {error}"
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global:
+            return f"refused: {host} is {address}, not a public address"
+    return None
 
 
 def send_email(delivery: Delivery) -> Answer:

@@ -51,7 +51,8 @@ class AlertPageMixin(LoginRequiredMixin):
         return tenant
 
     def rows(self, model: Any, scope: str = "read") -> QuerySet[Any]:
-        return model.objects.for_caller(self.caller, scope).filter(tenant=self.tenant)
+        rows: QuerySet[Any] = model.objects.for_caller(self.caller, scope).filter(tenant=self.tenant)
+        return rows
 
     def may_write(self) -> bool:
         try:
@@ -141,7 +142,7 @@ class AlertRuleView(AlertPageMixin, View):
     template_name = "alerts/rule_detail.html"
 
     def rule(self, pk: int, scope: str = "read") -> AlertRule:
-        rule = self.rows(AlertRule, scope).prefetch_related("channels").filter(pk=pk).first()
+        rule: AlertRule | None = self.rows(AlertRule, scope).prefetch_related("channels").filter(pk=pk).first()
         if rule is None:
             raise Http404("no such rule")
         return rule

@@ -242,6 +242,8 @@ KINDGI_ALERT_SEND_TIMEOUT_S = envint("KINDGI_ALERT_SEND_TIMEOUT_S", 10, minimum=
 KINDGI_ALERT_RETRY_BASE_S = envint("KINDGI_ALERT_RETRY_BASE_S", 30, minimum=1)
 KINDGI_ALERT_RETRY_MAX_S = envint("KINDGI_ALERT_RETRY_MAX_S", 3600, minimum=1)
 KINDGI_ALERT_MAX_ATTEMPTS = envint("KINDGI_ALERT_MAX_ATTEMPTS", 8, minimum=1)
+# Whether webhooks may go to loopback and private addresses (only with DEBUG, by default).
+KINDGI_ALERT_PRIVATE_URLS = envbool("KINDGI_ALERT_PRIVATE_URLS", DEBUG)
 
 # Uploads: traces stored per batch, and how many bad lines an upload keeps (all are counted).
 KINDGI_UPLOAD_BATCH = envint("KINDGI_UPLOAD_BATCH", 500, minimum=1)

@@ -7,13 +7,14 @@ tenant's rule, channel or firing is a 404, for reads and writes alike.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,6 +23,7 @@ from alerts.models import AlertRule, Channel, Delivery, DeliveryAttempt, Firing
 from alerts.serialize import channel_json, firing_json, rule_json
 from guardrails.engine.types import Issue
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.tenancy.scoping import TenantScopedQuerySet
 from traces.api.views import error_responses
 
 OBJECT = OpenApiResponse(OpenApiTypes.OBJECT)
@@ -43,7 +45,8 @@ class TenantObjectView(ConsoleAPIView):
 
     def writable(self) -> QuerySet[Any]:
         """What the caller may change: the `author` scope's tenants only."""
-        return self.queryset.all().for_caller(self.caller, "author")  # type: ignore[union-attr]
+        rows = cast(TenantScopedQuerySet[Any], GenericAPIView.get_queryset(self))
+        return rows.for_caller(self.caller, "author")
 
     def one(self, pk: int, *, write: bool = False) -> Any:
         rows = self.writable() if write else self.get_queryset()
@@ -60,7 +63,7 @@ class AlertRuleListView(TenantObjectView):
 
     @extend_schema(operation_id="alert_rules_list", responses={200: OBJECT, **READ_ERRORS})
     def get(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
+        page = self.paginate_queryset(self.get_queryset()) or []
         return self.get_paginated_response([rule_json(rule) for rule in page])
 
     @extend_schema(operation_id="alert_rules_create", request=OpenApiTypes.OBJECT,
@@ -107,7 +110,7 @@ class ChannelListView(TenantObjectView):
 
     @extend_schema(operation_id="alert_channels_list", responses={200: OBJECT, **READ_ERRORS})
     def get(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
+        page = self.paginate_queryset(self.get_queryset()) or []
         return self.get_paginated_response([channel_json(channel) for channel in page])
 
     @extend_schema(operation_id="alert_channels_create", request=OpenApiTypes.OBJECT,
@@ -166,7 +169,7 @@ class FiringListView(TenantObjectView):
             if not rule.isdigit():
                 raise ApiError([Issue("/rule", "rule is a rule id")])
             rows = rows.filter(rule_id=int(rule))
-        page = self.paginate_queryset(rows)
+        page = self.paginate_queryset(rows) or []
         return self.get_paginated_response([firing_json(f, deliveries=True) for f in page])
 
 

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.views import View
 
@@ -33,7 +34,7 @@ class AuditLogView(AdminPageMixin, View):
             return rows
         return rows.filter(tenant__in=self.tenants)
 
-    def get(self, request: HttpRequest) -> HttpResponse:
+    def get(self, request: HttpRequest) -> HttpResponseBase:
         filterset = AuditFilter(request.GET, queryset=self.entries())
         valid = filterset.is_valid()
         rows = filterset.qs if valid else self.entries().none()

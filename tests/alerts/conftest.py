@@ -11,6 +11,12 @@ from kindgi_console.celery import app
 from tests.traces.workers import purge_queue, require_broker
 
 
+@pytest.fixture(autouse=True)
+def _loopback_receivers(settings: Any) -> None:
+    """The test receivers listen on 127.0.0.1: allow it whatever DJANGO_DEBUG says."""
+    settings.KINDGI_ALERT_PRIVATE_URLS = True
+
+
 @pytest.fixture
 def real_broker() -> Iterator[None]:
     """Tasks go to the broker (not run in this process); the queue starts empty."""

@@ -148,3 +148,16 @@ def test_violation_rules_filter_by_severity_and_action_and_read_only_their_windo
         ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, severity="critical", day=day, count=count)
     assert evaluate_rules(datetime(2026, 11, 30, tzinfo=UTC)) == {"fired": 1, "resolved": 0}
     assert Firing.objects.get().observed["count"] == 10
+
+
+def test_a_webhook_to_a_private_address_is_refused_unless_allowed(
+    acme: Any, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.KINDGI_ALERT_PRIVATE_URLS = False
+    with Receiver() as receiver:
+        rule = rule_with(acme, webhook(acme, receiver))
+        with django_capture_on_commit_callbacks(execute=True):
+            fire(rule, Observation(True, "seen", {}), timezone.now())
+        assert receiver.requests == []
+        attempt = DeliveryAttempt.objects.get()
+        assert attempt.status_code is None and attempt.answer == "refused: 127.0.0.1 is 127.0.0.1, not a public address"

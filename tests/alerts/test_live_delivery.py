@@ -25,7 +25,8 @@ from traces.models import ViolationDay
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
-WORKER_SETTINGS = {"KINDGI_ALERT_RETRY_BASE_S": 1, "KINDGI_ALERT_SEND_TIMEOUT_S": 1, "KINDGI_ALERT_MAX_ATTEMPTS": 3}
+WORKER_SETTINGS = {"KINDGI_ALERT_RETRY_BASE_S": 1, "KINDGI_ALERT_SEND_TIMEOUT_S": 1, "KINDGI_ALERT_MAX_ATTEMPTS": 3,
+                   "KINDGI_ALERT_PRIVATE_URLS": "true"}
 DAY = date(2026, 11, 30)
 NOON = datetime(2026, 11, 30, 12, tzinfo=UTC)
 

@@ -5,6 +5,8 @@ The one exception is retention (kindgi_console.audit.retention), whose transacti
 local use) get no trigger: the console itself never edits or deletes an entry.
 """
 
+from typing import Any
+
 from django.db import migrations
 
 CREATE = """
@@ -26,12 +28,12 @@ DROP FUNCTION IF EXISTS audit_entry_append_only();
 """
 
 
-def create(apps, schema_editor):
+def create(apps: Any, schema_editor: Any) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(CREATE, params=None)
 
 
-def drop(apps, schema_editor):
+def drop(apps: Any, schema_editor: Any) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(DROP, params=None)
 
