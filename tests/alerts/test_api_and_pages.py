@@ -133,6 +133,8 @@ def test_an_author_adds_edits_and_deletes_a_rule_on_the_pages(alice: Any, acme: 
                                       "params": '{"amountUsd": 20}', "channels": [str(channel.pk)], "enabled": "on"})
     assert answer.status_code == 302
     rule = AlertRule.objects.get()
+    detail = client.get(f"/alerts/rules/{rule.pk}/")
+    assert detail.status_code == 200 and b"&quot;amountUsd&quot;: 20" in detail.content
     bad = client.post(f"/alerts/rules/{rule.pk}/", {"name": "spend", "kind": "spend", "params": '{"amountUsd": -1}'})
     assert bad.status_code == 400 and "/params/amountUsd" in bad.content.decode()
     client.post(f"/alerts/rules/{rule.pk}/", {"name": "spend", "kind": "spend", "params": '{"amountUsd": 30}'})
