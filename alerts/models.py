@@ -10,6 +10,8 @@ and channel.
 
 from __future__ import annotations
 
+import json
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -72,6 +74,11 @@ class AlertRule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def params_text(self) -> str:
+        """The parameters as JSON, for the pages."""
+        return json.dumps(self.params, sort_keys=True)
 
     @property
     def is_event(self) -> bool:
