@@ -26,7 +26,19 @@ def evaluate_rules(now: datetime | None = None) -> dict[str, int]:
         outcome = evaluate_rule(rule, now)
         if outcome:
             counts[outcome] += 1
+    counts["resolved"] += resolve_disabled(now)
     return counts
+
+
+def resolve_disabled(now: datetime) -> int:
+    """Resolve the open firings of rules that were disabled: nobody watches them any more."""
+    resolved = 0
+    for firing in Firing.objects.filter(state=Firing.State.FIRING, rule__enabled=False).select_related("rule"):
+        with transaction.atomic():
+            if Firing.objects.select_for_update().filter(pk=firing.pk, state=Firing.State.FIRING).exists():
+                resolve(firing, Observation(False, "the rule was disabled", {"ruleDisabled": True}), now)
+                resolved += 1
+    return resolved
 
 
 def evaluate_rule(rule: AlertRule, now: datetime) -> str | None:

@@ -41,12 +41,13 @@ PARAMS_SCHEMAS: dict[str, dict[str, Any]] = {
     AlertRule.Kind.SPEND: {
         "type": "object",
         "additionalProperties": False,
-        "required": ["amountUsd"],
         "properties": {
             "guardrail": _FILTERS["guardrail"],
             "period": {"enum": ["day", "month"]},
             "amountUsd": {"type": "number", "exclusiveMinimum": 0, "maximum": 10**9},
+            "overBudgetCalls": {"type": "integer", "minimum": 0, "maximum": 10**12},
         },
+        "anyOf": [{"required": ["amountUsd"]}, {"required": ["overBudgetCalls"]}],
     },
     AlertRule.Kind.RUN_FAILED: {"type": "object", "additionalProperties": False, "maxProperties": 0},
     AlertRule.Kind.UPLOAD_FAILED: {"type": "object", "additionalProperties": False, "maxProperties": 0},
@@ -67,8 +68,10 @@ def validate_params(kind: str, params: object, prefix: str = "/params") -> list[
 
 
 def _message(error: Any) -> str:
-    if error.validator == "anyOf":
+    if error.validator == "anyOf" and "factor" in str(error.schema):
         return "a violations rule needs a threshold or a factor"
+    if error.validator == "anyOf":
+        return "a spend rule needs amountUsd or overBudgetCalls"
     if error.validator == "maxProperties":
         return "this kind of rule takes no parameters"
     return str(error.message)
@@ -122,15 +125,22 @@ def _violations_breached(params: dict[str, Any], current: int, baseline: int) ->
 
 
 def _spend(rule: AlertRule, today: date) -> Observation:
+    """Judge cost over `amountUsd`, or more judge calls over their guardrail's own `budget`
+    (its declared maxCostUsd / maxLatencyMs per call) than `overBudgetCalls`."""
     params = rule.params
     period = params.get("period", "day")
     start = today.replace(day=1) if period == "month" else today
     rows = LedgerDay.objects.filter(tenant_id=rule.tenant_id, day__gte=start, day__lte=today)
     if "guardrail" in params:
         rows = rows.filter(guardrail__guardrail_id=params["guardrail"])
-    spent = rows.aggregate(cost=Sum("cost_usd"))["cost"] or Decimal(0)
-    limit = Decimal(str(params["amountUsd"]))
-    figures = {"costUsd": str(spent.normalize()), "amountUsd": str(limit), "period": period,
-               "from": start.isoformat(), "to": today.isoformat()}
-    summary = f"judge spend ${spent:.4f} this {period} (limit ${limit})"
-    return Observation(spent > limit, summary, figures)
+    sums = rows.aggregate(cost=Sum("cost_usd"), over=Sum("over_budget"))
+    spent, over = sums["cost"] or Decimal(0), int(sums["over"] or 0)
+    figures: dict[str, Any] = {"costUsd": str(spent.normalize()), "overBudgetCalls": over, "period": period,
+                               "from": start.isoformat(), "to": today.isoformat()}
+    reasons = []
+    if "amountUsd" in params and spent > Decimal(str(params["amountUsd"])):
+        reasons.append(f"over ${params['amountUsd']}")
+    if "overBudgetCalls" in params and over > params["overBudgetCalls"]:
+        reasons.append(f"{over} calls over their guardrail's budget")
+    summary = f"judge spend ${spent:.4f} this {period}" + (f" ({', '.join(reasons)})" if reasons else "")
+    return Observation(bool(reasons), summary, figures)

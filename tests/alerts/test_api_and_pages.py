@@ -57,6 +57,9 @@ def test_a_tenant_key_with_the_author_scope_writes_its_tenant(acme: Any, api: An
     ({**RULE, "name": ""}, "/name"),
     ({**RULE, "channels": [999]}, "/channels/0"),
     ({**RULE, "params": {"threshold": 1, "extra": 1}}, "/params"),
+    ({**RULE, "kind": "spend", "params": {"period": "week", "amountUsd": 1}}, "/params/period"),
+    ({**RULE, "kind": "spend", "params": {"period": "day"}}, "/params"),
+    ({**RULE, "kind": "run_failed", "params": {"threshold": 1}}, "/params"),
 ])
 def test_an_invalid_rule_is_a_400_naming_the_field(alice: Any, api: Any, body: Any, path: str) -> None:
     answer = api(alice).post("/api/v1/alert-rules", body, format="json")

@@ -136,6 +136,31 @@ def test_spend_over_the_monthly_amount_fires_and_resolves_with_the_new_month(acm
     assert evaluate_rules(datetime(2026, 12, 1, tzinfo=UTC)) == {"fired": 0, "resolved": 1}
 
 
+def test_calls_over_their_guardrails_own_budget_fire_a_spend_rule(acme: Any, halt_guardrail: Any) -> None:
+    channel = save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f")
+    save_rule(acme, {"name": "over budget", "kind": "spend", "channels": [channel],
+                     "params": {"overBudgetCalls": 2}}, "f")
+    LedgerDay.objects.create(tenant=acme, guardrail=halt_guardrail, model_id="m", day=date(2026, 11, 30),
+                             over_budget=3, calls=10)
+    assert evaluate_rules(datetime(2026, 11, 30, 9, tzinfo=UTC)) == {"fired": 1, "resolved": 0}
+    assert Firing.objects.get().summary == "judge spend $0.0000 this day (3 calls over their guardrail's budget)"
+
+
+def test_disabling_a_firing_rule_resolves_its_firing(acme: Any, halt_guardrail: Any,
+                                                     django_capture_on_commit_callbacks: Any) -> None:
+    channel = save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f")
+    fields = {"name": "any", "kind": "violations", "channels": [channel], "params": {"threshold": 0}}
+    rule = save_rule(acme, dict(fields), "f")
+    ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, severity="critical",
+                                day=date(2026, 11, 30), count=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert evaluate_rules(datetime(2026, 11, 30, 9, tzinfo=UTC))["fired"] == 1
+        save_rule(acme, {**fields, "enabled": False}, "f", rule)
+        assert evaluate_rules(datetime(2026, 11, 30, 10, tzinfo=UTC)) == {"fired": 0, "resolved": 1}
+    assert Firing.objects.get().resolved_observed == {"ruleDisabled": True}
+    assert [m.subject.split(":")[0] for m in mail.outbox] == ["[Kindgi] Alert", "[Kindgi] Resolved"]
+
+
 def test_violation_rules_filter_by_severity_and_action_and_read_only_their_window(
     acme: Any, halt_guardrail: Any
 ) -> None:
