@@ -22,8 +22,12 @@ def evaluate_rules(now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     counts = {"fired": 0, "resolved": 0}
     rules = AlertRule.objects.filter(enabled=True, kind__in=CONDITION_KINDS).order_by("pk")
+    open_rules = set(Firing.objects.filter(state=Firing.State.FIRING).values_list("rule_id", flat=True))
     for rule in rules:
-        outcome = evaluate_rule(rule, now)
+        seen = observe(rule, timezone.localdate(now))
+        if seen.breached == (rule.pk in open_rules):
+            continue  # nothing changed: no lock, no write
+        outcome = change_state(rule, seen, now)
         if outcome:
             counts[outcome] += 1
     counts["resolved"] += resolve_disabled(now)
@@ -41,9 +45,9 @@ def resolve_disabled(now: datetime) -> int:
     return resolved
 
 
-def evaluate_rule(rule: AlertRule, now: datetime) -> str | None:
-    """Fire a rule whose condition holds, resolve one whose condition cleared."""
-    seen = observe(rule, timezone.localdate(now))
+def change_state(rule: AlertRule, seen: Observation, now: datetime) -> str | None:
+    """Fire a rule whose condition holds, resolve one whose condition cleared (checked again
+    under the firing's lock: another evaluator may have been first)."""
     try:
         with transaction.atomic():
             open_firing = Firing.objects.select_for_update().filter(rule=rule, state=Firing.State.FIRING).first()
