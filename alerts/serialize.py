@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from alerts.models import AlertRule, Channel, Delivery, Firing
 
@@ -16,11 +17,19 @@ def rule_json(rule: AlertRule) -> dict[str, Any]:
     }
 
 
-def channel_json(channel: Channel, *, with_secret: bool = False) -> dict[str, Any]:
-    """A channel; its signing secret only when asked (on creation, to its authors)."""
+def redacted_url(url: str) -> str:
+    """Only the origin of a URL: a Slack webhook's path is its credential."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/…" if url else ""
+
+
+def channel_json(channel: Channel, *, with_secret: bool = False, full_url: bool = True) -> dict[str, Any]:
+    """A channel; its signing secret only when asked (on creation, to its authors), its URL
+    whole only for those who may change it (`full_url`)."""
     data: dict[str, Any] = {
         "id": channel.pk, "tenant": channel.tenant.slug, "name": channel.name, "kind": channel.kind,
-        "url": channel.url, "emails": channel.emails, "enabled": channel.enabled,
+        "url": channel.url if full_url else redacted_url(channel.url), "emails": channel.emails,
+        "enabled": channel.enabled,
         "createdAt": channel.created_at.isoformat(),
     }
     if with_secret and channel.kind == Channel.Kind.WEBHOOK:

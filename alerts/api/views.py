@@ -111,7 +111,8 @@ class ChannelListView(TenantObjectView):
     @extend_schema(operation_id="alert_channels_list", responses={200: OBJECT, **READ_ERRORS})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset()) or []
-        return self.get_paginated_response([channel_json(channel) for channel in page])
+        writable = set(self.writable().filter(pk__in=[c.pk for c in page]).values_list("pk", flat=True))
+        return self.get_paginated_response([channel_json(c, full_url=c.pk in writable) for c in page])
 
     @extend_schema(operation_id="alert_channels_create", request=OpenApiTypes.OBJECT,
                    responses={201: OBJECT, **WRITE_ERRORS})
@@ -132,7 +133,7 @@ class ChannelDetailView(TenantObjectView):
 
     @extend_schema(operation_id="alert_channels_read", responses={200: OBJECT, **error_responses(401, 403, 404)})
     def get(self, request: Request, pk: int) -> Response:
-        return Response(channel_json(self.one(pk)))
+        return Response(channel_json(self.one(pk), full_url=self.writable().filter(pk=pk).exists()))
 
     @extend_schema(operation_id="alert_channels_replace", request=OpenApiTypes.OBJECT,
                    responses={200: OBJECT, **WRITE_ERRORS})

@@ -81,6 +81,16 @@ def test_a_reviewer_reads_but_does_not_write(bob: Any, acme_rule: Any, api: Any)
     assert client.delete(f"/api/v1/alert-rules/{acme_rule.pk}").status_code == 403  # no author role anywhere
 
 
+def test_readers_see_only_the_origin_of_a_channel_url(acme: Any, alice: Any, bob: Any, api: Any) -> None:
+    channel = save_channel(acme, {"name": "slack", "kind": "slack",
+                                  "url": "https://hooks.slack.com/services/T0/B0/secret-token"}, "f")
+    assert api(alice).get(f"/api/v1/alert-channels/{channel.pk}").json()["url"].endswith("secret-token")
+    for answer in (api(bob).get(f"/api/v1/alert-channels/{channel.pk}").json(),
+                   api(bob).get("/api/v1/alert-channels").json()["results"][0]):
+        assert answer["url"] == "https://hooks.slack.com/…"
+    assert b"secret-token" not in signed_in(bob).get("/alerts/").content
+
+
 def test_the_firing_shows_what_it_saw_and_each_delivery_attempt(alice: Any, acme_rule: Any, api: Any) -> None:
     (firing,) = api(alice).get("/api/v1/alert-firings").json()["results"]
     assert firing["observed"] == {"evaluation": 1} and firing["state"] == "resolved"
