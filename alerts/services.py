@@ -35,6 +35,32 @@ class Checked:
     issues: list[Issue] = field(default_factory=list)
 
 
+MAX_PK = 2**63 - 1
+
+
+def nul_issues(value: object, path: str = "") -> list[Issue]:
+    """The NUL characters of a JSON value (PostgreSQL cannot store them), by pointer."""
+    if isinstance(value, str):
+        return [Issue(path, "the NUL character is not allowed")] if "\x00" in value else []
+    if isinstance(value, dict):
+        return [issue for key, item in value.items() for issue in
+                (nul_issues(key, path) + nul_issues(item, f"{path}/{key}"))]
+    if isinstance(value, list):
+        return [issue for index, item in enumerate(value) for issue in nul_issues(item, f"{path}/{index}")]
+    return []
+
+
+def _common(body: object, what: str) -> Checked | None:
+    """The checks every submitted object gets first; an answer when it already fails."""
+    if not isinstance(body, dict):
+        return Checked(issues=[Issue("", f"{what} is a JSON object")])
+    issues = nul_issues(body)
+    tenant = body.get("tenant")
+    if tenant is not None and not isinstance(tenant, str):
+        issues.append(Issue("/tenant", "tenant is a tenant's slug"))
+    return Checked(issues=issues) if issues else None
+
+
 def _name(body: dict[str, Any], checked: Checked) -> None:
     name = body.get("name")
     if not isinstance(name, str) or not 1 <= len(name.strip()) <= 200:
@@ -53,9 +79,10 @@ def _enabled(body: dict[str, Any], checked: Checked) -> None:
 
 def check_rule(body: object, tenant: Tenant) -> Checked:
     """A rule's `name`, `kind`, `params`, `channels` (ids of the tenant's) and `enabled`."""
+    failed = _common(body, "a rule")
+    if failed is not None or not isinstance(body, dict):
+        return failed or Checked()
     checked = Checked()
-    if not isinstance(body, dict):
-        return Checked(issues=[Issue("", "a rule is a JSON object")])
     _name(body, checked)
     _enabled(body, checked)
     kind, params = body.get("kind"), body.get("params", {})
@@ -65,7 +92,7 @@ def check_rule(body: object, tenant: Tenant) -> Checked:
         checked.fields.update(kind=kind, params=params)
     channels = body.get("channels", [])
     if not isinstance(channels, list) or len(channels) > MAX_CHANNELS_PER_RULE or \
-            not all(isinstance(pk, int) and not isinstance(pk, bool) for pk in channels):
+            not all(isinstance(pk, int) and not isinstance(pk, bool) and 0 < pk <= MAX_PK for pk in channels):
         checked.issues.append(Issue("/channels", f"channels is a list of at most {MAX_CHANNELS_PER_RULE} channel ids"))
         return checked
     found = list(Channel.objects.filter(tenant=tenant, pk__in=channels))
@@ -79,9 +106,10 @@ def check_rule(body: object, tenant: Tenant) -> Checked:
 
 def check_channel(body: object) -> Checked:
     """A channel's `name`, `kind`, `url` (webhook, slack) or `emails` (email) and `enabled`."""
+    failed = _common(body, "a channel")
+    if failed is not None or not isinstance(body, dict):
+        return failed or Checked()
     checked = Checked()
-    if not isinstance(body, dict):
-        return Checked(issues=[Issue("", "a channel is a JSON object")])
     _name(body, checked)
     _enabled(body, checked)
     kind = body.get("kind")
@@ -112,6 +140,8 @@ def _emails(emails: object, checked: Checked) -> None:
         return
     for index, email in enumerate(emails):
         try:
+            if not isinstance(email, str) or len(email) > 254:
+                raise ValidationError("bad")
             EmailValidator()(email)
         except ValidationError:
             checked.issues.append(Issue(f"/emails/{index}", "this is not an e-mail address"))

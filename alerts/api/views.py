@@ -43,6 +43,14 @@ class TenantObjectView(ConsoleAPIView):
             raise ApiError([Issue("", "the body is a JSON object")])
         return body
 
+    @staticmethod
+    def tenant_slug(body: dict[str, Any]) -> str | None:
+        """The tenant a body names; a 400 for anything but a slug (or nothing)."""
+        slug = body.get("tenant")
+        if slug is not None and (not isinstance(slug, str) or "\x00" in slug or len(slug) > 100):
+            raise ApiError([Issue("/tenant", "tenant is a tenant's slug")])
+        return slug
+
     def writable(self) -> QuerySet[Any]:
         """What the caller may change: the `author` scope's tenants only."""
         rows = cast(TenantScopedQuerySet[Any], GenericAPIView.get_queryset(self))
@@ -70,7 +78,7 @@ class AlertRuleListView(TenantObjectView):
                    responses={201: OBJECT, **WRITE_ERRORS})
     def post(self, request: Request) -> Response:
         body = self.body()
-        tenant = self.caller.tenant_for_write(body.get("tenant"), "author")
+        tenant = self.caller.tenant_for_write(self.tenant_slug(body), "author")
         checked = services.check_rule(body, tenant)
         if checked.issues:
             raise ApiError(checked.issues)
@@ -118,7 +126,7 @@ class ChannelListView(TenantObjectView):
                    responses={201: OBJECT, **WRITE_ERRORS})
     def post(self, request: Request) -> Response:
         body = self.body()
-        tenant = self.caller.tenant_for_write(body.get("tenant"), "author")
+        tenant = self.caller.tenant_for_write(self.tenant_slug(body), "author")
         checked = services.check_channel(body)
         if checked.issues:
             raise ApiError(checked.issues)

@@ -68,6 +68,21 @@ def test_an_invalid_rule_is_a_400_naming_the_field(alice: Any, api: Any, body: A
     assert not AlertRule.objects.exists()
 
 
+@pytest.mark.parametrize(("url", "body", "path"), [
+    ("/api/v1/alert-rules", {**RULE, "name": "a\x00b"}, "/name"),
+    ("/api/v1/alert-rules", {**RULE, "params": {"guardrail": "g\x00", "threshold": 1}}, "/params/guardrail"),
+    ("/api/v1/alert-rules", {**RULE, "tenant": ["acme"]}, "/tenant"),
+    ("/api/v1/alert-rules", {**RULE, "channels": [10**30]}, "/channels"),
+    ("/api/v1/alert-channels", {"tenant": "acme", "name": "m", "kind": "email", "emails": [5]}, "/emails/0"),
+    ("/api/v1/alert-channels", {"tenant": {"slug": "acme"}, "name": "m", "kind": "email"}, "/tenant"),
+    ("/api/v1/alert-channels", [], ""),
+])
+def test_malformed_input_is_a_400_never_a_500(alice: Any, api: Any, url: str, body: Any, path: str) -> None:
+    answer = api(alice).post(url, body, format="json")
+    assert answer.status_code == 400, answer.content
+    assert path in [error["path"] for error in answer.json()["errors"]]
+
+
 def test_a_channel_url_must_be_http(alice: Any, api: Any) -> None:
     answer = api(alice).post("/api/v1/alert-channels", {"tenant": "acme", "name": "x", "kind": "slack",
                                                         "url": "file:///etc/passwd"}, format="json")

@@ -186,3 +186,14 @@ def test_a_webhook_to_a_private_address_is_refused_unless_allowed(
         assert receiver.requests == []
         attempt = DeliveryAttempt.objects.get()
         assert attempt.status_code is None and attempt.answer == "refused: 127.0.0.1 is 127.0.0.1, not a public address"
+
+
+def test_the_periodic_task_evaluates_and_sends_what_is_due(acme: Any, halt_guardrail: Any) -> None:
+    from alerts.tasks import tick
+
+    channel = save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f")
+    save_rule(acme, {"name": "any", "kind": "violations", "channels": [channel], "params": {"threshold": 0}}, "f")
+    ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, severity="critical",
+                                day=timezone.localdate(), count=1)
+    assert tick.delay().get() == {"fired": 1, "resolved": 0, "resent": 1}  # on_commit does not run here
+    assert Delivery.objects.get().state == "delivered" and len(mail.outbox) == 1
