@@ -13,7 +13,7 @@ import os
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -82,8 +82,9 @@ def wire_part(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def judge_model_of(row: JudgeModelRegistration) -> JudgeModel:
-    """The engine's JudgeModel of a registration row."""
-    return JudgeModel.from_dict(registration_doc(row, console_fields=False))
+    """The engine's JudgeModel of a registration row (a disabled one is never routed to)."""
+    model = JudgeModel.from_dict(registration_doc(row, console_fields=False))
+    return model if row.enabled else replace(model, enabled=False)
 
 
 def registration_doc(row: JudgeModelRegistration, *, console_fields: bool = True) -> dict[str, Any]:
@@ -149,8 +150,9 @@ def save_registration(doc: Mapping[str, Any], *, model_id: str | None = None) ->
 
 
 def registered_models() -> list[JudgeModel]:
-    """Every enabled registration as the engine's JudgeModel, in one query."""
-    return [judge_model_of(row) for row in JudgeModelRegistration.objects.filter(enabled=True)]
+    """Every registration as the engine's JudgeModel, in one query: routing skips the
+    disabled ones, and tells a guardrail pinned to one that it is disabled."""
+    return [judge_model_of(row) for row in JudgeModelRegistration.objects.all()]
 
 
 def policy_of(tenant: Any) -> JudgePolicy:
