@@ -25,7 +25,7 @@ from guardrails.engine.judge import (
     validate_judge_model,
 )
 from tests.conftest import make_trace
-from tests.fakeproviders import Answer, Drip, Fault, FakeProvider
+from tests.fakeproviders import Answer, Drip, FakeProvider, Fault
 
 PROMPT = build_prompt("Never promise a refund.", "pass-fail", {"output": "No refunds, sorry."})
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05)

@@ -46,7 +46,6 @@ from .providers import (
     reply_usage,
 )
 
-
 #: The largest judge answer read: a verdict takes a few hundred bytes.
 MAX_REPLY_BYTES = 1024 * 1024
 
@@ -319,8 +318,8 @@ class _Exchange:
 
     def _exchange(self) -> None:
         timeout = httpx.Timeout(max(0.001, self.until - self.clock()))
-        request = self.request
-        with self.http.stream("POST", request.url, headers=request.headers, json=request.body, timeout=timeout) as reply:
+        url, headers, body_json = self.request.url, self.request.headers, self.request.body
+        with self.http.stream("POST", url, headers=headers, json=body_json, timeout=timeout) as reply:
             self.status, self.headers = reply.status_code, reply.headers
             body = bytearray()
             for chunk in reply.iter_bytes():
