@@ -149,3 +149,21 @@ def test_a_provider_error_echoing_the_key_is_redacted(fake_provider: FakeProvide
     assert result.error is not None
     assert "sk-live-0123456789abcdef" not in result.error
     assert "Incorrect API key provided: [redacted]" in result.error
+
+
+# ------------------------------------------------------------------ the cache key
+
+
+def test_the_cache_key_changes_with_the_registrations_model_and_server(fake_provider: FakeProvider) -> None:
+    from dataclasses import replace
+
+    from guardrails.engine.judge import cache_key
+    from guardrails.engine.types import Guardrail
+
+    rail = Guardrail(document={"id": "g", "kind": "llm-judge", "check": "rubric",
+                               "config": {"criteria": "c"}, "action": {"on-violation": "flag"}}, revision=1)
+    model = JudgeModel.from_dict(fake_provider.registration("judge"))
+    key = cache_key(rail, {"output": "x"}, model)
+    assert key != cache_key(rail, {"output": "x"}, replace(model, model="another-model"))
+    assert key != cache_key(rail, {"output": "x"}, replace(model, base_url="http://127.0.0.1:1/v1"))
+    assert key == cache_key(rail, {"output": "x"}, replace(model, input_usd_per_mtok=model.input_usd_per_mtok * 2))
