@@ -12,6 +12,9 @@ Tests script it one reply per request, in order::
         ... JudgeModel(base_url=provider.openai_base_url, ...) ...
         provider.requests[1].body["max_completion_tokens"]
 
+`Drip(Answer(...), chunk=4, interval_s=0.2)` stalls as a hostile provider does: the headers at
+once, then a few bytes at a time (or, with `headers_too`, the headers themselves too).
+
 Without a script it judges on its own, deterministically: about one trace in five FAILs (by a
 digest of the request's user message), with a score when the prompt asks for one. That is what
 `python -m tests.fakeproviders --port 8089` serves, for the demo and browser tests: register a
