@@ -110,7 +110,7 @@ def test_a_provider_that_drips_its_answer_is_cut_off_at_the_deadline(fake_provid
     elapsed = time.monotonic() - started
     assert result.outcome is None  # the late PASS never counts
     assert "time limit" in (result.error or "")
-    assert elapsed < 1.5, elapsed
+    assert elapsed < 1.8, elapsed
 
 
 def test_a_provider_that_drips_its_headers_is_cut_off_at_the_deadline(fake_provider: FakeProvider, http: Any) -> None:
@@ -118,7 +118,7 @@ def test_a_provider_that_drips_its_headers_is_cut_off_at_the_deadline(fake_provi
     model = JudgeModel.from_dict(fake_provider.registration("drip"))
     started = time.monotonic()
     result = call_judge(model, PROMPT, http=http, deadline=started + 1.0, retry=FAST)
-    assert result.outcome is None and time.monotonic() - started < 1.5
+    assert result.outcome is None and time.monotonic() - started < 1.8
 
 
 def test_an_answer_larger_than_the_bound_is_an_error(fake_provider: FakeProvider, http: Any) -> None:

@@ -23,7 +23,7 @@ from guardrails.models import JudgeClaim
 from guardrails.services import Author, save_guardrail
 from tests.conftest import make_trace
 from tests.fakeproviders import Answer, Drip, FakeProvider, Fault
-from traces.models import JudgeLedgerEntry, RunTrace
+from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace
 
 from .test_judge_ledger import judge_document, judge_result
 
@@ -58,7 +58,7 @@ def test_a_dripping_provider_gives_error_at_the_call_limit_and_its_late_answer_n
     fake_provider.script(Drip(Answer('{"verdict": "FAIL", "reason": "late"}'), chunk=4, interval_s=0.2))
     started = time.monotonic()
     result = judge_result(evaluate(api(acme_key), "drip"))
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 3.0
     assert result["status"] == "error" and "time limit" in result["reason"]
     time.sleep(0.5)  # the late answer, had it been read, would be a FAIL by now
     assert JudgeLedgerEntry.objects.get().outcome == "error"
@@ -77,7 +77,7 @@ def test_guardrails_after_the_evaluations_deadline_are_errors_with_reason_deadli
     fake_provider.script(Answer('{"verdict": "PASS"}', delay_s=3))
     started = time.monotonic()
     results = {r["guardrail"]: r for r in evaluate(api(acme_key), "slow", store=False)["results"]}
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 3.0
     assert results["a-slow-judge"]["status"] == "error"
     assert (results["b-after"]["status"], results["b-after"]["reason"]) == ("error", "deadline")
     assert (results["c-zero-llm"]["status"], results["c-zero-llm"]["reason"]) == ("error", "deadline")
@@ -175,6 +175,7 @@ def test_a_provider_error_echoing_a_key_is_redacted_everywhere_it_is_kept_or_sho
         b"".join(api(acme_key).get("/api/v1/ledger/entries.csv").streaming_content).decode(),
         json.dumps(api(acme_key).get("/api/v1/traces/echoed").json()),
         str(list(JudgeLedgerEntry.objects.values_list("error", flat=True))),
+        str(list(EvaluationResult.objects.values_list("reason", "details"))),
     ]
     signed_in = Client()
     signed_in.force_login(bob)
