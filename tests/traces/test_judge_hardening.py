@@ -202,6 +202,15 @@ def test_an_anthropic_budget_under_1024_is_a_400_with_its_pointer(
     assert [e["path"] for e in response.json()["errors"]] == ["/thinking/budgetTokens"]
 
 
+def test_the_registration_page_shows_the_budget_minimum_on_its_field(root: User) -> None:
+    from tests.guardrails.test_judge_pages import URL, form_data, signed_in
+
+    response = signed_in(root).post(URL, form_data(provider="anthropic", thinking="budgetTokens",
+                                                   thinking_value="500", sampling=""))
+    assert response.status_code == 400
+    assert "1024" in response.context["form"].errors["thinking_value"][0]
+
+
 def test_a_guardrail_pinned_to_a_disabled_registration_is_told_it_is_disabled(
     api: Any, acme_key: str, root: User, fake_provider: FakeProvider,
 ) -> None:
