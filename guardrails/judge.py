@@ -305,11 +305,11 @@ class ConsoleJudgeServices:
 
     def claim(self, key: str, until: float) -> bool:
         """Take the judgement of `key` until the monotonic instant `until` (a JudgeClaim row,
-        seen by every process); False when another evaluation holds it. A lapsed claim (its
-        holder died) is taken over."""
+        seen by every process); False when another evaluation holds it. Lapsed claims (their
+        holders died) are cleared first, so the table holds only judgements in flight."""
         now = timezone.now()
         expires = now + timedelta(seconds=max(0.0, until - time.monotonic()))
-        JudgeClaim.objects.filter(key=key, expires_at__lt=now).delete()
+        JudgeClaim.objects.filter(expires_at__lt=now).delete()
         try:
             with transaction.atomic():
                 JudgeClaim.objects.create(key=key, holder=self._holder, expires_at=expires)

@@ -133,7 +133,9 @@ def test_a_lapsed_claim_is_taken_over_and_a_live_one_is_not(db: Any) -> None:
     assert JudgeClaim.objects.count() == 1
     holder.release("k" * 64)
     assert other.claim("k" * 64, time.monotonic() - 1)  # lapses at once
+    assert other.claim("j" * 64, time.monotonic() - 1)
     assert holder.claim("k" * 64, time.monotonic() + 30)
+    assert list(JudgeClaim.objects.values_list("key", flat=True)) == ["k" * 64]  # lapsed ones cleared
 
 
 def test_changing_a_registrations_model_is_not_answered_from_the_old_models_cache(
