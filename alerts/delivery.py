@@ -42,8 +42,8 @@ class Answer:
 
 
 def lease() -> timedelta:
-    """How long a claim is trusted: the send deadline and a margin."""
-    return timedelta(seconds=settings.KINDGI_ALERT_SEND_TIMEOUT_S + 30)
+    """How long a claim is trusted: twice the send deadline and 5 s (recording the answer)."""
+    return timedelta(seconds=2 * settings.KINDGI_ALERT_SEND_TIMEOUT_S + 5)
 
 
 def backoff(attempt: int) -> float:

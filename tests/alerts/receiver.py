@@ -33,6 +33,7 @@ class Received:
 class Receiver:
     statuses: list[int] = field(default_factory=lambda: [200])
     hang_seconds: float = 0.0
+    hang_requests: int | None = None  # only the first N requests hang (None: all)
     secret: str | None = None
     requests: list[Received] = field(default_factory=list)
 
@@ -78,7 +79,9 @@ class Receiver:
                 status = receiver._next_status()
                 with receiver.lock:
                     receiver.requests.append(Received(headers, body, receiver.verify(headers, body), status))
-                if receiver.hang_seconds:
+                with receiver.lock:
+                    number = len(receiver.requests)
+                if receiver.hang_seconds and (receiver.hang_requests is None or number <= receiver.hang_requests):
                     time.sleep(receiver.hang_seconds)
                 try:
                     self.send_response(status)

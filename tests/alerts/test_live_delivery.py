@@ -90,3 +90,35 @@ def test_a_spike_fires_once_resolves_and_fires_again_with_signed_retried_deliver
             assert all(r.verified for r in slow.requests)
         finally:
             worker.stop()
+
+
+def test_a_delivery_survives_its_worker_being_killed_mid_send(acme: Any, real_broker: Any, tmp_path: Path) -> None:
+    from alerts.delivery import resend_due
+    from alerts.firing import fire
+    from alerts.rules import Observation
+
+    settings = {**WORKER_SETTINGS, "KINDGI_ALERT_SEND_TIMEOUT_S": 2}
+    with Receiver(hang_seconds=30, hang_requests=1) as receiver:
+        hook = save_channel(acme, {"name": "ops", "kind": "webhook", "url": receiver.url}, "fixture")
+        receiver.secret = hook.secret
+        rule = save_rule(acme, {"name": "failures", "kind": "run_failed", "params": {}, "channels": [hook]},
+                         "fixture")
+        first = Worker("first", tmp_path, concurrency=1, **settings)
+        try:
+            fire(rule, Observation(True, "run 1 failed", {}), NOON, event_key="evaluation:1")
+            wait_for(lambda: len(receiver.requests) == 1, 30, "the first attempt under way", first)
+        finally:
+            first.kill()  # mid-send: the receiver has not answered
+        delivery = Delivery.objects.get()
+        assert (delivery.state, delivery.attempts, delivery.lease_until is not None) == ("pending", 1, True)
+        assert not DeliveryAttempt.objects.exists()
+        second = Worker("second", tmp_path, concurrency=1, **settings)
+        try:
+            assert resend_due() == 0  # the lost worker's lease is still trusted
+            wait_for(lambda: resend_due() == 1, 20, "the lease to run out")
+            wait_for(lambda: Delivery.objects.get().state == "delivered", 30, "the delivery sent again", second)
+        finally:
+            second.stop()
+        assert [r.headers["webhook-id"] for r in receiver.requests] == [delivery.msg_id] * 2
+        assert all(r.verified for r in receiver.requests)
+        assert list(DeliveryAttempt.objects.values_list("number", "status_code")) == [(2, 200)]
