@@ -46,6 +46,7 @@ def signed_in(user: Any) -> Client:
     return client
 
 
+@pytest.mark.services
 def test_the_trigger_refuses_update_and_delete_even_with_the_retention_setting_for_update(acme: Any) -> None:
     assert connection.vendor == "postgresql", "the append-only trigger is PostgreSQL's"
     entries(acme, 2)
