@@ -59,8 +59,7 @@ def deliver(delivery_id: int) -> str:
     started = timezone.now()
     clock = time.monotonic()
     answer = send(delivery, started)
-    finish(delivery, answer, started, int((time.monotonic() - clock) * 1000))
-    return delivery.state
+    return finish(delivery, answer, started, int((time.monotonic() - clock) * 1000))
 
 
 def claim(delivery_id: int) -> Delivery | None:
@@ -151,10 +150,12 @@ def send_email(delivery: Delivery) -> Answer:
     return Answer(bool(sent), None, f"sent to {len(delivery.channel.emails)} address(es)")
 
 
-def finish(delivery: Delivery, answer: Answer, started: datetime, duration_ms: int) -> None:
+def finish(delivery: Delivery, answer: Answer, started: datetime, duration_ms: int) -> str:
     """Record the attempt; delivered, failed for good, or due again after the backoff."""
     now = timezone.now()
     with transaction.atomic():
+        if not Delivery.objects.select_for_update().filter(pk=delivery.pk).exists():
+            return "gone"  # its rule or channel was deleted meanwhile: nothing left to record
         DeliveryAttempt.objects.create(
             delivery=delivery, number=delivery.attempts, started_at=started, duration_ms=duration_ms,
             status_code=answer.status, ok=answer.ok, answer=answer.text[:ANSWER_CHARS],
@@ -166,6 +167,7 @@ def finish(delivery: Delivery, answer: Answer, started: datetime, duration_ms: i
             delivery.last_error = (f"HTTP {answer.status}: " if answer.status else "") + answer.text[:900]
             _after_failure(delivery, now)
         delivery.save(update_fields=["state", "delivered_at", "last_error", "lease_until", "next_attempt_at"])
+    return delivery.state
 
 
 def _after_failure(delivery: Delivery, now: datetime) -> None:

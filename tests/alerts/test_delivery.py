@@ -197,3 +197,25 @@ def test_the_periodic_task_evaluates_and_sends_what_is_due(acme: Any, halt_guard
                                 day=timezone.localdate(), count=1)
     assert tick.delay().get() == {"fired": 1, "resolved": 0, "resent": 1}  # on_commit does not run here
     assert Delivery.objects.get().state == "delivered" and len(mail.outbox) == 1
+
+
+def test_a_delivery_whose_rule_is_deleted_mid_send_is_dropped_quietly(acme: Any, monkeypatch: Any,
+                                                                    django_capture_on_commit_callbacks: Any) -> None:
+    from alerts import delivery as delivery_module
+    from alerts.services import delete_rule
+
+    with Receiver() as receiver:
+        rule = rule_with(acme, webhook(acme, receiver))
+        with django_capture_on_commit_callbacks(execute=False):
+            fire(rule, Observation(True, "seen", {}), timezone.now())
+        sent = delivery_module.send
+
+        def send_then_delete(delivery: Any, at: Any) -> Any:
+            answer = sent(delivery, at)
+            delete_rule(rule, "f")
+            return answer
+
+        monkeypatch.setattr(delivery_module, "send", send_then_delete)
+        assert deliver(Delivery.objects.get().pk) == "gone"
+        assert not Delivery.objects.exists() and not DeliveryAttempt.objects.exists()
+        assert len(receiver.requests) == 1
