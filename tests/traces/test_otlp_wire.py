@@ -194,3 +194,18 @@ def test_another_tenant_named_by_a_tenant_key_is_not_written(db, api, acme_key, 
     assert post(api(acme_key), body_of(recorder.spans, PROTOBUF), PROTOBUF).status_code == 200
 
     assert list(RunTrace.objects.values_list("tenant__slug", flat=True)) == ["acme"]
+
+
+def test_the_trace_page_shows_it_came_over_otlp_with_its_span_ids(db, api, acme_key, alice, client, charlie):
+    spans = agent_turn_spans()
+    post(api(acme_key), body_of(spans, PROTOBUF), PROTOBUF)
+    trace = RunTrace.objects.get()
+    client.force_login(alice)
+
+    body = client.get(f"/traces/{trace.pk}/").content.decode()
+
+    assert "Received over</dt><dd>OTLP" in body
+    for span in spans:
+        assert f"{span.get_span_context().span_id:016x}" in body
+    client.force_login(charlie)
+    assert client.get(f"/traces/{trace.pk}/").status_code == 404
