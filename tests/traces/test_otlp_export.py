@@ -20,6 +20,7 @@ from tests.traces.otlp_turn import (
 )
 from traces.models import PendingSpan, RunTrace, Violation
 from traces.otlp.turns import complete_waiting
+from traces.tasks import complete_waiting_otlp_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ENCODINGS = ["protobuf", "json"]
@@ -163,7 +164,8 @@ def test_a_turn_whose_agent_span_never_comes_is_stored_incomplete(live_server, a
     exporter(live_server.url, acme_key).export(spans[:-1])
     PendingSpan.objects.update(received_at="2026-01-01T00:00:00Z")
 
-    assert complete_waiting() == 1
+    assert complete_waiting_otlp_turns.apply().get() == 1  # the task beat runs
+    assert complete_waiting() == 0
 
     turn_id = expected_document(spans)["id"]  # the id names the agent span it waited for
     document = read_back(api, acme_key, turn_id)
@@ -189,3 +191,20 @@ def test_an_otlp_turn_is_evaluated_at_runtime_like_a_rest_one(live_server, acme_
     violation = Violation.objects.get()
     assert violation.mode == "runtime"
     assert RunTrace.objects.get().withheld is True
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_the_two_environment_variables_are_all_an_exporter_needs(live_server, api, acme_key, monkeypatch, encoding):
+    from opentelemetry.exporter.otlp.json.http.trace_exporter import OTLPSpanExporter as JsonExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as ProtobufExporter
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{live_server.url}/api/v1/otlp")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"Authorization=Bearer {acme_key}")
+    recorder = Recorder()
+    record_agent_turn(recorder)
+
+    sender = ProtobufExporter() if encoding == "protobuf" else JsonExporter()
+    assert sender.export(recorder.spans) is SpanExportResult.SUCCESS
+
+    expected = expected_document(recorder.spans)
+    assert read_back(api, acme_key, expected["id"]) == expected
