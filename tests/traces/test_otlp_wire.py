@@ -209,3 +209,31 @@ def test_the_trace_page_shows_it_came_over_otlp_with_its_span_ids(db, api, acme_
         assert f"{span.get_span_context().span_id:016x}" in body
     client.force_login(charlie)
     assert client.get(f"/traces/{trace.pk}/").status_code == 404
+
+
+def test_a_waiting_span_too_large_or_with_nul_is_refused_and_not_kept(db, api, acme_key):
+    recorder = Recorder()
+    agent = recorder.start("invoke_agent bot", 0, gen_ai__operation__name="invoke_agent")
+    end(recorder.start("chat m", 1, agent, gen_ai__prompt="x" * 1_100_000), 2)
+    end(recorder.start("chat m", 3, agent, gen_ai__prompt="a\x00b"), 4)
+    end(recorder.start("chat m", 5, agent, gen_ai__prompt="fine"), 6)
+
+    response = post(api(acme_key), body_of(recorder.spans, PROTOBUF), PROTOBUF)
+
+    partial = answer(response, ExportTraceServiceResponse()).partial_success
+    assert partial.rejected_spans == 2
+    assert "over the limit" in partial.error_message and "NUL" in partial.error_message
+    assert PendingSpan.objects.count() == 1
+
+
+def test_an_agent_name_longer_than_its_column_refuses_the_turn_by_name(db, api, acme_key):
+    recorder = Recorder()
+    end(recorder.start("invoke_agent bot", 0, gen_ai__operation__name="invoke_agent",
+                       gen_ai__agent__name="a" * 201), 1)
+
+    response = post(api(acme_key), body_of(recorder.spans, PROTOBUF), PROTOBUF)
+
+    partial = answer(response, ExportTraceServiceResponse()).partial_success
+    assert partial.rejected_spans == 1
+    assert "/agent: agent is longer than 200" in partial.error_message
+    assert RunTrace.objects.count() == 0

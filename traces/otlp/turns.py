@@ -14,13 +14,16 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
+import orjson
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from guardrails.engine.types import Issue
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller
 from traces import ingest
@@ -193,6 +196,8 @@ def _store(tenant: Tenant, turns: list[Turn], outcome: Outcome) -> None:
     caller = TenantCaller(tenant)
     items = [ingest.prepare(caller, document_of(turn.turn_id, turn.spans, turn.head), index)
              for index, turn in enumerate(fresh)]
+    for item in items:
+        _refuse_overlong_columns(item)
     ingest.store(items, on_created=queue_runtime_evaluation)
     for turn, item in zip(fresh, items, strict=True):
         if item.status in (ingest.INVALID, ingest.CONFLICT):
@@ -200,21 +205,51 @@ def _store(tenant: Tenant, turns: list[Turn], outcome: Outcome) -> None:
             outcome.refuse(len(turn.spans), f"turn {turn.turn_id}: {reason}")
 
 
+#: The columns a RunTrace's `agent` and `flow` are kept in hold this many characters.
+COLUMN_CHARS = 200
+
+
+def _refuse_overlong_columns(item: ingest.Item) -> None:
+    """An agent or flow name longer than its column is refused by name, never a database error."""
+    document = item.document or {}
+    for name in ("agent", "flow"):
+        if item.status == ingest.CREATED and len(document.get(name) or "") > COLUMN_CHARS:
+            item.status = ingest.INVALID
+            item.errors = [Issue(f"/{name}", f"{name} is longer than {COLUMN_CHARS} characters")]
+
+
 def _keep_waiting(tenant: Tenant, spans: list[Span], outcome: Outcome) -> None:
     """Keep the spans of unfinished turns, up to the tenant's room; the others are refused."""
-    if not spans:
+    sized = _small_enough(spans, outcome)
+    if not sized:
         return
     limit = settings.KINDGI_OTLP_MAX_PENDING_SPANS
     room = max(0, limit - PendingSpan.objects.filter(tenant=tenant).count())
-    if len(spans) > room:
-        outcome.refuse(len(spans) - room, f"the tenant has {limit} spans of unfinished turns waiting, "
+    if len(sized) > room:
+        outcome.refuse(len(sized) - room, f"the tenant has {limit} spans of unfinished turns waiting, "
                                           "the most it may: finish those turns first")
     now = timezone.now()
     PendingSpan.objects.bulk_create(
         [PendingSpan(tenant=tenant, otel_trace_id=span.trace_id, span_id=span.span_id,
-                     span=span.as_json(), received_at=now) for span in spans[:room]],
+                     span=data, received_at=now) for span, data in sized[:room]],
         ignore_conflicts=True,
     )
+
+
+def _small_enough(spans: list[Span], outcome: Outcome) -> list[tuple[Span, dict[str, Any]]]:
+    """The spans a trace could hold: not larger than a trace, and without NUL (refused as in REST)."""
+    limit = settings.KINDGI_MAX_TRACE_BYTES
+    kept = []
+    for span in spans:
+        data = span.as_json()
+        raw = orjson.dumps(data)
+        if len(raw) > limit:
+            outcome.refuse(1, f"span {span.span_id} is over the limit of {limit} bytes of a trace")
+        elif b"\\u0000" in raw:  # PostgreSQL cannot store NUL in jsonb
+            outcome.refuse(1, f"span {span.span_id} holds the NUL character, which is not allowed")
+        else:
+            kept.append((span, data))
+    return kept
 
 
 def complete_waiting(now: datetime | None = None, limit: int = 500) -> int:
