@@ -36,7 +36,6 @@ class OtlpTracesView(ConsoleAPIView):
     authentication_classes = [ApiKeyAuthentication]
     scopes = {"POST": "ingest"}
     filter_backends: list[Any] = []
-    pagination_class = None
 
     @extend_schema(
         operation_id="otlp_traces_export",
@@ -58,7 +57,7 @@ class OtlpTracesView(ConsoleAPIView):
         """The answer's encoding follows the request's, whatever Accept says."""
         return JSONRenderer(), wire.JSON
 
-    def handle_exception(self, exc: Exception) -> HttpResponse:
+    def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]  # a protobuf body
         encoding = _encoding_or_json(self.request)
         error, headers = _as_otlp_error(exc, self.request)
         if error is None:
@@ -83,7 +82,7 @@ def _as_otlp_error(exc: Exception, request: Request) -> tuple[wire.OtlpError | N
     if isinstance(exc, exceptions.PermissionDenied | TenantDenied):
         return wire.OtlpError(403, str(exc)), {}
     if isinstance(exc, exceptions.Throttled):
-        return wire.OtlpError(429, str(exc.detail), retry_after=exc.wait or 1), {}
+        return wire.OtlpError(429, str(exc.detail), retry_after=getattr(exc, "wait", None) or 1), {}
     if isinstance(exc, OperationalError | InterfaceError):
         return wire.OtlpError(503, "the console's database is unavailable: try again",
                               retry_after=UNAVAILABLE_RETRY_S), {}
