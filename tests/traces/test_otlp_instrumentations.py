@@ -1,5 +1,5 @@
-"""A third-party instrumentation: OpenInference's OpenAI instrumentation, the `openai` client calling
-a local server that speaks the OpenAI protocol, its spans exported by the SDK to a live console."""
+"""Third-party instrumentations, OpenInference's and OpenLLMetry's for OpenAI: the `openai` client
+calls a local server that speaks the OpenAI protocol, and the SDK exports the spans to a live console."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 from openai import OpenAI
-from openinference.instrumentation.openai import OpenAIInstrumentor
+from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInferenceInstrumentor
+from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetryInstrumentor
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from tests.fakeproviders import Answer, FakeProvider
@@ -16,10 +17,10 @@ from tests.traces.otlp_turn import Recorder, exporter, hex_ids
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def instrumented() -> Iterator[Recorder]:
+@pytest.fixture(params=[OpenInferenceInstrumentor, OpenLLMetryInstrumentor], ids=["openinference", "openllmetry"])
+def instrumented(request: pytest.FixtureRequest) -> Iterator[Recorder]:
     recorder = Recorder()
-    instrumentor = OpenAIInstrumentor()
+    instrumentor = request.param()
     instrumentor.instrument(tracer_provider=recorder.provider)
     yield recorder
     instrumentor.uninstrument()
