@@ -42,7 +42,7 @@ class Outcome:
 
     def refuse(self, count: int, reason: str) -> None:
         self.rejected += count
-        if len(self.reasons) < 5:
+        if len(self.reasons) < 5 and reason not in self.reasons:
             self.reasons.append(reason)
 
     @property
@@ -105,12 +105,12 @@ def _receive_for(tenant: Tenant, spans: list[Span], outcome: Outcome) -> None:
     by_trace: dict[str, list[Span]] = defaultdict(list)
     for span in spans:
         by_trace[span.trace_id].append(span)
-    ending = [trace_id for trace_id, group in by_trace.items() if any(_ends_turn(s) for s in group)]
-    waiting = _take_waiting(tenant, ending)
+    ending = {trace_id for trace_id, group in by_trace.items() if any(_ends_turn(s) for s in group)}
+    waiting = _take_waiting(tenant, sorted(ending))
     turns: list[Turn] = []
     still_open: list[Span] = []
     for trace_id, group in by_trace.items():
-        if trace_id not in waiting and trace_id not in ending:
+        if trace_id not in ending:
             still_open.extend(group)
             continue
         known = {span.span_id: span for span in waiting.get(trace_id, [])}

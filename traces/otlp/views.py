@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from kombu.exceptions import OperationalError as BrokerError
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -83,7 +84,7 @@ def _as_otlp_error(exc: Exception, request: Request) -> tuple[wire.OtlpError | N
         return wire.OtlpError(403, str(exc)), {}
     if isinstance(exc, exceptions.Throttled):
         return wire.OtlpError(429, str(exc.detail), retry_after=getattr(exc, "wait", None) or 1), {}
-    if isinstance(exc, OperationalError | InterfaceError):
-        return wire.OtlpError(503, "the console's database is unavailable: try again",
+    if isinstance(exc, OperationalError | InterfaceError | BrokerError):
+        return wire.OtlpError(503, "the console's database or task queue is unavailable: try again",
                               retry_after=UNAVAILABLE_RETRY_S), {}
     return None, {}
