@@ -208,3 +208,13 @@ def test_the_two_environment_variables_are_all_an_exporter_needs(live_server, ap
 
     expected = expected_document(recorder.spans)
     assert read_back(api, acme_key, expected["id"]) == expected
+
+
+def test_beat_runs_the_completion_of_waiting_turns():
+    from django.conf import settings
+
+    from kindgi_console.celery import app
+
+    entry = settings.CELERY_BEAT_SCHEDULE["complete-otlp-turns"]
+    assert entry["task"] in app.tasks
+    assert entry["schedule"] <= settings.KINDGI_OTLP_TURN_TIMEOUT_S
