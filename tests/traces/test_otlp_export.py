@@ -218,3 +218,40 @@ def test_beat_runs_the_completion_of_waiting_turns():
     entry = settings.CELERY_BEAT_SCHEDULE["complete-otlp-turns"]
     assert entry["task"] in app.tasks
     assert entry["schedule"] <= settings.KINDGI_OTLP_TURN_TIMEOUT_S
+
+
+def test_two_exports_of_one_trace_at_once_each_see_the_others_spans(acme, acme_key):
+    import threading
+
+    from django.db import connection, transaction
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from kindgi_console.tenancy.scoping import Caller
+    from traces.otlp import turns
+
+    recorder = Recorder()
+    record_agent_turn(recorder)
+    spans = recorder.spans
+    caller = Caller(key=ApiKey.objects.select_related("tenant").get(tenant=acme))
+    first_holds, second_started = threading.Event(), threading.Event()
+
+    def first_export() -> None:
+        try:
+            with transaction.atomic():
+                turns._receive_for(acme, turns.spans_of(encode_spans(spans[:3]))[0], turns.Outcome())
+                first_holds.set()
+                second_started.wait(5)
+                threading.Event().wait(0.5)  # the second export is waiting for this one now
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=first_export)
+    worker.start()
+    first_holds.wait(5)
+    second_started.set()
+    turns.receive(caller, encode_spans(spans[3:]))
+    worker.join()
+
+    stored = RunTrace.objects.get()
+    assert stored.document["metadata"]["otlp"]["spanIds"] == expected_document(spans)["metadata"]["otlp"]["spanIds"]
+    assert PendingSpan.objects.count() == 0

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -105,6 +105,7 @@ def _receive_for(tenant: Tenant, spans: list[Span], outcome: Outcome) -> None:
     by_trace: dict[str, list[Span]] = defaultdict(list)
     for span in spans:
         by_trace[span.trace_id].append(span)
+    _lock_traces(tenant, sorted(by_trace))
     ending = {trace_id for trace_id, group in by_trace.items() if any(_ends_turn(s) for s in group)}
     waiting = _take_waiting(tenant, sorted(ending))
     turns: list[Turn] = []
@@ -120,6 +121,20 @@ def _receive_for(tenant: Tenant, spans: list[Span], outcome: Outcome) -> None:
         still_open.extend(leftover)
     _store(tenant, turns, outcome)
     _keep_waiting(tenant, still_open, outcome)
+
+
+def _lock_traces(tenant: Tenant, trace_ids: list[str]) -> None:
+    """Hold these traces until the transaction ends (PostgreSQL), so that two exports of one
+    trace at once (two services of one agent, say) do not each miss the other's spans.
+    Taken in sorted order, so that two exports cannot wait for each other."""
+    if connection.vendor != "postgresql" or not trace_ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s || '/' || x, 0)) "
+            "FROM unnest(%s::text[]) AS x ORDER BY x",
+            [str(tenant.pk), trace_ids],
+        )
 
 
 def _ends_turn(span: Span) -> bool:
@@ -268,6 +283,7 @@ def complete_waiting(now: datetime | None = None, limit: int = 500) -> int:
     for row in stale:
         with transaction.atomic():
             tenant = tenants[row["tenant_id"]]
+            _lock_traces(tenant, [row["otel_trace_id"]])
             spans = _take_waiting(tenant, [row["otel_trace_id"]]).get(row["otel_trace_id"], [])
             _store(tenant, incomplete_turns(spans), Outcome())
     return len(stale)
