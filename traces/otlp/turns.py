@@ -142,19 +142,37 @@ def _ends_turn(span: Span) -> bool:
 
 
 def _take_waiting(tenant: Tenant, trace_ids: list[str]) -> dict[str, list[Span]]:
-    """The waiting spans of these traces, taken out of the waiting room (locked till commit)."""
+    """The waiting spans of these traces, taken out of the waiting room (deleted, till commit)."""
     if not trace_ids:
         return {}
-    rows = PendingSpan.objects.select_for_update().filter(tenant=tenant, otel_trace_id__in=trace_ids)
     waiting: dict[str, list[Span]] = defaultdict(list)
-    pks = []
-    for pk, data in rows.values_list("pk", "span"):
-        pks.append(pk)
+    for data in _delete_waiting(tenant, trace_ids):
         span = Span.from_json(data)
         waiting[span.trace_id].append(span)
-    if pks:
-        PendingSpan.objects.filter(pk__in=pks).delete()
     return waiting
+
+
+# The table name is a constant of the model: no input reaches the statement's text.
+DELETE_WAITING = (
+    f"DELETE FROM {PendingSpan._meta.db_table} "  # noqa: S608
+    "WHERE tenant_id = %s AND otel_trace_id = ANY(%s::text[]) RETURNING span"
+)
+
+
+def _delete_waiting(tenant: Tenant, trace_ids: list[str]) -> list[dict[str, Any]]:
+    """Delete the traces' waiting spans and return them: one statement on PostgreSQL."""
+    if connection.vendor != "postgresql":
+        rows = PendingSpan.objects.select_for_update().filter(tenant=tenant, otel_trace_id__in=trace_ids)
+        pks, spans = [], []
+        for pk, data in rows.values_list("pk", "span"):
+            pks.append(pk)
+            spans.append(data)
+        PendingSpan.objects.filter(pk__in=pks).delete()
+        return spans
+    with connection.cursor() as cursor:
+        cursor.execute(DELETE_WAITING, [tenant.pk, trace_ids])
+        # Django has psycopg hand jsonb over as text (its JSONField decodes it): so do we.
+        return [orjson.loads(data) if isinstance(data, str) else data for (data,) in cursor.fetchall()]
 
 
 def split(spans: list[Span]) -> tuple[list[Turn], list[Span]]:
@@ -243,12 +261,31 @@ def _keep_waiting(tenant: Tenant, spans: list[Span], outcome: Outcome) -> None:
     if len(sized) > room:
         outcome.refuse(len(sized) - room, f"the tenant has {limit} spans of unfinished turns waiting, "
                                           "the most it may: finish those turns first")
+    _insert_waiting(tenant, sized[:room])
+
+
+# The table name is a constant of the model: no input reaches the statement's text.
+INSERT_WAITING = (
+    f"INSERT INTO {PendingSpan._meta.db_table} (tenant_id, otel_trace_id, span_id, span, received_at) "  # noqa: S608
+    "SELECT %s, r.t, r.s, r.j, %s FROM jsonb_to_recordset(%s::jsonb) AS r(t text, s text, j jsonb) "
+    "ON CONFLICT (tenant_id, otel_trace_id, span_id) DO NOTHING"
+)
+
+
+def _insert_waiting(tenant: Tenant, spans: list[tuple[Span, dict[str, Any]]]) -> None:
+    """Insert the waiting spans once each. On PostgreSQL as one JSON parameter: Django's bulk
+    insert sends arrays of JSON text, which psycopg escapes character by character."""
     now = timezone.now()
-    PendingSpan.objects.bulk_create(
-        [PendingSpan(tenant=tenant, otel_trace_id=span.trace_id, span_id=span.span_id,
-                     span=data, received_at=now) for span, data in sized[:room]],
-        ignore_conflicts=True,
-    )
+    if connection.vendor != "postgresql":
+        PendingSpan.objects.bulk_create(
+            [PendingSpan(tenant=tenant, otel_trace_id=span.trace_id, span_id=span.span_id,
+                         span=data, received_at=now) for span, data in spans],
+            ignore_conflicts=True,
+        )
+        return
+    rows = orjson.dumps([{"t": span.trace_id, "s": span.span_id, "j": data} for span, data in spans])
+    with connection.cursor() as cursor:
+        cursor.execute(INSERT_WAITING, [tenant.pk, now, rows.decode()])
 
 
 def _small_enough(spans: list[Span], outcome: Outcome) -> list[tuple[Span, dict[str, Any]]]:
