@@ -12,6 +12,8 @@ from django.db import OperationalError
 from django.test import override_settings
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.json.common.trace_encoder import encode_spans as encode_json
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as encode_protobuf
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -237,3 +239,114 @@ def test_an_agent_name_longer_than_its_column_refuses_the_turn_by_name(db, api, 
     assert partial.rejected_spans == 1
     assert "/agent: agent is longer than 200" in partial.error_message
     assert RunTrace.objects.count() == 0
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=40)
+    | st.sampled_from(["00" * 16, "ab" * 8, ""]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["resourceSpans", "scopeSpans", "spans", "traceId", "spanId", "parentSpanId", "name",
+                         "attributes", "key", "value", "stringValue", "intValue", "kvlistValue", "values",
+                         "startTimeUnixNano", "events", "status", "code", "flags", "resource"]) | st.text(max_size=8),
+        inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=st.dictionaries(st.sampled_from(["resourceSpans", "other"]), JSON_VALUES, max_size=2))
+def test_any_json_body_is_answered_200_or_400_never_a_server_error(db, api, acme_key, document):
+    response = post(api(acme_key), orjson.dumps(document), JSON)
+
+    assert response.status_code in (200, 400), response.content
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.binary(max_size=300))
+def test_any_protobuf_body_is_answered_200_or_400_never_a_server_error(db, api, acme_key, body):
+    response = post(api(acme_key), body, PROTOBUF)
+
+    assert response.status_code in (200, 400), response.content
+
+
+def test_a_double_json_cannot_hold_is_kept_as_text(db, api, acme_key):
+    recorder = Recorder()
+    agent = recorder.start("invoke_agent bot", 0, gen_ai__operation__name="invoke_agent")
+    end(recorder.start("execute_tool measure", 1, agent, gen_ai__tool__call__arguments=float("nan"),
+                       gen_ai__tool__call__result=float("-inf")), 2)
+    end(agent, 3)
+
+    response = post(api(acme_key), body_of(recorder.spans, PROTOBUF), PROTOBUF)
+
+    assert response.status_code == 200
+    call = RunTrace.objects.get().document["toolCalls"][0]
+    assert (call["arguments"], call["result"]) == ("nan", "-inf")
+
+
+ATTRIBUTE_KEYS = [
+    "gen_ai.operation.name", "gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.output.messages",
+    "gen_ai.system_instructions", "gen_ai.prompt", "gen_ai.completion", "gen_ai.prompt.0.role",
+    "gen_ai.prompt.0.content", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result", "gen_ai.usage.input_tokens", "gen_ai.response.model", "kindgi.flow",
+    "llm.input_messages.0.message.role", "llm.input_messages.0.message.content", "output.value",
+    "openinference.span.kind", "error.type",
+]
+JSON_TEXT = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["role", "parts", "type", "content", "id", "response", "name"]), inner, max_size=4),
+    max_leaves=12,
+).map(lambda value: orjson.dumps(value).decode())
+ATTRIBUTE_VALUES = (st.text(max_size=30) | JSON_TEXT | st.integers(-(2**63), 2**63 - 1) | st.floats()
+                    | st.booleans() | st.lists(st.text(max_size=5), max_size=3)
+                    | st.sampled_from(["invoke_agent", "chat", "execute_tool", "AGENT", "LLM", "TOOL", "user"]))
+SPAN = st.fixed_dictionaries({
+    "span": st.sampled_from(["a", "b", "c", "d"]),
+    "parent": st.sampled_from(["", "a", "b", "c", "e"]),
+    "name": st.sampled_from(["invoke_agent bot", "chat m", "execute_tool t", "GET /", "x\x00"]),
+    "start": st.integers(0, 2**64 - 1),
+    "end": st.integers(0, 2**64 - 1),
+    "error": st.none() | st.text(max_size=10),
+    "attributes": st.dictionaries(st.sampled_from(ATTRIBUTE_KEYS), ATTRIBUTE_VALUES, max_size=6),
+})
+
+
+def request_of(spans: list[dict[str, Any]]) -> bytes:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    def any_value(value: Any) -> AnyValue:
+        if isinstance(value, bool):
+            return AnyValue(bool_value=value)
+        if isinstance(value, int):
+            return AnyValue(int_value=value)
+        if isinstance(value, float):
+            return AnyValue(double_value=value)
+        if isinstance(value, list):
+            result = AnyValue()
+            result.array_value.values.extend(any_value(item) for item in value)
+            return result
+        return AnyValue(string_value=value)
+
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    for data in spans:
+        span = scope.spans.add(trace_id=b"\x01" * 16, span_id=data["span"].encode() * 8, name=data["name"],
+                               start_time_unix_nano=data["start"], end_time_unix_nano=data["end"])
+        if data["parent"]:
+            span.parent_span_id = data["parent"].encode() * 8
+        if data["error"] is not None:
+            span.status.code = 2
+            span.status.message = data["error"]
+        span.attributes.extend(KeyValue(key=key, value=any_value(value)) for key, value in data["attributes"].items())
+    return request.SerializeToString()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spans=st.lists(SPAN, min_size=1, max_size=5))
+def test_any_well_formed_spans_are_stored_or_refused_never_a_server_error(db, api, acme_key, spans):
+    response = post(api(acme_key), request_of(spans), PROTOBUF)
+
+    assert response.status_code == 200, response.content
+    PendingSpan.objects.all().delete()
+    RunTrace.objects.all().delete()

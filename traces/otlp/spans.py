@@ -8,6 +8,7 @@ are kept on each span (the service's name, the tenant's and the flow's attribute
 from __future__ import annotations
 
 import base64
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +110,7 @@ def attributes_of(pairs: Any) -> dict[str, Any]:
 
 
 def value_of(value: AnyValue) -> Any:
-    """An AnyValue as a JSON value (bytes as base64 text)."""
+    """An AnyValue as a JSON value (bytes as base64 text, a double JSON cannot hold as text)."""
     kind = value.WhichOneof("value")
     if kind is None:
         return None
@@ -119,5 +120,7 @@ def value_of(value: AnyValue) -> Any:
         return attributes_of(value.kvlist_value.values)
     if kind == "bytes_value":
         return base64.b64encode(value.bytes_value).decode()
+    if kind == "double_value" and not math.isfinite(value.double_value):
+        return str(value.double_value)  # JSON has no NaN or infinity: 'nan', 'inf', '-inf'
     return getattr(value, kind)
 
