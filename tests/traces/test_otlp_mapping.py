@@ -125,3 +125,13 @@ def test_a_tool_error_without_message_takes_the_error_type():
 
     assert tool_call(failed)["error"] == "TimeoutError"
     assert tool_call(failed)["name"] == "fetch"
+
+
+def test_an_end_before_the_start_is_left_out_not_refused():
+    skewed = span("a" * 16, name="execute_tool t", start=5)
+    skewed.end_ns = 1000
+
+    document = document_of("t", [skewed], skewed)
+
+    assert "endedAt" not in document and "endedAt" not in document["toolCalls"][0]
+    assert document["startedAt"] == "1970-01-01T00:00:00.000005Z"

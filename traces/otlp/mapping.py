@@ -53,8 +53,10 @@ def document_of(turn_id: str, spans: list[Span], head: Span | None) -> dict[str,
     document: dict[str, Any] = {"id": turn_id}
     _set(document, "agent", _first_text(([head] if head else []) + ordered, "gen_ai.agent.name"))
     _set(document, "flow", _flow(first))
-    _set(document, "startedAt", moment(head.start_ns if head else min(s.start_ns for s in spans)))
-    _set(document, "endedAt", moment(head.end_ns if head else max(s.end_ns for s in spans)))
+    if head is not None:
+        _set_times(document, head.start_ns, head.end_ns)
+    else:
+        _set_times(document, min(s.start_ns for s in spans), max(s.end_ns for s in spans))
     conversation = _conversation(head, models)
     _set(document, "input", _input(head, models, conversation))
     _set(document, "output", _output(head, models))
@@ -74,6 +76,13 @@ def document_of(turn_id: str, spans: list[Span], head: Span | None) -> dict[str,
 def _set(document: dict[str, Any], key: str, value: Any) -> None:
     if value is not None:
         document[key] = value
+
+
+def _set_times(target: dict[str, Any], start_ns: int, end_ns: int) -> None:
+    """`startedAt` and `endedAt`; an end before the start (a skewed clock) is left out, not refused."""
+    _set(target, "startedAt", moment(start_ns))
+    if end_ns >= start_ns:
+        _set(target, "endedAt", moment(end_ns))
 
 
 def moment(nanoseconds: int) -> str | None:
@@ -163,8 +172,7 @@ def tool_call(span: Span) -> dict[str, Any]:
             call[field] = loads(attributes[present])
     if span.error is not None:  # the status's message, else the error's type
         call["error"] = span.error or str(attributes.get("error.type") or "error")
-    _set(call, "startedAt", moment(span.start_ns))
-    _set(call, "endedAt", moment(span.end_ns))
+    _set_times(call, span.start_ns, span.end_ns)
     return call
 
 
