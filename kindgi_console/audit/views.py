@@ -55,11 +55,17 @@ class _Echo:
         return value
 
 
+def cell(value: str) -> str:
+    """A cell a spreadsheet will not run: text starting like a formula gets a quote first."""
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
 def csv_rows(entries: QuerySet[AuditEntry]) -> Iterator[list[Any]]:
     yield CSV_COLUMNS
     for e in entries.order_by("-created_at", "-pk").iterator(chunk_size=2000):
-        yield [e.created_at.isoformat(), e.tenant.slug if e.tenant else "", e.actor, e.action,
+        row = [e.created_at.isoformat(), e.tenant.slug if e.tenant else "", e.actor, e.action,
                e.object_type, e.object_id, e.object_repr, json.dumps(e.changes, sort_keys=True)]
+        yield [cell(value) for value in row]
 
 
 def csv_response(entries: QuerySet[AuditEntry]) -> StreamingHttpResponse:

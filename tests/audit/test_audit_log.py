@@ -143,3 +143,11 @@ def test_the_page_filters_pages_and_exports_csv(acme: Any, dora: Any, settings: 
     rows = list(csv.reader(io.StringIO(b"".join(exported.streaming_content).decode())))
     assert rows[0][:4] == ["created_at", "tenant", "actor", "action"] and len(rows) == 31
     assert rows[1][7] == '{"severity": ["warn", "critical"]}'
+
+
+def test_the_csv_export_defuses_formulas(acme: Any, dora: Any) -> None:
+    with transaction.atomic():
+        audit.record("guardrail.create", tenant=acme, object_id="=HYPERLINK(1)", object_repr="@SUM(A1)")
+    exported = signed_in(dora).get("/manage/audit/?format=csv")
+    (row,) = list(csv.reader(io.StringIO(b"".join(exported.streaming_content).decode())))[1:]
+    assert (row[5], row[6]) == ("'=HYPERLINK(1)", "'@SUM(A1)")
