@@ -132,6 +132,8 @@ def test_charlie_gets_nothing_of_acmes_alerts_through_the_api(
                       format="json").status_code == 404
     assert writer.delete(f"/api/v1/alert-channels/{channel.pk}").status_code == 404
     assert writer.post("/api/v1/alert-rules", RULE, format="json").status_code == 403
+    assert writer.post("/api/v1/alert-channels", {"tenant": "acme", "name": "x", "kind": "email",
+                                                  "emails": ["c@example.org"]}, format="json").status_code == 403
     assert writer.post("/api/v1/alert-rules", {**RULE, "tenant": "globex", "channels": [channel.pk]},
                        format="json").status_code == 400  # acme's channel does not exist in globex
     assert AlertRule.objects.count() == 1 and Channel.objects.get().name == "mail"
