@@ -195,6 +195,11 @@ if CELERY_BROKER_URL == "filesystem://":
         # How often an idle worker looks at the folder for a new message (seconds).
         "polling_interval": envint("KINDGI_BROKER_POLL_MS", 200, minimum=10) / 1000,
     }
+    # Made here, where the broker is chosen: any process that sends a task (runserver,
+    # gunicorn, a worker, a management command) finds them.
+    with contextlib.suppress(OSError):
+        for _folder in ("queue", "processed", "control"):
+            (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
 else:
     # Redis hands an unacknowledged message (its worker was lost) to another worker after
     # this many seconds; make it longer than the longest task.
