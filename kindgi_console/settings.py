@@ -237,6 +237,16 @@ CELERY_BEAT_SCHEDULE = {
 # Uploads: traces stored per batch, and how many bad lines an upload keeps (all are counted).
 KINDGI_UPLOAD_BATCH = envint("KINDGI_UPLOAD_BATCH", 500, minimum=1)
 KINDGI_UPLOAD_MAX_ERRORS = envint("KINDGI_UPLOAD_MAX_ERRORS", 1000, minimum=1)
+# An upload is read in pieces, one task each, well under the task time limit: a piece ends
+# after this many traces or seconds (at the end of a batch), and the next task goes on.
+KINDGI_UPLOAD_PIECE_LINES = envint("KINDGI_UPLOAD_PIECE_LINES", 50_000, minimum=1)
+KINDGI_UPLOAD_PIECE_SECONDS = envint(
+    "KINDGI_UPLOAD_PIECE_SECONDS", max(1, min(60, CELERY_TASK_SOFT_TIME_LIMIT // 4)), minimum=0)
+# What an uploaded file may expand to once decompressed, and how many blank lines in a row
+# it may hold, before it is refused (a few KB of gzip can hold GBs).
+KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED = envint(
+    "KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED", 4 * 1024**3, minimum=1024)
+KINDGI_UPLOAD_MAX_BLANK_LINES = envint("KINDGI_UPLOAD_MAX_BLANK_LINES", 10_000, minimum=1)
 
 # Ingestion limits (runtrace.md), each one a setting.
 KINDGI_MAX_TRACE_BYTES = envint("KINDGI_MAX_TRACE_BYTES", 1024 * 1024, minimum=1024)

@@ -457,6 +457,12 @@ class Upload(models.Model):
     errors_total = models.PositiveIntegerField(default=0)
     failure = models.TextField(blank=True, help_text="why the file as a whole could not be read")
     lease_until = models.DateTimeField(null=True, blank=True, help_text="until when its worker is trusted")
+    resume_offset = models.PositiveBigIntegerField(
+        default=0, help_text="decompressed bytes read up to the last stored batch (JSON Lines)")
+    resume_at = models.PositiveIntegerField(
+        default=0, help_text="lines (JSON Lines) or elements (JSON array) read up to the last stored batch")
+    claim = models.PositiveIntegerField(default=0, help_text="raised by every task that takes the upload")
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="tasks taken since the last stored batch")
     evaluate_after = models.BooleanField(default=False)
     evaluation = models.ForeignKey(
         Evaluation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

@@ -13,7 +13,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.conftest import make_trace
 from traces.models import Evaluation, RunTrace, Upload
-from traces.uploads import parse_file, process_upload, save_upload
+from traces.trace_files import parse_file
+from traces.uploads import process_upload, save_upload
 
 
 def jsonl(*documents: Any) -> bytes:
