@@ -493,3 +493,22 @@ class Upload(models.Model):
     @property
     def total(self) -> int:
         return self.size
+
+
+class PendingRuntimeEvaluation(models.Model):
+    """The outbox of ingestion: a stored batch whose runtime evaluation is not done yet.
+
+    Written in the transaction that stores the traces, deleted by the task that evaluated
+    them. A batch whose task could not be sent (the broker was down) or was lost is sent
+    again by the periodic check once `lease_until` has passed.
+    """
+
+    trace_ids = models.JSONField(help_text="primary keys of the stored traces")
+    created_at = models.DateTimeField(default=timezone.now)
+    lease_until = models.DateTimeField(help_text="until when the task sent for it is trusted")
+
+    class Meta:
+        indexes = [models.Index(fields=["lease_until"], name="pending_runtime_lease")]
+
+    def __str__(self) -> str:
+        return f"runtime evaluation of {len(self.trace_ids)} traces (pending)"

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 
-from traces import evaluations, services, uploads
+from traces import evaluations, outbox, services, uploads
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +58,11 @@ def evaluate_chunk(chunk_id: int) -> None:
 
 
 @shared_task(**TASK_OPTIONS)
-def evaluate_ingested(trace_ids: Sequence[int]) -> None:
-    """Runtime-mode evaluation of one ingested batch (the traces that are still there)."""
+def evaluate_ingested(trace_ids: Sequence[int], pending_id: int | None = None) -> None:
+    """Runtime-mode evaluation of one ingested batch (the traces that are still there),
+    then out of the outbox (`pending_id`)."""
     services.evaluate_stored_traces(trace_ids)
+    outbox.done(pending_id)
 
 
 @shared_task(**TASK_OPTIONS)
@@ -71,8 +73,9 @@ def process_upload(upload_id: int) -> None:
 
 @shared_task(**TASK_OPTIONS)
 def requeue_expired_work() -> int:
-    """Send again the chunks and uploads whose worker was lost (beat runs this periodically)."""
-    return evaluations.requeue_expired_work()
+    """Send again the chunks and uploads whose worker was lost, and the ingested batches
+    whose runtime evaluation was never sent (beat runs this periodically)."""
+    return evaluations.requeue_expired_work() + outbox.send_pending()
 
 
 @worker_ready.connect
