@@ -227,6 +227,9 @@ KINDGI_EVALUATION_BATCH = envint("KINDGI_EVALUATION_BATCH", 100, minimum=1)
 KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 300, minimum=1)
 KINDGI_CHUNK_MAX_ATTEMPTS = envint("KINDGI_CHUNK_MAX_ATTEMPTS", 5, minimum=1)
 KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 60, minimum=1)
+# Each worker writes a heartbeat row this often; pages of waiting work say when no worker
+# has been seen for three of them.
+KINDGI_WORKER_HEARTBEAT_SECONDS = envint("KINDGI_WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-chunks": {
         "task": "traces.tasks.requeue_expired_work",

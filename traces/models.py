@@ -512,3 +512,15 @@ class PendingRuntimeEvaluation(models.Model):
 
     def __str__(self) -> str:
         return f"runtime evaluation of {len(self.trace_ids)} traces (pending)"
+
+
+class WorkerHeartbeat(models.Model):
+    """A Celery worker's sign of life, written every KINDGI_WORKER_HEARTBEAT_SECONDS;
+    pages of waiting work read it to say when no worker has been seen."""
+
+    hostname = models.CharField(max_length=255, unique=True)
+    pid = models.PositiveIntegerField(default=0)
+    seen_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.hostname} (pid {self.pid}) seen {self.seen_at:%Y-%m-%d %H:%M:%S}"

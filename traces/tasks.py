@@ -10,16 +10,17 @@ database and broker faults are retried with exponential backoff.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from celery import Task, shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 
-from traces import evaluations, outbox, services, uploads
+from traces import evaluations, heartbeat, outbox, services, uploads
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,17 @@ def requeue_expired_work() -> int:
     """Send again the chunks and uploads whose worker was lost, and the ingested batches
     whose runtime evaluation was never sent (beat runs this periodically)."""
     return evaluations.requeue_expired_work() + outbox.send_pending()
+
+
+@worker_ready.connect
+def beat_while_running(sender: Any = None, **_: Any) -> None:
+    """The worker's heartbeat row, which pages of waiting work read."""
+    heartbeat.start(getattr(sender, "hostname", None) or f"worker-{os.getpid()}")
+
+
+@worker_shutdown.connect
+def stop_beating(**_: Any) -> None:
+    heartbeat.stop()
 
 
 @worker_ready.connect
