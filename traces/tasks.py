@@ -66,7 +66,15 @@ def evaluate_ingested(trace_ids: Sequence[int], pending_id: int | None = None) -
     outbox.done(pending_id)
 
 
-@shared_task(**TASK_OPTIONS)
+class UploadTask(Task):  # type: ignore[misc]
+    """An upload whose piece fails for good (not a transient fault) fails, with the reason."""
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        upload_id = args[0] if args else kwargs.get("upload_id")
+        uploads.fail_upload(upload_id, f"{type(exc).__name__}: {exc}")
+
+
+@shared_task(base=UploadTask, **TASK_OPTIONS)
 def process_upload(upload_id: int) -> None:
     """Read an uploaded file of traces and store its good lines, in batches."""
     uploads.process_upload(upload_id)

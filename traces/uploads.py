@@ -283,6 +283,14 @@ def _finish(upload: Upload, progress: Progress, status: str, failure: str = "") 
     ))
 
 
+def fail_upload(upload_id: int, reason: str) -> None:
+    """The upload's reading failed for good: failed, with the counts of its stored batches."""
+    Upload.objects.filter(pk=upload_id, status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING]).update(
+        status=Upload.Status.FAILED, failure=f"the file could not be read to its end: {reason}",
+        finished_at=timezone.now(), lease_until=None,
+    )
+
+
 def requeue_stale_uploads(now: datetime) -> int:
     """Send again the uploads whose lease ran out (their worker was lost, or their message).
 

@@ -15,6 +15,7 @@ from tests.conftest import make_trace
 from tests.traces.test_uploads import jsonl, upload_file
 from traces import evaluations, uploads
 from traces.models import RunTrace, Upload
+from traces.tasks import process_upload as process_upload_task
 
 
 def deep_array(depth: int) -> bytes:
@@ -128,6 +129,40 @@ def test_a_lost_upload_is_resumed_where_it_stopped_with_exact_counts(
     assert upload.status == "succeeded"
     assert (upload.lines_total, upload.lines_stored, upload.lines_duplicate, upload.lines_conflict) == (102, 99, 2, 1)
     assert RunTrace.objects.filter(upload=upload).count() == 99
+
+
+def test_a_piece_cut_by_the_time_limit_is_taken_up_by_the_next_task(
+    acme: Any, alice: Any, settings: Any, monkeypatch: Any
+) -> None:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    settings.KINDGI_UPLOAD_BATCH = 2
+    real, calls = uploads.store_batch, [0]
+
+    def store_batch(*args: Any) -> None:
+        calls[0] += 1
+        real(*args)
+        if calls[0] == 2:
+            raise SoftTimeLimitExceeded  # the batch's transaction is rolled back
+
+    monkeypatch.setattr(uploads, "store_batch", store_batch)
+    upload = upload_file(acme, alice, jsonl(*[make_trace(f"t{n}") for n in range(5)]))
+    assert (upload.status, upload.lines_total, upload.lines_stored) == ("succeeded", 5, 5)
+
+
+def test_a_piece_that_fails_for_good_fails_the_upload_with_the_reason(
+    acme: Any, alice: Any, settings: Any, monkeypatch: Any
+) -> None:
+    settings.KINDGI_UPLOAD_BATCH = 2
+
+    def store_batch(*args: Any) -> None:
+        raise ValueError("something unexpected")
+
+    monkeypatch.setattr(uploads, "store_batch", store_batch)
+    upload = uploads.save_upload(_file(jsonl(make_trace("a"))), acme, alice)
+    assert process_upload_task.apply((upload.pk,), throw=False).failed()  # as a worker runs it
+    upload.refresh_from_db()
+    assert upload.status == "failed" and "ValueError: something unexpected" in upload.failure
 
 
 def test_an_upload_lost_again_and_again_fails_with_the_reason_on_its_page(
