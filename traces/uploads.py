@@ -150,8 +150,8 @@ def process_upload(upload_id: int) -> None:
         logger.warning("upload %s was taken over by another task", upload_id)
         return
     except (UnreadableFile, OSError) as error:
-        upload.refresh_from_db()
-        _finish(upload, Progress.of(upload), Upload.Status.FAILED, failure=str(error))
+        stored = Progress.of(Upload.objects.get(pk=upload.pk))  # the counts of the stored batches
+        _finish(upload, stored, Upload.Status.FAILED, failure=str(error))
         return
     except SoftTimeLimitExceeded:
         finished, progress = False, Progress()
