@@ -38,6 +38,7 @@ from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from traces import ingest
 from traces.models import RunTrace, Upload
+from traces.outbox import UNREACHABLE
 from traces.services import queue_runtime_evaluation
 from traces.trace_files import Parsed, Position, UnreadableFile, parse_file
 
@@ -106,7 +107,6 @@ class Progress:
 def save_upload(file: UploadedFile, tenant: Tenant, user: Any, *, evaluate_after: bool = False) -> Upload:
     """Store an uploaded file (copied in chunks, never read whole) and queue its processing."""
     from traces.evaluations import lease
-    from traces.tasks import process_upload as process_task
 
     name = file.name or "traces.jsonl"
     upload = Upload(
@@ -115,8 +115,19 @@ def save_upload(file: UploadedFile, tenant: Tenant, user: Any, *, evaluate_after
     )
     upload.file.save(name.rsplit("/", 1)[-1][:200], file, save=False)
     upload.save()
-    transaction.on_commit(lambda: process_task.delay(upload.pk))
+    transaction.on_commit(lambda: _send(upload.pk))
     return upload
+
+
+def _send(upload_id: int) -> None:
+    """Send the upload's next task; a broker that cannot be reached leaves it to the
+    periodic check, which sends it once its lease has run out."""
+    from traces.tasks import process_upload as process_task
+
+    try:
+        process_task.apply_async((upload_id,), retry=False)
+    except UNREACHABLE as error:
+        logger.warning("upload %s waits for the broker: %s", upload_id, error)
 
 
 class LostClaim(Exception):
@@ -267,13 +278,12 @@ def _save_progress(upload: Upload, progress: Progress, position: Position, *, by
 def _next_piece(upload: Upload) -> None:
     """Hand the upload to the next task (the lease covers the message on its way)."""
     from traces.evaluations import lease
-    from traces.tasks import process_upload as process_task
 
     released = Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
         status=Upload.Status.QUEUED, lease_until=timezone.now() + lease(),
     )
     if released:
-        process_task.delay(upload.pk)
+        _send(upload.pk)
 
 
 def _finish(upload: Upload, progress: Progress, status: str, failure: str = "") -> bool:
@@ -298,7 +308,6 @@ def requeue_stale_uploads(now: datetime) -> int:
     fresh lease would be skipped. Returns how many were sent.
     """
     from traces.evaluations import lease
-    from traces.tasks import process_upload as process_task
 
     stale = Upload.objects.filter(
         status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now
@@ -309,7 +318,7 @@ def requeue_stale_uploads(now: datetime) -> int:
             status=Upload.Status.QUEUED, lease_until=now + lease(),
         )
         if renewed:
-            process_task.delay(upload_id)
+            _send(upload_id)
             sent += 1
     return sent
 

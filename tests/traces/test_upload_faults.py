@@ -66,7 +66,7 @@ class Sent:
         from traces.tasks import process_upload
 
         self.ids: list[int] = []
-        monkeypatch.setattr(process_upload, "delay", self.ids.append)
+        monkeypatch.setattr(process_upload, "apply_async", lambda args, **_: self.ids.append(args[0]))
 
 
 @pytest.mark.parametrize("bound", [{"KINDGI_UPLOAD_PIECE_LINES": 4}, {"KINDGI_UPLOAD_PIECE_SECONDS": 0}])
@@ -163,6 +163,24 @@ def test_a_piece_that_fails_for_good_fails_the_upload_with_the_reason(
     assert process_upload_task.apply((upload.pk,), throw=False).failed()  # as a worker runs it
     upload.refresh_from_db()
     assert upload.status == "failed" and "ValueError: something unexpected" in upload.failure
+
+
+def test_an_upload_is_saved_and_answered_while_the_broker_is_down(
+    acme: Any, alice: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from kombu.exceptions import OperationalError
+
+    def unreachable(*args: Any, **kwargs: Any) -> None:
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(process_upload_task, "apply_async", unreachable)
+    client = Client()
+    client.force_login(alice)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/uploads/new/", {"file": _file(jsonl(make_trace("a"))), "tenant": "acme"})
+    assert response.status_code == 302
+    upload = Upload.objects.get()
+    assert upload.status == "queued" and upload.lease_until > timezone.now()  # the check sends it later
 
 
 def test_an_upload_lost_again_and_again_fails_with_the_reason_on_its_page(
