@@ -76,13 +76,19 @@ class Position:
 
 
 class LimitedReader(io.RawIOBase):
-    """The decompressed bytes of a file, refused once more than `limit` have been read."""
+    """The decompressed bytes of a file, refused once more than `limit` have been read, or
+    once one element of an array (`element`) spans more than `element_limit` bytes."""
+
+    #: What the readers ahead of the parser (this stream's buffer, the parser's) may hold.
+    READ_AHEAD = 256 * 1024
 
     def __init__(self, inner: IO[bytes], limit: int) -> None:
         super().__init__()
         self.inner = inner
         self.limit = limit
         self.count = 0
+        self.element: tuple[int, int] | None = None  # (its number, the count where it began)
+        self.element_limit = settings.KINDGI_MAX_TRACE_BYTES + self.READ_AHEAD
 
     def readable(self) -> bool:
         return True
@@ -93,6 +99,9 @@ class LimitedReader(io.RawIOBase):
         if self.count > self.limit:
             raise UnreadableFile(f"the file expands to more than {self.limit} bytes, the limit "
                                  "(KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED): the rest of the file is not read")
+        if self.element is not None and self.count - self.element[1] > self.element_limit:
+            raise UnreadableFile(f"element {self.element[0]} is over the limit of "
+                                 f"{settings.KINDGI_MAX_TRACE_BYTES} bytes: the rest of the file is not read")
         buffer[: len(data)] = data
         return len(data)
 
@@ -236,16 +245,24 @@ def parse_json(stream: io.BufferedReader, start: Position) -> Iterator[Parsed]:
 def parse_array(stream: IO[bytes], skip: int = 0) -> Iterator[Parsed]:
     """The elements of a JSON array after the first `skip`, which are parsed but not built."""
     read = skip
+    meter = getattr(stream, "raw", None)
     try:
-        for parsed in _array_elements(ijson.basic_parse(stream, use_float=True), skip):
+        events = ijson.basic_parse(stream, use_float=True)
+        for parsed in _array_elements(events, skip, meter if isinstance(meter, LimitedReader) else None):
             read = parsed.item or read
             yield parsed
     except ijson.JSONError as error:
         yield Parsed(item=read + 1, error=f"not valid JSON from here on ({error}): the rest of the file is not read")
 
 
-def _array_elements(events: Iterator[tuple[str, Any]], skip: int) -> Iterator[Parsed]:
-    """Elements from the parser's events; the array itself is depth 1, an element's top 2."""
+def _array_elements(
+    events: Iterator[tuple[str, Any]], skip: int, meter: LimitedReader | None
+) -> Iterator[Parsed]:
+    """Elements from the parser's events; the array itself is depth 1, an element's top 2.
+
+    The parser holds a whole token (a string, say) before it says anything of it, so an
+    element's size is watched where the bytes are read (`meter`), not on its events.
+    """
     limit = settings.KINDGI_MAX_DEPTH + 1
     depth = number = 0
     builder: ObjectBuilder | None = None
@@ -256,6 +273,8 @@ def _array_elements(events: Iterator[tuple[str, Any]], skip: int) -> Iterator[Pa
                 raise UnreadableFile(f"element {number} is nested deeper than {limit - 1} levels "
                                      "(KINDGI_MAX_DEPTH): the rest of the file is not read")
             if depth == 1:
+                if meter is not None:
+                    meter.element = (1, meter.count)
                 continue
         elif event in CLOSING:
             depth -= 1
@@ -267,6 +286,8 @@ def _array_elements(events: Iterator[tuple[str, Any]], skip: int) -> Iterator[Pa
         if builder is not _SKIPPING:
             builder.event(event, value)
         if depth == 1:
+            if meter is not None:
+                meter.element = (number + 1, meter.count)  # the next one begins here
             if builder is not _SKIPPING:
                 yield Parsed(item=number, document=builder.value)
             builder = None

@@ -30,6 +30,25 @@ def test_a_json_array_nested_deeper_than_the_limit_fails_the_upload_with_the_rea
     assert (upload.lines_total, upload.lines_stored) == (1, 1)
 
 
+@pytest.mark.parametrize("position", [1, 2])
+def test_an_array_element_far_over_the_trace_limit_fails_the_upload_before_it_is_built(
+    acme: Any, alice: Any, settings: Any, position: int
+) -> None:
+    settings.KINDGI_MAX_TRACE_BYTES = 4096
+    huge = orjson_dumps(make_trace("huge", output="x" * 2_000_000))
+    elements = [orjson_trace("a"), huge] if position == 2 else [huge, orjson_trace("a")]
+    upload = upload_file(acme, alice, gzip.compress(b"[" + b",".join(elements) + b"]"), "big.json.gz")
+    assert upload.status == "failed"
+    assert f"element {position} is over the limit of 4096 bytes" in upload.failure
+
+
+def test_an_array_element_a_little_over_the_limit_is_one_bad_trace(acme: Any, alice: Any, settings: Any) -> None:
+    settings.KINDGI_MAX_TRACE_BYTES = 4096
+    elements = [orjson_trace("a"), orjson_dumps(make_trace("big", output="x" * 5000)), orjson_trace("b")]
+    upload = upload_file(acme, alice, b"[" + b",".join(elements) + b"]", "t.json")
+    assert (upload.status, upload.lines_stored, upload.lines_invalid) == ("succeeded", 2, 1)
+
+
 def test_a_json_line_nested_deeper_than_the_limit_is_refused_before_it_is_parsed(acme: Any, alice: Any) -> None:
     deep = b'{"id": "deep", "x": ' + deep_array(70) + b"}"
     upload = upload_file(acme, alice, jsonl(make_trace("a"), deep, make_trace("b")))
