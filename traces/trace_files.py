@@ -244,53 +244,74 @@ def parse_json(stream: io.BufferedReader, start: Position) -> Iterator[Parsed]:
 
 def parse_array(stream: IO[bytes], skip: int = 0) -> Iterator[Parsed]:
     """The elements of a JSON array after the first `skip`, which are parsed but not built."""
-    read = skip
     meter = getattr(stream, "raw", None)
-    try:
-        events = ijson.basic_parse(stream, use_float=True)
-        for parsed in _array_elements(events, skip, meter if isinstance(meter, LimitedReader) else None):
-            read = parsed.item or read
-            yield parsed
-    except ijson.JSONError as error:
-        yield Parsed(item=read + 1, error=f"not valid JSON from here on ({error}): the rest of the file is not read")
+    reader = ArrayReader(skip, meter if isinstance(meter, LimitedReader) else None)
+    return reader.elements(ijson.basic_parse(stream, use_float=True))
 
 
-def _array_elements(
-    events: Iterator[tuple[str, Any]], skip: int, meter: LimitedReader | None
-) -> Iterator[Parsed]:
-    """Elements from the parser's events; the array itself is depth 1, an element's top 2.
+class ArrayReader:
+    """Builds an array's elements from the parser's events, depth counted on each opening
+    bracket (the array itself is depth 1, an element's top 2), nothing built past the limit.
 
     The parser holds a whole token (a string, say) before it says anything of it, so an
     element's size is watched where the bytes are read (`meter`), not on its events.
     """
-    limit = settings.KINDGI_MAX_DEPTH + 1
-    depth = number = 0
-    builder: ObjectBuilder | None = None
-    for event, value in events:
+
+    def __init__(self, skip: int, meter: LimitedReader | None) -> None:
+        self.skip = skip
+        self.meter = meter
+        self.limit = settings.KINDGI_MAX_DEPTH + 1
+        self.depth = 0
+        self.number = 0  # elements begun
+        self.builder: ObjectBuilder | None = None
+
+    def elements(self, events: Iterator[tuple[str, Any]]) -> Iterator[Parsed]:
+        try:
+            for event, value in events:
+                if self._is_the_arrays_own(event):
+                    if self.depth == 0:
+                        return
+                    continue
+                parsed = self._feed(event, value)
+                if parsed is not None:
+                    yield parsed
+        except ijson.JSONError as error:
+            broken = self.number if self.builder is not None else self.number + 1
+            if broken > self.skip:  # else the reader that read up to there reported it
+                yield Parsed(item=broken, error=f"not valid JSON from here on ({error}): the rest "
+                                                "of the file is not read")
+
+    def _is_the_arrays_own(self, event: str) -> bool:
+        """Count the depth; whether the event opens or closes the array itself."""
         if event in OPENING:
-            depth += 1
-            if depth > limit:
-                raise UnreadableFile(f"element {number} is nested deeper than {limit - 1} levels "
+            self.depth += 1
+            if self.depth > self.limit:
+                raise UnreadableFile(f"element {self.number} is nested deeper than {self.limit - 1} levels "
                                      "(KINDGI_MAX_DEPTH): the rest of the file is not read")
-            if depth == 1:
-                if meter is not None:
-                    meter.element = (1, meter.count)
-                continue
+            if self.depth == 1:
+                self._watch_from(1)
+                return True
         elif event in CLOSING:
-            depth -= 1
-            if depth == 0:
-                return
-        if builder is None and (depth > 1 or event not in CLOSING):
-            number += 1
-            builder = ObjectBuilder() if number > skip else _SKIPPING
-        if builder is not _SKIPPING:
-            builder.event(event, value)
-        if depth == 1:
-            if meter is not None:
-                meter.element = (number + 1, meter.count)  # the next one begins here
-            if builder is not _SKIPPING:
-                yield Parsed(item=number, document=builder.value)
-            builder = None
+            self.depth -= 1
+            return self.depth == 0
+        return False
+
+    def _feed(self, event: str, value: Any) -> Parsed | None:
+        """Give the event to the element being built; the element, once it is whole."""
+        if self.builder is None:
+            self.number += 1
+            self.builder = ObjectBuilder() if self.number > self.skip else _SKIPPING
+        if self.builder is not _SKIPPING:
+            self.builder.event(event, value)
+        if self.depth > 1:
+            return None
+        built, self.builder = self.builder, None
+        self._watch_from(self.number + 1)
+        return None if built is _SKIPPING else Parsed(item=self.number, document=built.value)
+
+    def _watch_from(self, number: int) -> None:
+        if self.meter is not None:
+            self.meter.element = (number, self.meter.count)
 
 
 _SKIPPING = ObjectBuilder()  # stands for an element skipped without being built

@@ -67,6 +67,10 @@ REPEATS = 1_000  # every 200th line repeats an earlier one: a duplicate
 WORKER_SETTINGS = {
     "KINDGI_CHUNK_LEASE_SECONDS": 3,
     "CELERY_VISIBILITY_TIMEOUT": 5,
+    # The time limits scaled down, far under what the whole file takes: each piece (at
+    # most 2 s, a quarter of the soft limit, or 20,000 lines) is a task of its own.
+    "CELERY_TASK_SOFT_TIME_LIMIT": 8,
+    "CELERY_TASK_TIME_LIMIT": 10,
     "KINDGI_UPLOAD_PIECE_LINES": 20_000,
 }
 
@@ -105,6 +109,7 @@ def test_a_worker_killed_mid_upload_is_resumed_where_it_stopped_with_exact_count
     assert (upload.lines_total, upload.lines_stored, upload.lines_duplicate, upload.lines_conflict,
             upload.lines_invalid) == (LINES, LINES - REPEATS, REPEATS, 0, 0), f"killed at {killed_at}"
     assert RunTrace.objects.filter(upload=upload).count() == LINES - REPEATS
+    assert upload.claim > 10, "the file was read in one or a few tasks: the pieces were not tested"
 
 
 def _read(upload: Upload) -> int:
