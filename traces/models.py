@@ -500,12 +500,14 @@ class PendingRuntimeEvaluation(models.Model):
 
     Written in the transaction that stores the traces, deleted by the task that evaluated
     them. A batch whose task could not be sent (the broker was down) or was lost is sent
-    again by the periodic check once `lease_until` has passed.
+    again by the periodic check once `lease_until` has passed, up to
+    KINDGI_CHUNK_MAX_ATTEMPTS times (a batch whose evaluation keeps failing stays here).
     """
 
     trace_ids = models.JSONField(help_text="primary keys of the stored traces")
     created_at = models.DateTimeField(default=timezone.now)
     lease_until = models.DateTimeField(help_text="until when the task sent for it is trusted")
+    resent = models.PositiveSmallIntegerField(default=0, help_text="times the periodic check sent it")
 
     class Meta:
         indexes = [models.Index(fields=["lease_until"], name="pending_runtime_lease")]

@@ -15,7 +15,9 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -94,7 +96,9 @@ def send_pending(now: datetime | None = None, limit: int = 10_000) -> int:
 
     now = now or timezone.now()
     sent = 0
-    due = PendingRuntimeEvaluation.objects.filter(lease_until__lt=now).order_by("pk")
+    due = PendingRuntimeEvaluation.objects.filter(
+        lease_until__lt=now, resent__lt=settings.KINDGI_CHUNK_MAX_ATTEMPTS
+    ).order_by("pk")
     for pending_id, trace_ids in list(due.values_list("pk", "trace_ids")[:limit]):
         # The new lease covers the message now on its way; only one check sends it.
         if PendingRuntimeEvaluation.objects.filter(pk=pending_id, lease_until__lt=now).update(
@@ -102,5 +106,6 @@ def send_pending(now: datetime | None = None, limit: int = 10_000) -> int:
         ):
             if not send(pending_id, trace_ids, force=True):
                 break
+            PendingRuntimeEvaluation.objects.filter(pk=pending_id).update(resent=F("resent") + 1)
             sent += 1
     return sent

@@ -76,7 +76,7 @@ class UploadTask(Task):  # type: ignore[misc]
 
 @shared_task(base=UploadTask, **TASK_OPTIONS)
 def process_upload(upload_id: int) -> None:
-    """Read an uploaded file of traces and store its good lines, in batches."""
+    """Read the next piece of an uploaded file of traces, storing its good lines in batches."""
     uploads.process_upload(upload_id)
 
 

@@ -130,6 +130,21 @@ def test_the_periodic_check_sends_what_waits_in_the_outbox_once(acme: Any, monke
     assert sent == [(([1, 2],), {"pending_id": pending.pk})]
 
 
+def test_a_batch_whose_evaluation_keeps_failing_is_sent_a_bounded_number_of_times(
+    acme: Any, monkeypatch: Any, settings: Any
+) -> None:
+    from traces.tasks import evaluate_ingested
+
+    sent: list[Any] = []
+    monkeypatch.setattr(evaluate_ingested, "apply_async", lambda *args, **kwargs: sent.append(args))
+    PendingRuntimeEvaluation.objects.create(trace_ids=[1], lease_until=time_ago(1))
+    for _ in range(settings.KINDGI_CHUNK_MAX_ATTEMPTS + 2):
+        outbox.send_pending()
+        PendingRuntimeEvaluation.objects.update(lease_until=time_ago(1))  # its task failed again
+    assert len(sent) == settings.KINDGI_CHUNK_MAX_ATTEMPTS
+    assert PendingRuntimeEvaluation.objects.get().resent == settings.KINDGI_CHUNK_MAX_ATTEMPTS
+
+
 def time_ago(seconds: float) -> Any:
     from datetime import timedelta
 
