@@ -21,6 +21,7 @@ from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 
 from traces import evaluations, heartbeat, outbox, services, uploads
+from traces.otlp import turns as otlp_turns
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,12 @@ class UploadTask(Task):  # type: ignore[misc]
 def process_upload(upload_id: int) -> None:
     """Read the next piece of an uploaded file of traces, storing its good lines in batches."""
     uploads.process_upload(upload_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def complete_waiting_otlp_turns() -> int:
+    """Store the OTLP turns whose agent span has not come in time, marked incomplete (beat runs this)."""
+    return otlp_turns.complete_waiting()
 
 
 @shared_task(**TASK_OPTIONS)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('traces', '0006_ledger_and_violation_days'),
+        ('traces', '0007_otlp_pending_span'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('traces', '0007_upload_pieces'),
+        ('traces', '0008_upload_pieces'),
     ]
 
     operations = [
