@@ -198,6 +198,11 @@ if CELERY_BROKER_URL == "filesystem://":
         # How often an idle worker looks at the folder for a new message (seconds).
         "polling_interval": envint("KINDGI_BROKER_POLL_MS", 200, minimum=10) / 1000,
     }
+    # Made here, where the broker is chosen: any process that sends a task (runserver,
+    # gunicorn, a worker, a management command) finds them.
+    with contextlib.suppress(OSError):
+        for _folder in ("queue", "processed", "control"):
+            (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
 else:
     # Redis hands an unacknowledged message (its worker was lost) to another worker after
     # this many seconds; make it longer than the longest task.
@@ -225,6 +230,9 @@ KINDGI_EVALUATION_BATCH = envint("KINDGI_EVALUATION_BATCH", 100, minimum=1)
 KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 300, minimum=1)
 KINDGI_CHUNK_MAX_ATTEMPTS = envint("KINDGI_CHUNK_MAX_ATTEMPTS", 5, minimum=1)
 KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 60, minimum=1)
+# Each worker writes a heartbeat row this often; pages of waiting work say when no worker
+# has been seen for three of them.
+KINDGI_WORKER_HEARTBEAT_SECONDS = envint("KINDGI_WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
 # OTLP ingestion (docs/otlp.md): how long an agent turn whose agent span has not arrived is
 # kept before what arrived is stored as an incomplete trace; how many such spans a tenant may
 # have waiting; the span attribute that names the flow; the resource attribute that names the
@@ -271,6 +279,16 @@ EMAIL_BACKEND = (
 # Uploads: traces stored per batch, and how many bad lines an upload keeps (all are counted).
 KINDGI_UPLOAD_BATCH = envint("KINDGI_UPLOAD_BATCH", 500, minimum=1)
 KINDGI_UPLOAD_MAX_ERRORS = envint("KINDGI_UPLOAD_MAX_ERRORS", 1000, minimum=1)
+# An upload is read in pieces, one task each, well under the task time limit: a piece ends
+# after this many traces or seconds (at the end of a batch), and the next task goes on.
+KINDGI_UPLOAD_PIECE_LINES = envint("KINDGI_UPLOAD_PIECE_LINES", 50_000, minimum=1)
+KINDGI_UPLOAD_PIECE_SECONDS = envint(
+    "KINDGI_UPLOAD_PIECE_SECONDS", max(1, min(60, CELERY_TASK_SOFT_TIME_LIMIT // 4)), minimum=0)
+# What an uploaded file may expand to once decompressed, and how many blank lines in a row
+# it may hold, before it is refused (a few KB of gzip can hold GBs).
+KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED = envint(
+    "KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED", 4 * 1024**3, minimum=1024)
+KINDGI_UPLOAD_MAX_BLANK_LINES = envint("KINDGI_UPLOAD_MAX_BLANK_LINES", 10_000, minimum=1)
 
 # Ingestion limits (runtrace.md), each one a setting.
 KINDGI_MAX_TRACE_BYTES = envint("KINDGI_MAX_TRACE_BYTES", 1024 * 1024, minimum=1024)

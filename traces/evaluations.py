@@ -466,19 +466,6 @@ def requeue_expired_work() -> int:
     for evaluation_id in finished.values_list("pk", flat=True):
         if not _chunks_left(evaluation_id):
             finish_run(evaluation_id)
+    from traces.uploads import requeue_stale_uploads
+
     return sent + requeue_stale_uploads(now)
-
-
-def requeue_stale_uploads(now: datetime) -> int:
-    from traces.tasks import process_upload
-
-    stale = Upload.objects.filter(
-        status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now
-    ).values_list("pk", flat=True)
-    sent = 0
-    for upload_id in list(stale):
-        renewed = Upload.objects.filter(pk=upload_id, lease_until__lt=now).update(lease_until=now + lease())
-        if renewed:
-            process_upload.delay(upload_id)
-            sent += 1
-    return sent

@@ -19,13 +19,12 @@ from kindgi_console.audit.sqlite import CREATE_DELETE_TRIGGER, DROP_DELETE_TRIGG
 def purge_older_than(days: int) -> int:
     """Delete the entries older than `days` days; the number deleted."""
     cutoff = timezone.now() - timedelta(days=days)
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                cursor.execute("SET LOCAL kindgi.audit_retention = 'on'")
-            elif connection.vendor == "sqlite":
-                cursor.execute(DROP_DELETE_TRIGGER)
-            deleted, _ = AuditEntry.objects.filter(created_at__lt=cutoff).delete()
-            if connection.vendor == "sqlite":
-                cursor.execute(CREATE_DELETE_TRIGGER)
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL kindgi.audit_retention = 'on'")
+        elif connection.vendor == "sqlite":
+            cursor.execute(DROP_DELETE_TRIGGER)
+        deleted, _ = AuditEntry.objects.filter(created_at__lt=cutoff).delete()
+        if connection.vendor == "sqlite":
+            cursor.execute(CREATE_DELETE_TRIGGER)
     return deleted
