@@ -1,27 +1,20 @@
-"""The audit log is append-only on SQLite too (the embedded default): triggers refuse UPDATE and DELETE.
-
-SQLite has no session settings, so retention (kindgi_console.audit.retention) drops the DELETE
-trigger, deletes and creates it again inside one transaction: SQLite's DDL is transactional, so
-no other connection ever sees the table without it.
-"""
+"""On SQLite (the embedded default) a trigger refuses UPDATE of an audit entry; see audit/sqlite.py."""
 
 from typing import Any
 
 from django.db import migrations
 
-from kindgi_console.audit.sqlite import CREATE_DELETE_TRIGGER, CREATE_UPDATE_TRIGGER, DROP_TRIGGERS
+from kindgi_console.audit.sqlite import CREATE_UPDATE_TRIGGER, DROP_UPDATE_TRIGGER
 
 
 def create(apps: Any, schema_editor: Any) -> None:
     if schema_editor.connection.vendor == "sqlite":
         schema_editor.execute(CREATE_UPDATE_TRIGGER, params=None)
-        schema_editor.execute(CREATE_DELETE_TRIGGER, params=None)
 
 
 def drop(apps: Any, schema_editor: Any) -> None:
     if schema_editor.connection.vendor == "sqlite":
-        for statement in DROP_TRIGGERS:
-            schema_editor.execute(statement, params=None)
+        schema_editor.execute(DROP_UPDATE_TRIGGER, params=None)
 
 
 class Migration(migrations.Migration):
