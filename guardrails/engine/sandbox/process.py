@@ -1,0 +1,222 @@
+"""One sandbox worker as the pool sees it: its bwrap process, control group and channel.
+
+The worker is started behind the OS boundary (boundary.py) in a control group of its own
+(cgroup.py) when the host has one to give. The pool talks to it over a Unix socket pair
+given as its standard input. Each call has an id: frames with any other id are dropped, a
+frame over 64 KB is an error, and a worker that still has anything running (a thread, a
+child) after its reply is killed and replaced. Killing a worker kills bwrap, and with it
+the PID namespace's init and everything in the namespace, then whatever is left in its
+control group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from guardrails.engine.sandbox.boundary import Boundary
+from guardrails.engine.sandbox.cgroup import SandboxCgroup, layout
+from guardrails.engine.sandbox.network import AllowlistBroker
+from guardrails.engine.sandbox.posture import HandlerRef, Posture, SandboxDefaults
+from guardrails.engine.sandbox.protocol import (
+    MAX_REPLY_BYTES,
+    Channel,
+    ChannelClosed,
+    Message,
+    MessageTooLarge,
+)
+from guardrails.engine.types import StrategyError
+
+#: What the interpreter and bwrap take before a check allocates anything: the control
+#: group's memory limit is `memMB` plus this.
+RUNTIME_MB = 64
+_CPU_SIGNALS = (signal.SIGPROF, signal.SIGXCPU)
+_JOIN_CGROUP = 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 111; shift; done; ' \
+    'shift; exec "$@"'
+
+
+class SandboxError(StrategyError):
+    """The sandbox could not give a verdict: a limit, a crash, a posture it cannot enforce."""
+
+
+class WorkerProcess:
+    """One worker behind the boundary, for one tenant, posture and handler."""
+
+    def __init__(
+        self,
+        posture: Posture,
+        handler: HandlerRef,
+        boundary: Boundary,
+        sys_path: Sequence[str],
+        defaults: SandboxDefaults,
+    ) -> None:
+        self.posture = posture
+        self.stopped_by_pool = False
+        self._ids = itertools.count(1)
+        self._prefix = secrets.token_hex(4)
+        self.cgroup = self._make_cgroup(defaults)
+        self.broker = (
+            AllowlistBroker(posture.network.hosts) if posture.network.kind == "allowlist" else None
+        )
+        self.process, self.channel = self._start(boundary, handler, sys_path)
+        setup = {
+            "op": "setup", "sysPath": list(sys_path), "module": handler.module,
+            "function": handler.function, "memMB": posture.mem_mb, "cpuMs": posture.cpu_ms,
+            "network": posture.network.kind, "maxTasks": defaults.max_tasks,
+        }
+        self._await_ready(setup, time.monotonic() + defaults.start_timeout_s + posture.wall_ms / 1000)
+        self.baseline_tasks = self.tasks()
+
+    def _make_cgroup(self, defaults: SandboxDefaults) -> SandboxCgroup | None:
+        where = layout()
+        if where is None:
+            return None
+        memory = (self.posture.mem_mb + RUNTIME_MB) * 1024 * 1024
+        return SandboxCgroup(where, memory, defaults.max_tasks + 4)
+
+    def _start(
+        self, boundary: Boundary, handler: HandlerRef, sys_path: Sequence[str]
+    ) -> tuple[subprocess.Popen[bytes], Channel]:
+        argv, seccomp_fd = boundary.worker_command(self.posture, handler, sys_path)
+        if self.cgroup is not None:
+            argv = ["/bin/sh", "-c", _JOIN_CGROUP, "kindgi-sandbox", *self.cgroup.procs_files(),
+                    "--", *argv]
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            process = subprocess.Popen(
+                argv, stdin=theirs.fileno(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=(seccomp_fd,), env={}, cwd="/", close_fds=True, start_new_session=True,
+            )
+        except OSError as error:
+            ours.close()
+            self._drop_cgroup()
+            raise SandboxError(f"the sandbox worker cannot be started: {error}") from None
+        finally:
+            theirs.close()
+            os.close(seccomp_fd)
+        return process, Channel(ours, max_bytes=MAX_REPLY_BYTES)
+
+    def _await_ready(self, setup: Message, deadline: float) -> None:
+        try:
+            self.channel.send(setup)
+            message = self._receive("setup", deadline, "ready")
+        except (TimeoutError, ChannelClosed) as error:
+            reason = self.death_reason(error)
+            self.kill()
+            raise SandboxError(f"the sandbox worker did not start: {reason}") from None
+        if message.get("ok") is not True:
+            self.kill()
+            raise SandboxError(str(message.get("error") or "the sandbox worker did not start")[:4096])
+
+    def call(self, config: Any, trace: Any, env: Mapping[str, str]) -> Message:
+        """Send one call and wait for its result; TimeoutError/ChannelClosed as they come."""
+        call_id = f"{self._prefix}-{next(self._ids)}"
+        deadline = time.monotonic() + self.posture.wall_ms / 1000
+        self.channel.send({"op": "call", "id": call_id, "config": config, "trace": trace,
+                           "env": dict(env)})
+        return self._receive(call_id, deadline, "result")
+
+    def _receive(self, call_id: str, deadline: float, wanted: str) -> Message:
+        """The frame `wanted` of this call, serving broker requests; other frames dropped."""
+        while True:
+            message, fds = self.channel.receive(deadline)
+            for fd in fds:
+                os.close(fd)
+            if message.get("id") != call_id:
+                continue
+            if message.get("op") == wanted:
+                return message
+            self._serve_broker(message, deadline)
+
+    def _serve_broker(self, message: Message, deadline: float) -> None:
+        if self.broker is None or message.get("op") not in ("connect", "resolve"):
+            return
+        reply, fds = self.broker.handle(message, deadline)
+        reply["id"] = message.get("id")
+        try:
+            self.channel.send(reply, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def tasks(self) -> int:
+        """Tasks (processes and threads) of the sandbox: its control group's, else /proc's."""
+        if self.cgroup is not None:
+            return self.cgroup.tasks()
+        return _tasks_in_namespace(self.process.pid)
+
+    def left_running(self) -> bool:
+        """Whether the check left a thread or a process running after its reply."""
+        return self.tasks() > self.baseline_tasks
+
+    def death_reason(self, error: BaseException) -> str:
+        """Why the worker stopped answering, in the words a result's reason uses."""
+        if isinstance(error, MessageTooLarge):
+            return f"the check's reply is larger than {MAX_REPLY_BYTES // 1024} KB"
+        try:
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return f"the sandbox worker stopped answering ({error})"
+        posture = self.posture
+        if self.cgroup is not None and self.cgroup.out_of_memory():
+            return f"memory limit {posture.mem_mb} MB exceeded"
+        signum = -code if code < 0 else code - 128 if code > 128 else 0
+        if signum in _CPU_SIGNALS:
+            return f"CPU limit {posture.cpu_ms} ms exceeded"
+        if signum:
+            name = signal.Signals(signum).name if signum in signal.valid_signals() else signum
+            return f"the sandbox worker was killed by {name} while running the check"
+        return f"the sandbox worker exited with status {code} while running the check"
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """Kill the whole sandbox: bwrap, its namespace, whatever is left in its group."""
+        self.stopped_by_pool = True
+        if self.process.poll() is None:
+            self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+        self.channel.close()
+        self._drop_cgroup()
+
+    def _drop_cgroup(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+
+    def close(self) -> None:
+        """Ask the worker to leave (it exits when its channel closes), then make sure."""
+        self.channel.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=1)
+        self.kill()
+
+
+def _tasks_in_namespace(bwrap_pid: int) -> int:
+    """Threads of every process below bwrap, found through /proc (hosts without cgroups)."""
+    children: dict[int, list[int]] = {}
+    threads: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+            threads[int(entry.name)] = int(fields[17])
+    total, stack = 0, [bwrap_pid]
+    while stack:
+        pid = stack.pop()
+        total += threads.get(pid, 0)
+        stack.extend(children.get(pid, ()))
+    return total
