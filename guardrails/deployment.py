@@ -38,8 +38,8 @@ logger = logging.getLogger("guardrails.packs")
 
 
 def handler_environ() -> dict[str, str]:
-    """The environment a check may be given: all but the console's own configuration."""
-    return recipe.handler_environ(os.environ, settings.KINDGI_SECRETS)
+    """The environment a check may be given: what KINDGI_PACK_ENV and KINDGI_SECRETS name."""
+    return recipe.handler_environ(os.environ, settings.KINDGI_SECRETS, settings.KINDGI_PACK_ENV)
 
 
 def registration_policy() -> RegistrationPolicy:

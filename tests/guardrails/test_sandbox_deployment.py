@@ -6,6 +6,8 @@ import pytest
 
 from guardrails import deployment
 from guardrails.engine.packs import PackError
+from guardrails.engine.registration import define_guardrail
+from tests.conftest import make_guardrail
 
 
 @pytest.fixture(autouse=True)
@@ -28,20 +30,33 @@ def test_an_invalid_pack_stops_start_up(settings):
         deployment.check_registry()
 
 
-def test_the_console_configuration_never_reaches_a_check(settings, monkeypatch):
-    monkeypatch.setenv("DJANGO_SECRET_KEY", "console-only")
-    monkeypatch.setenv("KINDGI_TEST_API_TOKEN", "for-checks")
-    monkeypatch.setenv("REGION", "eu")
-    settings.KINDGI_SECRETS = ["KINDGI_TEST_API_TOKEN"]
+def test_a_check_is_given_only_what_the_operator_lists_and_never_the_consoles_own(
+    settings, monkeypatch
+):
+    for name, value in {"DJANGO_SECRET_KEY": "console-only", "OPENAI_API_KEY": "sk-judge",
+                        "DATABASE_URL": "pg://secret", "ACME_TOKEN": "for-checks",
+                        "REGION": "eu", "UNLISTED": "x"}.items():
+        monkeypatch.setenv(name, value)
+    settings.KINDGI_SECRETS = ["ACME_TOKEN", "OPENAI_API_KEY"]
+    settings.KINDGI_PACK_ENV = ["REGION", "DATABASE_URL", "DJANGO_SECRET_KEY"]
     settings.KINDGI_CAPABILITIES = ["http"]
-    environ = deployment.handler_environ()
-    assert "DJANGO_SECRET_KEY" not in environ
-    assert environ["KINDGI_TEST_API_TOKEN"] == "for-checks"
+    assert deployment.handler_environ() == {"ACME_TOKEN": "for-checks", "REGION": "eu"}
     policy = deployment.registration_policy()
-    assert "KINDGI_TEST_API_TOKEN" in policy.available_secrets
-    assert "REGION" in policy.available_env
-    assert "DJANGO_SECRET_KEY" not in policy.available_env
+    assert policy.available_secrets == frozenset({"ACME_TOKEN"})
+    assert policy.available_env == frozenset({"REGION"})
     assert policy.capabilities == frozenset({"http"})
+
+
+def test_a_guardrail_asking_for_a_judge_key_is_refused_at_registration(settings, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-judge")
+    settings.KINDGI_PACK_ENV = ["OPENAI_API_KEY"]
+    document = make_guardrail("wants-key", check="required-substring",
+                              config={"values": ["x"]}, sandbox="strict",
+                              needsSpec={"env": {"OPENAI_API_KEY": {}}})
+    registration = define_guardrail(
+        document, registry=deployment.check_registry(), policy=deployment.registration_policy()
+    )
+    assert [error.path for error in registration.errors] == ["/needsSpec/env/OPENAI_API_KEY"]
 
 
 def test_the_pool_takes_its_limits_from_settings(settings):

@@ -84,6 +84,8 @@ class SandboxCgroup:
                 (self.memory / "memory.swap.max").write_text("0")
         else:
             (self.memory / "memory.limit_in_bytes").write_text(str(memory_bytes))
+            if (self.memory / "memory.memsw.limit_in_bytes").exists():  # no swapping out
+                (self.memory / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
         (self.pids / "pids.max").write_text(str(max_tasks))
 
     def procs_files(self) -> list[str]:

@@ -88,11 +88,15 @@ class SandboxPool:
             message = self._call(worker, config, trace, env or {})
             if worker.left_running():
                 raise SandboxError(
-                    "the check left a thread or a process running after its verdict; "
+                    "the check kept a thread or a process running after its verdict; "
                     "its sandbox was stopped"
                 )
-            healthy = message.get("status") in ("ok", "raised", "returned")
-            return _outcome(message, check_id)
+            # A check that raised or returned something odd keeps its worker; a malformed
+            # frame or a limit does not.
+            healthy = message.get("status") in ("raised", "returned")
+            outcome = _outcome(message, check_id)
+            healthy = True
+            return outcome
         finally:
             self._release(key, worker, healthy)
 

@@ -75,6 +75,7 @@ class WorkerProcess:
         }
         self._await_ready(setup, time.monotonic() + defaults.start_timeout_s + posture.wall_ms / 1000)
         self.baseline_tasks = self.tasks()
+        self.worker_pid = _descendant(self.process.pid, depth=2)
 
     def _make_cgroup(self, defaults: SandboxDefaults) -> SandboxCgroup | None:
         where = layout()
@@ -155,8 +156,12 @@ class WorkerProcess:
         return _tasks_in_namespace(self.process.pid)
 
     def left_running(self) -> bool:
-        """Whether the check left a thread or a process running after its reply."""
-        return self.tasks() > self.baseline_tasks
+        """Whether the check left a thread or a process running after its reply, or is
+        itself still running (its reply sent early): the worker must be back waiting on its
+        channel within IDLE_GRACE_S."""
+        if self.tasks() > self.baseline_tasks:
+            return True
+        return self.worker_pid is not None and not _waits_on_channel(self.worker_pid)
 
     def death_reason(self, error: BaseException) -> str:
         """Why the worker stopped answering, in the words a result's reason uses."""
@@ -201,6 +206,49 @@ class WorkerProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=1)
         self.kill()
+
+
+#: How long a worker may take, after its reply, to be back waiting on its channel.
+IDLE_GRACE_S = 0.5
+_RECVMSG = {"x86_64": "47", "aarch64": "212"}.get(os.uname().machine, "")
+
+
+def _waits_on_channel(pid: int) -> bool:
+    """Whether the worker's main thread is blocked in recvmsg (its wait for the next call)."""
+    path = f"/proc/{pid}/syscall"
+    deadline = time.monotonic() + IDLE_GRACE_S
+    while True:
+        try:
+            with open(path) as handle:
+                current = handle.read().split(" ", 1)[0]
+        except OSError:
+            return True  # not readable here: the task count is the only check
+        if current == _RECVMSG or not _RECVMSG:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.0002)
+
+
+def _descendant(pid: int, depth: int) -> int | None:
+    """The first child's child's ... (`depth` levels) of `pid`: bwrap -> init -> worker."""
+    for _ in range(depth):
+        children = [child for child, parent in _parents().items() if parent == pid]
+        if not children:
+            return None
+        pid = min(children)
+    return pid
+
+
+def _parents() -> dict[int, int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parents[int(entry.name)] = int(
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                )
+    return parents
 
 
 def _tasks_in_namespace(bwrap_pid: int) -> int:
