@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import call_command
 
 from guardrails import deployment
 from guardrails.engine.packs import PackError
@@ -64,3 +67,36 @@ def test_the_pool_takes_its_limits_from_settings(settings):
     settings.KINDGI_SANDBOX_CPU_MS = 300
     defaults = deployment.sandbox_defaults()
     assert (defaults.mem_mb, defaults.cpu_ms) == (96, 300)
+
+
+@pytest.fixture
+def host_without_bubblewrap(monkeypatch):
+    from guardrails.engine.sandbox import boundary
+
+    monkeypatch.setattr(boundary, "_host_boundary", lambda: boundary.Boundary("/nonexistent/bwrap"))
+
+
+def test_check_deploy_says_which_postures_this_host_enforces():
+    out = io.StringIO()
+    call_command("check", "--deploy", stdout=out, stderr=out)
+    assert "(guardrails.I002) sandbox posture strict: bubblewrap" in out.getvalue()
+
+
+def test_check_deploy_warns_where_the_sandbox_cannot_be_built(host_without_bubblewrap):
+    messages = deployment.sandbox_system_checks()
+    assert [m.id for m in messages] == ["guardrails.W002", "guardrails.W002"]
+    assert "strict: not enforced, such checks answer error: bubblewrap cannot be started" in (
+        messages[1].msg
+    )
+
+
+@pytest.mark.django_db
+def test_the_guardrails_page_lists_the_postures_this_host_enforces(
+    client, alice, host_without_bubblewrap
+):
+    client.force_login(alice)
+    page = client.get("/guardrails/")
+    assert page.status_code == 200
+    rows = {row["posture"]: row["enforced"] for row in page.context["sandbox_postures"]}
+    assert rows == {"none": True, "context-isolated": False, "strict": False}
+    assert b"Sandbox postures on this host" in page.content

@@ -9,6 +9,7 @@ The config carries what an attacker would have to guess (the console's pid, a po
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -161,10 +162,8 @@ def kills_the_console(config: Any, trace: Any) -> CheckOutcome:
         pidfd = libc.syscall(434, pid, 0)  # pidfd_open
         if pidfd >= 0:
             libc.syscall(424, pidfd, signal.SIGKILL, None, 0)  # pidfd_send_signal
-        try:
+        with contextlib.suppress(OSError):
             os.kill(int(config["console_pid"]), signal.SIGKILL)
-        except OSError:
-            pass
     return PASSED
 
 
@@ -253,7 +252,7 @@ def forges_an_early_verdict(config: Any, trace: Any) -> CheckOutcome:
 def writes_to_dev_shm(config: Any, trace: Any) -> CheckOutcome:
     """Write 200 MB to /dev/shm and /tmp under memMB 64."""
     written = 0
-    for path in ("/dev/shm/hostile", "/tmp/hostile"):  # noqa: S108
+    for path in ("/dev/shm/hostile", "/tmp/hostile"):
         try:
             with open(path, "wb") as handle:
                 for _ in range(200):
@@ -325,7 +324,7 @@ class Pretender:
 
     passed = True
     reason = None
-    details: dict[str, Any] = {}  # noqa: RUF012
+    details: dict[str, Any] = {}
 
 
 class Unprintable(Exception):
