@@ -16,6 +16,7 @@ from guardrails.engine.packs import load_packs
 from guardrails.engine.registration import RegistrationPolicy
 from guardrails.engine.registry import CheckRegistry, default_registry
 from guardrails.engine.sandbox.posture import SANDBOXED_LEVELS
+from guardrails.engine.sandbox.process import describe_on_this_host
 from guardrails.engine.sandbox.strategy import SandboxedZeroLlmStrategy
 from guardrails.engine.strategies import StrategyRegistry, ZeroLlmStrategy, default_strategies
 from guardrails.engine.types import Guardrail, Issue
@@ -40,10 +41,14 @@ def deployment_strategies() -> StrategyRegistry:
 
 def load_engine(pack_names: Iterable[str]) -> tuple[Engine, list[Issue]]:
     """The built-in checks and the named packs' (PackError on an invalid pack), and the
-    warnings of loading them (a built-in replacing a pack check of its id)."""
+    warnings of loading them (a built-in replacing a pack check of its id).
+
+    Each pack module is imported in a sandbox (packs.describe_pack), not here; only on a
+    host that cannot build one is it imported in this process.
+    """
     strategies = deployment_strategies()
     registry = default_registry()
-    warnings = load_packs(pack_names, registry, strategies)
+    warnings = load_packs(pack_names, registry, strategies, describe=describe_on_this_host)
     return Engine(registry, strategies), warnings
 
 

@@ -133,6 +133,8 @@ class Check:
     module: str | None = None
     function: str | None = None
     prepare: PrepareFn | None = None
+    #: Whether a hand-written validate_config (code, not a schema) checks the config.
+    validates_in_code: bool = False
 
     @property
     def builtin(self) -> bool:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import sys
+import uuid
 
 import pytest
 from django.core.management import call_command
 
 from guardrails import deployment
+from guardrails.engine import deployment as recipe
 from guardrails.engine.packs import PackError
 from guardrails.engine.registration import define_guardrail
 from tests.conftest import make_guardrail
@@ -73,7 +76,7 @@ def test_the_pool_takes_its_limits_from_settings(settings):
 def host_without_bubblewrap(monkeypatch):
     from guardrails.engine.sandbox import boundary
 
-    monkeypatch.setattr(boundary, "_host_boundary", lambda: boundary.Boundary("/nonexistent/bwrap"))
+    monkeypatch.setattr(boundary, "host_boundary", lambda: boundary.Boundary("/nonexistent/bwrap"))
 
 
 def test_check_deploy_says_which_postures_this_host_enforces():
@@ -100,3 +103,54 @@ def test_the_guardrails_page_lists_the_postures_this_host_enforces(
     rows = {row["posture"]: row["enforced"] for row in page.context["sandbox_postures"]}
     assert rows == {"none": True, "context-isolated": False, "strict": False}
     assert b"Sandbox postures on this host" in page.content
+
+
+WHERE_AM_I = """
+import os
+from guardrails.engine.registry import define_check
+from guardrails.engine.types import PASSED
+
+def says_where(config, trace):
+    return PASSED
+
+_WHERE = "sandbox" if os.getuid() == 65534 else "console"
+CHECKS = [define_check(f"imported-in-{_WHERE}", "zero-llm", says_where,
+                       config_schema={"type": "object"})]
+"""
+
+VALIDATES_IN_CODE = """
+from guardrails.engine.registry import define_check
+from guardrails.engine.types import PASSED
+
+def passes(config, trace):
+    return PASSED
+
+CHECKS = [define_check("validated-in-code", "zero-llm", passes, validate_config=lambda c: [])]
+"""
+
+
+def a_pack(tmp_path, monkeypatch, source):
+    name = f"kindgi_pack_{uuid.uuid4().hex}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def test_a_pack_is_imported_only_inside_a_sandbox(tmp_path, monkeypatch):
+    name = a_pack(tmp_path, monkeypatch, WHERE_AM_I)
+    engine, _ = recipe.load_engine([name])
+    check = engine.registry.get("imported-in-sandbox")
+    assert check is not None and check.pack == name
+    assert name not in sys.modules
+    assert engine.registry.get("imported-in-console") is None
+
+
+def test_a_pack_that_hoards_memory_at_import_stops_start_up_not_the_console():
+    with pytest.raises(PackError, match="cannot be imported: memory limit exceeded"):
+        recipe.load_engine(["tests.packs.hostile_import"])
+
+
+def test_a_pack_check_validating_its_config_in_code_is_refused(tmp_path, monkeypatch):
+    name = a_pack(tmp_path, monkeypatch, VALIDATES_IN_CODE)
+    with pytest.raises(PackError, match="validates its config with Python code"):
+        recipe.load_engine([name])

@@ -171,7 +171,8 @@ _BOOTSTRAP = (
 
 
 @cache
-def _host_boundary() -> Boundary:
+def host_boundary() -> Boundary:
+    """This process's boundary with the host's bwrap (probed once)."""
     return Boundary()
 
 
@@ -179,7 +180,7 @@ def host_postures() -> list[tuple[str, bool, str]]:
     """Which postures this host enforces: (posture, enforced, what enforces it or why not)."""
     from guardrails.engine.sandbox.cgroup import layout
 
-    reason = _host_boundary().unavailable()
+    reason = host_boundary().unavailable()
     if reason is not None:
         refused = f"not enforced, such checks answer error: {reason}"
         return [("none", True, "in process: nothing enforced"),

@@ -18,15 +18,17 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from guardrails.engine.sandbox.boundary import Boundary
+import guardrails.engine.sandbox.boundary as boundary_module
+from guardrails.engine.sandbox.boundary import SOURCE_ROOT, Boundary
 from guardrails.engine.sandbox.cgroup import SandboxCgroup, layout
 from guardrails.engine.sandbox.network import AllowlistBroker
-from guardrails.engine.sandbox.posture import HandlerRef, Posture, SandboxDefaults
+from guardrails.engine.sandbox.posture import HandlerRef, NetworkPolicy, Posture, SandboxDefaults
 from guardrails.engine.sandbox.protocol import (
     MAX_REPLY_BYTES,
     Channel,
@@ -36,6 +38,9 @@ from guardrails.engine.sandbox.protocol import (
 )
 from guardrails.engine.types import StrategyError
 
+#: The CPU a pack's import may take when the console describes it (more than one check's
+#: call: the engine's own modules are imported with it).
+DESCRIBE_CPU_MS = 5000
 #: What the interpreter and bwrap take before a check allocates anything: the control
 #: group's memory limit is `memMB` plus this.
 RUNTIME_MB = 64
@@ -58,6 +63,7 @@ class WorkerProcess:
         boundary: Boundary,
         sys_path: Sequence[str],
         defaults: SandboxDefaults,
+        op: str = "setup",
     ) -> None:
         self.posture = posture
         self.stopped_by_pool = False
@@ -69,11 +75,13 @@ class WorkerProcess:
         )
         self.process, self.channel = self._start(boundary, handler, sys_path)
         setup = {
-            "op": "setup", "sysPath": list(sys_path), "module": handler.module,
+            "op": op, "sysPath": list(sys_path), "module": handler.module,
             "function": handler.function, "memMB": posture.mem_mb, "cpuMs": posture.cpu_ms,
             "network": posture.network.kind, "maxTasks": defaults.max_tasks,
         }
-        self._await_ready(setup, time.monotonic() + defaults.start_timeout_s + posture.wall_ms / 1000)
+        deadline = time.monotonic() + defaults.start_timeout_s + posture.wall_ms / 1000
+        #: What a worker started to describe a pack (op "describe") answered.
+        self.described = self._await_ready(setup, deadline)
         self.baseline_tasks = self.tasks()
         self.worker_pid = _descendant(self.process.pid, depth=2)
 
@@ -106,17 +114,25 @@ class WorkerProcess:
             os.close(seccomp_fd)
         return process, Channel(ours, max_bytes=MAX_REPLY_BYTES)
 
-    def _await_ready(self, setup: Message, deadline: float) -> None:
+    def _await_ready(self, setup: Message, deadline: float) -> Message:
+        wanted = "described" if setup["op"] == "describe" else "ready"
         try:
             self.channel.send(setup)
-            message = self._receive("setup", deadline, "ready")
-        except (TimeoutError, ChannelClosed) as error:
+            message = self._receive("setup", deadline, wanted)
+        except TimeoutError:
+            self.kill()
+            raise SandboxError(
+                f"CPU limit {self.posture.cpu_ms} ms exceeded: the check's module was still "
+                "being imported at its wall-clock bound"
+            ) from None
+        except ChannelClosed as error:
             reason = self.death_reason(error)
             self.kill()
             raise SandboxError(f"the sandbox worker did not start: {reason}") from None
         if message.get("ok") is not True:
             self.kill()
             raise SandboxError(str(message.get("error") or "the sandbox worker did not start")[:4096])
+        return message
 
     def call(self, config: Any, trace: Any, env: Mapping[str, str]) -> Message:
         """Send one call and wait for its result; TimeoutError/ChannelClosed as they come."""
@@ -268,3 +284,26 @@ def _tasks_in_namespace(bwrap_pid: int) -> int:
         total += threads.get(pid, 0)
         stack.extend(children.get(pid, ()))
     return total
+
+
+def describe_pack(
+    module: str, boundary: Boundary, sys_path: Sequence[str], defaults: SandboxDefaults
+) -> Message:
+    """Import the pack `module` in a one-shot sandbox (network none, the default limits) and
+    return its description: version and checks as data. SandboxError when it cannot."""
+    posture = Posture("strict", defaults.mem_mb, max(defaults.cpu_ms, DESCRIBE_CPU_MS),
+                      NetworkPolicy("none"), defaults.wall_grace_ms)
+    worker = WorkerProcess(posture, HandlerRef(module, ""), boundary, sys_path, defaults,
+                           op="describe")
+    worker.kill()
+    return worker.described
+
+
+def describe_on_this_host(module: str) -> Message | None:
+    """`describe_pack` with this host's boundary and the default limits; None where the host
+    cannot build a sandbox (the caller then imports the pack itself)."""
+    boundary = boundary_module.host_boundary()
+    if boundary.unavailable() is not None:
+        return None
+    sys_path = [p for p in [str(SOURCE_ROOT), *sys.path] if p and os.path.isabs(p)]
+    return describe_pack(module, boundary, sys_path, SandboxDefaults())

@@ -195,6 +195,25 @@ def serve(channel: Channel, handler: Handler, setup: Message) -> int:
             return EXIT_RETIRED
 
 
+def _describe(module: str) -> Message:
+    """Import a pack here, in the sandbox, and describe its checks as data for the console."""
+    from guardrails.engine.packs import PackError, load_pack
+
+    try:
+        pack = load_pack(module)
+    except PackError as error:
+        return {"op": "described", "ok": False, "error": _cut(str(error))}
+    except MemoryError:
+        return {"op": "described", "ok": False, "error": "memory limit exceeded while importing"}
+    checks = [
+        {"id": check.id, "kind": check.kind, "configSchema": check.config_schema,
+         "description": check.description, "module": check.module, "function": check.function,
+         "validatesInCode": check.validates_in_code}
+        for check in pack.checks
+    ]
+    return {"op": "described", "ok": True, "version": pack.version, "checks": checks}
+
+
 def main() -> int:
     """Standard input is the channel; the first message is the setup (handler, posture)."""
     channel = Channel(socket.socket(fileno=os.dup(0)))
@@ -210,6 +229,9 @@ def main() -> int:
             install_brokered_sockets(channel)
         _install_guard()
         signal.setitimer(signal.ITIMER_PROF, setup["cpuMs"] / 1000)
+        if setup["op"] == "describe":
+            channel.send({**_describe(setup["module"]), "id": "setup"})
+            return 0
         handler = _import_handler(setup["module"], setup["function"])
         signal.setitimer(signal.ITIMER_PROF, 0)
     except SetupError as error:
