@@ -272,3 +272,35 @@ def test_restarting_workers_leaks_no_descriptor_in_the_console(hostile_pool):
     for _ in range(10):
         attempt(hostile_pool, "strict, network none", "exits")
     assert len(os.listdir("/proc/self/fd")) <= before
+
+
+@pytest.fixture
+def pool_without_cgroup(monkeypatch) -> Iterator[SandboxPool]:
+    """A pool on a host that gives no writable control group: rlimits and /proc only."""
+    from guardrails.engine.sandbox import process
+
+    monkeypatch.setattr(process, "layout", lambda: None)
+    with SandboxPool(SandboxDefaults(mem_mb=64, cpu_ms=1000, pool_size=1)) as pool:
+        yield pool
+
+
+def test_without_a_control_group_work_left_after_the_verdict_still_stops_the_sandbox(
+    pool_without_cgroup,
+):
+    for name, config in (("spins_after_its_verdict", {}),
+                         ("forges_an_early_verdict", {"passed": True, "spin_s": 1.5})):
+        result = attempt(pool_without_cgroup, "strict, network none", name, **config)
+        assert isinstance(result, SandboxError)
+        assert "running after its verdict" in str(result)
+        assert_healthy(pool_without_cgroup, "strict, network none")
+
+
+def test_without_a_control_group_no_child_outlives_its_sandbox(pool_without_cgroup):
+    marker = f"kindgi-hostile-{uuid.uuid4().hex}"
+    result = attempt(pool_without_cgroup, "strict, network none", "leaves_a_child_behind",
+                     marker=marker)
+    assert isinstance(result, SandboxError)
+    deadline = time.monotonic() + 3
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with(marker) == []

@@ -82,8 +82,8 @@ class WorkerProcess:
         deadline = time.monotonic() + defaults.start_timeout_s + posture.wall_ms / 1000
         #: What a worker started to describe a pack (op "describe") answered.
         self.described = self._await_ready(setup, deadline)
-        self.baseline_tasks = self.tasks()
         self.worker_pid = _descendant(self.process.pid, depth=2)
+        self.baseline_tasks = self.tasks()
 
     def _make_cgroup(self, defaults: SandboxDefaults) -> SandboxCgroup | None:
         where = layout()
@@ -169,7 +169,7 @@ class WorkerProcess:
         """Tasks (processes and threads) of the sandbox: its control group's, else /proc's."""
         if self.cgroup is not None:
             return self.cgroup.tasks()
-        return _tasks_in_namespace(self.process.pid)
+        return _tasks_in_namespace(self.worker_pid) if self.worker_pid is not None else 0
 
     def left_running(self) -> bool:
         """Whether the check left a thread or a process running after its reply, or is
@@ -267,22 +267,20 @@ def _parents() -> dict[int, int]:
     return parents
 
 
-def _tasks_in_namespace(bwrap_pid: int) -> int:
-    """Threads of every process below bwrap, found through /proc (hosts without cgroups)."""
-    children: dict[int, list[int]] = {}
-    threads: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-            threads[int(entry.name)] = int(fields[17])
-    total, stack = 0, [bwrap_pid]
-    while stack:
-        pid = stack.pop()
-        total += threads.get(pid, 0)
-        stack.extend(children.get(pid, ()))
+def _tasks_in_namespace(worker_pid: int) -> int:
+    """Threads of every process of the sandbox, read from its own /proc (hosts without a
+    control group): the worker's root is the sandbox's, whose /proc lists only its pids."""
+    proc = f"/proc/{worker_pid}/root/proc"
+    total = 0
+    try:
+        entries = [entry for entry in os.listdir(proc) if entry.isdigit()]
+    except OSError:
+        return 0
+    for entry in entries:
+        with contextlib.suppress(OSError, ValueError, IndexError), open(
+            f"{proc}/{entry}/stat"
+        ) as handle:
+            total += int(handle.read().rsplit(")", 1)[1].split()[17])
     return total
 
 
