@@ -70,3 +70,23 @@ def test_the_console_keeps_answering_through_the_hostile_pack(console, author_ke
     benign = make_guardrail("benign", kind="zero-llm", check="says-word",
                             config={"word": "refunded"}, sandbox="strict")
     assert try_over_http(console, author_key, benign)["status"] == "pass"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_tenants_trace_never_shows_in_anothers_result_through_the_api(console, author_key):
+    canary = f"acme-only-{uuid.uuid4().hex}"
+    guardrail = hostile("remembers-traces", {})
+
+    def evaluate(tenant: str, output: str) -> dict[str, Any]:
+        response = httpx.post(
+            f"{console}/api/v1/guardrails/try",
+            json={"guardrail": guardrail, "trace": make_trace(tenant=tenant, output=output)},
+            headers={"Authorization": f"Bearer {author_key}"}, timeout=60,
+        )
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()["result"]
+        return result
+
+    assert evaluate("acme", canary)["status"] == "pass"
+    globex = evaluate("globex", "globex's own")
+    assert globex["status"] == "pass" and canary not in str(globex)

@@ -33,7 +33,7 @@ class SandboxDefaults:
     cpu_ms: int = 1000
     pool_size: int = 2
     wall_grace_ms: int = 1000
-    start_timeout_s: float = 30.0
+    start_timeout_s: float = 10.0
     max_tasks: int = 16
     max_idle: int = 32
 
