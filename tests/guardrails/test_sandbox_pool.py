@@ -96,6 +96,13 @@ def test_an_allowlist_naming_the_host_reaches_it(pool, listener):
     assert listener.connections == 1
 
 
+def test_the_relay_passes_a_half_close_on_and_still_brings_the_answer(pool, listener):
+    posture = strict(network={"kind": "allowlist", "hosts": ["127.0.0.1"]})
+    config = {"host": "127.0.0.1", "port": listener.port}
+    assert pool.run(posture, handler("half_closes"), config, TRACE).passed
+    assert listener.connections == 1
+
+
 def test_an_allowlist_naming_the_host_by_name_reaches_it(pool, listener):
     posture = strict(network={"kind": "allowlist", "hosts": ["localhost"]})
     config = {"host": "localhost", "port": listener.port}

@@ -35,10 +35,15 @@ _CHUNK = 65536
 
 
 class Relays:
-    """Relay threads copying bytes between a worker's socket pair and real connections."""
+    """Relay threads copying bytes between a worker's socket pair and real connections.
+
+    They end when both directions are closed, or within half a second of `stop()` (called
+    when the worker's sandbox is killed: a datagram pair has no end-of-file to wait for).
+    """
 
     def __init__(self) -> None:
         self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
 
     def active(self) -> int:
         self._threads = [thread for thread in self._threads if thread.is_alive()]
@@ -46,33 +51,53 @@ class Relays:
 
     def start(self, remote: socket.socket, local: socket.socket) -> None:
         thread = threading.Thread(
-            target=_relay, args=(remote, local), name="kindgi-sandbox-relay", daemon=True
+            target=_relay, args=(remote, local, self._stop), name="kindgi-sandbox-relay",
+            daemon=True,
         )
         self._threads.append(thread)
         thread.start()
 
+    def stop(self) -> None:
+        self._stop.set()
 
-def _relay(remote: socket.socket, local: socket.socket) -> None:
-    """Copy both ways until either side closes (the worker's end closes when it dies)."""
+
+def _relay(remote: socket.socket, local: socket.socket, stop: threading.Event) -> None:
+    """Copy both ways; a stream's end-of-file in one direction is passed on as a shutdown."""
     remote.settimeout(None)
     peers = {remote: local, local: remote}
     stream = remote.type == socket.SOCK_STREAM
+    reading = set(peers)
     try:
         with selectors.DefaultSelector() as selector:
             for sock in peers:
                 selector.register(sock, selectors.EVENT_READ)
-            while True:
-                for key, _ in selector.select():
+            while reading and not stop.is_set():
+                for key, _ in selector.select(timeout=0.5):
                     source: socket.socket = key.fileobj  # type: ignore[assignment]
-                    data = source.recv(_CHUNK)
-                    if not data and stream:
-                        return
-                    peers[source].sendall(data) if stream else peers[source].send(data)
+                    _copy(source, peers[source], stream, selector, reading)
     except OSError:
         return
     finally:
         remote.close()
         local.close()
+
+
+def _copy(
+    source: socket.socket,
+    target: socket.socket,
+    stream: bool,
+    selector: selectors.BaseSelector,
+    reading: set[socket.socket],
+) -> None:
+    data = source.recv(_CHUNK)
+    if not stream:
+        target.send(data)
+    elif data:
+        target.sendall(data)
+    else:
+        selector.unregister(source)
+        reading.discard(source)
+        target.shutdown(socket.SHUT_WR)
 
 
 def _is_ip(host: str) -> bool:

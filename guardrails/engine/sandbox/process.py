@@ -66,7 +66,6 @@ class WorkerProcess:
         op: str = "setup",
     ) -> None:
         self.posture = posture
-        self.stopped_by_pool = False
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(4)
         self.cgroup = self._make_cgroup(defaults)
@@ -90,7 +89,12 @@ class WorkerProcess:
         if where is None:
             return None
         memory = (self.posture.mem_mb + RUNTIME_MB) * 1024 * 1024
-        return SandboxCgroup(where, memory, defaults.max_tasks + 4)
+        try:
+            return SandboxCgroup(where, memory, defaults.max_tasks + 4)
+        except OSError as error:
+            raise SandboxError(
+                f"the sandbox's control group cannot be made: {error}; the check is not run"
+            ) from None
 
     def _start(
         self, boundary: Boundary, handler: HandlerRef, sys_path: Sequence[str]
@@ -204,7 +208,8 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """Kill the whole sandbox: bwrap, its namespace, whatever is left in its group."""
-        self.stopped_by_pool = True
+        if self.broker is not None:
+            self.broker.relays.stop()
         if self.process.poll() is None:
             self.process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
