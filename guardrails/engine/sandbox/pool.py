@@ -86,7 +86,8 @@ class SandboxPool:
         healthy = False
         try:
             message = self._call(worker, config, trace, env or {})
-            if worker.left_running():
+            # A worker out of memory leaves after its reply (and is replaced): not checked.
+            if message.get("status") != "limit" and worker.left_running():
                 raise SandboxError(
                     "the check kept a thread or a process running after its verdict; "
                     "its sandbox was stopped"

@@ -81,8 +81,9 @@ class WorkerProcess:
         deadline = time.monotonic() + defaults.start_timeout_s + posture.wall_ms / 1000
         #: What a worker started to describe a pack (op "describe") answered.
         self.described = self._await_ready(setup, deadline)
-        self.worker_pid = _descendant(self.process.pid, depth=2)
-        self.baseline_tasks = self.tasks()
+        serving = op != "describe"
+        self.worker_pid = _descendant(self.process.pid, depth=2) if serving else None
+        self.baseline_tasks = self.tasks() if serving else 0
 
     def _make_cgroup(self, defaults: SandboxDefaults) -> SandboxCgroup | None:
         where = layout()
