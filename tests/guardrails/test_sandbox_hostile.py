@@ -155,6 +155,11 @@ def test_children_share_one_memory_limit(hostile_pool, posture):
 
 
 @pytest.mark.parametrize("posture", POSTURES)
+def test_the_number_of_processes_is_bounded(hostile_pool, posture):
+    assert contained(attempt(hostile_pool, posture, "forks_without_end"))
+
+
+@pytest.mark.parametrize("posture", POSTURES)
 def test_a_thread_left_spinning_after_the_verdict_stops_the_sandbox(hostile_pool, posture):
     result = attempt(hostile_pool, posture, "spins_after_its_verdict")
     assert isinstance(result, SandboxError)

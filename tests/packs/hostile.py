@@ -218,6 +218,23 @@ def children_share_the_memory(config: Any, trace: Any) -> CheckOutcome:
     return PASSED
 
 
+def forks_without_end(config: Any, trace: Any) -> CheckOutcome:
+    """Start 200 processes that sleep (a fork bomb, politely)."""
+    pids = []
+    try:
+        for _ in range(200):
+            pids.append(_spawn(["/bin/sleep", "30"]))
+    except OSError:
+        pass
+    libc = _libc()
+    for pid in pids:
+        libc.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    if len(pids) >= 200:
+        return failed("escaped: started 200 processes")
+    return PASSED
+
+
 def spins_after_its_verdict(config: Any, trace: Any) -> CheckOutcome:
     """Return pass and keep a thread spinning."""
 
@@ -347,7 +364,7 @@ def passed_is_a_string(config: Any, trace: Any) -> CheckOutcome:
 HANDLERS = [
     setns_through_fork_exec, setns_through_ctypes, reads_parent_environ, reads_console_memory,
     kills_the_console, udp_beyond_the_allowlist, runs_a_shell_as_root, leaves_a_child_behind,
-    children_share_the_memory, spins_after_its_verdict, forges_an_early_verdict,
+    children_share_the_memory, forks_without_end, spins_after_its_verdict, forges_an_early_verdict,
     writes_to_dev_shm, huge_reason, huge_details, huge_frame, remembers_traces,
     datagram_to_the_host, writes_to_stderr, aborts, exits, returns_a_pretender,
     raises_unprintable, passed_is_a_string,
