@@ -39,8 +39,13 @@ logger = logging.getLogger("guardrails.packs")
 
 
 def handler_environ() -> dict[str, str]:
-    """The environment a check may be given: what KINDGI_PACK_ENV and KINDGI_SECRETS name."""
-    return recipe.handler_environ(os.environ, settings.KINDGI_SECRETS, settings.KINDGI_PACK_ENV)
+    """The environment a check may be given: what KINDGI_PACK_ENV and KINDGI_SECRETS name,
+    never a variable holding a registered judge model's API key."""
+    from guardrails.redaction import judge_key_names
+
+    return recipe.handler_environ(
+        os.environ, settings.KINDGI_SECRETS, settings.KINDGI_PACK_ENV, judge_key_names()
+    )
 
 
 def registration_policy() -> RegistrationPolicy:

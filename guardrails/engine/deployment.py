@@ -53,14 +53,18 @@ def load_engine(pack_names: Iterable[str]) -> tuple[Engine, list[Issue]]:
 
 
 def handler_environ(
-    environ: Mapping[str, str], secret_names: Iterable[str], pack_env: Iterable[str] = ()
+    environ: Mapping[str, str],
+    secret_names: Iterable[str],
+    pack_env: Iterable[str] = (),
+    console_names: Iterable[str] = (),
 ) -> dict[str, str]:
     """The environment a check may be given: only what the operator lists for checks.
 
     `pack_env` (KINDGI_PACK_ENV) names plain variables, `secret_names` (KINDGI_SECRETS) the
-    secrets; a name the console itself uses is never included, whichever list names it.
+    secrets; a name the console itself uses (`is_console_name`, or one of `console_names`:
+    the judge models' key variables) is never included, whichever list names it.
     """
-    names = {*secret_names, *pack_env}
+    names = {*secret_names, *pack_env} - set(console_names)
     return {
         name: environ[name] for name in sorted(names) if name in environ and not is_console_name(name)
     }

@@ -36,6 +36,7 @@ def test_an_invalid_pack_stops_start_up(settings):
         deployment.check_registry()
 
 
+@pytest.mark.django_db
 def test_a_check_is_given_only_what_the_operator_lists_and_never_the_consoles_own(
     settings, monkeypatch
 ):
@@ -53,6 +54,24 @@ def test_a_check_is_given_only_what_the_operator_lists_and_never_the_consoles_ow
     assert policy.capabilities == frozenset({"http"})
 
 
+@pytest.mark.django_db
+def test_a_registered_judge_models_key_is_never_handed_to_a_check(settings, monkeypatch):
+    from guardrails.models import JudgeModelRegistration
+    from guardrails.redaction import forget_key_names
+
+    JudgeModelRegistration.objects.create(
+        model_id="local", provider="openai", model="m", base_url="http://127.0.0.1:1",
+        api_key_env="ACME_JUDGE_KEY", input_usd_per_mtok=1, output_usd_per_mtok=1,
+    )
+    forget_key_names()
+    monkeypatch.setenv("ACME_JUDGE_KEY", "sk-judge")
+    settings.KINDGI_SECRETS = ["ACME_JUDGE_KEY"]
+    settings.KINDGI_PACK_ENV = ["ACME_JUDGE_KEY"]
+    assert "ACME_JUDGE_KEY" not in deployment.handler_environ()
+    forget_key_names()
+
+
+@pytest.mark.django_db
 def test_a_guardrail_asking_for_a_judge_key_is_refused_at_registration(settings, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-judge")
     settings.KINDGI_PACK_ENV = ["OPENAI_API_KEY"]
