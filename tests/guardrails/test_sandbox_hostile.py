@@ -8,8 +8,11 @@ console's own stderr and descriptors) agrees.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -309,3 +312,34 @@ def test_without_a_control_group_no_child_outlives_its_sandbox(pool_without_cgro
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_with(marker) == []
+
+
+def test_the_ci_command_survives_the_hostile_pack_and_reports(tmp_path):
+    """`guardrail_ci` in its own process: the checks that tried to kill it or leave work
+    behind give errors, the benign one passes, and the report is written."""
+    names = ["kills_the_console", "spins_after_its_verdict", "huge_reason", "aborts"]
+    documents = [
+        {"id": f"g-{n}", "kind": "zero-llm", "check": f"hostile-{n.replace('_', '-')}",
+         "config": {"console_pid": os.getpid(), "mb": 30}, "action": {"on-violation": "log-only"},
+         "sandbox": "strict", "limits": LIMITS}
+        for n in names
+    ] + [{"id": "benign", "kind": "zero-llm", "check": "says-word", "config": {"word": "hello"},
+          "action": {"on-violation": "log-only"}, "sandbox": "strict"}]
+    guardrails = tmp_path / "guardrails.json"
+    guardrails.write_text(json.dumps(documents))
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text(json.dumps({"id": "t1", "agent": "a", "startedAt": "2026-01-01T00:00:00Z",
+                                  "output": "hello"}) + "\n")
+    run = subprocess.run(
+        [sys.executable, "manage.py", "guardrail_ci", "--guardrails", str(guardrails),
+         "--traces", str(traces), "--format", "json"],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "KINDGI_CHECK_PACKS": "tests.packs.hostile,tests.packs.greetings"},
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert run.returncode >= 0, run.stderr
+    results = {r["guardrail"]: r for r in json.loads(run.stdout)["results"]}
+    assert results["benign"]["status"] == "pass"
+    assert results["g-spins_after_its_verdict"]["status"] == "error"
+    assert len(results["g-huge_reason"]["reason"]) <= 4096
+    assert "SIGABRT" in results["g-aborts"]["reason"]
