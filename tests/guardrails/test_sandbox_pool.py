@@ -215,3 +215,15 @@ def test_an_idle_worker_killed_from_outside_is_replaced_before_use():
         worker.process.wait()
         assert pool.run(strict(), handler("says_hello"), {}, TRACE).passed
         assert pool.started == 2
+
+
+def test_idle_workers_beyond_max_idle_are_stopped_least_recently_used_first():
+    with SandboxPool(SandboxDefaults(mem_mb=64, cpu_ms=200, max_idle=2)) as pool:
+        for tenant in ("acme", "globex", "initech", "umbrella"):
+            pool.run(strict(), handler("says_hello"), {}, TRACE, tenant=tenant)
+        assert pool.idle_workers() == 2
+        started = pool.started
+        pool.run(strict(), handler("says_hello"), {}, TRACE, tenant="umbrella")
+        assert pool.started == started  # the most recent tenant's worker was kept
+        pool.run(strict(), handler("says_hello"), {}, TRACE, tenant="acme")
+        assert pool.started == started + 1  # the oldest one's was stopped
