@@ -172,7 +172,7 @@ def test_a_thread_left_spinning_after_the_verdict_stops_the_sandbox(hostile_pool
 
 @pytest.mark.parametrize("posture", POSTURES)
 def test_an_early_forged_verdict_and_work_after_it_stop_the_sandbox(hostile_pool, posture):
-    result = attempt(hostile_pool, posture, "forges_an_early_verdict", passed=True, spin_s=1.5)
+    result = attempt(hostile_pool, posture, "forges_an_early_verdict", passed=True, spin_s=3.0)
     assert isinstance(result, SandboxError), result
     assert "running after its verdict" in str(result)
 
@@ -296,7 +296,7 @@ def test_without_a_control_group_work_left_after_the_verdict_still_stops_the_san
     pool_without_cgroup,
 ):
     for name, config in (("spins_after_its_verdict", {}),
-                         ("forges_an_early_verdict", {"passed": True, "spin_s": 1.5})):
+                         ("forges_an_early_verdict", {"passed": True, "spin_s": 3.0})):
         result = attempt(pool_without_cgroup, "strict, network none", name, **config)
         assert isinstance(result, SandboxError)
         assert "running after its verdict" in str(result)

@@ -61,7 +61,7 @@ def try_over_http(url: str, key: str, guardrail: dict[str, Any]) -> dict[str, An
 def test_the_console_keeps_answering_through_the_hostile_pack(console, author_key, listener):
     config = {"console_pid": os.getpid(), "port": listener.port, "mb": 2,
               "needle": f"acme-{uuid.uuid4().hex}", "marker": f"kindgi-{uuid.uuid4().hex}",
-              "passed": True, "spin_s": 1.0}
+              "passed": True, "spin_s": 3.0}
     for check in HOSTILE:
         result = try_over_http(console, author_key, hostile(check, config))
         assert not (result["reason"] or "").startswith("escaped"), (check, result)

@@ -231,7 +231,7 @@ class WorkerProcess:
 
 
 #: How long a worker may take, after its reply, to be back waiting on its channel.
-IDLE_GRACE_S = 0.5
+IDLE_GRACE_S = 1.0
 _RECVMSG = {"x86_64": "47", "aarch64": "212"}.get(os.uname().machine, "")
 
 
@@ -244,12 +244,23 @@ def _waits_on_channel(pid: int) -> bool:
             with open(path) as handle:
                 current = handle.read().split(" ", 1)[0]
         except OSError:
-            return True  # not readable here: the task count is the only check
+            # Gone (killed by a limit after its reply): not waiting. Else not readable
+            # here, and the task count is the only check.
+            return os.path.exists(f"/proc/{pid}/stat") and _is_alive(pid)
         if current == _RECVMSG or not _RECVMSG:
             return True
         if time.monotonic() > deadline:
             return False
         time.sleep(0.0002)
+
+
+def _is_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _descendant(pid: int, depth: int) -> int | None:
