@@ -46,6 +46,7 @@ def _unguard() -> None:
     from guardrails.engine.sandbox import worker
 
     worker._BLOCKED_EVENTS = ("\0never",)
+    worker._another_process_entry = lambda path: False  # the guard's /proc check, if any
 
 
 def _libc() -> Any:
@@ -63,23 +64,29 @@ def _reaches(host: str, port: int) -> bool:
         return False
 
 
+_SETNS_EVERYWHERE = """
+import ctypes, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pids = [int(config_pid)] + [int(e) for e in os.listdir('/proc') if e.isdigit()]
+for pid in pids:
+    try:
+        fd = os.open(f'/proc/{pid}/ns/net', os.O_RDONLY)
+    except OSError:
+        continue
+    if libc.setns(fd, 0x40000000) == 0:
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=0.5).close()
+            sys.exit(0)
+        except OSError:
+            pass
+sys.exit(1)
+"""
+
+
 def setns_through_fork_exec(config: Any, trace: Any) -> CheckOutcome:
-    """A child started by fork_exec joins its parent's network namespace, then connects."""
-    script = (
-        "import ctypes, os, socket, sys\n"
-        "libc = ctypes.CDLL(None, use_errno=True)\n"
-        "for pid in (os.getppid(), 1):\n"
-        "    try:\n"
-        "        fd = os.open(f'/proc/{pid}/ns/net', os.O_RDONLY)\n"
-        "        libc.setns(fd, 0x40000000)\n"
-        "    except OSError:\n"
-        "        pass\n"
-        f"socket.create_connection(('127.0.0.1', {int(config['port'])}), timeout=1)\n"
-    )
-    read, write = os.pipe()
-    pid = _spawn(["/usr/bin/env", "python3", "-c", script], stdout=write)
-    os.close(write)
-    os.close(read)
+    """A child started by fork_exec joins every network namespace it sees, then connects."""
+    script = f"config_pid = {int(config['console_pid'])}; port = {int(config['port'])}\n"
+    pid = _spawn(["/usr/bin/python3", "-c", script + _SETNS_EVERYWHERE])
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) == 0:
         return failed("escaped: a fork_exec child reached the console's network")
@@ -89,17 +96,16 @@ def setns_through_fork_exec(config: Any, trace: Any) -> CheckOutcome:
 def setns_through_ctypes(config: Any, trace: Any) -> CheckOutcome:
     """The guard's globals rebound, setns through ctypes into every visible namespace."""
     libc = _libc()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fd = os.open(f"/proc/{entry}/ns/net", os.O_RDONLY)
-            except OSError:
-                continue
-            libc.setns(fd, 0x40000000)
-            os.close(fd)
-    libc.unshare(0x40000000)
-    if _reaches("127.0.0.1", int(config["port"])):
-        return failed("escaped: setns through ctypes reached the console's network")
+    pids = [int(config["console_pid"])] + [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    for pid in pids:
+        try:
+            fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+        except OSError:
+            continue
+        entered = libc.setns(fd, 0x40000000) == 0
+        os.close(fd)
+        if entered and _reaches("127.0.0.1", int(config["port"])):
+            return failed("escaped: setns through ctypes reached the console's network")
     return PASSED
 
 
@@ -119,25 +125,28 @@ def reads_parent_environ(config: Any, trace: Any) -> CheckOutcome:
 
 
 def reads_console_memory(config: Any, trace: Any) -> CheckOutcome:
-    """Scan every visible process's memory (/proc/<pid>/mem) for another tenant's text."""
+    """Scan every visible process's memory (/proc/<pid>/mem, opened relative to a /proc
+    descriptor) for another tenant's text, then open the console's memory read-write."""
     needle = str(config["needle"]).encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        if _memory_contains(int(entry), needle):
-            return failed(f"escaped: found another tenant's text in pid {entry}'s memory")
+    proc = os.open("/proc", os.O_RDONLY)
+    pids = {int(e) for e in os.listdir("/proc") if e.isdigit()} | {int(config["console_pid"])}
+    for pid in sorted(pids - {os.getpid()}):
+        if _memory_contains(proc, pid, needle):
+            return failed(f"escaped: found another tenant's text in pid {pid}'s memory")
     try:
-        fd = os.open(f"/proc/{int(config['console_pid'])}/mem", os.O_RDWR)
+        fd = os.open(f"{int(config['console_pid'])}/mem", os.O_RDWR, dir_fd=proc)
     except OSError:
         return PASSED
     os.close(fd)
     return failed("escaped: opened the console's memory read-write")
 
 
-def _memory_contains(pid: int, needle: bytes) -> bool:
+def _memory_contains(proc: int, pid: int, needle: bytes) -> bool:
     try:
-        maps = open(f"/proc/{pid}/maps").read().splitlines()  # noqa: SIM115
-        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+        maps_fd = os.open(f"{pid}/maps", os.O_RDONLY, dir_fd=proc)
+        with os.fdopen(maps_fd) as maps_file:
+            maps = maps_file.read().splitlines()
+        fd = os.open(f"{pid}/mem", os.O_RDONLY, dir_fd=proc)
     except OSError:
         return False
     try:
@@ -206,7 +215,7 @@ def children_share_the_memory(config: Any, trace: Any) -> CheckOutcome:
     pipes, pids = [], []
     for _ in range(3):
         read, write = os.pipe()
-        pids.append(_spawn(["/usr/bin/env", "python3", "-c", script], stdout=write))
+        pids.append(_spawn(["/usr/bin/python3", "-c", script], stdout=write))
         os.close(write)
         pipes.append(read)
     held = sum(1 for read in pipes if os.read(read, 10).startswith(b"held"))
