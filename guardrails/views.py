@@ -92,6 +92,7 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
             "severities": SEVERITIES,
             "actions": BUILTIN_ACTIONS,
             "can_author": self.can_author,
+            "sandbox_postures": deployment.sandbox_postures(),
         }
 
     def filtered(self, params: dict[str, str]) -> Any:

@@ -309,6 +309,9 @@ KINDGI_SANDBOX_POOL_SIZE = envint("KINDGI_SANDBOX_POOL_SIZE", 2, minimum=1)
 KINDGI_CAPABILITIES = envlist("KINDGI_CAPABILITIES", [])
 KINDGI_BINDINGS = envlist("KINDGI_BINDINGS", [])
 KINDGI_SECRETS = envlist("KINDGI_SECRETS", [])
+# The plain environment variables a check's needsSpec.env may name (nothing else is handed
+# over; the console's own variables never are, whichever list names them).
+KINDGI_PACK_ENV = envlist("KINDGI_PACK_ENV", [])
 # The llm-judge: how long a synchronous evaluation (POST evaluate, ingestion) may take in all,
 # and one judge call at most, retries included. Batch runs have the task's soft time limit.
 KINDGI_EVALUATE_TIME_LIMIT_S = envint("KINDGI_EVALUATE_TIME_LIMIT_S", 30, minimum=1)

@@ -258,7 +258,9 @@ def load_deployment(extra_packs: Sequence[str] = ()) -> Deployment:
 
 
 def _handler_environ() -> dict[str, str]:
-    return recipe.handler_environ(os.environ, _env_list("KINDGI_SECRETS"))
+    return recipe.handler_environ(
+        os.environ, _env_list("KINDGI_SECRETS"), _env_list("KINDGI_PACK_ENV")
+    )
 
 
 def _sandbox_pool() -> Any:

@@ -16,13 +16,20 @@ from guardrails.engine.packs import load_packs
 from guardrails.engine.registration import RegistrationPolicy
 from guardrails.engine.registry import CheckRegistry, default_registry
 from guardrails.engine.sandbox.posture import SANDBOXED_LEVELS
+from guardrails.engine.sandbox.process import describe_on_this_host
 from guardrails.engine.sandbox.strategy import SandboxedZeroLlmStrategy
 from guardrails.engine.strategies import StrategyRegistry, ZeroLlmStrategy, default_strategies
 from guardrails.engine.types import Guardrail, Issue
 
-#: The console's own configuration: never handed to a check, whatever its needsSpec says
-#: (unless a name is listed as a secret for checks).
+#: The console's own configuration and credentials: never handed to a check, whatever its
+#: needsSpec says and even when an operator lists the name for checks.
 CONSOLE_PREFIXES = ("DJANGO_", "KINDGI_", "CELERY_", "DATABASE_", "REDIS_")
+CONSOLE_NAMES = frozenset({"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "SECRET_KEY", "PGPASSWORD"})
+
+
+def is_console_name(name: str) -> bool:
+    """Whether the console itself reads this variable (so no check may ever be given it)."""
+    return name in CONSOLE_NAMES or name.startswith(CONSOLE_PREFIXES)
 
 
 def deployment_strategies() -> StrategyRegistry:
@@ -34,20 +41,32 @@ def deployment_strategies() -> StrategyRegistry:
 
 def load_engine(pack_names: Iterable[str]) -> tuple[Engine, list[Issue]]:
     """The built-in checks and the named packs' (PackError on an invalid pack), and the
-    warnings of loading them (a built-in replacing a pack check of its id)."""
+    warnings of loading them (a built-in replacing a pack check of its id).
+
+    Each pack module is imported in a sandbox (packs.describe_pack), not here; only on a
+    host that cannot build one is it imported in this process.
+    """
     strategies = deployment_strategies()
     registry = default_registry()
-    warnings = load_packs(pack_names, registry, strategies)
+    warnings = load_packs(pack_names, registry, strategies, describe=describe_on_this_host)
     return Engine(registry, strategies), warnings
 
 
-def handler_environ(environ: Mapping[str, str], secret_names: Iterable[str]) -> dict[str, str]:
-    """The environment a check may be given: all but the console's own configuration."""
-    secrets = set(secret_names)
+def handler_environ(
+    environ: Mapping[str, str],
+    secret_names: Iterable[str],
+    pack_env: Iterable[str] = (),
+    console_names: Iterable[str] = (),
+) -> dict[str, str]:
+    """The environment a check may be given: only what the operator lists for checks.
+
+    `pack_env` (KINDGI_PACK_ENV) names plain variables, `secret_names` (KINDGI_SECRETS) the
+    secrets; a name the console itself uses (`is_console_name`, or one of `console_names`:
+    the judge models' key variables) is never included, whichever list names it.
+    """
+    names = {*secret_names, *pack_env} - set(console_names)
     return {
-        name: value
-        for name, value in environ.items()
-        if name in secrets or not name.startswith(CONSOLE_PREFIXES)
+        name: environ[name] for name in sorted(names) if name in environ and not is_console_name(name)
     }
 
 

@@ -22,6 +22,8 @@ from guardrails.engine.types import (
     StrategyError,
     Trace,
     TurnVerdict,
+    describe_exception,
+    returned_name,
 )
 
 #: A verdict without the bookkeeping of a Result: status, reason and details.
@@ -73,9 +75,9 @@ class Engine:
         except StrategyError as exc:
             return ("error", str(exc) or type(exc).__name__, exc.details)
         except Exception as exc:  # a check that raises gives error, never a crash of the run
-            return ("error", f"check '{guardrail.check}' raised {type(exc).__name__}: {exc}", {})
-        if not isinstance(outcome, CheckOutcome):
-            return ("error", f"check '{guardrail.check}' returned {type(outcome).__name__}", {})
+            return ("error", f"check '{guardrail.check}' raised {describe_exception(exc)}", {})
+        if not isinstance(outcome, CheckOutcome) or not isinstance(outcome.passed, bool):
+            return ("error", f"check '{guardrail.check}' returned {returned_name(outcome)}", {})
         if outcome.passed:
             return _PASSED if not outcome.details else ("pass", None, outcome.details)
         return ("fail", outcome.reason or f"check '{guardrail.check}' failed", outcome.details)

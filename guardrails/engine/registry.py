@@ -69,6 +69,7 @@ def define_check(
         module=module,
         function=function,
         prepare=prepare,
+        validates_in_code=validate_config is not None,
     )
 
 
