@@ -23,6 +23,7 @@ from guardrails.engine.types import (
     CheckOutcome,
     Context,
     Guardrail,
+    PreparedFn,
     Strategy,
     StrategyError,
     Trace,
@@ -66,3 +67,11 @@ class SandboxedZeroLlmStrategy:
             _plain(trace),
             env,
         )
+
+    def inline(self, guardrail: Guardrail, check: Check) -> PreparedFn | None:
+        """For Engine.plan: the in-process check's own function, None for a sandboxed one."""
+        if not check.builtin and sandbox_level(guardrail.document) != "none":
+            return None
+        inline = getattr(self.inner, "inline", None)
+        prepared: PreparedFn | None = inline(guardrail, check) if inline else None
+        return prepared
