@@ -13,24 +13,23 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import subprocess
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 VERSION = "0.118.13"
 CACHE = Path(os.environ.get("KINDGI_BENCH_CACHE", Path.home() / ".cache" / "kindgi-bench")) / "promptfoo"
 BINARY = CACHE / "node_modules" / ".bin" / "promptfoo"
+#: bench/guardrail_ci.py's measure: wall seconds, peak RSS (MB) and exit status of a command.
+Measure = Callable[[list[str], dict[str, str] | None], tuple[float, float, int]]
 
 # The example guardrails (examples/guardrails/*.json) as Promptfoo assertions.
 _VARS = "const v = context.vars; const tools = JSON.parse(v.tools); "
 ASSERTIONS = [
     # no-internal-notes-in-answers: forbidden-substring, case-insensitive.
-    "const o = output.toLowerCase(); "
-    "return !['internal use only', 'api_key=', 'sk-live-'].some((s) => o.includes(s));",
+    "const o = output.toLowerCase(); return !['internal use only', 'api_key=', 'sk-live-'].some((s) => o.includes(s));",
     # refund-issued-at-most-once: max-tool-calls of issue_refund.
     _VARS + "return tools.filter((n) => n === 'issue_refund').length <= 1;",
     # refund-answers-cite-policy: must-cite, support-bot in the refund flow.
@@ -102,25 +101,19 @@ def write_config(folder: Path, traces: Iterable[Mapping[str, Any]]) -> Path:
     return path
 
 
-def run(config: Path, output: Path, jobs: int = 4) -> tuple[float, float]:
+def run(config: Path, output: Path, measure: Measure, jobs: int = 4) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of `promptfoo eval` over the configuration."""
     binary = install()
-    home = config.parent / "promptfoo-home"
     env = {
         **os.environ,
-        "PROMPTFOO_CONFIG_DIR": str(home),
+        "PROMPTFOO_CONFIG_DIR": str(config.parent / "promptfoo-home"),
         "PROMPTFOO_DISABLE_TELEMETRY": "1",
         "PROMPTFOO_DISABLE_UPDATE": "1",
         "PROMPTFOO_CACHE_ENABLED": "false",
     }
     command = [str(binary), "eval", "-c", str(config), "-j", str(jobs), "-o", str(output)]
     command += ["--no-cache", "--no-progress-bar", "--no-table", "--no-write"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=config.parent, env=env, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    seconds, peak, _status = measure(command, env)  # exit 1 when an assertion fails
     if not output.exists():
-        raise SystemExit(f"promptfoo failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    # ru_maxrss of the children is the largest child so far: a run of Promptfoo is the largest.
-    return seconds, max(peak_kb, before) / 1024
+        raise SystemExit("promptfoo wrote no results")
+    return seconds, peak

@@ -73,9 +73,7 @@ def main(calls: int) -> None:
     with SandboxPool(SandboxDefaults(mem_mb=128, cpu_ms=1000, pool_size=1)) as pool:
         context = Context(mode="ci", services={"sandbox": pool})
         started = time.perf_counter()
-        evaluate_guardrail(
-            guardrail(engine, POSTURES["strict, network none"]), TRACE, context, engine=engine
-        )
+        evaluate_guardrail(guardrail(engine, POSTURES["strict, network none"]), TRACE, context, engine=engine)
         cold_ms = (time.perf_counter() - started) * 1000
         baseline = None
         print(f"{'posture':<24}{'us/call':>12}{'ratio':>10}   ({calls} calls)")

@@ -21,7 +21,7 @@ from guardrails.engine.evaluate import Engine, Plan
 from guardrails.engine.schema import validate_runtrace, validate_runtrace_line
 from guardrails.engine.types import Context, Guardrail, Issue
 
-BATCH_SIZE = 1000
+BATCH_SIZE = 250
 _MAX_PLANS = 4096
 
 

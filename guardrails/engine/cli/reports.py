@@ -161,7 +161,7 @@ class Report:
         self._written = 0
         self._spools: list[IO[str]] = []
         if fmt == "junit":
-            size = max(16 * 1024, (4 << 20) // max(1, len(guardrails)))
+            size = max(16 * 1024, (1 << 20) // max(1, len(guardrails)))
             # Open for the whole run, closed by close(): not a with block.
             self._spools = [
                 tempfile.SpooledTemporaryFile(size, mode="w+", encoding="utf-8")  # noqa: SIM115
