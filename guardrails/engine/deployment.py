@@ -15,20 +15,49 @@ from guardrails.engine.evaluate import Engine
 from guardrails.engine.packs import load_packs
 from guardrails.engine.registration import RegistrationPolicy
 from guardrails.engine.registry import CheckRegistry, default_registry
-from guardrails.engine.sandbox.posture import SANDBOXED_LEVELS
-from guardrails.engine.sandbox.strategy import SandboxedZeroLlmStrategy
 from guardrails.engine.strategies import StrategyRegistry, ZeroLlmStrategy, default_strategies
-from guardrails.engine.types import Guardrail, Issue
+from guardrails.engine.types import Check, CheckOutcome, Context, Guardrail, Issue, PreparedFn, Strategy, Trace
+
+#: The `sandbox` values that run a check in the evaluating process (the schema allows
+#: these and the sandboxed postures, "context-isolated" and "strict").
+_IN_PROCESS = (None, "none")
 
 #: The console's own configuration: never handed to a check, whatever its needsSpec says
 #: (unless a name is listed as a secret for checks).
 CONSOLE_PREFIXES = ("DJANGO_", "KINDGI_", "CELERY_", "DATABASE_", "REDIS_")
 
 
+class SandboxOnDemand:
+    """The deployment's zero-llm strategy: pack checks of sandboxed guardrails go to the
+    sandbox (SandboxedZeroLlmStrategy, imported with the sandbox when first needed), every
+    other check runs in process, with no sandbox import for a run that has none."""
+
+    def __init__(self, inner: ZeroLlmStrategy) -> None:
+        self.inner = inner
+        self._sandboxed: Strategy | None = None
+
+    def _strategy(self, guardrail: Guardrail, check: Check) -> Strategy:
+        if check.builtin or guardrail.document.get("sandbox") in _IN_PROCESS:
+            return self.inner
+        if self._sandboxed is None:
+            from guardrails.engine.sandbox.strategy import SandboxedZeroLlmStrategy
+
+            self._sandboxed = SandboxedZeroLlmStrategy(self.inner)
+        return self._sandboxed
+
+    def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
+        return self._strategy(guardrail, check).evaluate(guardrail, check, trace, context)
+
+    def inline(self, guardrail: Guardrail, check: Check) -> PreparedFn | None:
+        """For Engine.plan: the in-process check's own function; None for a sandboxed one."""
+        strategy = self._strategy(guardrail, check)
+        return self.inner.inline(guardrail, check) if strategy is self.inner else None
+
+
 def deployment_strategies() -> StrategyRegistry:
     """The built-in strategies, zero-llm running pack checks of sandboxed guardrails in the pool."""
     strategies = default_strategies()
-    strategies.register("zero-llm", SandboxedZeroLlmStrategy(ZeroLlmStrategy()))
+    strategies.register("zero-llm", SandboxOnDemand(ZeroLlmStrategy()))
     return strategies
 
 
@@ -77,7 +106,7 @@ def registration_policy(
 def needs_sandbox(guardrails: Iterable[Guardrail], registry: CheckRegistry) -> bool:
     """Whether any of the guardrails runs its check in the sandbox (so a pool is needed)."""
     for guardrail in guardrails:
-        if str(guardrail.document.get("sandbox") or "none") not in SANDBOXED_LEVELS:
+        if guardrail.document.get("sandbox") in _IN_PROCESS:
             continue
         check = registry.get(guardrail.check)
         if check is not None and not check.builtin and guardrail.kind == "zero-llm":

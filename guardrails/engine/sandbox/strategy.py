@@ -23,7 +23,6 @@ from guardrails.engine.types import (
     CheckOutcome,
     Context,
     Guardrail,
-    PreparedFn,
     Strategy,
     StrategyError,
     Trace,
@@ -67,11 +66,3 @@ class SandboxedZeroLlmStrategy:
             _plain(trace),
             env,
         )
-
-    def inline(self, guardrail: Guardrail, check: Check) -> PreparedFn | None:
-        """For Engine.plan: the in-process check's own function, None for a sandboxed one."""
-        if not check.builtin and sandbox_level(guardrail.document) != "none":
-            return None
-        inline = getattr(self.inner, "inline", None)
-        prepared: PreparedFn | None = inline(guardrail, check) if inline else None
-        return prepared
