@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import traceback
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -187,3 +188,17 @@ def test_a_run_of_built_in_checks_imports_neither_judge_nor_httpx_nor_sandbox() 
     modules = _modules_after(["--guardrails", *EXAMPLE_GUARDRAILS, "--traces", str(ROOT / "examples" / "traces.jsonl")])
     assert "guardrails.engine.evaluate" in modules
     assert not {m for m in modules if m.startswith(("httpx", "guardrails.engine.judge", "guardrails.engine.sandbox"))}
+
+
+def test_a_plan_error_raised_for_every_trace_keeps_a_short_traceback() -> None:
+    engine = Engine.default()
+    gone = Guardrail({"id": "gone", "kind": "zero-llm", "check": "no-such-check", "action": {"on-violation": "halt"}})
+    plan = engine.plan([gone], Context("ci"))
+    _, run_check = plan.steps[0]
+    assert run_check is not None
+    for _ in range(100):
+        try:
+            run_check({})
+        except Exception as exc:
+            depth = len(traceback.extract_tb(exc.__traceback__))
+    assert depth < 5
