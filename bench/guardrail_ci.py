@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -142,14 +143,24 @@ _PEAK = (
     "if pid == 0:\n"
     "    os.execv(sys.argv[1], sys.argv[1:])\n"
     "_, status, usage = os.wait4(pid, 0)\n"
-    "sys.stderr.write(f'\\npeak-kb {usage.ru_maxrss}\\n')\n"
+    "sys.stderr.write(f'\\npeak-kb {usage.ru_maxrss} cpu-s {usage.ru_utime + usage.ru_stime}\\n')\n"
     "sys.exit(os.waitstatus_to_exitcode(status))\n"
 )
 
 
-def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS in MB and exit status of a command (0, 1, or Promptfoo's 100
-    for failed assertions; anything else stops the bench)."""
+class Run(NamedTuple):
+    """One run of a command: wall and CPU seconds (user and system, its children's too),
+    peak RSS in MB, exit status."""
+
+    seconds: float
+    cpu_seconds: float
+    peak_mb: float
+    status: int
+
+
+def measure(command: list[str], env: dict[str, str] | None = None) -> Run:
+    """Run a command and measure it; an exit status other than 0, 1, or Promptfoo's 100 for
+    failed assertions stops the bench."""
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-S", "-c", _PEAK, *command], cwd=ROOT, env=env, capture_output=True, text=True, check=False
@@ -157,8 +168,8 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[floa
     seconds = time.perf_counter() - started
     if done.returncode not in (0, 1, 100):
         sys.exit(f"{' '.join(command[:4])} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    peak_kb = int(done.stderr.rsplit("peak-kb ", 1)[1])
-    return seconds, peak_kb / 1024, done.returncode
+    peak_kb, cpu = done.stderr.rsplit("peak-kb ", 1)[1].split(" cpu-s ")
+    return Run(seconds, float(cpu), int(peak_kb) / 1024, done.returncode)
 
 
 def ci_command(guardrails: list[Path], traces: Path, fmt: str, output: Path, jobs: int = 1) -> list[str]:
@@ -169,10 +180,11 @@ def ci_command(guardrails: list[Path], traces: Path, fmt: str, output: Path, job
 
 def against_promptfoo(args: argparse.Namespace, folder: Path, guardrails: list[Path], traces: Path, docs: list) -> None:
     runs = [measure(ci_command(guardrails, traces, "json", folder / "report.json")) for _ in range(args.repeat)]
-    seconds = statistics.median(run[0] for run in runs)
-    peak = max(run[1] for run in runs)
+    seconds = statistics.median(run.seconds for run in runs)
+    cpu = statistics.median(run.cpu_seconds for run in runs)
+    peak = max(run.peak_mb for run in runs)
     print(
-        f"1. guardrail_ci, {args.traces} traces x 7, JSON report: {seconds:.3f} s, {peak:.0f} MB"
+        f"1. guardrail_ci, {args.traces} traces x 7, JSON report: {seconds:.3f} s ({cpu:.2f} s CPU), {peak:.0f} MB"
         f" (median of {args.repeat})"
     )
     if args.jobs > 1:
@@ -180,14 +192,20 @@ def against_promptfoo(args: argparse.Namespace, folder: Path, guardrails: list[P
             measure(ci_command(guardrails, traces, "json", folder / "report-jobs.json", args.jobs))
             for _ in range(args.repeat)
         ]
-        print(f"   with --jobs {args.jobs}: {statistics.median(run[0] for run in jobs):.3f} s")
+        print(f"   with --jobs {args.jobs}: {statistics.median(run.seconds for run in jobs):.3f} s")
     if args.no_promptfoo:
         print("   Promptfoo: not run (--no-promptfoo)")
         return
     config = promptfoo.write_config(folder, docs)
-    pf_seconds, pf_peak = promptfoo.run(config, folder / "promptfoo.json", measure, jobs=4)
-    print(f"   Promptfoo {promptfoo.VERSION} (-j 4, echo): {pf_seconds:.2f} s, {pf_peak:.0f} MB")
-    print(f"   => {pf_seconds / seconds:.1f}x faster (target 50x), {pf_peak / peak:.1f}x less memory (target 20x)")
+    pf = promptfoo.run(config, folder / "promptfoo.json", measure, jobs=4)
+    print(
+        f"   Promptfoo {promptfoo.VERSION} (-j 4, echo): {pf.seconds:.2f} s ({pf.cpu_seconds:.1f} s CPU),"
+        f" {pf.peak_mb:.0f} MB"
+    )
+    print(
+        f"   => {pf.seconds / seconds:.1f}x faster (target 50x; {pf.cpu_seconds / cpu:.0f}x less CPU), "
+        f"{pf.peak_mb / peak:.1f}x less memory (target 20x)"
+    )
 
 
 def help_time(repeat: int = 15) -> None:
@@ -225,7 +243,7 @@ def memory(args: argparse.Namespace, folder: Path, guardrails: list[Path], trace
     size = many.stat().st_size / 1e6
     for fmt in ("json", "junit"):
         output = folder / f"many-report.{fmt}"
-        seconds, peak, _ = measure(ci_command(guardrails, many, fmt, output))
+        seconds, _cpu, peak, _status = measure(ci_command(guardrails, many, fmt, output))
         print(
             f"4. {args.memory_traces} traces ({size:.0f} MB), {fmt} report ({output.stat().st_size / 1e6:.0f} MB): "
             f"peak {peak:.0f} MB (target 100 MB), {seconds:.1f} s"

@@ -22,8 +22,8 @@ from typing import Any
 VERSION = "0.118.13"
 CACHE = Path(os.environ.get("KINDGI_BENCH_CACHE", Path.home() / ".cache" / "kindgi-bench")) / "promptfoo"
 BINARY = CACHE / "node_modules" / ".bin" / "promptfoo"
-#: bench/guardrail_ci.py's measure: wall seconds, peak RSS (MB) and exit status of a command.
-Measure = Callable[[list[str], dict[str, str] | None], tuple[float, float, int]]
+#: bench/guardrail_ci.py's measure: runs a command and gives its Run (times, peak memory).
+Measure = Callable[[list[str], dict[str, str] | None], Any]
 
 # The example guardrails (examples/guardrails/*.json) as Promptfoo assertions.
 _VARS = "const v = context.vars; const tools = JSON.parse(v.tools); "
@@ -101,8 +101,8 @@ def write_config(folder: Path, traces: Iterable[Mapping[str, Any]]) -> Path:
     return path
 
 
-def run(config: Path, output: Path, measure: Measure, jobs: int = 4) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of `promptfoo eval` over the configuration."""
+def run(config: Path, output: Path, measure: Measure, jobs: int = 4) -> Any:
+    """`promptfoo eval` over the configuration, measured (bench/guardrail_ci.py's Run)."""
     binary = install()
     env = {
         **os.environ,
@@ -113,7 +113,7 @@ def run(config: Path, output: Path, measure: Measure, jobs: int = 4) -> tuple[fl
     }
     command = [str(binary), "eval", "-c", str(config), "-j", str(jobs), "-o", str(output)]
     command += ["--no-cache", "--no-progress-bar", "--no-table", "--no-write"]
-    seconds, peak, _status = measure(command, env)  # exit 1 when an assertion fails
+    measured = measure(command, env)  # exit 100 when an assertion fails
     if not output.exists():
         raise SystemExit("promptfoo wrote no results")
-    return seconds, peak
+    return measured
