@@ -8,18 +8,19 @@ processes, so that the report is the same, byte for byte, with or without `--job
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from guardrails.engine.cli.files import BLANK, Entry, is_jsonl, parse_line
 from guardrails.engine.cli.reports import Batch, Renderer
 from guardrails.engine.evaluate import Engine, Plan
 from guardrails.engine.schema import validate_runtrace, validate_runtrace_line
 from guardrails.engine.types import Context, Guardrail, Issue
+
+if TYPE_CHECKING:  # multiprocessing is imported for --jobs only
+    from concurrent.futures import Future
 
 BATCH_SIZE = 250
 _MAX_PLANS = 4096
@@ -107,6 +108,9 @@ class Workers:
     """A pool of `jobs` forked processes evaluating the batches of JSON Lines files."""
 
     def __init__(self, evaluator: Evaluator, jobs: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         global _WORKER
         _WORKER = evaluator
         self.jobs = jobs
