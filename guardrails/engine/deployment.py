@@ -1,6 +1,6 @@
 """What a deployment evaluates with, built from plain values: one recipe for two callers.
 
-The console (guardrails.deployment, from Django settings) and the CI command (cli.py, from
+The console (guardrails.deployment, from Django settings) and the CI command (cli/, from
 the environment, without Django) both build their engine, handler environment and
 registration policy here, so that the same sandboxed guardrail gives the same result on
 both paths: the same checks (built-ins and packs), the same strategies (zero-llm through the
