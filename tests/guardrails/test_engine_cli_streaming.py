@@ -202,3 +202,14 @@ def test_a_plan_error_raised_for_every_trace_keeps_a_short_traceback() -> None:
         except Exception as exc:
             depth = len(traceback.extract_tb(exc.__traceback__))
     assert depth < 5
+
+
+def test_bad_input_beyond_a_thousand_lines_is_counted_not_kept(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("[oops\n" * 1500, encoding="utf-8")
+    status, out, err = run("--guardrails", *EXAMPLE_GUARDRAILS, "--traces", str(bad), "--format", "json")
+    assert status == 2
+    errors = json.loads(out)["errors"]
+    assert len(errors) == 1001
+    assert errors[-1]["message"] == "... and 500 more traces of bad input, not shown"
+    assert err.count("\n") == 1001

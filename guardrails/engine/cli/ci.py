@@ -106,7 +106,7 @@ def _evaluate_all(paths: list[str], evaluator: Evaluator, report: Report, jobs: 
                 for batch in evaluate_file(path, evaluator, iter_entries(path, evaluator.max_bytes), workers):
                     report.add(batch)
             except BadInput as exc:
-                report.bad_input.append(str(exc))
+                report.add_bad_input([str(exc)])
     finally:
         if workers is not None:
             workers.close()

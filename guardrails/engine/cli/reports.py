@@ -24,6 +24,8 @@ from guardrails.engine.evaluate import Verdict
 from guardrails.engine.types import Guardrail
 
 STATUSES = ("pass", "fail", "error", "skipped")
+#: The most bad-input messages a report keeps (and shows); the rest are counted.
+MAX_BAD_INPUT = 1000
 
 
 @dataclass
@@ -156,6 +158,7 @@ class Report:
         self.out = out
         self.counts = new_counts(guardrails)
         self.bad_input: list[str] = []
+        self.more_bad_input = 0
         self.traces = 0
         self.seconds = 0.0
         self._written = 0
@@ -177,9 +180,15 @@ class Report:
         totals = self.totals
         return totals["fail"] + totals["error"] > 0
 
+    def add_bad_input(self, messages: list[str]) -> None:
+        """Keep the first MAX_BAD_INPUT messages; count the others."""
+        room = max(0, MAX_BAD_INPUT - len(self.bad_input))
+        self.bad_input.extend(messages[:room])
+        self.more_bad_input += len(messages[room:])
+
     def add(self, batch: Batch) -> None:
         self.traces += batch.traces
-        self.bad_input.extend(batch.bad_input)
+        self.add_bad_input(batch.bad_input)
         for mine, theirs in zip(self.counts, batch.counts, strict=True):
             for status, count in theirs.items():
                 mine[status] += count
@@ -202,6 +211,9 @@ class Report:
 
     def finish(self) -> None:
         """Write what comes after the results: the summary (and, for JUnit, everything)."""
+        if self.more_bad_input:
+            self.bad_input.append(f"... and {self.more_bad_input} more traces of bad input, not shown")
+            self.more_bad_input = 0
         if self.fmt == "json":
             self._write_json_results("")
             passed = not self.blocks and not self.bad_input
