@@ -159,6 +159,11 @@ def test_a_plan_gives_what_verdict_gives_for_every_guardrail() -> None:
     plan = engine.plan(guardrails, context)
     assert plan.verdicts(trace) == [engine.verdict(g, trace, context) for g in guardrails]
     assert [status for status, _, _ in plan.verdicts(trace)] == ["error", "fail", "skipped", "pass", "error", "error"]
+    # Errors are redacted as Engine.verdict redacts them.
+    engine.redact = lambda text: text.replace("boom", "[redacted]")
+    redacted = engine.plan(guardrails, context).verdicts(trace)
+    assert redacted == [engine.verdict(g, trace, context) for g in guardrails]
+    assert redacted[0][1] == "check 'acme.raises' raised ValueError: [redacted]"
 
 
 # --- start-up: what a run imports --------------------------------------------------------------

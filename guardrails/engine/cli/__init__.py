@@ -17,12 +17,13 @@ files), `environment` (the deployment from the environment), `validate`
 `reports` (text, JSON and JUnit, streamed).
 
 llm-judge guardrails need judge models: `guardrail_ci --judge-models judges.json` reads a JSON
-array of registrations, the shape `GET /api/v1/judge-models` answers (id, provider, model,
-baseUrl, apiKeyEnv, pricing, capabilities, thinking, sampling), and routes each llm-judge
-guardrail among them as the console does (every model allowed; no cache across runs). The
-API keys come from the environment variables the registrations name. The run writes one
-line on stderr with its judge calls and their cost. Without the file, an llm-judge
-guardrail's result is `error` (no judge bound), which blocks.
+array of registrations, the answer of `GET /api/v1/judge-models` saved as it is (id, provider,
+model, baseUrl, apiKeyEnv, pricing, capabilities, thinking, sampling, enabled, apiKeySet), and
+routes each llm-judge guardrail among them as the console does (a disabled registration never;
+every model allowed; no cache across runs). The API keys come from the environment variables
+the registrations name. The run writes one line on stderr with its judge calls and their
+cost. Without the file, an llm-judge guardrail's result is `error` (no judge bound), which
+blocks.
 """
 
 from __future__ import annotations

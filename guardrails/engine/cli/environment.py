@@ -110,6 +110,8 @@ def trace_limits() -> tuple[int, int]:
 def judge_services(path: str | None) -> InMemoryJudgeServices | None:
     """Judge services over the registrations in `path` (a JSON array); None without a file.
 
+    The file is the console's `GET /api/v1/judge-models` answer as it is (a disabled
+    registration is never routed to, as in production), or the same array written by hand.
     Each registration is checked like the console checks one; the keys come from the
     environment variables the registrations name, at call time. A judge call may take
     KINDGI_JUDGE_CALL_LIMIT_S seconds (default 60), retries included.
@@ -118,23 +120,17 @@ def judge_services(path: str | None) -> InMemoryJudgeServices | None:
         return None
     import httpx  # imported here: only a run with llm-judge guardrails pays for it
 
-    from guardrails.engine.judge import InMemoryJudgeServices, JudgeModel, validate_judge_model
+    from guardrails.engine.judge import InMemoryJudgeServices, InvalidJudgeModel, judge_models_of_export
 
-    doc = load_json_file(path)
-    if not isinstance(doc, list):
-        raise BadInput(f"{path}: judge models are a JSON array of registrations")
-    issues = [issue for index, item in enumerate(doc) for issue in validate_judge_model(item, base_path=f"/{index}")]
-    if issues:
-        raise BadInput("\n".join(f"{path}: {issue.path}: {issue.message}" for issue in issues))
-    ids = [item["id"] for item in doc]
-    repeated = sorted({model_id for model_id in ids if ids.count(model_id) > 1})
-    if repeated:
-        raise BadInput(f"{path}: judge model {repeated[0]!r} is registered twice")
+    try:
+        models = judge_models_of_export(load_json_file(path))
+    except InvalidJudgeModel as error:
+        raise BadInput("\n".join(f"{path}: {issue.path or '/'}: {issue.message}" for issue in error.issues)) from None
     raw_limit = os.environ.get("KINDGI_JUDGE_CALL_LIMIT_S", "").strip()
     if raw_limit and not raw_limit.isdigit():
         raise BadInput(f"KINDGI_JUDGE_CALL_LIMIT_S={raw_limit!r} is not a whole number")
     return InMemoryJudgeServices(
-        models=[JudgeModel.from_dict(item) for item in doc],
+        models=models,
         client=httpx.Client(),
         time_limit_s=float(raw_limit or 60),
     )
