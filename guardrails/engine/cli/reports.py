@@ -89,10 +89,8 @@ class Renderer:
         self._text_tail = [f" [on-violation {g.on_violation}, severity {g.severity or '-'}]\n" for g in guardrails]
 
     def add(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
+        """Count and render one trace's verdicts (one per guardrail, in order)."""
         self.batch.traces += 1
-        counts = self.batch.counts
-        for index, verdict in enumerate(verdicts):
-            counts[index][verdict[0]] += 1
         if self.fmt == "json":
             self._add_json(trace_id, line, verdicts)
         elif self.fmt == "junit":
@@ -101,7 +99,9 @@ class Renderer:
             self._add_text(trace_id, line, verdicts)
 
     def _add_text(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
+        counts = self.batch.counts
         for index, (status, reason, _details) in enumerate(verdicts):
+            counts[index][status] += 1
             if status == "fail" or status == "error":
                 guardrail_id = self._guardrails[index].id
                 self._parts.append(
@@ -111,14 +111,16 @@ class Renderer:
 
     def _add_json(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
         trace, where = _json(trace_id), f"{line}}}"
-        heads, tails, append = self._json_head, self._json_tail, self._parts.append
+        heads, tails, append, counts = self._json_head, self._json_tail, self._parts.append, self.batch.counts
         for index, (status, reason, _details) in enumerate(verdicts):
+            counts[index][status] += 1
             shown = "null" if reason is None else _json(reason)
             append(f'{heads[index]}{trace},"status":"{status}","reason":{shown}{tails[index]}{where}')
 
     def _add_junit(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
-        name = _attr(trace_id)
+        name, counts = _attr(trace_id), self.batch.counts
         for index, (status, reason, _details) in enumerate(verdicts):
+            counts[index][status] += 1
             case = self._case_head[index] + name
             if status == "pass":
                 self._cases[index].append(case + "/>\n")
