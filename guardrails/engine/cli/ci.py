@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -44,42 +44,67 @@ EXPORT_PATH = "/api/v1/guardrails/export"
 def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> int:
     started = time.perf_counter()
     try:
-        limits = trace_limits()
-        deployment = load_deployment(getattr(args, "pack", None) or ())
-        write_pack_warnings(deployment, stderr)
-        guardrails = _load_guardrails(args, deployment, stderr)
-        judge = judge_services(getattr(args, "judge_models", None))
-        if guardrails is None:
-            return 2
-        services = _evaluation_services(guardrails, deployment.engine)
+        evaluator = _evaluator(args, stderr)
     except BadInput as exc:
         stderr.write(f"{exc}\n")
         return 2
-    if judge is not None:
-        services["judge"] = judge
-    evaluator = Evaluator(deployment.engine, guardrails, services, args.format, limits)
-    jobs = getattr(args, "jobs", 1) or 1
-    if jobs > 1 and services:
-        stderr.write("note: llm-judge and sandboxed guardrails run in one process: --jobs is ignored\n")
-        jobs = 1
+    if evaluator is None:
+        return 2
     try:
         with _output(args, stdout) as out:
-            report = Report(guardrails, args.format, out)
+            report = Report(evaluator.guardrails, args.format, out)
             try:
-                _evaluate_all(args.traces, evaluator, report, jobs)
+                _evaluate_all(args.traces, evaluator, report, _jobs(args, evaluator, stderr))
                 report.seconds = time.perf_counter() - started
                 report.finish()
             finally:
                 report.close()
     finally:
-        if "sandbox" in services:
-            services["sandbox"].shutdown()
+        _close(evaluator.services)
+    return _conclude(args, report, evaluator.services, stdout, stderr)
+
+
+def _evaluator(args: argparse.Namespace, stderr: Writer) -> Evaluator | None:
+    """The deployment, guardrails and services of the run; None (after saying why) when a
+    guardrail is invalid, BadInput for any other bad input."""
+    limits = trace_limits()
+    deployment = load_deployment(getattr(args, "pack", None) or ())
+    write_pack_warnings(deployment, stderr)
+    guardrails = _load_guardrails(args, deployment, stderr)
+    judge = judge_services(getattr(args, "judge_models", None))
+    if guardrails is None:
         if judge is not None:
             judge.client.close()
+        return None
+    services = _evaluation_services(guardrails, deployment.engine)
+    if judge is not None:
+        services["judge"] = judge
+    return Evaluator(deployment.engine, guardrails, services, args.format, limits)
+
+
+def _jobs(args: argparse.Namespace, evaluator: Evaluator, stderr: Writer) -> int:
+    jobs: int = getattr(args, "jobs", 1) or 1
+    if jobs > 1 and evaluator.services:
+        stderr.write("note: llm-judge and sandboxed guardrails run in one process: --jobs is ignored\n")
+        return 1
+    return jobs
+
+
+def _close(services: Mapping[str, Any]) -> None:
+    if "sandbox" in services:
+        services["sandbox"].shutdown()
+    if "judge" in services:
+        services["judge"].client.close()
+
+
+def _conclude(
+    args: argparse.Namespace, report: Report, services: Mapping[str, Any], stdout: Writer, stderr: Writer
+) -> int:
+    """Say where the report went, what the judge cost and what input was bad; the status."""
     if args.output:
         stdout.write(report.summary_line() + f"\nreport written to {args.output}\n")
-    if judge is not None:
-        stderr.write(judge_summary(judge))
+    if "judge" in services:
+        stderr.write(judge_summary(services["judge"]))
     for message in report.bad_input:
         stderr.write(f"{message}\n")
     if report.bad_input:
