@@ -218,3 +218,17 @@ def test_bad_input_beyond_a_thousand_lines_is_counted_not_kept(tmp_path: Path) -
     assert len(errors) == 1001
     assert errors[-1]["message"] == "... and 500 more traces of bad input, not shown"
     assert err.count("\n") == 1001
+
+
+def test_jobs_write_the_same_report_to_a_real_stdout(many: list[str]) -> None:
+    # The JSON array file is evaluated (and written) before the JSON Lines files' workers
+    # start: nothing written may be copied into them.
+    common = ["manage.py", "guardrail_ci", "--guardrails", *EXAMPLE_GUARDRAILS, "--format", "json", "--traces"]
+    outputs = [
+        subprocess.run(
+            [sys.executable, *common, many[2], many[0], "--jobs", jobs], cwd=ROOT, capture_output=True, check=False
+        ).stdout
+        for jobs in ("1", "2")
+    ]
+    assert outputs[0] == outputs[1]
+    assert json.loads(outputs[0])["summary"]

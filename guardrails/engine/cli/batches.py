@@ -8,6 +8,7 @@ processes, so that the report is the same, byte for byte, with or without `--job
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
@@ -115,6 +116,11 @@ class Workers:
         _WORKER = evaluator
         self.jobs = jobs
         self._pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+        # Fork every worker now, before the report has written anything: a worker flushes
+        # the standard streams it inherited when it exits, and must find them empty.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._pool.submit(int).result()
 
     def map(self, path: str, entries: Iterable[Entry]) -> Iterator[Batch]:
         """Each batch's result in the order of the file, with a bounded number in flight."""
