@@ -1,6 +1,6 @@
 """What a deployment evaluates with, built from plain values: one recipe for two callers.
 
-The console (guardrails.deployment, from Django settings) and the CI command (cli.py, from
+The console (guardrails.deployment, from Django settings) and the CI command (cli/, from
 the environment, without Django) both build their engine, handler environment and
 registration policy here, so that the same sandboxed guardrail gives the same result on
 both paths: the same checks (built-ins and packs), the same strategies (zero-llm through the
@@ -15,11 +15,12 @@ from guardrails.engine.evaluate import Engine
 from guardrails.engine.packs import load_packs
 from guardrails.engine.registration import RegistrationPolicy
 from guardrails.engine.registry import CheckRegistry, default_registry
-from guardrails.engine.sandbox.posture import SANDBOXED_LEVELS
-from guardrails.engine.sandbox.process import describe_on_this_host
-from guardrails.engine.sandbox.strategy import SandboxedZeroLlmStrategy
 from guardrails.engine.strategies import StrategyRegistry, ZeroLlmStrategy, default_strategies
-from guardrails.engine.types import Guardrail, Issue
+from guardrails.engine.types import Check, CheckOutcome, Context, Guardrail, Issue, PreparedFn, Strategy, Trace
+
+#: The `sandbox` values that run a check in the evaluating process (the schema allows
+#: these and the sandboxed postures, "context-isolated" and "strict").
+_IN_PROCESS = (None, "none")
 
 #: The console's own configuration and credentials: never handed to a check, whatever its
 #: needsSpec says and even when an operator lists the name for checks.
@@ -32,10 +33,37 @@ def is_console_name(name: str) -> bool:
     return name in CONSOLE_NAMES or name.startswith(CONSOLE_PREFIXES)
 
 
+class SandboxOnDemand:
+    """The deployment's zero-llm strategy: pack checks of sandboxed guardrails go to the
+    sandbox (SandboxedZeroLlmStrategy, imported with the sandbox when first needed), every
+    other check runs in process, with no sandbox import for a run that has none."""
+
+    def __init__(self, inner: ZeroLlmStrategy) -> None:
+        self.inner = inner
+        self._sandboxed: Strategy | None = None
+
+    def _strategy(self, guardrail: Guardrail, check: Check) -> Strategy:
+        if check.builtin or guardrail.document.get("sandbox") in _IN_PROCESS:
+            return self.inner
+        if self._sandboxed is None:
+            from guardrails.engine.sandbox.strategy import SandboxedZeroLlmStrategy
+
+            self._sandboxed = SandboxedZeroLlmStrategy(self.inner)
+        return self._sandboxed
+
+    def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
+        return self._strategy(guardrail, check).evaluate(guardrail, check, trace, context)
+
+    def inline(self, guardrail: Guardrail, check: Check) -> PreparedFn | None:
+        """For Engine.plan: the in-process check's own function; None for a sandboxed one."""
+        strategy = self._strategy(guardrail, check)
+        return self.inner.inline(guardrail, check) if strategy is self.inner else None
+
+
 def deployment_strategies() -> StrategyRegistry:
     """The built-in strategies, zero-llm running pack checks of sandboxed guardrails in the pool."""
     strategies = default_strategies()
-    strategies.register("zero-llm", SandboxedZeroLlmStrategy(ZeroLlmStrategy()))
+    strategies.register("zero-llm", SandboxOnDemand(ZeroLlmStrategy()))
     return strategies
 
 
@@ -48,7 +76,12 @@ def load_engine(pack_names: Iterable[str]) -> tuple[Engine, list[Issue]]:
     """
     strategies = deployment_strategies()
     registry = default_registry()
-    warnings = load_packs(pack_names, registry, strategies, describe=describe_on_this_host)
+    names = list(pack_names)
+    if not names:  # no pack: nothing of the sandbox is imported
+        return Engine(registry, strategies), []
+    from guardrails.engine.sandbox.process import describe_on_this_host
+
+    warnings = load_packs(names, registry, strategies, describe=describe_on_this_host)
     return Engine(registry, strategies), warnings
 
 
@@ -96,7 +129,7 @@ def registration_policy(
 def needs_sandbox(guardrails: Iterable[Guardrail], registry: CheckRegistry) -> bool:
     """Whether any of the guardrails runs its check in the sandbox (so a pool is needed)."""
     for guardrail in guardrails:
-        if str(guardrail.document.get("sandbox") or "none") not in SANDBOXED_LEVELS:
+        if guardrail.document.get("sandbox") in _IN_PROCESS:
             continue
         check = registry.get(guardrail.check)
         if check is not None and not check.builtin and guardrail.kind == "zero-llm":
