@@ -213,15 +213,18 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
-# Evaluation runs: traces per chunk (one task each), and how long a chunk's claim (or its
-# message) is trusted before the chunk is sent again. A working chunk renews its lease
-# after every batch of KINDGI_EVALUATION_BATCH traces, so the lease only has to outlast one
-# batch; the periodic check looks for expired leases every KINDGI_CHUNK_CHECK_SECONDS.
+# Evaluation runs: traces per chunk (one task each) and per batch (read and written
+# together). A running chunk's claim is trusted for KINDGI_CHUNK_LEASE_SECONDS, renewed by
+# a heartbeat every third of it while its worker lives, so a lost worker is noticed in
+# seconds; a queued chunk's message (and an upload's worker) for KINDGI_QUEUED_LEASE_SECONDS
+# before it is sent again. The periodic check looks for expired leases every
+# KINDGI_CHUNK_CHECK_SECONDS.
 KINDGI_EVALUATION_CHUNK_SIZE = envint("KINDGI_EVALUATION_CHUNK_SIZE", 500, minimum=1)
-KINDGI_EVALUATION_BATCH = envint("KINDGI_EVALUATION_BATCH", 100, minimum=1)
-KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 300, minimum=1)
+KINDGI_EVALUATION_BATCH = envint("KINDGI_EVALUATION_BATCH", 500, minimum=1)
+KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 15, minimum=1)
+KINDGI_QUEUED_LEASE_SECONDS = envint("KINDGI_QUEUED_LEASE_SECONDS", 300, minimum=1)
 KINDGI_CHUNK_MAX_ATTEMPTS = envint("KINDGI_CHUNK_MAX_ATTEMPTS", 5, minimum=1)
-KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 60, minimum=1)
+KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 10, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-chunks": {
         "task": "traces.tasks.requeue_expired_work",

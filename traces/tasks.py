@@ -45,7 +45,16 @@ class ChunkTask(Task):  # type: ignore[misc]
         evaluations.fail_run_of_chunk(chunk_id, f"{type(exc).__name__}: {exc}")
 
 
-@shared_task(**TASK_OPTIONS)
+class StartTask(Task):  # type: ignore[misc]
+    """A run that cannot be planned for good (not a transient fault) fails, with the reason;
+    it does not stay `queued` to be sent again by every recovery check."""
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        evaluation_id = args[0] if args else kwargs.get("evaluation_id")
+        evaluations.fail_run(evaluation_id, f"the run could not start: {type(exc).__name__}: {exc}")
+
+
+@shared_task(base=StartTask, **TASK_OPTIONS)
 def start_evaluation(evaluation_id: int) -> None:
     """Plan a queued run in chunks and send one task per chunk."""
     evaluations.start_run(evaluation_id)
