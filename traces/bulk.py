@@ -16,6 +16,7 @@ Table and column names in the SQL here are the models' own; no input reaches the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -201,41 +202,66 @@ CREATE_LOAD = (
     " action text, severity text, agent text, flow text) ON COMMIT DELETE ROWS"
 )
 # The results not stored before, a violation for each new fail, and the violations counted
-# per (tenant, guardrail, severity) for the daily roll-up: one statement.
-INSERT_LOADED = f"""
-WITH new AS (
-  INSERT INTO {EvaluationResult._meta.db_table} ({RESULT_COLUMNS})
-  SELECT {RESULT_COLUMNS} FROM {LOAD_TABLE}
+# per (tenant, guardrail, severity) for the daily roll-up: one statement, reading the rows
+# from the loaded table (a large batch) or from a VALUES list (a few rows: POST evaluate).
+INSERT_RESULTS = """
+WITH {values}new AS (
+  INSERT INTO {results} ({columns})
+  SELECT {columns} FROM {load}
   ON CONFLICT DO NOTHING
   RETURNING id, trace_id, revision_id, status
 ), violations AS (
-  INSERT INTO {Violation._meta.db_table} (tenant_id, trace_id, result_id, guardrail_id, revision_id,
+  INSERT INTO {violations} (tenant_id, trace_id, result_id, guardrail_id, revision_id,
       evaluation_id, action, severity, mode, reason, agent, flow, created_at, state,
       reviewed_by_label, review_note)
   SELECT l.tenant_id, l.trace_id, n.id, l.guardrail_id, l.revision_id, l.evaluation_id, l.action,
          l.severity, l.mode, l.reason, l.agent, l.flow, l.created_at, 'open', '', ''
-  FROM new n JOIN {LOAD_TABLE} l ON l.trace_id = n.trace_id AND l.revision_id = n.revision_id
+  FROM new n JOIN {load} l ON l.trace_id = n.trace_id AND l.revision_id = n.revision_id
   WHERE n.status = 'fail'
   ON CONFLICT DO NOTHING
   RETURNING tenant_id, guardrail_id, severity
 )
 SELECT tenant_id, guardrail_id, severity, count(*) FROM violations
 GROUP BY tenant_id, guardrail_id, severity ORDER BY tenant_id, guardrail_id, severity
-"""  # noqa: S608
+"""
+VALUE_TYPES = ("bigint", "bigint", "bigint", "bigint", "bigint", "text", "text", "text", "double precision",
+               "jsonb", "timestamptz", "text", "text", "text", "text")
+#: Up to this many results are written with one statement and no temporary table.
+FEW_ROWS = 64
+
+
+def _insert_results(load: str, values: str = "") -> str:
+    return INSERT_RESULTS.format(results=EvaluationResult._meta.db_table, violations=Violation._meta.db_table,
+                                 columns=RESULT_COLUMNS, load=load, values=values)
+
+
+INSERT_LOADED = _insert_results(LOAD_TABLE)
 
 
 def _write_with_copy(rows: list[ResultRow]) -> None:
-    """PostgreSQL: COPY into a temporary table, then one INSERT of results and violations."""
+    """PostgreSQL: COPY into a temporary table, then one INSERT of results and violations;
+    a few rows go in one statement, as a VALUES list."""
     with connection.cursor() as cursor:
-        cursor.execute(CREATE_LOAD)
-        with cursor.cursor.copy(f"COPY {LOAD_TABLE} ({LOAD_COLUMNS}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-        cursor.execute(INSERT_LOADED)
-        counted = cursor.fetchall()
-        cursor.execute(f"TRUNCATE {LOAD_TABLE}")
+        if len(rows) <= FEW_ROWS:
+            cursor.execute(_insert_values(len(rows)), [value for row in rows for value in row])
+            counted = cursor.fetchall()
+        else:
+            cursor.execute(CREATE_LOAD)
+            with cursor.cursor.copy(f"COPY {LOAD_TABLE} ({LOAD_COLUMNS}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            cursor.execute(INSERT_LOADED)
+            counted = cursor.fetchall()
+            cursor.execute(f"TRUNCATE {LOAD_TABLE}")
     day = timezone.localdate(rows[0].created_at)
     violation_days.add_counts([(tenant, guardrail, severity, day, n) for tenant, guardrail, severity, n in counted])
+
+
+@functools.cache
+def _insert_values(count: int) -> str:
+    """The one statement that writes `count` rows given as parameters."""
+    row = "(" + ", ".join(f"%s::{kind}" for kind in VALUE_TYPES) + ")"
+    return _insert_results("load_rows", f"load_rows ({LOAD_COLUMNS}) AS (VALUES {', '.join([row] * count)}),\n")
 
 
 def _write_with_orm(rows: list[ResultRow]) -> None:

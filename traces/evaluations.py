@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from kombu.exceptions import OperationalError as TRANSIENT_BROKER_ERRORS
@@ -382,24 +382,22 @@ def complete_chunk(chunk: EvaluationChunk) -> bool:
             Evaluation.objects.filter(pk=chunk.evaluation_id).update(done=F("done") + chunk.size)
     if not finished:
         return False
-    left = _chunk_statuses_left(chunk.evaluation_id)
-    if not left:
+    left = EvaluationChunk.objects.filter(evaluation_id=chunk.evaluation_id).exclude(
+        status=EvaluationChunk.Status.DONE
+    ).aggregate(n=Count("pk"), last_queued=Max("number", filter=Q(status=EvaluationChunk.Status.QUEUED)))
+    if not left["n"]:
         finish_run(chunk.evaluation_id)
-    elif EvaluationChunk.Status.QUEUED not in left:
+    elif left["last_queued"] is None or left["last_queued"] < chunk.number:
+        # Nothing after this chunk is waiting: what is left is held by other workers, or
+        # its message was lost with one (see `lost_chunks`).
         send_recovery_check(countdown=settings.KINDGI_CHUNK_LEASE_SECONDS + 1)
     return True
 
 
-def _chunk_statuses_left(evaluation_id: int) -> set[str]:
-    return set(
-        EvaluationChunk.objects.filter(evaluation_id=evaluation_id)
-        .exclude(status=EvaluationChunk.Status.DONE)
-        .values_list("status", flat=True).distinct()
-    )
-
-
 def _chunks_left(evaluation_id: int) -> bool:
-    return bool(_chunk_statuses_left(evaluation_id))
+    return EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
+        status=EvaluationChunk.Status.DONE
+    ).exists()
 
 
 def send_recovery_check(countdown: float) -> None:
@@ -510,14 +508,9 @@ def requeue_expired_work() -> int:
     """
     now = timezone.now()
     sent = 0
-    expired = EvaluationChunk.objects.filter(
-        status__in=[EvaluationChunk.Status.QUEUED, EvaluationChunk.Status.RUNNING],
-        lease_until__lt=now,
-        evaluation__status=Evaluation.Status.RUNNING,
-    ).values_list("pk", flat=True)
-    for chunk_id in list(expired[:10_000]):
+    for chunk_id, seen in lost_chunks(now)[:10_000]:
         # The new lease covers the message now on its way; only one check sends it.
-        renewed = EvaluationChunk.objects.filter(pk=chunk_id, lease_until__lt=now).update(
+        renewed = EvaluationChunk.objects.filter(pk=chunk_id, lease_until=seen).update(
             status=EvaluationChunk.Status.QUEUED, lease_until=now + lease()
         )
         if renewed:
@@ -534,6 +527,26 @@ def requeue_expired_work() -> int:
         if not _chunks_left(evaluation_id):
             finish_run(evaluation_id)
     return sent + requeue_stale_uploads(now)
+
+
+def lost_chunks(now: datetime) -> list[tuple[int, datetime]]:
+    """(key, lease) of the chunks of running runs whose worker or message was lost.
+
+    A running chunk whose lease expired lost its worker (no heartbeat). A queued chunk
+    lost its message when its lease expired, or sooner when it was overtaken: a later
+    chunk of its run was claimed more than a chunk lease after it was sent (the queue is
+    first in, first out, so its message went to a worker that was lost before taking it).
+    """
+    later_claimed = EvaluationChunk.objects.filter(
+        evaluation_id=OuterRef("evaluation_id"), number__gt=OuterRef("number"), attempts__gt=0
+    )
+    queued = EvaluationChunk.Status.QUEUED
+    lost = (
+        Q(status__in=[queued, EvaluationChunk.Status.RUNNING], lease_until__lt=now)
+        | Q(Exists(later_claimed), status=queued, lease_until__lt=now + lease() - chunk_lease())
+    )
+    chunks = EvaluationChunk.objects.filter(lost, evaluation__status=Evaluation.Status.RUNNING)
+    return list(chunks.order_by("pk").values_list("pk", "lease_until"))
 
 
 def requeue_stale_uploads(now: datetime) -> int:

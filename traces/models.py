@@ -153,6 +153,12 @@ class EvaluationResult(models.Model):
 
     A result of no run (the runtime verdict, ingestion) is unique per trace and revision;
     a run's result per trace, revision and run: a repeated evaluation stores nothing twice.
+
+    The most written table: its foreign keys are kept by Django (which deletes and protects
+    as `on_delete` says) and not by database constraints, whose per-row checks cost four
+    fifths of an insert and lock the run's, tenant's and guardrail's rows from every
+    writer at once (`traces.bulk` writes only keys it has just read). The run's results
+    are found through `result_evaluation_status`, a revision's are never looked up alone.
     """
 
     class Status(models.TextChoices):
@@ -160,12 +166,15 @@ class EvaluationResult(models.Model):
         FAIL = "fail"
         ERROR = "error"
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
-    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="results")
-    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
-    revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_constraint=False)
+    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="results", db_constraint=False)
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+", db_constraint=False)
+    revision = models.ForeignKey(
+        GuardrailRevision, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
+    )
     evaluation = models.ForeignKey(
-        Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="results"
+        Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="results",
+        db_constraint=False, db_index=False,
     )
     mode = models.CharField(max_length=10, choices=MODES)
     status = models.CharField(max_length=10, choices=Status.choices)

@@ -10,7 +10,9 @@ database and broker faults are retried with exponential backoff.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from celery import Task, shared_task
@@ -42,7 +44,7 @@ class ChunkTask(Task):  # type: ignore[misc]
 
     def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
         chunk_id = args[0] if args else kwargs.get("chunk_id")
-        evaluations.fail_run_of_chunk(chunk_id, f"{type(exc).__name__}: {exc}")
+        evaluations.fail_run_of_chunk(chunk_id, f"a chunk failed: {reason_of(exc)}")
 
 
 class StartTask(Task):  # type: ignore[misc]
@@ -51,19 +53,41 @@ class StartTask(Task):  # type: ignore[misc]
 
     def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
         evaluation_id = args[0] if args else kwargs.get("evaluation_id")
-        evaluations.fail_run(evaluation_id, f"the run could not start: {type(exc).__name__}: {exc}")
+        evaluations.fail_run(evaluation_id, f"the run could not start: {reason_of(exc)}")
+
+
+@contextmanager
+def failing_the_run_for_good(fail: Callable[[str], None], what: str) -> Iterator[None]:
+    """A fault that is not transient fails the run with the reason, at once (a transient
+    one is retried; when its retries run out, the task's on_failure fails the run)."""
+    try:
+        yield
+    except TRANSIENT:
+        raise
+    except Exception as exc:
+        fail(f"{what}: {reason_of(exc)}")
+        raise
+
+
+def reason_of(exc: BaseException) -> str:
+    """The exception as a run shows it: its type and the first line of its message
+    (a database error's next lines quote the SQL)."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 @shared_task(base=StartTask, **TASK_OPTIONS)
 def start_evaluation(evaluation_id: int) -> None:
     """Plan a queued run in chunks and send one task per chunk."""
-    evaluations.start_run(evaluation_id)
+    with failing_the_run_for_good(partial(evaluations.fail_run, evaluation_id), "the run could not start"):
+        evaluations.start_run(evaluation_id)
 
 
 @shared_task(base=ChunkTask, **TASK_OPTIONS)
 def evaluate_chunk(chunk_id: int) -> None:
     """Evaluate one chunk of a run; the last chunk to finish finishes the run."""
-    evaluations.evaluate_chunk(chunk_id)
+    with failing_the_run_for_good(partial(evaluations.fail_run_of_chunk, chunk_id), "a chunk failed"):
+        evaluations.evaluate_chunk(chunk_id)
 
 
 @shared_task(**TASK_OPTIONS)
