@@ -225,10 +225,18 @@ KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 15, minimum=1)
 KINDGI_QUEUED_LEASE_SECONDS = envint("KINDGI_QUEUED_LEASE_SECONDS", 300, minimum=1)
 KINDGI_CHUNK_MAX_ATTEMPTS = envint("KINDGI_CHUNK_MAX_ATTEMPTS", 5, minimum=1)
 KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 10, minimum=1)
+# Retention (a tenant's RetentionPolicy): old rows are deleted KINDGI_RETENTION_BATCH traces
+# (or ledger entries) per transaction, every KINDGI_RETENTION_CHECK_SECONDS.
+KINDGI_RETENTION_BATCH = envint("KINDGI_RETENTION_BATCH", 1000, minimum=1)
+KINDGI_RETENTION_CHECK_SECONDS = envint("KINDGI_RETENTION_CHECK_SECONDS", 3600, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-chunks": {
         "task": "traces.tasks.requeue_expired_work",
         "schedule": float(KINDGI_CHUNK_CHECK_SECONDS),
+    },
+    "apply-retention": {
+        "task": "traces.tasks.apply_retention",
+        "schedule": float(KINDGI_RETENTION_CHECK_SECONDS),
     },
 }
 

@@ -496,3 +496,23 @@ class Upload(models.Model):
     @property
     def total(self) -> int:
         return self.size
+
+
+class RetentionPolicy(models.Model):
+    """How long a tenant's history is kept: traces (with their results, violations and
+    reviews), results and judge ledger entries older than `days` are deleted, in batches,
+    by the periodic retention task (`traces.retention`). A tenant without one keeps all.
+    """
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="retention")
+    days = models.PositiveIntegerField(help_text="keep this many days of traces, results and ledger entries")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "retention policies"
+        constraints = [models.CheckConstraint(condition=models.Q(days__gte=1), name="retention_at_least_a_day")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}: {self.days} days"

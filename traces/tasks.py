@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 
-from traces import evaluations, services, uploads
+from traces import evaluations, retention, services, uploads
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +106,12 @@ def process_upload(upload_id: int) -> None:
 def requeue_expired_work() -> int:
     """Send again the chunks and uploads whose worker was lost (beat runs this periodically)."""
     return evaluations.requeue_expired_work()
+
+
+@shared_task(**TASK_OPTIONS)
+def apply_retention() -> int:
+    """Delete what tenants' retention policies no longer keep (beat runs this periodically)."""
+    return retention.apply_retention()
 
 
 @worker_ready.connect
