@@ -17,13 +17,15 @@ Table and column names in the SQL here are the models' own; no input reaches the
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 import orjson
-from django.db import connection, transaction
+import psycopg
+from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -110,21 +112,24 @@ def record_results(
     mode: Mode,
     evaluation: Evaluation | None = None,
     while_running: bool = False,
+    fresh: bool = False,
 ) -> bool:
     """Store each result that is not `skipped`, and a violation for each new `fail`.
 
     Repeating this for the same traces, revisions and run stores nothing twice. With
     `while_running` (a run's chunk), the batch is written only while the run is running
     (see `run_is_live`): False when it was cancelled or failed and nothing was written.
+    `fresh`: none of these results can be stored yet (a chunk's first attempt).
     """
     items = list(verdicts)
     with transaction.atomic():
         if while_running and evaluation is not None and not run_is_live(evaluation.pk):
             return False
         rows = result_rows(items, enforced, mode, None if evaluation is None else evaluation.pk)
-        if rows:
-            write = _write_with_copy if connection.vendor == "postgresql" else _write_with_orm
-            write(rows)
+        if rows and connection.vendor == "postgresql":
+            _write_with_copy(rows, fresh)
+        elif rows:
+            _write_with_orm(rows)
     return True
 
 
@@ -238,9 +243,52 @@ def _insert_results(load: str, values: str = "") -> str:
 INSERT_LOADED = _insert_results(LOAD_TABLE)
 
 
-def _write_with_copy(rows: list[ResultRow]) -> None:
+def _write_with_copy(rows: list[ResultRow], fresh: bool = False) -> None:
     """PostgreSQL: COPY into a temporary table, then one INSERT of results and violations;
-    a few rows go in one statement, as a VALUES list."""
+    a few rows go in one statement, as a VALUES list; a `fresh` batch straight in."""
+    counted = _copy_fresh(rows) if fresh and len(rows) > FEW_ROWS else None
+    if counted is None:
+        counted = _insert_with_copy(rows)
+    day = timezone.localdate(rows[0].created_at)
+    violation_days.add_counts([(tenant, guardrail, severity, day, n) for tenant, guardrail, severity, n in counted])
+
+
+NEW_RESULT_KEYS = (
+    f"SELECT nextval(pg_get_serial_sequence('{EvaluationResult._meta.db_table}', 'id'))"  # noqa: S608
+    " FROM generate_series(1, %s)"
+)
+COPY_RESULTS = f"COPY {EvaluationResult._meta.db_table} (id, {RESULT_COLUMNS}) FROM STDIN"
+VIOLATION_COLUMNS = ("tenant_id, trace_id, result_id, guardrail_id, revision_id, evaluation_id, action, severity,"
+                     " mode, reason, agent, flow, created_at, state, reviewed_by_label, review_note")
+COPY_VIOLATIONS = f"COPY {Violation._meta.db_table} ({VIOLATION_COLUMNS}) FROM STDIN"
+
+
+def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
+    """A chunk's first attempt, of which nothing can be stored yet: COPY the results, with
+    keys taken from their sequence, and the violations of the fails straight into their
+    tables (no temporary table, no conflict checks). None when a worker that took the chunk
+    over stored some of them first (the caller then skips what is stored)."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(NEW_RESULT_KEYS, [len(rows)])
+            keys = [key for (key,) in cursor.fetchall()]
+            with cursor.cursor.copy(COPY_RESULTS) as copy:
+                for key, row in zip(keys, rows, strict=True):
+                    copy.write_row((key, *row[:11]))
+            failed = [(key, row) for key, row in zip(keys, rows, strict=True) if row.status == "fail"]
+            if failed:
+                with cursor.cursor.copy(COPY_VIOLATIONS) as copy:
+                    for key, row in failed:
+                        copy.write_row((row.tenant_id, row.trace_id, key, row.guardrail_id, row.revision_id,
+                                        row.evaluation_id, row.action, row.severity, row.mode, row.reason,
+                                        row.agent, row.flow, row.created_at, "open", "", ""))
+    except (IntegrityError, psycopg.IntegrityError):  # COPY speaks psycopg's errors, not Django's
+        return None
+    counts = Counter((row.tenant_id, row.guardrail_id, row.severity) for _, row in failed)
+    return [(*key, n) for key, n in sorted(counts.items())]
+
+
+def _insert_with_copy(rows: list[ResultRow]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         if len(rows) <= FEW_ROWS:
             cursor.execute(_insert_values(len(rows)), [value for row in rows for value in row])
@@ -253,8 +301,7 @@ def _write_with_copy(rows: list[ResultRow]) -> None:
             cursor.execute(INSERT_LOADED)
             counted = cursor.fetchall()
             cursor.execute(f"TRUNCATE {LOAD_TABLE}")
-    day = timezone.localdate(rows[0].created_at)
-    violation_days.add_counts([(tenant, guardrail, severity, day, n) for tenant, guardrail, severity, n in counted])
+    return counted
 
 
 @functools.cache

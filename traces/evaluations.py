@@ -267,7 +267,7 @@ def _evaluate_chunk(chunk_id: int) -> bool:
     traces = run_traces(run).filter(pk__gte=chunk.first_pk, pk__lte=chunk.last_pk)
     with LeaseKeeper(chunk.pk):
         for batch in bulk.stored_traces(traces, settings.KINDGI_EVALUATION_BATCH):
-            if not evaluate_batch(run, targets, batch):
+            if not evaluate_batch(run, targets, batch, fresh=chunk.attempts == 1):
                 return False  # the run was cancelled or failed: this batch wrote nothing
     return complete_chunk(chunk)
 
@@ -348,9 +348,10 @@ def run_targets(run: Evaluation) -> list[Enforced]:
     ]
 
 
-def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequence[bulk.StoredTrace]) -> bool:
+def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequence[bulk.StoredTrace],
+                   *, fresh: bool = False) -> bool:
     """Evaluate and store one batch of traces in bulk (nothing stored twice); False when
-    the run is no longer running and nothing was stored."""
+    the run is no longer running and nothing was stored. `fresh`: the chunk's first attempt."""
     engine = deployment_engine()
     services = evaluation_services(run.tenant, evaluation=run)  # one judge client and ledger per batch
     if any(target.guardrail.kind == JUDGE_KIND for target in targets):
@@ -364,7 +365,7 @@ def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequenc
                                      for g in guardrails]))
     finally:
         close_services(services)
-    return bulk.record_results(verdicts, targets, mode=run.mode, evaluation=run, while_running=True)
+    return bulk.record_results(verdicts, targets, mode=run.mode, evaluation=run, while_running=True, fresh=fresh)
 
 
 def complete_chunk(chunk: EvaluationChunk) -> bool:

@@ -15,7 +15,7 @@ from guardrails.judge import ConsoleJudgeServices
 from guardrails.services import Author, save_guardrail
 from tests.conftest import make_guardrail, make_trace
 from tests.traces.test_evaluations import store_traces
-from traces import evaluations, tasks
+from traces import bulk, evaluations, tasks
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Violation, ViolationDay
 
 URL = "/api/v1/evaluations"
@@ -136,3 +136,23 @@ def test_post_evaluate_stores_a_trace_with_its_results_in_a_handful_of_queries(
     # with their violations (one statement), the violations' daily roll-up.
     assert len(statements) <= 7, statements
     assert Violation.objects.filter(trace__trace_id="turn-2").count() == 1
+
+
+def test_a_first_attempt_that_meets_results_stored_by_a_takeover_skips_them(
+    acme: Any, guardrails: Any, settings: Any
+) -> None:
+    """The first worker of a chunk COPYs its results straight in; when a worker that took
+    the chunk over (its lease ran out) stored some first, the batch skips what is stored."""
+    settings.KINDGI_EVALUATION_CHUNK_SIZE = 60
+    store_traces(acme, 60)
+    run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="takeover"))
+    Evaluation.objects.filter(pk=run.pk).update(status="running")
+    [chunk] = list(evaluations.plan_chunks(run))
+    chunk.save()
+    targets = evaluations.run_targets(run)
+    batch = next(bulk.stored_traces(evaluations.run_traces(run), 60))
+    assert evaluations.evaluate_batch(run, targets, batch[:20])  # the takeover stored a third
+    assert evaluations.evaluate_batch(run, targets, batch, fresh=True)
+    assert EvaluationResult.objects.filter(evaluation=run).count() == 120
+    assert Violation.objects.filter(evaluation=run).count() == 20
+    assert sum(ViolationDay.objects.values_list("count", flat=True)) == 20
