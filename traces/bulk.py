@@ -119,7 +119,8 @@ def record_results(
     Repeating this for the same traces, revisions and run stores nothing twice. With
     `while_running` (a run's chunk), the batch is written only while the run is running
     (see `run_is_live`): False when it was cancelled or failed and nothing was written.
-    `fresh`: none of these results can be stored yet (a chunk's first attempt).
+    `fresh`: these results are most likely not stored yet (a chunk's first attempt, an
+    ingested batch): they are copied straight in, or inserted skipping any stored.
     """
     items = list(verdicts)
     with transaction.atomic():
@@ -264,10 +265,11 @@ COPY_VIOLATIONS = f"COPY {Violation._meta.db_table} ({VIOLATION_COLUMNS}) FROM S
 
 
 def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
-    """A chunk's first attempt, of which nothing can be stored yet: COPY the results, with
-    keys taken from their sequence, and the violations of the fails straight into their
-    tables (no temporary table, no conflict checks). None when a worker that took the chunk
-    over stored some of them first (the caller then skips what is stored)."""
+    """Results most likely not stored yet (a chunk's first attempt, an ingested batch): COPY
+    them, with keys taken from their sequence, and the violations of the fails straight
+    into their tables (no temporary table, no conflict checks). None when some were stored
+    first (a worker that took the chunk over, a redelivered task): the caller then inserts
+    skipping what is stored."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(NEW_RESULT_KEYS, [len(rows)])

@@ -75,7 +75,8 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
     evaluated = 0
     selection = RunTrace.objects.filter(pk__in=ids)
     for batch in bulk.stored_traces(selection, max(len(ids), 1)):
-        verdicts = evaluate_traces(batch, enforced, mode="runtime")
+        # An ingested batch is evaluated once (a redelivered task finds its results stored).
+        verdicts = evaluate_traces(batch, enforced, mode="runtime", fresh=True)
         bulk.withhold_outputs([trace.pk for trace, verdict in verdicts if verdict.withheld])
         evaluated += len(batch)
     return evaluated
@@ -94,13 +95,15 @@ def evaluate_traces(
     *,
     mode: Mode,
     evaluation: Evaluation | None = None,
+    fresh: bool = False,
 ) -> list[tuple[Any, TurnVerdict]]:
     """Evaluate stored traces (RunTrace rows or `bulk.StoredTrace`s), store the results,
     return the verdicts.
 
     One set of evaluation services serves them all: judge models and policies are read
     once, one HTTP client is reused, and every judge call is charged in the ledger to
-    the trace and to `evaluation` (a batch run) when given.
+    the trace and to `evaluation` (a batch run) when given. `fresh`: their results are
+    most likely not stored yet (written straight in, see `bulk.record_results`).
     """
     services = evaluation_services(evaluation.tenant if evaluation is not None else None,
                                    evaluation=evaluation)
@@ -111,7 +114,7 @@ def evaluate_traces(
     finally:
         close_services(services)
     results = [(trace, verdict.results) for trace, verdict in verdicts]
-    record_results(results, enforced, mode=mode, evaluation=evaluation)
+    record_results(results, enforced, mode=mode, evaluation=evaluation, fresh=fresh)
     return verdicts
 
 

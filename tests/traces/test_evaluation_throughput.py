@@ -156,3 +156,24 @@ def test_a_first_attempt_that_meets_results_stored_by_a_takeover_skips_them(
     assert EvaluationResult.objects.filter(evaluation=run).count() == 120
     assert Violation.objects.filter(evaluation=run).count() == 20
     assert sum(ViolationDay.objects.values_list("count", flat=True)) == 20
+
+
+def test_an_ingested_batch_is_evaluated_in_the_same_queries_at_any_size_and_once(
+    acme: Any, guardrails: Any
+) -> None:
+    from traces.services import evaluate_stored_traces
+
+    def queries(count: int) -> int:
+        RunTrace.objects.all().delete()
+        rows = store_traces(acme, count)
+        with CaptureQueriesContext(connection) as captured:
+            assert evaluate_stored_traces([row.pk for row in rows]) == count
+        return len(captured.captured_queries)
+
+    assert queries(40) == queries(300)
+    runtime = EvaluationResult.objects.filter(evaluation=None)
+    assert runtime.count() == 300 * 2
+    assert evaluate_stored_traces(list(RunTrace.objects.values_list("pk", flat=True))) == 300  # delivered again
+    assert runtime.count() == 300 * 2
+    assert Violation.objects.count() == 100
+    assert sum(ViolationDay.objects.values_list("count", flat=True)) == 100
