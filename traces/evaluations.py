@@ -32,9 +32,8 @@ from guardrails.deployment import engine as deployment_engine
 from guardrails.engine.evaluate import evaluate_guardrail
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Context, Issue, Mode, Result
-from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.models import GuardrailRevision
-from guardrails.services import Enforced
+from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
 from traces import bulk
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
@@ -342,10 +341,7 @@ class LeaseKeeper:
 def run_targets(run: Evaluation) -> list[Enforced]:
     """The run's pinned revisions as the engine reads them."""
     revisions = run.revisions.select_related("guardrail").order_by("guardrail__guardrail_id")
-    return [
-        Enforced(EngineGuardrail(document=revision.document, revision=revision.number), revision)
-        for revision in revisions
-    ]
+    return [Enforced(engine_guardrail(revision), revision) for revision in revisions]
 
 
 def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequence[bulk.StoredTrace],

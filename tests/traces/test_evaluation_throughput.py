@@ -177,3 +177,22 @@ def test_an_ingested_batch_is_evaluated_in_the_same_queries_at_any_size_and_once
     assert runtime.count() == 300 * 2
     assert Violation.objects.count() == 100
     assert sum(ViolationDay.objects.values_list("count", flat=True)) == 100
+
+
+def test_post_evaluate_compiles_each_guardrail_once_per_process(
+    api: Any, acme_key: str, guardrails: Any, monkeypatch: Any
+) -> None:
+    from guardrails.engine.strategies import ZeroLlmStrategy
+
+    compiled: list[str] = []
+    original = ZeroLlmStrategy._compile
+
+    def counting(guardrail: Any, check: Any) -> Any:
+        compiled.append(guardrail.id)
+        return original(guardrail, check)
+
+    monkeypatch.setattr(ZeroLlmStrategy, "_compile", staticmethod(counting))
+    client = api(acme_key)
+    for n in range(3):
+        assert client.post("/api/v1/evaluate", data=make_trace(f"turn-{n}"), format="json").status_code == 200
+    assert sorted(compiled) == ["cite", "no-refunds"]  # billing-only's scope selects none of them
