@@ -16,7 +16,9 @@ example guardrails, then times, on the same traces and guardrails:
   of CELERY_BROKER_URL (Redis), from the request to the run's `succeeded`.
 
 Rates are guardrail evaluations per second (traces x guardrails, as the CI command counts
-them); each path is printed as a ratio of the CI path's rate (the target is 0.25 or more).
+them); each path is printed as a ratio of the CI path's rate (the target is 0.25 or more),
+by wall time and, for the paths run in this process, by CPU time (this process and its
+PostgreSQL backend against the CI command), which a busy machine does not skew.
 Prints, never asserts: timings depend on the machine.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -94,43 +97,64 @@ def load(guardrails: list[Path], traces: Path) -> Any:
     return acme
 
 
-def time_ci(guardrails: list[Path], traces: Path, folder: Path) -> float:
-    """Best wall time of two runs of the CI command, whole process."""
+Timing = tuple[float, float | None]  # wall seconds, CPU seconds (None: not measured)
+
+
+def time_ci(guardrails: list[Path], traces: Path, folder: Path) -> Timing:
+    """Wall and CPU time of the faster of two runs of the CI command, whole process."""
     command = [sys.executable, "manage.py", "guardrail_ci", "--guardrails", *map(str, guardrails),
                "--traces", str(traces), "--format", "json", "--output", str(folder / "report.json")]
-    times = []
+    runs = []
     for _ in range(2):
+        cpu = children_cpu()
         started = time.perf_counter()
         done = subprocess.run(command, cwd=ROOT, capture_output=True, check=False)
-        times.append(time.perf_counter() - started)
+        runs.append((time.perf_counter() - started, children_cpu() - cpu))
         if done.returncode not in (0, 1):
             sys.exit(f"guardrail_ci failed:\n{done.stderr.decode()}")
-    return min(times)
+    return min(runs)
 
 
-def time_run_in_process(tenant: Any) -> float:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process and of its PostgreSQL backend (on this machine): the
+    cost of a path whatever else the machine is doing."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return time.process_time() + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def time_run_in_process(tenant: Any) -> Timing:
     from kindgi_console.celery import app
     from traces import evaluations
     from traces.models import Evaluation
 
     app.conf.task_always_eager = True
-    started = time.perf_counter()
+    cpu, started = own_cpu(), time.perf_counter()
     run = evaluations.create_run(evaluations.RunRequest(tenant=tenant, label="bench"))
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, own_cpu() - cpu
     status = Evaluation.objects.get(pk=run.pk).status
     assert status == "succeeded", status
-    return seconds
+    return seconds, cpu
 
 
-def time_ingested() -> float:
+def time_ingested() -> Timing:
     from traces.models import RunTrace
     from traces.services import evaluate_stored_traces
 
     ids = list(RunTrace.objects.order_by("pk").values_list("pk", flat=True))
-    started = time.perf_counter()
+    cpu, started = own_cpu(), time.perf_counter()
     for low in range(0, len(ids), 1000):
         evaluate_stored_traces(ids[low:low + 1000])
-    return time.perf_counter() - started
+    return time.perf_counter() - started, own_cpu() - cpu
 
 
 def start_workers(count: int, url: str, log_dir: Path) -> list[subprocess.Popen[bytes]]:
@@ -160,7 +184,7 @@ def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
         worker.wait(timeout=30)
 
 
-def time_run_on_workers(tenant: Any, count: int, url: str, log_dir: Path) -> float:
+def time_run_on_workers(tenant: Any, count: int, url: str, log_dir: Path) -> Timing:
     from kindgi_console.celery import app
     from traces import evaluations
     from traces.models import Evaluation
@@ -178,7 +202,7 @@ def time_run_on_workers(tenant: Any, count: int, url: str, log_dir: Path) -> flo
         stop_workers(workers)
     status = Evaluation.objects.get(pk=run.pk).status
     assert status == "succeeded", status
-    return seconds
+    return seconds, None
 
 
 def main() -> None:
@@ -195,7 +219,7 @@ def main() -> None:
         evaluations = args.traces * len(guardrails)
         print(f"{args.traces:,} traces x {len(guardrails)} guardrails = {evaluations:,} evaluations")
 
-        def ci() -> float:
+        def ci() -> Timing:
             return time_ci(guardrails, traces, folder)
 
         rows = [side_by_side("evaluation run, in process", lambda: time_run_in_process(tenant), ci),
@@ -203,18 +227,24 @@ def main() -> None:
         for count in [int(n) for n in args.workers.split(",") if n]:
             rows.append(side_by_side(f"evaluation run, {count} worker(s)",
                                      lambda count=count: time_run_on_workers(tenant, count, url, folder), ci))
-    print(f"\n{'path':<38} {'seconds':>8} {'evaluations/s':>14} {'CI path s':>10} {'ratio to CI':>12}")
-    for name, seconds, ci_seconds in rows:
-        print(f"{name:<38} {seconds:>8.2f} {evaluations / seconds:>14,.0f} {ci_seconds:>10.2f} "
-              f"{ci_seconds / seconds:>12.3f}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"\nlargest peak RSS of a child process (the CI command, a worker or its pool process): {peak:.0f} MB")
+    print(f"{'path':<38} {'seconds':>8} {'evaluations/s':>14} {'CI s':>6} {'ratio to CI':>12} {'CPU ratio':>10}")
+    for name, (seconds, cpu), (ci_seconds, ci_cpu) in rows:
+        cpu_ratio = f"{ci_cpu / cpu:10.3f}" if cpu and ci_cpu else f"{'':>10}"
+        print(f"{name:<38} {seconds:>8.2f} {evaluations / seconds:>14,.0f} {ci_seconds:>6.2f} "
+              f"{ci_seconds / seconds:>12.3f} {cpu_ratio}")
 
 
-def side_by_side(name: str, path: Callable[[], float], ci: Callable[[], float]) -> tuple[str, float, float]:
-    """The path's time and the CI path's, timed just before and just after it (their mean):
-    on a shared machine the load changes from one minute to the next."""
+def side_by_side(name: str, path: Callable[[], Timing], ci: Callable[[], Timing]) -> tuple[str, Timing, Timing]:
+    """The path's times and the CI path's, timed just before and just after it (their mean):
+    on a shared machine the load changes from one minute to the next. The CPU ratio (CPU
+    seconds of the CI command against those of the path and its database backend) does
+    not depend on the load."""
     before = ci()
-    seconds = path()
-    return name, seconds, (before + ci()) / 2
+    timing = path()
+    after = ci()
+    return name, timing, ((before[0] + after[0]) / 2, ((before[1] or 0) + (after[1] or 0)) / 2)
 
 if __name__ == "__main__":
     main()

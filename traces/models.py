@@ -157,8 +157,10 @@ class EvaluationResult(models.Model):
     The most written table: its foreign keys are kept by Django (which deletes and protects
     as `on_delete` says) and not by database constraints, whose per-row checks cost four
     fifths of an insert and lock the run's, tenant's and guardrail's rows from every
-    writer at once (`traces.bulk` writes only keys it has just read). The run's results
-    are found through `result_evaluation_status`, a revision's are never looked up alone.
+    writer at once (`traces.bulk` writes only keys it has just read). Results are looked up
+    by run (`result_evaluation_status`) and by trace, never by tenant, guardrail or revision
+    alone (only deleting one of those, which the console does not do, would scan them), so
+    those keys have no index of their own to keep up on every insert.
     """
 
     class Status(models.TextChoices):
@@ -166,9 +168,13 @@ class EvaluationResult(models.Model):
         FAIL = "fail"
         ERROR = "error"
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_constraint=False)
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
+    )
     trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="results", db_constraint=False)
-    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+", db_constraint=False)
+    guardrail = models.ForeignKey(
+        Guardrail, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
+    )
     revision = models.ForeignKey(
         GuardrailRevision, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
     )

@@ -1,8 +1,9 @@
 """Retention: a tenant's history older than its `RetentionPolicy.days` is deleted.
 
 The periodic task (`traces.tasks.apply_retention`) deletes, for each tenant with a policy,
-the traces received before the cut-off (with their results, violations and the reviews
-of those), then the results and the judge ledger entries created before it. Each batch of
+the traces received before the cut-off with their results, violations and the reviews of
+those (a result is never older than its trace, so no older result outlives them), then
+the judge ledger entries created before it. Each batch of
 KINDGI_RETENTION_BATCH rows is one short transaction, so no lock is held for long and the
 pages keep answering while a large backlog is deleted. The daily roll-ups (`ViolationDay`,
 `LedgerDay`) lose exactly what is deleted, in the same transaction.
@@ -29,7 +30,6 @@ def apply_retention(now: datetime | None = None) -> int:
     for tenant_id, days in RetentionPolicy.objects.values_list("tenant_id", "days"):
         cutoff = moment - timedelta(days=days)
         deleted += _in_batches(lambda t=tenant_id, c=cutoff: delete_old_traces(t, c))
-        deleted += _in_batches(lambda t=tenant_id, c=cutoff: delete_old_results(t, c))
         deleted += _in_batches(lambda t=tenant_id, c=cutoff: delete_old_ledger_entries(t, c))
     return deleted
 
@@ -55,19 +55,6 @@ def delete_old_traces(tenant_id: int, cutoff: datetime) -> int:
         results._raw_delete(results.db)  # type: ignore[attr-defined]  (their violations are gone)
         JudgeLedgerEntry.objects.filter(trace_id__in=ids).update(trace=None)
         RunTrace.objects.filter(pk__in=ids).only("pk").delete()
-    return len(ids)
-
-
-def delete_old_results(tenant_id: int, cutoff: datetime) -> int:
-    """One batch of the tenant's results created before `cutoff` (of traces kept longer)."""
-    ids = list(EvaluationResult.objects.filter(tenant_id=tenant_id, created_at__lt=cutoff)
-               .values_list("pk", flat=True)[:settings.KINDGI_RETENTION_BATCH])
-    if not ids:
-        return 0
-    with transaction.atomic():
-        _delete_violations(Violation.objects.filter(result_id__in=ids))
-        results = EvaluationResult.objects.filter(pk__in=ids)
-        results._raw_delete(results.db)  # type: ignore[attr-defined]  (their violations are gone)
     return len(ids)
 
 

@@ -69,7 +69,7 @@ def test_old_history_goes_in_batches_and_the_roll_ups_stay_right(
     violation_days.rebuild()
     RetentionPolicy.objects.create(tenant=acme, days=30)
 
-    assert tasks.apply_retention.delay().get() == 3 + 2  # three traces (with results) and two entries
+    assert tasks.apply_retention.delay().get() == 3 + 2  # three traces (with their results), two entries
 
     assert RunTrace.objects.filter(tenant=acme).count() == 3
     assert not RunTrace.objects.filter(tenant=acme, received_at__lt=NOW - timedelta(days=30)).exists()
