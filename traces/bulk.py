@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from time import perf_counter
 from typing import Any, NamedTuple, Protocol
 
 import orjson
@@ -30,7 +31,8 @@ from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from guardrails.engine.types import Mode, Result
+from guardrails.engine.evaluate import Engine
+from guardrails.engine.types import Context, Mode, Result
 from guardrails.services import Enforced
 from traces import violation_days
 from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
@@ -123,10 +125,44 @@ def record_results(
     ingested batch): they are copied straight in, or inserted skipping any stored.
     """
     items = list(verdicts)
+    evaluation_id = None if evaluation is None else evaluation.pk
     with transaction.atomic():
-        if while_running and evaluation is not None and not run_is_live(evaluation.pk):
+        if while_running and evaluation_id is not None and not run_is_live(evaluation_id):
             return False
-        rows = result_rows(items, enforced, mode, None if evaluation is None else evaluation.pk)
+        store_rows(result_rows(items, enforced, mode, evaluation_id), fresh=fresh)
+    return True
+
+
+def evaluate_rows(engine: Engine, enforced: Sequence[Enforced], traces: Sequence[StoredTrace], mode: Mode,
+                  evaluation_id: int | None, services: Mapping[str, Any]) -> list[ResultRow]:
+    """Evaluate each guardrail over each trace straight into the rows to store: the
+    engine's verdict and its duration, as `evaluate_guardrail` gives them, without a Result
+    object per evaluation (a run makes millions); `skipped` gives no row."""
+    targets = [(item.guardrail, _target(item)) for item in enforced]
+    verdict = engine.verdict
+    now = timezone.now()
+    rows: list[ResultRow] = []
+    for trace in traces:
+        document = trace.document
+        context = Context.for_trace(document, mode, **services)
+        for guardrail, (guardrail_pk, revision_pk, action, severity) in targets:
+            started = perf_counter()
+            status, reason, details = verdict(guardrail, document, context)
+            if status != "skipped":
+                rows.append(ResultRow(
+                    trace.tenant_id, trace.pk, guardrail_pk, revision_pk, evaluation_id, mode, status,
+                    reason or "", (perf_counter() - started) * 1000,
+                    orjson.dumps(dict(details)).decode() if details else "{}", now, action, severity,
+                    trace.agent or "", trace.flow or ""))
+    return rows
+
+
+def store_rows(rows: list[ResultRow], *, while_running: int | None = None, fresh: bool = False) -> bool:
+    """Store result rows and a violation for each new `fail` (see `record_results`);
+    `while_running`: the run whose batch this is, written only while it is running."""
+    with transaction.atomic():
+        if while_running is not None and not run_is_live(while_running):
+            return False
         if rows and connection.vendor == "postgresql":
             _write_with_copy(rows, fresh)
         elif rows:

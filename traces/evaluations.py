@@ -29,9 +29,8 @@ from kombu.exceptions import OperationalError as TRANSIENT_BROKER_ERRORS
 
 from guardrails.deployment import close_services, evaluation_services
 from guardrails.deployment import engine as deployment_engine
-from guardrails.engine.evaluate import evaluate_guardrail
 from guardrails.engine.judge import KIND as JUDGE_KIND
-from guardrails.engine.types import Context, Issue, Mode, Result
+from guardrails.engine.types import Issue, Mode
 from guardrails.models import GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
@@ -352,16 +351,11 @@ def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequenc
     services = evaluation_services(run.tenant, evaluation=run)  # one judge client and ledger per batch
     if any(target.guardrail.kind == JUDGE_KIND for target in targets):
         services["judge"].know_traces(traces)
-    guardrails = [target.guardrail for target in targets]
-    verdicts: list[tuple[bulk.StoredTrace, Sequence[Result]]] = []
     try:
-        for trace in traces:
-            context = Context.for_trace(trace.document, run.mode, **services)
-            verdicts.append((trace, [evaluate_guardrail(g, trace.document, context, engine=engine)
-                                     for g in guardrails]))
+        rows = bulk.evaluate_rows(engine, targets, traces, run.mode, run.pk, services)
     finally:
         close_services(services)
-    return bulk.record_results(verdicts, targets, mode=run.mode, evaluation=run, while_running=True, fresh=fresh)
+    return bulk.store_rows(rows, while_running=run.pk, fresh=fresh)
 
 
 def complete_chunk(chunk: EvaluationChunk) -> bool:
