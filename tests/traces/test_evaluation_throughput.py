@@ -4,6 +4,7 @@ work fails for good (they end `failed`, with the reason on the API and the page)
 from __future__ import annotations
 
 import html
+import time
 from typing import Any
 
 import pytest
@@ -196,3 +197,20 @@ def test_post_evaluate_compiles_each_guardrail_once_per_process(
     for n in range(3):
         assert client.post("/api/v1/evaluate", data=make_trace(f"turn-{n}"), format="json").status_code == 200
     assert sorted(compiled) == ["cite", "no-refunds"]  # billing-only's scope selects none of them
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_heartbeat_keeps_the_lease_of_a_slow_chunk_and_stops_with_it(
+    acme: Any, guardrails: Any, settings: Any
+) -> None:
+    settings.KINDGI_CHUNK_LEASE_SECONDS = 3  # renewed every second
+    run = Evaluation.objects.create(tenant=acme, status="running", total=2)
+    chunk = EvaluationChunk.objects.create(evaluation=run, number=0, first_pk=1, last_pk=2, size=2,
+                                           status="running", lease_until=timezone.now() + evaluations.chunk_lease())
+    claimed = chunk.lease_until
+    with evaluations.LeaseKeeper(chunk.pk):
+        time.sleep(2.5)  # a chunk slower than its lease (judge calls)
+    renewed = EvaluationChunk.objects.get(pk=chunk.pk).lease_until
+    assert renewed is not None and renewed > claimed
+    time.sleep(1.5)
+    assert EvaluationChunk.objects.get(pk=chunk.pk).lease_until == renewed  # the heartbeat stopped
