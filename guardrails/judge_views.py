@@ -21,6 +21,7 @@ from django.views import View
 
 from guardrails.judge import (
     api_key_set,
+    delete_registration,
     registration_doc,
     save_policy,
     save_registration,
@@ -53,7 +54,7 @@ class JudgeModelForm(forms.Form):
                                    help_text="Comma-separated, such as json, reasoning, long-context.")
     thinking = forms.ChoiceField(choices=THINKING_CHOICES, required=False)
     thinking_value = forms.CharField(label="Least thinking", required=False, max_length=32,
-                                     help_text="minimal, low… (OpenAI) or 1024 (Anthropic).")
+                                     help_text="minimal, low… (OpenAI) or 1024 to 2048 tokens (Anthropic).")
     sampling = forms.BooleanField(required=False, initial=True,
                                   label="Takes a temperature (uncheck for reasoning models)")
     enabled = forms.BooleanField(required=False, initial=True, label="Enabled (routed to)")
@@ -205,8 +206,7 @@ class JudgeModelDeleteView(LoginRequiredMixin, View):
 
     def post(self, request: HttpRequest, model_id: str) -> HttpResponse:
         _superuser(request)
-        deleted, _ = JudgeModelRegistration.objects.filter(model_id=model_id).delete()
-        if not deleted:
+        if not delete_registration(model_id):
             raise Http404
         messages.success(request, f"Judge model {model_id} deleted.")
         return HttpResponseRedirect(reverse("judge-model-list"))

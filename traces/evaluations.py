@@ -34,7 +34,7 @@ from guardrails.engine.types import Issue, Mode
 from guardrails.models import GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
-from traces import bulk
+from traces import bulk, signals
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
 
 logger = logging.getLogger(__name__)
@@ -447,6 +447,8 @@ def stop_run(evaluation_id: int, status: str, error: str = "") -> bool:
         EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
             status=EvaluationChunk.Status.DONE
         ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
+        if status == Evaluation.Status.FAILED:
+            signals.announce_run_failed(evaluation_id, error)
         Evaluation.objects.filter(pk=evaluation_id).update(summary=run_summary(evaluation_id))
     return True
 
@@ -517,6 +519,8 @@ def requeue_expired_work() -> int:
     for evaluation_id in finished.values_list("pk", flat=True):
         if not _chunks_left(evaluation_id):
             finish_run(evaluation_id)
+    from traces.uploads import requeue_stale_uploads
+
     return sent + requeue_stale_uploads(now)
 
 
@@ -538,18 +542,3 @@ def lost_chunks(now: datetime) -> list[tuple[int, datetime]]:
     )
     chunks = EvaluationChunk.objects.filter(lost, evaluation__status=Evaluation.Status.RUNNING)
     return list(chunks.order_by("pk").values_list("pk", "lease_until"))
-
-
-def requeue_stale_uploads(now: datetime) -> int:
-    from traces.tasks import process_upload
-
-    stale = Upload.objects.filter(
-        status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now
-    ).values_list("pk", flat=True)
-    sent = 0
-    for upload_id in list(stale):
-        renewed = Upload.objects.filter(pk=upload_id, lease_until__lt=now).update(lease_until=now + lease())
-        if renewed:
-            process_upload.delay(upload_id)
-            sent += 1
-    return sent

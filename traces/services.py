@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import transaction
-
 from guardrails import deployment
 from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.evaluate import evaluate_all
@@ -25,18 +23,28 @@ from traces.models import Evaluation, RunTrace
 
 
 def runtime_verdict(
-    document: Trace, enforced: Sequence[Enforced], services: Mapping[str, Any] | None = None
+    document: Trace,
+    enforced: Sequence[Enforced],
+    services: Mapping[str, Any] | None = None,
+    *,
+    deadline: float | None = None,
 ) -> TurnVerdict:
     """The runtime verdict of the enforced guardrails on one trace.
 
     `services` are the evaluation's (`evaluation_services`); without them the verdict
-    builds its own for this one trace and closes them.
+    builds its own for this one trace and closes them. Guardrails still to be evaluated at
+    `deadline` (a time.monotonic() instant) are errors with reason "deadline".
     """
-    return verdict_of(document, enforced, "runtime", services)
+    return verdict_of(document, enforced, "runtime", services, deadline=deadline)
 
 
 def verdict_of(
-    document: Trace, enforced: Sequence[Enforced], mode: Mode, services: Mapping[str, Any] | None = None
+    document: Trace,
+    enforced: Sequence[Enforced],
+    mode: Mode,
+    services: Mapping[str, Any] | None = None,
+    *,
+    deadline: float | None = None,
 ) -> TurnVerdict:
     """The enforced guardrails' verdict on one trace in `mode`, with the evaluation's services."""
     own = services is None
@@ -44,7 +52,7 @@ def verdict_of(
     try:
         context = Context.for_trace(document, mode, **bound)
         guardrails = [item.guardrail for item in enforced]
-        return evaluate_all(guardrails, document, context, engine=deployment.engine())
+        return evaluate_all(guardrails, document, context, engine=deployment.engine(), deadline=deadline)
     finally:
         if own:
             close_services(dict(bound))
@@ -52,12 +60,10 @@ def verdict_of(
 
 def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:
     """Evaluate newly stored traces in mode `runtime` in the background: one task per batch,
-    sent once the transaction that stored them commits."""
-    from traces.tasks import evaluate_ingested
+    recorded in the outbox with the traces and sent once their transaction commits."""
+    from traces import outbox
 
-    ids = list(trace_ids)
-    if ids:
-        transaction.on_commit(lambda: evaluate_ingested.delay(ids))
+    outbox.queue_runtime_evaluation(trace_ids)
 
 
 def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('guardrails', '0002_judge_models'),
         ('tenancy', '0001_initial'),
-        ('traces', '0006_ledger_and_violation_days'),
+        ('traces', '0009_outbox_and_worker_heartbeat'),
     ]
 
     operations = [

@@ -1,0 +1,30 @@
+"""Retention, the one exception to the append-only log: entries older than a cut-off go.
+
+On PostgreSQL the table's trigger refuses DELETE unless the transaction has set
+`kindgi.audit_retention` to `on` (SET LOCAL: it ends with the transaction). On SQLite the
+DELETE trigger is dropped and created again inside the same transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from kindgi_console.audit.models import AuditEntry
+from kindgi_console.audit.sqlite import CREATE_DELETE_TRIGGER, DROP_DELETE_TRIGGER
+
+
+def purge_older_than(days: int) -> int:
+    """Delete the entries older than `days` days; the number deleted."""
+    cutoff = timezone.now() - timedelta(days=days)
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL kindgi.audit_retention = 'on'")
+        elif connection.vendor == "sqlite":
+            cursor.execute(DROP_DELETE_TRIGGER)
+        deleted, _ = AuditEntry.objects.filter(created_at__lt=cutoff).delete()
+        if connection.vendor == "sqlite":
+            cursor.execute(CREATE_DELETE_TRIGGER)
+    return deleted
