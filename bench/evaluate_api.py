@@ -52,10 +52,12 @@ response = function(status, headers, body)
   if status ~= 200 then io.stderr:write("status " .. status .. ": " .. body:sub(1, 200) .. "\n") end
 end
 done = function(summary, latency, requests)
+  local e = summary.errors
   io.write(string.format("RESULT %d %d %.3f %.3f %.3f %d\n", summary.requests, summary.duration,
     latency:percentile(50) / 1000, latency:percentile(95) / 1000, latency:percentile(99) / 1000,
-    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write
-    + summary.errors.timeout))
+    e.status + e.connect + e.read + e.write + e.timeout))
+  io.write(string.format("ERRORS status %d connect %d read %d write %d timeout %d\n", e.status, e.connect,
+    e.read, e.write, e.timeout))
 end
 """
 
@@ -113,14 +115,15 @@ def serve(port: int, workers: int, url: str, log: Path) -> subprocess.Popen[byte
 def load(port: int, lua: Path, clients: int, seconds: int) -> dict[str, float]:
     threads = max(1, min(clients, 2))
     done = subprocess.run(
-        ["wrk", "-t", str(threads), "-c", str(clients), "-d", f"{seconds}s", "-s", str(lua),
+        ["wrk", "-t", str(threads), "-c", str(clients), "-d", f"{seconds}s", "--timeout", "10s", "-s", str(lua),
          f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=False)
     found = re.search(r"RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) ([\d.]+) (\d+)", done.stdout)
     if found is None:
         raise SystemExit(f"wrk failed:\n{done.stdout}\n{done.stderr}")
     requests, micros, p50, p95, p99, errors = found.groups()
     if int(errors):
-        print(f"  {errors} requests failed: {done.stderr[:300]}")
+        kinds = re.search(r"ERRORS (.*)", done.stdout)
+        print(f"  {errors} requests failed ({kinds.group(1) if kinds else ''}) {done.stderr[:300]}")
     return {"rps": int(requests) / (int(micros) / 1e6), "p50": float(p50), "p95": float(p95),
             "p99": float(p99)}
 
