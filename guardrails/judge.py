@@ -259,7 +259,7 @@ class ConsoleJudgeServices:
     _policies: dict[str | None, JudgePolicy] = field(default_factory=dict)
     _tenants: dict[str, Any] = field(default_factory=dict)
     _revisions: dict[tuple[str, int | None], tuple[int, int | None] | None] = field(default_factory=dict)
-    _trace_pks: dict[tuple[str, str], int] = field(default_factory=dict)
+    _trace_pks: dict[tuple[int, str], int] = field(default_factory=dict)
     _client: httpx.Client | None = None
     _last_model: str = ""
     _holder: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -360,9 +360,10 @@ class ConsoleJudgeServices:
     # -- linking ledger rows to stored traces
 
     def know_traces(self, rows: Iterable[Any]) -> None:
-        """Stored RunTrace rows about to be evaluated: their ledger rows will name them."""
+        """Stored traces about to be evaluated (anything with `pk`, `tenant_id` and
+        `trace_id`): their ledger rows will name them. Reads nothing from the database."""
         for row in rows:
-            self._trace_pks[(row.tenant.slug, row.trace_id)] = row.pk
+            self._trace_pks[(row.tenant_id, row.trace_id)] = row.pk
 
     def attach_trace(self, row: Any) -> None:
         """Link the rows this evaluation recorded for a trace that has since been stored."""
@@ -423,7 +424,7 @@ class ConsoleJudgeServices:
             tenant=tenant,
             guardrail_id=revision[0],
             revision_id=revision[1],
-            trace_id=self._trace_pks.get((tenant.slug, trace_ref)),
+            trace_id=self._trace_pks.get((tenant.pk, trace_ref)),
             trace_ref=trace_ref,
             evaluation=self.evaluation,
             **fields,

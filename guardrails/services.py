@@ -121,9 +121,22 @@ def enforced_guardrails() -> list[Enforced]:
         .select_related("guardrail")
         .order_by("guardrail__guardrail_id")
     )
-    enforced = [
-        Enforced(EngineGuardrail(document=rev.document, revision=rev.number), rev)
-        for rev in revisions
-    ]
+    enforced = [Enforced(engine_guardrail(rev), rev) for rev in revisions]
     deployment.load_filesystem_checks(item.guardrail for item in enforced)
     return enforced
+
+
+_ENGINE_GUARDRAILS: dict[int, EngineGuardrail] = {}
+
+
+def engine_guardrail(revision: GuardrailRevision) -> EngineGuardrail:
+    """The engine's guardrail of a revision, kept for the process: every evaluation of the
+    revision then reuses its compiled check (regular expressions, folded values), which the
+    engine keeps per guardrail document. A revision does not change; the document is still
+    compared, so that a key reused by another database (tests) is never mistaken."""
+    found = _ENGINE_GUARDRAILS.get(revision.pk)
+    if found is None or found.revision != revision.number or found.document != revision.document:
+        if len(_ENGINE_GUARDRAILS) >= 4096:
+            _ENGINE_GUARDRAILS.clear()
+        found = _ENGINE_GUARDRAILS[revision.pk] = EngineGuardrail(document=revision.document, revision=revision.number)
+    return found

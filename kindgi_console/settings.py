@@ -221,15 +221,22 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
-# Evaluation runs: traces per chunk (one task each), and how long a chunk's claim (or its
-# message) is trusted before the chunk is sent again. A working chunk renews its lease
-# after every batch of KINDGI_EVALUATION_BATCH traces, so the lease only has to outlast one
-# batch; the periodic check looks for expired leases every KINDGI_CHUNK_CHECK_SECONDS.
+# Evaluation runs: traces per chunk (one task each) and per batch (read and written
+# together). A running chunk's claim is trusted for KINDGI_CHUNK_LEASE_SECONDS, renewed by
+# a heartbeat every third of it while its worker lives, so a lost worker is noticed in
+# seconds; a queued chunk's message (and an upload's worker) for KINDGI_QUEUED_LEASE_SECONDS
+# before it is sent again. The periodic check looks for expired leases every
+# KINDGI_CHUNK_CHECK_SECONDS.
 KINDGI_EVALUATION_CHUNK_SIZE = envint("KINDGI_EVALUATION_CHUNK_SIZE", 500, minimum=1)
-KINDGI_EVALUATION_BATCH = envint("KINDGI_EVALUATION_BATCH", 100, minimum=1)
-KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 300, minimum=1)
+KINDGI_EVALUATION_BATCH = envint("KINDGI_EVALUATION_BATCH", 500, minimum=1)
+KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 15, minimum=1)
+KINDGI_QUEUED_LEASE_SECONDS = envint("KINDGI_QUEUED_LEASE_SECONDS", 300, minimum=1)
 KINDGI_CHUNK_MAX_ATTEMPTS = envint("KINDGI_CHUNK_MAX_ATTEMPTS", 5, minimum=1)
-KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 60, minimum=1)
+KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 10, minimum=1)
+# Retention (a tenant's RetentionPolicy): old rows are deleted KINDGI_RETENTION_BATCH traces
+# (or ledger entries) per transaction, every KINDGI_RETENTION_CHECK_SECONDS.
+KINDGI_RETENTION_BATCH = envint("KINDGI_RETENTION_BATCH", 1000, minimum=1)
+KINDGI_RETENTION_CHECK_SECONDS = envint("KINDGI_RETENTION_CHECK_SECONDS", 3600, minimum=1)
 # Each worker writes a heartbeat row this often; pages of waiting work say when no worker
 # has been seen for three of them.
 KINDGI_WORKER_HEARTBEAT_SECONDS = envint("KINDGI_WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
@@ -245,6 +252,10 @@ CELERY_BEAT_SCHEDULE = {
     "requeue-expired-chunks": {
         "task": "traces.tasks.requeue_expired_work",
         "schedule": float(KINDGI_CHUNK_CHECK_SECONDS),
+    },
+    "apply-retention": {
+        "task": "traces.tasks.apply_retention",
+        "schedule": float(KINDGI_RETENTION_CHECK_SECONDS),
     },
     "complete-otlp-turns": {
         "task": "traces.tasks.complete_waiting_otlp_turns",

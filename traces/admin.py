@@ -3,7 +3,7 @@ from typing import Any
 from django.contrib import admin
 
 from kindgi_console.audit.admin import AuditedAdmin
-from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, RunTrace, Violation
+from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, RetentionPolicy, RunTrace, Violation
 
 
 @admin.register(RunTrace)
@@ -52,3 +52,9 @@ class JudgeLedgerEntryAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(RetentionPolicy)
+class RetentionPolicyAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "days", "updated_at"]
+    list_select_related = ["tenant"]

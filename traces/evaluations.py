@@ -13,28 +13,31 @@ sent again by `requeue_expired_work`, which runs when a worker starts and period
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Count, F, Q, QuerySet
+from django.db import DatabaseError, connections, transaction
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from kombu.exceptions import OperationalError as TRANSIENT_BROKER_ERRORS
 
 from guardrails.deployment import close_services, evaluation_services
 from guardrails.deployment import engine as deployment_engine
-from guardrails.engine.evaluate import evaluate_guardrail
-from guardrails.engine.types import Context, Issue, Mode, Result
-from guardrails.engine.types import Guardrail as EngineGuardrail
+from guardrails.engine.judge import KIND as JUDGE_KIND
+from guardrails.engine.types import Issue, Mode
 from guardrails.models import GuardrailRevision
-from guardrails.services import Enforced
+from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
-from traces import signals
+from traces import bulk, signals
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
-from traces.services import record_results
+
+logger = logging.getLogger(__name__)
 
 FILTER_NAMES = ("agent", "flow", "since", "until", "upload")
 STATUSES = ("pass", "fail", "error", "skipped")
@@ -184,6 +187,12 @@ def run_traces(run: Evaluation) -> QuerySet[RunTrace]:
 
 
 def lease() -> timedelta:
+    """How long a queued chunk's message (or an upload's worker) is trusted before it is sent again."""
+    return timedelta(seconds=settings.KINDGI_QUEUED_LEASE_SECONDS)
+
+
+def chunk_lease() -> timedelta:
+    """How long a running chunk's worker is trusted without a heartbeat (`LeaseKeeper`)."""
     return timedelta(seconds=settings.KINDGI_CHUNK_LEASE_SECONDS)
 
 
@@ -239,41 +248,26 @@ def _chunk(run: Evaluation, number: int, first: int, last: int, size: int, expir
 def evaluate_chunk(chunk_id: int) -> bool:
     """Evaluate one chunk's traces against the run's pinned revisions; True when it finished.
 
-    A chunk that is gone, done, cancelled or held by a live lease is left alone.
+    A chunk that is gone, done, cancelled or held by a live lease is left alone. Its lease
+    is renewed by a heartbeat while it runs (`LeaseKeeper`), so a short lease tells a lost
+    worker in seconds; a batch is written only while the run is still running.
     """
+    with bulk.commits_without_waiting_for_disk():
+        return _evaluate_chunk(chunk_id)
+
+
+def _evaluate_chunk(chunk_id: int) -> bool:
     chunk = claim_chunk(chunk_id)
     if chunk is None:
         return False
     run = chunk.evaluation
     targets = run_targets(run)
-    traces = (
-        run_traces(run)
-        .filter(pk__gte=chunk.first_pk, pk__lte=chunk.last_pk)
-        .only("pk", "tenant_id", "agent", "flow", "document")
-        .order_by("pk")
-    )
-    for batch in keyset_batches(traces, settings.KINDGI_EVALUATION_BATCH):
-        evaluate_batch(run, targets, batch)
-        if not renew_lease(chunk):
-            return False
+    traces = run_traces(run).filter(pk__gte=chunk.first_pk, pk__lte=chunk.last_pk)
+    with LeaseKeeper(chunk.pk):
+        for batch in bulk.stored_traces(traces, settings.KINDGI_EVALUATION_BATCH):
+            if not evaluate_batch(run, targets, batch, fresh=chunk.attempts == 1):
+                return False  # the run was cancelled or failed: this batch wrote nothing
     return complete_chunk(chunk)
-
-
-def keyset_batches(queryset: QuerySet[RunTrace], size: int) -> Iterator[list[RunTrace]]:
-    """The rows in primary-key order, `size` at a time, each batch its own query.
-
-    No cursor stays open while a batch is written: SQLite cannot turn a reader whose
-    snapshot another process has written past into a writer (it answers "database is
-    locked" at once), and PostgreSQL keeps no long transaction open either.
-    """
-    after = None
-    while True:
-        page = queryset if after is None else queryset.filter(pk__gt=after)
-        rows = list(page.order_by("pk")[:size])
-        if not rows:
-            return
-        yield rows
-        after = rows[-1].pk
 
 
 def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
@@ -288,11 +282,11 @@ def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
     )
     live_runs = Evaluation.objects.filter(status=Evaluation.Status.RUNNING).values("pk")
     claimed = EvaluationChunk.objects.filter(claimable, pk=chunk_id, evaluation_id__in=live_runs).update(
-        status=EvaluationChunk.Status.RUNNING, lease_until=now + lease(), attempts=F("attempts") + 1
+        status=EvaluationChunk.Status.RUNNING, lease_until=now + chunk_lease(), attempts=F("attempts") + 1
     )
     if not claimed:
         return None
-    chunk = EvaluationChunk.objects.select_related("evaluation").get(pk=chunk_id)
+    chunk = EvaluationChunk.objects.select_related("evaluation__tenant").get(pk=chunk_id)
     if chunk.attempts > settings.KINDGI_CHUNK_MAX_ATTEMPTS:
         fail_run(chunk.evaluation_id, f"chunk {chunk.number} was tried {chunk.attempts - 1} times "
                                       "and never finished (its worker was lost each time)")
@@ -300,57 +294,114 @@ def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
     return chunk
 
 
-def renew_lease(chunk: EvaluationChunk) -> bool:
+def renew_lease(chunk_id: int) -> bool:
     """Keep the claim on a chunk still running; False once the run was cancelled."""
     return bool(
-        EvaluationChunk.objects.filter(pk=chunk.pk, status=EvaluationChunk.Status.RUNNING).update(
-            lease_until=timezone.now() + lease()
+        EvaluationChunk.objects.filter(pk=chunk_id, status=EvaluationChunk.Status.RUNNING).update(
+            lease_until=timezone.now() + chunk_lease()
         )
     )
+
+
+class LeaseKeeper:
+    """A heartbeat: renews a chunk's lease every third of KINDGI_CHUNK_LEASE_SECONDS while
+    the chunk is evaluated, from a thread of the worker process that holds it.
+
+    A worker that is killed stops renewing, and its chunk is sent again once the short
+    lease has run out; a worker that is slow (judge calls) keeps its chunk. The thread
+    uses its own database connection and closes it when the chunk ends.
+    """
+
+    def __init__(self, chunk_id: int) -> None:
+        self.chunk_id = chunk_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{chunk_id}", daemon=True)
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        interval = settings.KINDGI_CHUNK_LEASE_SECONDS / 3
+        try:
+            while not self._stop.wait(interval):
+                try:
+                    renew_lease(self.chunk_id)
+                except DatabaseError:
+                    logger.warning("could not renew the lease of chunk %s", self.chunk_id, exc_info=True)
+        finally:
+            connections.close_all()  # this thread's connections only
 
 
 def run_targets(run: Evaluation) -> list[Enforced]:
     """The run's pinned revisions as the engine reads them."""
     revisions = run.revisions.select_related("guardrail").order_by("guardrail__guardrail_id")
-    return [
-        Enforced(EngineGuardrail(document=revision.document, revision=revision.number), revision)
-        for revision in revisions
-    ]
+    return [Enforced(engine_guardrail(revision), revision) for revision in revisions]
 
 
-def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequence[RunTrace]) -> None:
-    """Evaluate and store one batch of traces in bulk (nothing stored twice)."""
+def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequence[bulk.StoredTrace],
+                   *, fresh: bool = False) -> bool:
+    """Evaluate and store one batch of traces in bulk (nothing stored twice); False when
+    the run is no longer running and nothing was stored. `fresh`: the chunk's first attempt."""
     engine = deployment_engine()
     services = evaluation_services(run.tenant, evaluation=run)  # one judge client and ledger per batch
-    services["judge"].know_traces(traces)
-    verdicts: list[tuple[RunTrace, Sequence[Result]]] = []
+    if any(target.guardrail.kind == JUDGE_KIND for target in targets):
+        services["judge"].know_traces(traces)
     try:
-        for trace in traces:
-            context = Context.for_trace(trace.document, run.mode, **services)
-            results = [evaluate_guardrail(t.guardrail, trace.document, context, engine=engine) for t in targets]
-            verdicts.append((trace, results))
+        rows = bulk.evaluate_rows(engine, targets, traces, run.mode, run.pk, services)
     finally:
         close_services(services)
-    record_results(verdicts, targets, mode=run.mode, evaluation=run)
+    return bulk.store_rows(rows, while_running=run.pk, fresh=fresh)
 
 
 def complete_chunk(chunk: EvaluationChunk) -> bool:
-    """Mark the chunk done and count its traces once; finish the run after its last chunk."""
+    """Mark the chunk done and count its traces once; finish the run after its last chunk.
+
+    When the chunks left are all held by other workers, a recovery check is scheduled for
+    when their leases would have run out: a worker lost at the end of a run is noticed
+    then, without waiting for the periodic check.
+    """
     with transaction.atomic():
         finished = EvaluationChunk.objects.filter(pk=chunk.pk, status=EvaluationChunk.Status.RUNNING).update(
             status=EvaluationChunk.Status.DONE, finished_at=timezone.now(), lease_until=None
         )
         if finished:
             Evaluation.objects.filter(pk=chunk.evaluation_id).update(done=F("done") + chunk.size)
-    if finished and not _chunks_left(chunk.evaluation_id):
+    if not finished:
+        return False
+    left = EvaluationChunk.objects.filter(evaluation_id=chunk.evaluation_id).exclude(
+        status=EvaluationChunk.Status.DONE
+    ).aggregate(n=Count("pk"), last_queued=Max("number", filter=Q(status=EvaluationChunk.Status.QUEUED)))
+    if not left["n"]:
         finish_run(chunk.evaluation_id)
-    return bool(finished)
+    elif left["last_queued"] is None or left["last_queued"] < chunk.number:
+        # Nothing after this chunk is waiting: what is left is held by other workers, or
+        # its message was lost with one (see `lost_chunks`).
+        send_recovery_check(countdown=settings.KINDGI_CHUNK_LEASE_SECONDS + 1)
+    return True
 
 
 def _chunks_left(evaluation_id: int) -> bool:
     return EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
         status=EvaluationChunk.Status.DONE
     ).exists()
+
+
+def send_recovery_check(countdown: float) -> None:
+    """Run the recovery check in `countdown` seconds (not when tasks run in this process:
+    the check would run at once, before any lease could expire)."""
+    from traces.tasks import requeue_expired_work
+
+    if requeue_expired_work.app.conf.task_always_eager:
+        return
+    try:
+        requeue_expired_work.apply_async(countdown=countdown)
+    except TRANSIENT_BROKER_ERRORS:
+        logger.warning("could not schedule the recovery check; the periodic check will run it")
 
 
 # ---------------------------------------------------------------------------- ending a run
@@ -366,33 +417,40 @@ def finish_run(evaluation_id: int) -> None:
 
 def cancel_run(run: Evaluation) -> bool:
     """Stop a queued or running run: its chunks not yet done are not evaluated."""
-    with transaction.atomic():
-        cancelled = Evaluation.objects.filter(
-            pk=run.pk, status__in=[Evaluation.Status.QUEUED, Evaluation.Status.RUNNING]
-        ).update(status=Evaluation.Status.CANCELLED, finished_at=timezone.now())
-        if cancelled:
-            EvaluationChunk.objects.filter(evaluation=run).exclude(
-                status=EvaluationChunk.Status.DONE
-            ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
-    if cancelled:
-        Evaluation.objects.filter(pk=run.pk).update(summary=run_summary(run.pk))
+    cancelled = stop_run(run.pk, Evaluation.Status.CANCELLED)
     run.refresh_from_db()
-    return bool(cancelled)
+    return cancelled
 
 
 def fail_run(evaluation_id: int, error: str) -> None:
     """A run that cannot go on: its remaining chunks stop, the error is shown."""
+    stop_run(evaluation_id, Evaluation.Status.FAILED, error)
+
+
+def stop_run(evaluation_id: int, status: str, error: str = "") -> bool:
+    """End a queued or running run as `status`; False when it had already ended.
+
+    The run's row is locked FOR UPDATE first, which waits for every batch being written
+    (writers hold it FOR KEY SHARE, `bulk.run_is_live`); every later batch sees the run
+    ended and writes nothing. So `finished_at` follows the last result, and the summary,
+    taken in the same transaction, counts exactly what is stored.
+    """
     with transaction.atomic():
-        failed = Evaluation.objects.filter(
+        live = Evaluation.objects.select_for_update().filter(
             pk=evaluation_id, status__in=[Evaluation.Status.QUEUED, Evaluation.Status.RUNNING]
-        ).update(status=Evaluation.Status.FAILED, finished_at=timezone.now(), error=error[:2000])
-        if failed:
-            EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
-                status=EvaluationChunk.Status.DONE
-            ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
+        ).values_list("pk", flat=True)
+        if not list(live):
+            return False
+        Evaluation.objects.filter(pk=evaluation_id).update(
+            status=status, finished_at=timezone.now(), error=error[:2000]
+        )
+        EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
+            status=EvaluationChunk.Status.DONE
+        ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
+        if status == Evaluation.Status.FAILED:
             signals.announce_run_failed(evaluation_id, error)
-    if failed:
         Evaluation.objects.filter(pk=evaluation_id).update(summary=run_summary(evaluation_id))
+    return True
 
 
 def fail_run_of_chunk(chunk_id: int, error: str) -> None:
@@ -443,14 +501,9 @@ def requeue_expired_work() -> int:
     """
     now = timezone.now()
     sent = 0
-    expired = EvaluationChunk.objects.filter(
-        status__in=[EvaluationChunk.Status.QUEUED, EvaluationChunk.Status.RUNNING],
-        lease_until__lt=now,
-        evaluation__status=Evaluation.Status.RUNNING,
-    ).values_list("pk", flat=True)
-    for chunk_id in list(expired[:10_000]):
+    for chunk_id, seen in lost_chunks(now)[:10_000]:
         # The new lease covers the message now on its way; only one check sends it.
-        renewed = EvaluationChunk.objects.filter(pk=chunk_id, lease_until__lt=now).update(
+        renewed = EvaluationChunk.objects.filter(pk=chunk_id, lease_until=seen).update(
             status=EvaluationChunk.Status.QUEUED, lease_until=now + lease()
         )
         if renewed:
@@ -469,3 +522,23 @@ def requeue_expired_work() -> int:
     from traces.uploads import requeue_stale_uploads
 
     return sent + requeue_stale_uploads(now)
+
+
+def lost_chunks(now: datetime) -> list[tuple[int, datetime]]:
+    """(key, lease) of the chunks of running runs whose worker or message was lost.
+
+    A running chunk whose lease expired lost its worker (no heartbeat). A queued chunk
+    lost its message when its lease expired, or sooner when it was overtaken: a later
+    chunk of its run was claimed more than a chunk lease after it was sent (the queue is
+    first in, first out, so its message went to a worker that was lost before taking it).
+    """
+    later_claimed = EvaluationChunk.objects.filter(
+        evaluation_id=OuterRef("evaluation_id"), number__gt=OuterRef("number"), attempts__gt=0
+    )
+    queued = EvaluationChunk.Status.QUEUED
+    lost = (
+        Q(status__in=[queued, EvaluationChunk.Status.RUNNING], lease_until__lt=now)
+        | Q(Exists(later_claimed), status=queued, lease_until__lt=now + lease() - chunk_lease())
+    )
+    chunks = EvaluationChunk.objects.filter(lost, evaluation__status=Evaluation.Status.RUNNING)
+    return list(chunks.order_by("pk").values_list("pk", "lease_until"))

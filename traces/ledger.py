@@ -214,6 +214,19 @@ def remove_from_days(entry: JudgeLedgerEntry) -> None:
     })
 
 
+def remove_many_from_days(entries: Iterable[JudgeLedgerEntry]) -> None:
+    """Take entries about to be deleted out of their roll-up rows: one update per row
+    (retention deletes a batch of entries at a time)."""
+    deltas: dict[tuple[Any, ...], list[Any]] = defaultdict(lambda: [0] * 9 + [Decimal(0)])
+    for entry in entries:
+        key = (entry.tenant_id, entry.guardrail_id, entry.model_id, timezone.localdate(entry.created_at))
+        for index, value in enumerate(day_counters(entry)):
+            deltas[key][index] += value
+    for (tenant_id, guardrail_id, model_id, day), values in sorted(deltas.items()):
+        LedgerDay.objects.filter(tenant_id=tenant_id, guardrail_id=guardrail_id, model_id=model_id, day=day).update(
+            **{name: F(name) - value for name, value in zip(DAY_COUNTERS, values, strict=True)})
+
+
 def rebuild_days() -> int:
     """Fill the roll-up again from every entry (after entries were written around `record`,
     as a bulk load does); returns the number of roll-up rows."""

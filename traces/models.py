@@ -153,6 +153,14 @@ class EvaluationResult(models.Model):
 
     A result of no run (the runtime verdict, ingestion) is unique per trace and revision;
     a run's result per trace, revision and run: a repeated evaluation stores nothing twice.
+
+    The most written table: its foreign keys are kept by Django (which deletes and protects
+    as `on_delete` says) and not by database constraints, whose per-row checks cost four
+    fifths of an insert and lock the run's, tenant's and guardrail's rows from every
+    writer at once (`traces.bulk` writes only keys it has just read). Results are looked up
+    by run (`result_evaluation_status`) and by trace, never by tenant, guardrail or revision
+    alone (only deleting one of those, which the console does not do, would scan them), so
+    those keys have no index of their own to keep up on every insert.
     """
 
     class Status(models.TextChoices):
@@ -160,12 +168,19 @@ class EvaluationResult(models.Model):
         FAIL = "fail"
         ERROR = "error"
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
-    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="results")
-    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
-    revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
+    )
+    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="results", db_constraint=False)
+    guardrail = models.ForeignKey(
+        Guardrail, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
+    )
+    revision = models.ForeignKey(
+        GuardrailRevision, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
+    )
     evaluation = models.ForeignKey(
-        Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="results"
+        Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="results",
+        db_constraint=False, db_index=False,
     )
     mode = models.CharField(max_length=10, choices=MODES)
     status = models.CharField(max_length=10, choices=Status.choices)
@@ -554,3 +569,23 @@ class PendingSpan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}/{self.otel_trace_id}/{self.span_id}"
+
+
+class RetentionPolicy(models.Model):
+    """How long a tenant's history is kept: traces (with their results, violations and
+    reviews), results and judge ledger entries older than `days` are deleted, in batches,
+    by the periodic retention task (`traces.retention`). A tenant without one keeps all.
+    """
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="retention")
+    days = models.PositiveIntegerField(help_text="keep this many days of traces, results and ledger entries")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "retention policies"
+        constraints = [models.CheckConstraint(condition=models.Q(days__gte=1), name="retention_at_least_a_day")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}: {self.days} days"

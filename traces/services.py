@@ -9,20 +9,17 @@ ingestion and evaluation runs share `record_results`; ingestion queues its trace
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-from django.db import transaction
-from django.db.models import Max
-from django.utils import timezone
 
 from guardrails import deployment
 from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.evaluate import evaluate_all
-from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
+from guardrails.engine.judge import KIND as JUDGE_KIND
+from guardrails.engine.types import Context, Mode, Trace, TurnVerdict
 from guardrails.services import Enforced, enforced_guardrails
-from traces import violation_days
-from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
+from traces import bulk
+from traces.models import Evaluation, RunTrace
 
 
 def runtime_verdict(
@@ -74,17 +71,21 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
 
     As at `POST evaluate`, a trace that a `halt` guardrail fails keeps its other fields and
     loses its response (`withheld`). Idempotent: a result of no run is unique per trace and
-    revision. Returns how many traces were evaluated.
+    revision. Returns how many traces were evaluated. A few queries whatever the batch's
+    size: the guardrails, the traces (keyset, documents parsed with orjson), the results.
     """
     enforced = enforced_guardrails()
-    traces = list(RunTrace.objects.filter(pk__in=list(trace_ids)).select_related("tenant").order_by("pk"))
-    if not enforced or not traces:
-        return len(traces)
-    verdicts = evaluate_traces(traces, enforced, mode="runtime")
-    for trace, verdict in verdicts:
-        if verdict.withheld and not trace.withheld:
-            withhold_stored_output(trace)
-    return len(verdicts)
+    ids = sorted(set(trace_ids))
+    if not enforced or not ids:
+        return 0
+    evaluated = 0
+    selection = RunTrace.objects.filter(pk__in=ids)
+    for batch in bulk.stored_traces(selection, max(len(ids), 1)):
+        # An ingested batch is evaluated once (a redelivered task finds its results stored).
+        verdicts = evaluate_traces(batch, enforced, mode="runtime", fresh=True)
+        bulk.withhold_outputs([trace.pk for trace, verdict in verdicts if verdict.withheld])
+        evaluated += len(batch)
+    return evaluated
 
 
 def withhold_stored_output(trace: RunTrace) -> None:
@@ -95,115 +96,32 @@ def withhold_stored_output(trace: RunTrace) -> None:
 
 
 def evaluate_traces(
-    traces: Sequence[RunTrace],
+    traces: Sequence[Any],
     enforced: Sequence[Enforced],
     *,
     mode: Mode,
     evaluation: Evaluation | None = None,
-) -> list[tuple[RunTrace, TurnVerdict]]:
-    """Evaluate stored traces (rows with their tenant selected), store the results, return the verdicts.
+    fresh: bool = False,
+) -> list[tuple[Any, TurnVerdict]]:
+    """Evaluate stored traces (RunTrace rows or `bulk.StoredTrace`s), store the results,
+    return the verdicts.
 
     One set of evaluation services serves them all: judge models and policies are read
     once, one HTTP client is reused, and every judge call is charged in the ledger to
-    the trace and to `evaluation` (a batch run) when given.
+    the trace and to `evaluation` (a batch run) when given. `fresh`: their results are
+    most likely not stored yet (written straight in, see `bulk.record_results`).
     """
     services = evaluation_services(evaluation.tenant if evaluation is not None else None,
                                    evaluation=evaluation)
-    services["judge"].know_traces(traces)
+    if any(item.guardrail.kind == JUDGE_KIND for item in enforced):
+        services["judge"].know_traces(traces)
     try:
         verdicts = [(trace, verdict_of(trace.document, enforced, mode, services)) for trace in traces]
     finally:
         close_services(services)
     results = [(trace, verdict.results) for trace, verdict in verdicts]
-    record_results(results, enforced, mode=mode, evaluation=evaluation)
+    record_results(results, enforced, mode=mode, evaluation=evaluation, fresh=fresh)
     return verdicts
 
 
-def record_results(
-    verdicts: Iterable[tuple[RunTrace, Sequence[Result]]],
-    enforced: Sequence[Enforced],
-    *,
-    mode: Mode,
-    evaluation: Evaluation | None = None,
-) -> None:
-    """Store each result that is not `skipped`, and a violation for each `fail`.
-
-    Repeating this for the same traces, revisions and run stores nothing twice.
-    """
-    revisions = {item.guardrail.id: item.revision for item in enforced}
-    now = timezone.now()
-    rows = [
-        _result_row(trace, result, revisions[result.guardrail], mode, evaluation, now)
-        for trace, results in verdicts
-        for result in results
-        if result.status != "skipped" and result.guardrail in revisions
-    ]
-    if not rows:
-        return
-    with transaction.atomic():
-        # A result stored before this call got its violation then (same transaction): only
-        # the rows inserted now, above this key, need one. The key range keeps the look-up
-        # as cheap for the millionth result as for the first.
-        floor = EvaluationResult.objects.aggregate(top=Max("pk"))["top"] or 0
-        EvaluationResult.objects.bulk_create(rows, ignore_conflicts=True)
-        _record_violations([row.trace_id for row in rows], evaluation, now, floor)
-
-
-def _result_row(
-    trace: RunTrace,
-    result: Result,
-    revision: Any,
-    mode: Mode,
-    evaluation: Evaluation | None,
-    now: Any,
-) -> EvaluationResult:
-    return EvaluationResult(
-        tenant_id=trace.tenant_id,
-        trace=trace,
-        guardrail_id=revision.guardrail_id,
-        revision=revision,
-        evaluation=evaluation,
-        mode=mode,
-        status=result.status,
-        reason=result.reason or "",
-        duration_ms=result.duration_ms,
-        details=dict(result.details),
-        created_at=now,
-    )
-
-
-def _record_violations(trace_ids: list[int], evaluation: Evaluation | None, now: Any, floor: int) -> None:
-    failures = (
-        EvaluationResult.objects.filter(
-            pk__gt=floor, trace_id__in=set(trace_ids), evaluation=evaluation, status="fail",
-            violation__isnull=True,
-        )
-        .select_related("trace", "revision")
-        .only("pk", "tenant_id", "trace_id", "guardrail_id", "revision_id", "evaluation_id", "mode",
-              "reason", "trace__agent", "trace__flow", "revision__document")
-    )
-    rows = [_violation_row(result, now) for result in failures]
-    Violation.objects.bulk_create(rows, ignore_conflicts=True)
-    # Counted in the chart's roll-up in the same transaction: the rows this call stored
-    # (a violation some other writer stored first has its own time, and was counted there).
-    violation_days.add(Violation.objects.filter(
-        result_id__in=[row.result_id for row in rows], created_at=now))
-
-
-def _violation_row(result: EvaluationResult, now: Any) -> Violation:
-    document = result.revision.document
-    return Violation(
-        tenant_id=result.tenant_id,
-        trace_id=result.trace_id,
-        result=result,
-        guardrail_id=result.guardrail_id,
-        revision_id=result.revision_id,
-        evaluation_id=result.evaluation_id,
-        action=str(document["action"]["on-violation"]),
-        severity=str(document.get("severity") or ""),
-        mode=result.mode,
-        reason=result.reason,
-        agent=result.trace.agent,
-        flow=result.trace.flow,
-        created_at=now,
-    )
+record_results = bulk.record_results

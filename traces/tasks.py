@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from celery import Task, shared_task
@@ -20,7 +22,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 
-from traces import evaluations, heartbeat, outbox, services, uploads
+from traces import evaluations, heartbeat, outbox, retention, services, uploads
 from traces.otlp import turns as otlp_turns
 
 logger = logging.getLogger(__name__)
@@ -44,19 +46,50 @@ class ChunkTask(Task):  # type: ignore[misc]
 
     def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
         chunk_id = args[0] if args else kwargs.get("chunk_id")
-        evaluations.fail_run_of_chunk(chunk_id, f"{type(exc).__name__}: {exc}")
+        evaluations.fail_run_of_chunk(chunk_id, f"a chunk failed: {reason_of(exc)}")
 
 
-@shared_task(**TASK_OPTIONS)
+class StartTask(Task):  # type: ignore[misc]
+    """A run that cannot be planned for good (not a transient fault) fails, with the reason;
+    it does not stay `queued` to be sent again by every recovery check."""
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        evaluation_id = args[0] if args else kwargs.get("evaluation_id")
+        evaluations.fail_run(evaluation_id, f"the run could not start: {reason_of(exc)}")
+
+
+@contextmanager
+def failing_the_run_for_good(fail: Callable[[str], None], what: str) -> Iterator[None]:
+    """A fault that is not transient fails the run with the reason, at once (a transient
+    one is retried; when its retries run out, the task's on_failure fails the run)."""
+    try:
+        yield
+    except TRANSIENT:
+        raise
+    except Exception as exc:
+        fail(f"{what}: {reason_of(exc)}")
+        raise
+
+
+def reason_of(exc: BaseException) -> str:
+    """The exception as a run shows it: its type and the first line of its message
+    (a database error's next lines quote the SQL)."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+@shared_task(base=StartTask, **TASK_OPTIONS)
 def start_evaluation(evaluation_id: int) -> None:
     """Plan a queued run in chunks and send one task per chunk."""
-    evaluations.start_run(evaluation_id)
+    with failing_the_run_for_good(partial(evaluations.fail_run, evaluation_id), "the run could not start"):
+        evaluations.start_run(evaluation_id)
 
 
 @shared_task(base=ChunkTask, **TASK_OPTIONS)
 def evaluate_chunk(chunk_id: int) -> None:
     """Evaluate one chunk of a run; the last chunk to finish finishes the run."""
-    evaluations.evaluate_chunk(chunk_id)
+    with failing_the_run_for_good(partial(evaluations.fail_run_of_chunk, chunk_id), "a chunk failed"):
+        evaluations.evaluate_chunk(chunk_id)
 
 
 @shared_task(**TASK_OPTIONS)
@@ -103,6 +136,12 @@ def beat_while_running(sender: Any = None, **_: Any) -> None:
 @worker_shutdown.connect
 def stop_beating(**_: Any) -> None:
     heartbeat.stop()
+
+
+@shared_task(**TASK_OPTIONS)
+def apply_retention() -> int:
+    """Delete what tenants' retention policies no longer keep (beat runs this periodically)."""
+    return retention.apply_retention()
 
 
 @worker_ready.connect

@@ -54,6 +54,11 @@ def add(violations: QuerySet[Violation]) -> None:
     _upsert(_counts(violations), +1)
 
 
+def add_counts(rows: list[tuple[Any, ...]]) -> None:
+    """Count violations already counted by the writer: (tenant, guardrail, severity, day, n) rows."""
+    _upsert(sorted(rows), +1)
+
+
 def subtract(violations: QuerySet[Violation]) -> None:
     """Uncount `violations` (about to change their day, in this transaction)."""
     _upsert(_counts(violations), -1)

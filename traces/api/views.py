@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F, Prefetch, QuerySet, Value
 from django.db.models.functions import Coalesce, NullIf
 from django.http import Http404, StreamingHttpResponse
@@ -225,13 +226,14 @@ class EvaluateView(ConsoleAPIView):
         if storing:
             if verdict.withheld:
                 ingest.withhold_output(item)
-            ingest.store([item])
-            if item.row_id is not None and item.status != ingest.CONFLICT:
-                trace = RunTrace(pk=item.row_id, tenant=item.tenant, trace_id=item.id or "",
-                                 agent=item.document.get("agent") or "",
-                                 flow=item.document.get("flow") or "")
-                record_results([(trace, verdict.results)], enforced, mode="runtime")
-                services["judge"].attach_trace(trace)
+            with transaction.atomic():  # the trace, its results and violations: one commit
+                ingest.store([item])
+                if item.row_id is not None and item.status != ingest.CONFLICT:
+                    trace = RunTrace(pk=item.row_id, tenant=item.tenant, trace_id=item.id or "",
+                                     agent=item.document.get("agent") or "",
+                                     flow=item.document.get("flow") or "")
+                    record_results([(trace, verdict.results)], enforced, mode="runtime")
+                    services["judge"].attach_trace(trace)
             answer["trace"] = item.as_dict()
         return Response(answer)
 

@@ -1,0 +1,216 @@
+"""How a run's chunk reads and writes (a few queries whatever its size), and runs whose
+work fails for good (they end `failed`, with the reason on the API and the page)."""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import Any
+
+import pytest
+from django.db import DataError, connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from guardrails.judge import ConsoleJudgeServices
+from guardrails.services import Author, save_guardrail
+from tests.conftest import make_guardrail, make_trace
+from tests.traces.test_evaluations import store_traces
+from traces import bulk, evaluations, tasks
+from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Violation, ViolationDay
+
+URL = "/api/v1/evaluations"
+
+
+@pytest.fixture
+def guardrails(db: Any) -> list[Any]:
+    author = Author(user=None, label="fixture")
+    return [
+        save_guardrail(make_guardrail(), author),
+        save_guardrail(make_guardrail("cite", check="must-cite", config={"min": 1},
+                                      action={"on-violation": "log-only"}, severity="warn"), author),
+        save_guardrail(make_guardrail("billing-only", scope={"flows": ["billing"]}), author),
+    ]
+
+
+def queries_of_one_chunk(tenant: Any, count: int, settings: Any) -> int:
+    """The queries of evaluating a run of `count` traces planned as one chunk."""
+    EvaluationResult.objects.all().delete()
+    store_traces(tenant, count)
+    settings.KINDGI_EVALUATION_CHUNK_SIZE = count
+    run = evaluations.create_run(evaluations.RunRequest(tenant=tenant, label="queries"))
+    Evaluation.objects.filter(pk=run.pk).update(status="running")
+    [chunk] = list(evaluations.plan_chunks(run))
+    chunk.save()
+    with CaptureQueriesContext(connection) as captured:
+        evaluations.evaluate_chunk(chunk.pk)
+    assert EvaluationChunk.objects.get(pk=chunk.pk).status == "done"
+    return len(captured.captured_queries)
+
+
+def test_the_queries_of_a_chunk_do_not_grow_with_its_size(acme: Any, guardrails: Any, settings: Any) -> None:
+    settings.KINDGI_EVALUATION_BATCH = 500
+    small = queries_of_one_chunk(acme, 40, settings)  # above bulk.FEW_ROWS results: the COPY path
+    RunTrace.objects.all().delete()
+    large = queries_of_one_chunk(acme, 300, settings)
+    assert small == large, (small, large)
+    run = Evaluation.objects.latest("pk")
+    assert EvaluationResult.objects.filter(evaluation=run).count() == 600  # two guardrails select every trace
+    assert Violation.objects.filter(evaluation=run).count() == 100  # every third trace refunds
+    assert sum(ViolationDay.objects.values_list("count", flat=True)) == Violation.objects.count()
+
+
+def test_no_tenant_is_read_per_trace_when_no_judge_is_in_the_run(
+    acme: Any, guardrails: Any, settings: Any, monkeypatch: Any
+) -> None:
+    known: list[Any] = []
+    monkeypatch.setattr(ConsoleJudgeServices, "know_traces", lambda self, rows: known.append(rows))
+    queries_of_one_chunk(acme, 20, settings)
+    assert known == []
+
+
+def test_a_judge_learns_the_stored_traces_without_reading_their_tenants(acme: Any, db: Any) -> None:
+    rows = store_traces(acme, 3)
+    services = ConsoleJudgeServices(tenant=acme)
+    with CaptureQueriesContext(connection) as captured:
+        services.know_traces(rows)
+    assert captured.captured_queries == []
+    assert services._trace_pks[(acme.pk, rows[0].trace_id)] == rows[0].pk
+
+
+# ---------------------------------------------------------------------------- failing for good
+
+
+def test_a_run_that_cannot_start_fails_with_the_reason(
+    api: Any, alice: Any, acme: Any, guardrails: Any
+) -> None:
+    store_traces(acme, 3)
+    run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="test"))
+    # A selection the database cannot hold (validated at the door since; older runs exist).
+    Evaluation.objects.filter(pk=run.pk).update(trace_filters={"since": "9999-12-31T23:59:59-23:59"})
+    with pytest.raises(DataError) as raised:  # tasks run eagerly here, and propagate
+        tasks.start_evaluation.delay(run.pk)
+    assert "time zone displacement out of range" in str(raised.value)
+    run.refresh_from_db()
+    assert run.status == "failed" and run.finished_at is not None
+    assert run.error == ('the run could not start: DataError: time zone displacement out of range: '
+                         '"9999-12-31 23:59:59-23:59"')
+    answer = api(alice).get(f"{URL}/{run.pk}").json()
+    assert (answer["status"], answer["error"]) == ("failed", run.error)
+    assert evaluations.requeue_expired_work() == 0  # not sent again and again
+    page = api(alice).get(f"/evaluations/{run.pk}/")
+    assert html.escape(run.error) in page.content.decode()
+
+
+def test_a_chunk_whose_worker_is_lost_every_time_fails_its_run(
+    api: Any, alice: Any, acme: Any, guardrails: Any, settings: Any
+) -> None:
+    settings.KINDGI_EVALUATION_CHUNK_SIZE = 2
+    store_traces(acme, 4)
+    run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="test"))
+    Evaluation.objects.filter(pk=run.pk).update(status="running", total=4)
+    for chunk in evaluations.plan_chunks(run):
+        chunk.save()
+    lost = EvaluationChunk.objects.filter(evaluation=run).order_by("number").first()
+    assert lost is not None
+    EvaluationChunk.objects.filter(pk=lost.pk).update(
+        status="running", attempts=settings.KINDGI_CHUNK_MAX_ATTEMPTS, lease_until=timezone.now())
+    assert evaluations.evaluate_chunk(lost.pk) is False
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error == (f"chunk 0 was tried {settings.KINDGI_CHUNK_MAX_ATTEMPTS} times and never "
+                         "finished (its worker was lost each time)")
+    assert api(alice).get(f"{URL}/{run.pk}").json()["error"] == run.error
+    assert set(EvaluationChunk.objects.filter(evaluation=run).values_list("status", flat=True)) == {"cancelled"}
+
+
+def test_post_evaluate_stores_a_trace_with_its_results_in_a_handful_of_queries(
+    api: Any, acme_key: str, guardrails: Any
+) -> None:
+    client = api(acme_key)
+    client.post("/api/v1/evaluate", data=make_trace("warm-up"), format="json")
+    with CaptureQueriesContext(connection) as captured:
+        answer = client.post("/api/v1/evaluate", data=make_trace("turn-2"), format="json")
+    assert answer.status_code == 200 and answer.json()["turn"] == "failed"
+    statements = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
+    # The key, the guardrails, the trace (three on PostgreSQL: COPY's table), the results
+    # with their violations (one statement), the violations' daily roll-up.
+    assert len(statements) <= 7, statements
+    assert Violation.objects.filter(trace__trace_id="turn-2").count() == 1
+
+
+def test_a_first_attempt_that_meets_results_stored_by_a_takeover_skips_them(
+    acme: Any, guardrails: Any, settings: Any
+) -> None:
+    """The first worker of a chunk COPYs its results straight in; when a worker that took
+    the chunk over (its lease ran out) stored some first, the batch skips what is stored."""
+    settings.KINDGI_EVALUATION_CHUNK_SIZE = 60
+    store_traces(acme, 60)
+    run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="takeover"))
+    Evaluation.objects.filter(pk=run.pk).update(status="running")
+    [chunk] = list(evaluations.plan_chunks(run))
+    chunk.save()
+    targets = evaluations.run_targets(run)
+    batch = next(bulk.stored_traces(evaluations.run_traces(run), 60))
+    assert evaluations.evaluate_batch(run, targets, batch[:20])  # the takeover stored a third
+    assert evaluations.evaluate_batch(run, targets, batch, fresh=True)
+    assert EvaluationResult.objects.filter(evaluation=run).count() == 120
+    assert Violation.objects.filter(evaluation=run).count() == 20
+    assert sum(ViolationDay.objects.values_list("count", flat=True)) == 20
+
+
+def test_an_ingested_batch_is_evaluated_in_the_same_queries_at_any_size_and_once(
+    acme: Any, guardrails: Any
+) -> None:
+    from traces.services import evaluate_stored_traces
+
+    def queries(count: int) -> int:
+        RunTrace.objects.all().delete()
+        rows = store_traces(acme, count)
+        with CaptureQueriesContext(connection) as captured:
+            assert evaluate_stored_traces([row.pk for row in rows]) == count
+        return len(captured.captured_queries)
+
+    assert queries(40) == queries(300)
+    runtime = EvaluationResult.objects.filter(evaluation=None)
+    assert runtime.count() == 300 * 2
+    assert evaluate_stored_traces(list(RunTrace.objects.values_list("pk", flat=True))) == 300  # delivered again
+    assert runtime.count() == 300 * 2
+    assert Violation.objects.count() == 100
+    assert sum(ViolationDay.objects.values_list("count", flat=True)) == 100
+
+
+def test_post_evaluate_compiles_each_guardrail_once_per_process(
+    api: Any, acme_key: str, guardrails: Any, monkeypatch: Any
+) -> None:
+    from guardrails.engine.strategies import ZeroLlmStrategy
+
+    compiled: list[str] = []
+    original = ZeroLlmStrategy._compile
+
+    def counting(guardrail: Any, check: Any) -> Any:
+        compiled.append(guardrail.id)
+        return original(guardrail, check)
+
+    monkeypatch.setattr(ZeroLlmStrategy, "_compile", staticmethod(counting))
+    client = api(acme_key)
+    for n in range(3):
+        assert client.post("/api/v1/evaluate", data=make_trace(f"turn-{n}"), format="json").status_code == 200
+    assert sorted(compiled) == ["cite", "no-refunds"]  # billing-only's scope selects none of them
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_heartbeat_keeps_the_lease_of_a_slow_chunk_and_stops_with_it(
+    acme: Any, guardrails: Any, settings: Any
+) -> None:
+    settings.KINDGI_CHUNK_LEASE_SECONDS = 3  # renewed every second
+    run = Evaluation.objects.create(tenant=acme, status="running", total=2)
+    chunk = EvaluationChunk.objects.create(evaluation=run, number=0, first_pk=1, last_pk=2, size=2,
+                                           status="running", lease_until=timezone.now() + evaluations.chunk_lease())
+    claimed = chunk.lease_until
+    with evaluations.LeaseKeeper(chunk.pk):
+        time.sleep(2.5)  # a chunk slower than its lease (judge calls)
+    renewed = EvaluationChunk.objects.get(pk=chunk.pk).lease_until
+    assert renewed is not None and renewed > claimed
+    time.sleep(1.5)
+    assert EvaluationChunk.objects.get(pk=chunk.pk).lease_until == renewed  # the heartbeat stopped

@@ -1,0 +1,80 @@
+"""Retention: a tenant's history older than its `RetentionPolicy.days` is deleted.
+
+The periodic task (`traces.tasks.apply_retention`) deletes, for each tenant with a policy,
+the traces received before the cut-off with their results, violations and the reviews of
+those (a result is never older than its trace, so no older result outlives them), then
+the judge ledger entries created before it. Each batch of
+KINDGI_RETENTION_BATCH rows is one short transaction, so no lock is held for long and the
+pages keep answering while a large backlog is deleted. The daily roll-ups (`ViolationDay`,
+`LedgerDay`) lose exactly what is deleted, in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from traces import ledger, violation_days
+from traces.models import EvaluationResult, JudgeLedgerEntry, RetentionPolicy, RunTrace, Violation, ViolationReview
+
+
+def apply_retention(now: datetime | None = None) -> int:
+    """Apply every tenant's policy; returns how many traces, results and entries were deleted."""
+    moment = now or timezone.now()
+    deleted = 0
+    for tenant_id, days in RetentionPolicy.objects.values_list("tenant_id", "days"):
+        cutoff = moment - timedelta(days=days)
+        deleted += _in_batches(lambda t=tenant_id, c=cutoff: delete_old_traces(t, c))
+        deleted += _in_batches(lambda t=tenant_id, c=cutoff: delete_old_ledger_entries(t, c))
+    return deleted
+
+
+def _in_batches(step: Callable[[], int]) -> int:
+    total = 0
+    while True:
+        deleted = step()
+        total += deleted
+        if deleted < settings.KINDGI_RETENTION_BATCH:
+            return total
+
+
+def delete_old_traces(tenant_id: int, cutoff: datetime) -> int:
+    """One batch of the tenant's traces received before `cutoff`, with what hangs on them."""
+    ids = list(RunTrace.objects.filter(tenant_id=tenant_id, received_at__lt=cutoff)
+               .order_by("received_at", "pk").values_list("pk", flat=True)[:settings.KINDGI_RETENTION_BATCH])
+    if not ids:
+        return 0
+    with transaction.atomic():
+        _delete_violations(Violation.objects.filter(trace_id__in=ids))
+        results = EvaluationResult.objects.filter(trace_id__in=ids)
+        results._raw_delete(results.db)  # type: ignore[attr-defined]  (their violations are gone)
+        JudgeLedgerEntry.objects.filter(trace_id__in=ids).update(trace=None)
+        RunTrace.objects.filter(pk__in=ids).only("pk").delete()
+    return len(ids)
+
+
+def delete_old_ledger_entries(tenant_id: int, cutoff: datetime) -> int:
+    """One batch of the tenant's judge ledger entries created before `cutoff`."""
+    with transaction.atomic():
+        entries = list(JudgeLedgerEntry.objects.filter(tenant_id=tenant_id, created_at__lt=cutoff)
+                       .order_by("created_at", "pk")[:settings.KINDGI_RETENTION_BATCH])
+        if not entries:
+            return 0
+        ledger.remove_many_from_days(entries)
+        doomed = JudgeLedgerEntry.objects.filter(pk__in=[entry.pk for entry in entries])
+        # Taken out of the roll-up above, all at once: not one by one by the delete signal.
+        doomed._raw_delete(doomed.db)  # type: ignore[attr-defined]
+    return len(entries)
+
+
+def _delete_violations(violations: QuerySet[Violation]) -> None:
+    """Violations and their reviews, counted out of the chart's roll-up in one aggregate
+    (not one by one by the delete signal)."""
+    violation_days.subtract(violations)
+    ViolationReview.objects.filter(violation__in=violations.values("pk")).delete()
+    violations._raw_delete(violations.db)  # type: ignore[attr-defined]
