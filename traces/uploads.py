@@ -135,14 +135,18 @@ class LostClaim(Exception):
 
 
 def claim_upload(upload_id: int) -> Upload | None:
-    """Take the upload for one piece: queued, or running with a lease that ran out."""
-    from traces.evaluations import lease
+    """Take the upload for one piece: queued, or running with a lease that ran out.
+
+    A running upload holds the short lease of a running chunk, renewed with every batch
+    stored, so a lost worker's upload is taken over in seconds.
+    """
+    from traces.evaluations import chunk_lease
 
     now = timezone.now()
     claimable = Q(status=Upload.Status.QUEUED) | Q(status=Upload.Status.RUNNING, lease_until__lt=now)
     claimed = Upload.objects.filter(claimable, pk=upload_id).update(
         status=Upload.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now)),
-        lease_until=now + lease(), claim=F("claim") + 1, attempts=F("attempts") + 1,
+        lease_until=now + chunk_lease(), claim=F("claim") + 1, attempts=F("attempts") + 1,
     )
     return Upload.objects.select_related("tenant").filter(pk=upload_id).first() if claimed else None
 
@@ -265,11 +269,11 @@ def _next_batch(traces: Iterator[Parsed], size: int) -> Batch | None:
 
 def _save_progress(upload: Upload, progress: Progress, position: Position, *, bytes_read: int) -> None:
     """The counts and where the next batch starts, in the batch's transaction (or nothing)."""
-    from traces.evaluations import lease
+    from traces.evaluations import chunk_lease
 
     saved = Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
         **progress.columns(), resume_offset=position.offset, resume_at=position.count,
-        bytes_read=min(bytes_read, upload.size), lease_until=timezone.now() + lease(), attempts=0,
+        bytes_read=min(bytes_read, upload.size), lease_until=timezone.now() + chunk_lease(), attempts=0,
     )
     if not saved:
         raise LostClaim(upload.pk)
