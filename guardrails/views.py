@@ -26,7 +26,7 @@ from guardrails import deployment
 from guardrails.engine.schema import GUARDRAIL_SCHEMA
 from guardrails.models import Guardrail
 from guardrails.pages import document_diff, import_files, pass_rate_chart, pretty_json
-from guardrails.services import Author, delete_guardrail
+from guardrails.services import Author, delete_guardrail, register_document, save_guardrail
 from kindgi_console.tenancy.scoping import Caller
 from kindgi_console.tenancy.views import current_tenant
 from traces.models import EvaluationResult, Violation
@@ -154,6 +154,7 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             "violations": list(violations),
             "chart": chart,
             "can_author": self.can_author,
+            "saved": self.request.GET.get("saved") == "1",
             "tenant": current_tenant(self.request),
         }
 
@@ -178,6 +179,7 @@ class GuardrailDiffView(GuardrailPageMixin, TemplateView):
             "old": old,
             "new": new,
             "rows": document_diff(old.document, new.document),
+            "can_author": self.can_author,
             "revision_numbers": list(range(newest, 0, -1)),
         }
 
@@ -213,6 +215,24 @@ class GuardrailDeleteView(GuardrailPageMixin, View):
         delete_guardrail(guardrail)
         messages.success(request, f"{guardrail.guardrail_id} was deleted; its history is kept.")
         return HttpResponseRedirect(reverse("guardrail-list"))
+
+
+class GuardrailRestoreView(GuardrailPageMixin, View):
+    """Make a new revision whose document is an older revision's; history is never rewritten."""
+
+    needs_author = True
+
+    def post(self, request: HttpRequest, guardrail_id: str, number: int) -> HttpResponse:
+        guardrail = live_guardrail(guardrail_id)
+        old = get_object_or_404(guardrail.revisions, number=number)
+        registration = register_document(old.document)
+        if not registration.valid:
+            problems = "; ".join(f"{issue.path or '/'}: {issue.message}" for issue in registration.errors)
+            messages.error(request, f"Revision {number} no longer registers here, nothing was saved: {problems}")
+        else:
+            saved = save_guardrail(dict(old.document), self.author())
+            messages.success(request, f"Revision {number} restored as revision {saved.revision}.")
+        return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
 
 
 class GuardrailEditorView(GuardrailPageMixin, TemplateView):
