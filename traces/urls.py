@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from traces import evaluation_views, upload_views, views
+from traces import evaluation_views, queue_views, upload_views, views
 
 urlpatterns = [
     path("traces/", views.TraceListView.as_view(), name="trace-list"),
@@ -17,6 +17,7 @@ urlpatterns = [
     path("uploads/<int:pk>/", upload_views.UploadDetailView.as_view(), name="upload-detail"),
     path("violations/", views.ViolationListView.as_view(), name="violation-list"),
     path("violations/chart.json", views.ViolationChartView.as_view(), name="violation-chart"),
+    path("violations/queue/", queue_views.ReviewQueueView.as_view(), name="review-queue"),
     path("violations/review/", views.ViolationBulkReviewView.as_view(), name="violation-review-bulk"),
     path("violations/<int:pk>/", views.ViolationDetailView.as_view(), name="violation-detail"),
     path("violations/<int:pk>/review/", views.ViolationReviewView.as_view(), name="violation-review"),

@@ -172,6 +172,7 @@ class ViolationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
             "form": form, "page": page, "violations": page.rows, "page_sizes": PAGE_SIZES,
             "states": review.STATES, "filter_query": chart_query,
             "filter_items": [(name, value) for name, value in query.items() if value],
+            "chart_link": f"{reverse('violation-list')}?{chart_query}",
             "chart_guardrail_url": f"{reverse('violation-chart')}?by=guardrail&{chart_query}",
             "chart_severity_url": f"{reverse('violation-chart')}?by=severity&{chart_query}",
             "actions": [(state, review.ACTION_LABELS[state]) for state in review.STATES],
