@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser
 
-from tests.browser.conftest import screenshot
 from guardrails.models import Guardrail
+from tests.browser.conftest import screenshot
 from traces import demo
 from traces.models import Evaluation, RunTrace, Upload, Violation
 
