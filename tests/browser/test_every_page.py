@@ -27,7 +27,7 @@ WIDTHS = [1024, 1440]
 # scrolling (or clipping) box between them holds it. Also the page itself wider than the window.
 OVERFLOW_JS = """() => {
   const problems = [];
-  const clips = (el) => { const s = getComputedStyle(el); return ['auto', 'scroll', 'hidden', 'clip'].includes(s.overflowX); };
+  const clips = (el) => ['auto', 'scroll', 'hidden', 'clip'].includes(getComputedStyle(el).overflowX);
   for (const card of document.querySelectorAll('.card, .table-wrap, .filters')) {
     const edge = card.getBoundingClientRect().right + 1;
     for (const el of card.querySelectorAll('*')) {
@@ -37,14 +37,17 @@ OVERFLOW_JS = """() => {
       for (let up = el.parentElement; up && up !== card.parentElement; up = up.parentElement) {
         if (up !== el && clips(up) && up.getBoundingClientRect().right <= edge) { clipped = true; break; }
       }
-      if (!clipped) problems.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')} ${Math.round(box.right - edge)}px past its card`);
+      const name = `${el.tagName.toLowerCase()}.${[...el.classList].join('.')}`;
+      if (!clipped) problems.push(`${name} ${Math.round(box.right - edge)}px past its card`);
     }
   }
   for (const tag of document.querySelectorAll('.table .tag')) {
     if (tag.getBoundingClientRect().height > 30) problems.push(`"${tag.textContent.trim()}" wraps onto several lines`);
   }
   const doc = document.documentElement;
-  if (doc.scrollWidth > window.innerWidth + 1) problems.push(`page ${doc.scrollWidth}px wide in a ${window.innerWidth}px window`);
+  if (doc.scrollWidth > window.innerWidth + 1) {
+    problems.push(`page ${doc.scrollWidth}px wide in a ${window.innerWidth}px window`);
+  }
   return problems.slice(0, 10);
 }"""
 
