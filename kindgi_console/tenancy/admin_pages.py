@@ -25,6 +25,7 @@ from kindgi_console.tenancy.models import SCOPES, ApiKey, Membership, Tenant
 from kindgi_console.tenancy.views import current_tenant
 
 User = get_user_model()
+NEW_KEY_SESSION = "kindgi:new-api-key"
 
 
 def administered_tenants(user: Any) -> QuerySet[Tenant]:
@@ -194,8 +195,11 @@ class ApiKeyListView(AdminPageMixin, View):
             return keys
         return keys.filter(tenant__in=[t.pk for t in self.tenants])
 
-    def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200,
-            secret: str = "", issued: ApiKey | None = None) -> HttpResponse:
+    def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200) -> HttpResponse:
+        # A new key's secret arrives once, through the session, from the POST that made it.
+        fresh = request.session.pop(NEW_KEY_SESSION, None) if form is None else None
+        issued = self.keys().filter(pk=fresh["key"]).first() if fresh else None
+        secret = fresh["secret"] if issued is not None else ""
         context = {
             "keys": self.keys()[:200],
             "tenants": self.tenants,
@@ -205,7 +209,10 @@ class ApiKeyListView(AdminPageMixin, View):
             "issued": issued,
             "can_create_unbound": request.user.is_superuser,
         }
-        return render(request, self.template_name, context, status=status)
+        response = render(request, self.template_name, context, status=status)
+        if secret:
+            response["Cache-Control"] = "no-store"
+        return response
 
     def post(self, request: HttpRequest) -> HttpResponse:
         if request.POST.get("action") == "revoke":
@@ -225,10 +232,10 @@ class ApiKeyListView(AdminPageMixin, View):
         if form["errors"]:
             return self.get(request, form, status=400)
         key, secret = ApiKey.issue(scopes=scopes, tenant=tenant, name=name, created_by=request.user)
-        # The secret is in this one response only: it is not stored, and the page is not cached.
-        response = self.get(request, secret=secret, issued=key)
-        response["Cache-Control"] = "no-store"
-        return response
+        # POST-redirect-GET: reloading the page shows the list, it does not make a second key.
+        # The secret waits in the session for the one GET that shows it (never in the database).
+        request.session[NEW_KEY_SESSION] = {"key": key.pk, "secret": secret}
+        return HttpResponseRedirect(reverse("apikey-list"))
 
     def revoke(self, request: HttpRequest) -> HttpResponse:
         key = self.keys().filter(pk=request.POST.get("key") or 0).first()

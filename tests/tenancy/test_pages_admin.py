@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant, hash_key
@@ -142,6 +143,10 @@ def test_a_new_key_is_shown_once_then_only_its_prefix(client: Any, ada: Any) -> 
     signed_in(client, ada)
     response = client.post("/manage/api-keys/", {"action": "create", "name": "prod", "tenant": "acme",
                                                  "scopes": ["ingest", "read"]})
+    # POST-redirect-GET: the POST answers a redirect, so reloading never makes a second key.
+    assert response.status_code == 302 and response["Location"] == "/manage/api-keys/"
+    assert ApiKey.objects.count() == 1
+    response = client.get("/manage/api-keys/")
     assert response.status_code == 200 and response["Cache-Control"] == "no-store"
     secret = response.context["secret"]
     assert secret.startswith("kgi_") and secret.encode() in response.content
@@ -149,6 +154,17 @@ def test_a_new_key_is_shown_once_then_only_its_prefix(client: Any, ada: Any) -> 
     assert key.tenant.slug == "acme" and key.scopes == ["ingest", "read"] and key.created_by == ada
     later = client.get("/manage/api-keys/")
     assert secret.encode() not in later.content and key.prefix.encode() in later.content
+
+
+def test_a_new_key_waits_in_the_session_of_its_creator_only(client: Any, ada: Any, acme: Tenant,
+                                                             django_user_model: Any) -> None:
+    signed_in(client, ada)
+    client.post("/manage/api-keys/", {"action": "create", "tenant": "acme", "scopes": ["review"]})
+    other = Client()
+    other.force_login(ada)  # the same person in another browser: a session of its own
+    assert other.get("/manage/api-keys/").context["secret"] == ""
+    page = client.get("/manage/api-keys/").content.decode()
+    assert "kgi_" in page and "<strong>review</strong>: acknowledge, resolve and reopen violations" in page
 
 
 def test_a_key_needs_scopes_and_an_administered_tenant(client: Any, ada: Any, gus: Any) -> None:

@@ -49,3 +49,15 @@ def test_charlie_gets_nothing_of_acmes_queue(charlie: Any, acme: Tenant, halt_gu
                            {"state": "resolved", "next": "/violations/queue/"})
     assert response.status_code == 404
     assert Violation.objects.get(pk=violation.pk).state == "open"
+
+
+def test_a_run_that_took_seconds_says_seconds() -> None:
+    from datetime import datetime, timedelta
+
+    from traces.evaluation_views import took
+
+    start = datetime(2026, 11, 30, 12, 0, 0)
+    assert took(start, start + timedelta(seconds=8)) == "8 seconds"
+    assert took(start, start + timedelta(seconds=61)) == "1 minute 1 second"
+    assert took(start, start + timedelta(hours=2, minutes=3, seconds=4)) == "2 hours 3 minutes"
+    assert took(start, start) == "under a second" and took(None, start) == ""

@@ -45,7 +45,9 @@ function renderProgress(root, data) {
   setText(root, "[data-progress-text]", total > 0 ? `${done} / ${total} (${percent}%)` : `${percent}%`);
   setText(root, "[data-progress-percent]", `${percent}%`);
   if (data.status) {
-    root.querySelectorAll("[data-progress-status]").forEach((element) => {
+    // With one progress bar on the page, every status pill of the page follows it (the run's card too).
+    const scope = document.querySelectorAll("[data-progress-url]").length === 1 ? document : root;
+    scope.querySelectorAll("[data-progress-status]").forEach((element) => {
       element.textContent = data.status;
       element.className = element.className.replace(/\bpill--[\w-]+/g, "").trim() + ` pill--${data.status}`;
     });
