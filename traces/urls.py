@@ -2,10 +2,11 @@
 
 from django.urls import path
 
-from traces import evaluation_views, queue_views, upload_views, views
+from traces import evaluation_views, picker, queue_views, upload_views, views
 
 urlpatterns = [
     path("traces/", views.TraceListView.as_view(), name="trace-list"),
+    path("traces/picker.json", picker.TryTracePickerView.as_view(), name="try-trace-picker"),
     path("traces/<int:pk>/", views.TraceDetailView.as_view(), name="trace-detail"),
     path("evaluations/", evaluation_views.EvaluationListView.as_view(), name="evaluation-list"),
     path("evaluations/new/", evaluation_views.EvaluationCreateView.as_view(), name="evaluation-create"),

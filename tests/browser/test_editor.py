@@ -117,3 +117,21 @@ def test_restoring_an_old_revision_makes_a_new_one(page: Any, sign_in: Any, djan
     page.wait_for_url("**/guardrails/no-refunds/")
     assert Guardrail.objects.get(guardrail_id="no-refunds").revision == 4
     assert page.script_errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_try_it_offers_recent_failures_first_and_searches(page: Any, sign_in: Any, django_user_model: Any) -> None:
+    arrange(django_user_model)
+    sign_in("alice", PASSWORD)
+    page.goto("/guardrails/no-refunds/edit/")
+    failed = page.locator("#kg-try-recent optgroup[label='Recently failed this check'] option")
+    failed.first.wait_for(state="attached")
+    assert failed.count() >= 1
+    page.fill("#kg-try-search", "run-0001")
+    page.wait_for_timeout(800)
+    labels = page.locator("#kg-try-recent option").all_inner_texts()
+    assert [label for label in labels if label.startswith("run-")] == [
+        label for label in labels if label.startswith("run-0001")] and len(labels) == 2, labels
+    page.select_option("#kg-try-recent", "run-0001")
+    page.wait_for_function("() => document.querySelector('#kg-try-trace').value.includes('run-0001')")
+    assert page.script_errors == []
