@@ -263,3 +263,14 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("KINDGI_LOG_LEVEL", "INFO")},
 }
+
+# E-mail (member invitations): printed to the console in development; SMTP in a deployment
+# (EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS).
+EMAIL_BACKEND = envstr("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend" if DEBUG
+                       else "django.core.mail.backends.smtp.EmailBackend")
+DEFAULT_FROM_EMAIL = envstr("DJANGO_DEFAULT_FROM_EMAIL", "Kindgi Console <console@localhost>")
+EMAIL_HOST = envstr("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = envstr("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)

@@ -11,7 +11,8 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -21,6 +22,7 @@ from django.utils.http import urlencode
 from django.utils.text import slugify
 from django.views import View
 
+from kindgi_console.tenancy import invitations
 from kindgi_console.tenancy.models import SCOPES, ApiKey, Membership, Tenant
 from kindgi_console.tenancy.views import current_tenant
 
@@ -133,9 +135,12 @@ class MemberListView(AdminPageMixin, View):
         username = request.POST.get("username", "").strip()
         role = request.POST.get("role", "")
         form: dict[str, Any] = {"username": username, "role": role, "errors": {}}
+        if "@" in username:
+            return self.add_by_email(request, tenant, form)
         user = User.objects.filter(username=username).first() if username else None
         if user is None:
-            form["errors"]["username"] = f"There is no user {username!r}." if username else "Enter a username."
+            form["errors"]["username"] = (f"There is no user {username!r}: enter their e-mail address to invite "
+                                          "them." if username else "Enter a username or an e-mail address.")
         elif tenant.memberships.filter(user=user).exists():
             form["errors"]["username"] = f"{username} is already a member of {tenant.slug}."
         if role not in Membership.Role.values:
@@ -151,6 +156,32 @@ class MemberListView(AdminPageMixin, View):
             messages.error(request, f"{username} is already a member of {tenant.slug}.")
             return self.back(tenant)
         messages.success(request, f"{username} is now {role} of {tenant.slug}.")
+        return self.back(tenant)
+
+    def add_by_email(self, request: HttpRequest, tenant: Tenant, form: dict[str, Any]) -> HttpResponse:
+        """An address of an account: add that person; of nobody yet: invite them by e-mail."""
+        email, role = form["username"], form["role"]
+        try:
+            validate_email(email)
+        except ValidationError:
+            form["errors"]["username"] = f"{email!r} is not an e-mail address."
+        if role not in Membership.Role.values:
+            form["errors"]["role"] = "Choose a role."
+        known = User.objects.filter(email__iexact=email).first() if not form["errors"] else None
+        if known is not None and tenant.memberships.filter(user=known).exists():
+            form["errors"]["username"] = f"{email} is already a member of {tenant.slug}."
+        if form["errors"]:
+            request.GET = request.GET.copy()
+            request.GET["tenant"] = tenant.slug
+            return self.get(request, form, status=400)
+        if known is not None:
+            Membership.objects.create(user=known, tenant=tenant, role=role)
+            messages.success(request, f"{known.get_username()} ({email}) is now {role} of {tenant.slug}.")
+        else:
+            with transaction.atomic():
+                invited = invitations.invite(request, tenant, email, role)
+            messages.success(request, f"Invitation sent to {email}: they join {tenant.slug} as {role} "
+                                      f"(username {invited.get_username()}) once they choose a password.")
         return self.back(tenant)
 
     def change_role(self, request: HttpRequest, tenant: Tenant, membership: Membership) -> HttpResponse:
