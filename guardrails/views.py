@@ -8,6 +8,7 @@ tenant's only, through `TenantScopedMixin`'s scoping.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -18,6 +19,7 @@ from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 from django.views import View
 from django.views.generic import TemplateView
@@ -29,9 +31,12 @@ from guardrails.pages import document_diff, import_files, pass_rate_chart, prett
 from guardrails.services import Author, delete_guardrail, register_document, save_guardrail
 from kindgi_console.tenancy.scoping import Caller
 from kindgi_console.tenancy.views import current_tenant
-from traces.models import EvaluationResult, Violation
+from traces import ledger
+from traces.models import EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation
 
 PAGE_SIZE = 50
+#: The guardrail page shows its judge spend over this many days.
+SPEND_DAYS = 30
 SEVERITIES = ["info", "warn", "error", "critical"]
 BUILTIN_ACTIONS = ["halt", "log-only", "retry", "escalate", "compensate"]
 KINDS = GUARDRAIL_SCHEMA["properties"]["kind"].get("examples", ["zero-llm", "llm-judge", "external"])
@@ -144,6 +149,10 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             .order_by("-created_at", "-pk")[:10]
         )
         chart = pass_rate_chart(tenant_rows(self.request, EvaluationResult).filter(guardrail=guardrail))
+        since = timezone.localdate() - timedelta(days=SPEND_DAYS - 1)
+        spend = ledger.summarise(
+            tenant_rows(self.request, JudgeLedgerEntry).filter(guardrail=guardrail, created_at__date__gte=since),
+            [], tenant_rows(self.request, LedgerDay).filter(guardrail=guardrail, day__gte=since))[0]
         return {
             **super().get_context_data(**kwargs),
             "guardrail": guardrail,
@@ -155,6 +164,8 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             "chart": chart,
             "can_author": self.can_author,
             "saved": self.request.GET.get("saved") == "1",
+            "spend": spend, "spend_days": SPEND_DAYS,
+            "spend_url": f"{reverse('ledger')}?{urlencode({'guardrail': guardrail.guardrail_id})}",
             "tenant": current_tenant(self.request),
         }
 
