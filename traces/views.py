@@ -34,7 +34,7 @@ from django.views.generic import DetailView, ListView
 
 from guardrails.models import Guardrail
 from kindgi_console.tenancy.views import TenantScopedMixin, tenant_choices
-from traces import forms, ledger, review, timeline, violation_days
+from traces import forms, ledger, ledger_chart, review, timeline, violation_days
 from traces.models import (
     EvaluationResult,
     JudgeLedgerEntry,
@@ -404,13 +404,16 @@ class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         chart = chart_data([(date.fromisoformat(g["day"]), g[series] if series else "total",
                              Decimal(g["costUsd"])) for g in daily], first, last, y_format="usd",
                            title=f"Judge cost per day by {form.grouping}")
+        per_call = ledger_chart.max_cost(form.value("guardrail")) if form.value("guardrail") else None
+        if per_call is not None:
+            chart = ledger_chart.with_budget(chart, daily, per_call)
         page = keyset_page(request, ledger.entries_for_listing(entries), "created_at")
         query = request.GET.copy()
         for name in ("after", "before", "size", "group", "rows"):
             query.pop(name, None)
         return render(request, self.template_name, {
             "form": form, "group": form.grouping, "groups": groups,
-            "total": ledger.totals(groups), "chart": chart, "page": page,
+            "total": ledger.totals(groups), "chart": chart, "page": page, "budget_per_call": per_call,
             "entries": page.rows, "page_sizes": PAGE_SIZES,
             "models": [g["model"] for g in ledger.summarise(entries, ["model"], days)],
             "filter_query": query.urlencode(), "group_choices": forms.LEDGER_GROUPS,

@@ -66,6 +66,8 @@ def pages() -> list[tuple[str, str]]:
     upload = Upload.objects.filter(tenant__slug="acme").first()
     guardrail = Guardrail.objects.filter(revision__gt=1).first() or Guardrail.objects.first()
     gid = guardrail.guardrail_id
+    budgeted = next((g.guardrail_id for g in Guardrail.objects.all() if (g.document.get("budget") or {})
+                     .get("maxCostUsd")), gid)
     listed = [
         ("overview", "/"),
         ("guardrails", "/guardrails/"),
@@ -83,6 +85,8 @@ def pages() -> list[tuple[str, str]]:
         ("violation", f"/violations/{violation.pk}/"),
         ("review-queue", "/violations/queue/"),
         ("ledger", "/ledger/"),
+        ("ledger-budget", f"/ledger/?guardrail={budgeted}"),
+        ("ledger-by-tenant", "/ledger/?group=tenant"),
         ("judge-models", "/judge-models/"),
         ("tenants", "/manage/tenants/"),
         ("members", "/manage/members/"),

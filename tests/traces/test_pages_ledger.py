@@ -193,3 +193,28 @@ def test_the_guardrail_page_shows_its_judge_spend(alice: Any, charlie: Any, acme
     assert spend["calls"] == 7 and Decimal(spend["costUsd"]) == Decimal(
         sum(e.cost_usd for e in JudgeLedgerEntry.objects.filter(tenant=acme)))
     assert signed_in(charlie).get("/guardrails/no-refunds/").context["spend"]["calls"] == 4
+
+
+def test_one_guardrail_with_a_budget_gets_its_budget_line(alice: Any, acme: Tenant, globex: Tenant,
+                                                          halt_guardrail: Any) -> None:
+    from guardrails.models import Guardrail
+
+    arrange(acme, globex)
+    guardrail = Guardrail.objects.get(guardrail_id="no-refunds")
+    guardrail.document = {**guardrail.document, "kind": "zero-llm", "budget": {"maxCostUsd": 0.01}}
+    guardrail.save(update_fields=["document"])
+    client = signed_in(alice)
+    plain = client.get("/ledger/?group=model").context["chart"]
+    assert "budget" not in " ".join(d["label"] for d in plain["datasets"])
+    response = client.get("/ledger/?guardrail=no-refunds")
+    chart = response.context["chart"]
+    within, over, budget = (d["data"] for d in chart["datasets"])
+    assert [d["label"] for d in chart["datasets"]][:2] == ["within budget", "over budget"]
+    assert chart["datasets"][2]["type"] == "line"
+    today = ledger.summarise(JudgeLedgerEntry.objects.filter(tenant=acme, created_at__date=timezone.localdate()),
+                             [])[0]
+    cost, calls = Decimal(today["costUsd"]), today["calls"]
+    assert Decimal(str(budget[-1])) == Decimal("0.01") * calls
+    assert Decimal(str(over[-1])) == max(Decimal(0), cost - Decimal("0.01") * calls) > 0
+    assert abs(within[-1] + over[-1] - float(cost)) < 1e-9
+    assert "the red part of a bar went over it" in response.content.decode()

@@ -47,11 +47,14 @@ function colourFor(dataset, index) {
   return dataset.color || SEVERITY_COLOURS[String(dataset.label).toLowerCase()] || PALETTE[index % PALETTE.length];
 }
 
-function styledDataset(dataset, index, type) {
+function styledDataset(dataset, index, chartType) {
   const colour = colourFor(dataset, index);
+  // A line drawn over stacked bars (a budget) is its own stack: it is not added onto them.
+  const type = dataset.type === "line" ? "line" : chartType;
+  const overlay = dataset.type === "line" && chartType !== "line" ? { type: "line", stack: "overlay", order: -1 } : {};
   const common = { label: String(dataset.label ?? `Series ${index + 1}`), data: (dataset.data || []).map((value) => (value === null ? null : Number(value))) };
   if (type === "line") {
-    return { ...common, borderColor: colour, backgroundColor: `${colour}22`, borderWidth: 2, pointRadius: 2, pointHoverRadius: 4, tension: 0.25, fill: Boolean(dataset.fill) };
+    return { ...common, ...overlay, borderColor: colour, backgroundColor: `${colour}22`, borderWidth: 2, pointRadius: 2, pointHoverRadius: 4, tension: 0.25, fill: Boolean(dataset.fill) };
   }
   return { ...common, backgroundColor: colour, borderRadius: 2, maxBarThickness: 28 };
 }
