@@ -15,7 +15,8 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 from django.utils.text import slugify
 
-from kindgi_console.tenancy.models import Membership, Tenant
+from kindgi_console.tenancy import changes
+from kindgi_console.tenancy.models import Tenant
 
 User = get_user_model()
 
@@ -35,7 +36,7 @@ def invite(request: HttpRequest, tenant: Tenant, email: str, role: str) -> Any:
     user = User.objects.create_user(free_username(email), email=email)
     user.set_unusable_password()
     user.save(update_fields=["password"])
-    Membership.objects.create(user=user, tenant=tenant, role=role)
+    changes.add_member(user, tenant, role)  # recorded in the audit log as any other addition
     link = request.build_absolute_uri(reverse("invitation-accept", kwargs={
         "uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
         "token": default_token_generator.make_token(user),
