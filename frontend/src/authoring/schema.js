@@ -145,8 +145,9 @@ function oneLineHelp(root, node, path, depth) {
   for (const [name, prop] of Object.entries(target.properties || {})) {
     if (!prop || typeof prop !== "object") continue;
     const key = path ? `${path}/${name}` : name;
-    if (key === "config") continue;
     if (HELP[key]) prop.description = HELP[key];
+    // The config's own fields speak for the check that declares them.
+    if (key === "config") continue;
     else if (prop.description) prop.description = firstSentence(prop.description);
     oneLineHelp(root, prop, key, depth + 1);
   }
