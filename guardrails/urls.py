@@ -15,6 +15,8 @@ urlpatterns = [
          name="guardrail-edit"),
     path("guardrails/<str:guardrail_id>/diff/", views.GuardrailDiffView.as_view(),
          name="guardrail-diff"),
+    path("guardrails/<str:guardrail_id>/revisions/<int:number>/restore/", views.GuardrailRestoreView.as_view(),
+         name="guardrail-restore"),
     path("guardrails/<str:guardrail_id>/toggle/", views.GuardrailToggleView.as_view(),
          name="guardrail-toggle"),
     path("guardrails/<str:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(),

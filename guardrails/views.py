@@ -8,6 +8,7 @@ tenant's only, through `TenantScopedMixin`'s scoping.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -18,6 +19,7 @@ from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 from django.views import View
 from django.views.generic import TemplateView
@@ -26,12 +28,15 @@ from guardrails import deployment
 from guardrails.engine.schema import GUARDRAIL_SCHEMA
 from guardrails.models import Guardrail
 from guardrails.pages import document_diff, import_files, pass_rate_chart, pretty_json
-from guardrails.services import Author, delete_guardrail, set_enabled
+from guardrails.services import Author, delete_guardrail, register_document, save_guardrail, set_enabled
 from kindgi_console.tenancy.scoping import Caller
 from kindgi_console.tenancy.views import current_tenant
-from traces.models import EvaluationResult, Violation
+from traces import ledger
+from traces.models import EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation
 
 PAGE_SIZE = 50
+#: The guardrail page shows its judge spend over this many days.
+SPEND_DAYS = 30
 SEVERITIES = ["info", "warn", "error", "critical"]
 BUILTIN_ACTIONS = ["halt", "log-only", "retry", "escalate", "compensate"]
 KINDS = GUARDRAIL_SCHEMA["properties"]["kind"].get("examples", ["zero-llm", "llm-judge", "external"])
@@ -145,6 +150,10 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             .order_by("-created_at", "-pk")[:10]
         )
         chart = pass_rate_chart(tenant_rows(self.request, EvaluationResult).filter(guardrail=guardrail))
+        since = timezone.localdate() - timedelta(days=SPEND_DAYS - 1)
+        spend = ledger.summarise(
+            tenant_rows(self.request, JudgeLedgerEntry).filter(guardrail=guardrail, created_at__date__gte=since),
+            [], tenant_rows(self.request, LedgerDay).filter(guardrail=guardrail, day__gte=since))[0]
         return {
             **super().get_context_data(**kwargs),
             "guardrail": guardrail,
@@ -155,6 +164,9 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             "violations": list(violations),
             "chart": chart,
             "can_author": self.can_author,
+            "saved": self.request.GET.get("saved") == "1",
+            "spend": spend, "spend_days": SPEND_DAYS,
+            "spend_url": f"{reverse('ledger')}?{urlencode({'guardrail': guardrail.guardrail_id})}",
             "tenant": current_tenant(self.request),
         }
 
@@ -179,6 +191,7 @@ class GuardrailDiffView(GuardrailPageMixin, TemplateView):
             "old": old,
             "new": new,
             "rows": document_diff(old.document, new.document),
+            "can_author": self.can_author,
             "revision_numbers": list(range(newest, 0, -1)),
         }
 
@@ -213,6 +226,24 @@ class GuardrailDeleteView(GuardrailPageMixin, View):
         delete_guardrail(guardrail)
         messages.success(request, f"{guardrail.guardrail_id} was deleted; its history is kept.")
         return HttpResponseRedirect(reverse("guardrail-list"))
+
+
+class GuardrailRestoreView(GuardrailPageMixin, View):
+    """Make a new revision whose document is an older revision's; history is never rewritten."""
+
+    needs_author = True
+
+    def post(self, request: HttpRequest, guardrail_id: str, number: int) -> HttpResponse:
+        guardrail = live_guardrail(guardrail_id)
+        old = get_object_or_404(guardrail.revisions, number=number)
+        registration = register_document(old.document)
+        if not registration.valid:
+            problems = "; ".join(f"{issue.path or '/'}: {issue.message}" for issue in registration.errors)
+            messages.error(request, f"Revision {number} no longer registers here, nothing was saved: {problems}")
+        else:
+            saved = save_guardrail(dict(old.document), self.author())
+            messages.success(request, f"Revision {number} restored as revision {saved.revision}.")
+        return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
 
 
 class GuardrailEditorView(GuardrailPageMixin, TemplateView):

@@ -275,7 +275,8 @@ KINDGI_ALERT_RETRY_MAX_S = envint("KINDGI_ALERT_RETRY_MAX_S", 3600, minimum=1)
 KINDGI_ALERT_MAX_ATTEMPTS = envint("KINDGI_ALERT_MAX_ATTEMPTS", 8, minimum=1)
 # Whether webhooks may go to loopback and private addresses (only with DEBUG, by default).
 KINDGI_ALERT_PRIVATE_URLS = envbool("KINDGI_ALERT_PRIVATE_URLS", DEBUG)
-# E-mail (alert channels): SMTP when EMAIL_HOST is set, else printed by the console backend.
+# E-mail (alert channels, member invitations): SMTP when EMAIL_HOST is set, else printed by
+# the console backend.
 EMAIL_HOST = envstr("EMAIL_HOST", "")
 EMAIL_PORT = envint("EMAIL_PORT", 587, minimum=1)
 EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "")

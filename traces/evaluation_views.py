@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -112,6 +113,16 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
         return HttpResponseRedirect(reverse("evaluation-detail", args=[run.pk]))
 
 
+def took(started: datetime | None, finished: datetime | None) -> str:
+    """How long a run took, in words a person reads at a glance: "8 seconds", "2 minutes 5 seconds"."""
+    if started is None or finished is None:
+        return ""
+    seconds = max(0, round((finished - started).total_seconds()))
+    parts = [(seconds // 3600, "hour"), (seconds % 3600 // 60, "minute"), (seconds % 60, "second")]
+    words = [f"{n} {unit}{'' if n == 1 else 's'}" for n, unit in parts if n]
+    return " ".join(words[:2]) or "under a second"
+
+
 class EvaluationDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-arg]
     """One run: live progress bar, the summary per guardrail, cancel."""
 
@@ -129,6 +140,7 @@ class EvaluationDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-
         rows = [{"id": name, "revision": revisions.get(name), **counts} for name, counts in summary.items()]
         kwargs.update(summary_rows=rows, status_url=f"/api/v1/evaluations/{run.pk}",
                       can_evaluate=can_evaluate(self.request),
+                      took=took(run.started_at, run.finished_at),
                       worker_missing=None if run.is_final else heartbeat.worker_missing())
         return super().get_context_data(**kwargs)
 

@@ -129,7 +129,9 @@ def steps(document: dict[str, Any], *, withheld: bool) -> list[Step]:
         timeline.append(step)
     timeline.extend(tool_step(c) for c in [*loose, *by_id.values()])
     if withheld:
-        timeline.append(Step(kind="withheld", role="system"))
+        # "messages": the withheld response is still in the conversation record shown above.
+        kept = "messages" if any(step.withheld for step in timeline) else ""
+        timeline.append(Step(kind="withheld", role="system", content=kept))
     elif document.get("output") is not None:
         output = text(document.get("output"))
         if not messages or messages[-1].get("role") != "assistant" or (

@@ -205,8 +205,16 @@ def loads(text: bytes, parsed: Parsed) -> Parsed:
     try:
         parsed.document = orjson.loads(text)
     except orjson.JSONDecodeError as error:
-        parsed.error = f"not valid JSON: {error}"
+        parsed.error = f"not valid JSON ({error.msg} {_where(text, error)})"
     return parsed
+
+
+def _where(text: bytes, error: orjson.JSONDecodeError) -> str:
+    """Where in the line (or the file, for a multi-line document) the JSON broke off."""
+    body = text.rstrip()
+    if b"\n" in body:
+        return f"at line {error.lineno}, column {error.colno}"
+    return "at the end of the line" if error.pos >= len(body) else f"at column {error.pos + 1}"
 
 
 def nested_deeper_than(text: bytes, max_depth: int) -> bool:

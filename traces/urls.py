@@ -2,10 +2,11 @@
 
 from django.urls import path
 
-from traces import evaluation_views, upload_views, views
+from traces import evaluation_views, picker, queue_views, upload_views, views
 
 urlpatterns = [
     path("traces/", views.TraceListView.as_view(), name="trace-list"),
+    path("traces/picker.json", picker.TryTracePickerView.as_view(), name="try-trace-picker"),
     path("traces/<int:pk>/", views.TraceDetailView.as_view(), name="trace-detail"),
     path("evaluations/", evaluation_views.EvaluationListView.as_view(), name="evaluation-list"),
     path("evaluations/new/", evaluation_views.EvaluationCreateView.as_view(), name="evaluation-create"),
@@ -17,6 +18,7 @@ urlpatterns = [
     path("uploads/<int:pk>/", upload_views.UploadDetailView.as_view(), name="upload-detail"),
     path("violations/", views.ViolationListView.as_view(), name="violation-list"),
     path("violations/chart.json", views.ViolationChartView.as_view(), name="violation-chart"),
+    path("violations/queue/", queue_views.ReviewQueueView.as_view(), name="review-queue"),
     path("violations/review/", views.ViolationBulkReviewView.as_view(), name="violation-review-bulk"),
     path("violations/<int:pk>/", views.ViolationDetailView.as_view(), name="violation-detail"),
     path("violations/<int:pk>/review/", views.ViolationReviewView.as_view(), name="violation-review"),

@@ -34,7 +34,7 @@ from django.views.generic import DetailView, ListView
 
 from guardrails.models import Guardrail
 from kindgi_console.tenancy.views import TenantScopedMixin, tenant_choices
-from traces import forms, ledger, review, timeline, violation_days
+from traces import forms, ledger, ledger_chart, review, timeline, violation_days
 from traces.models import (
     EvaluationResult,
     JudgeLedgerEntry,
@@ -180,6 +180,7 @@ class ViolationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
             "form": form, "page": page, "violations": page.rows, "page_sizes": PAGE_SIZES,
             "states": review.STATES, "filter_query": chart_query,
             "filter_items": [(name, value) for name, value in query.items() if value],
+            "chart_link": f"{reverse('violation-list')}?{chart_query}",
             "chart_guardrail_url": f"{reverse('violation-chart')}?by=guardrail&{chart_query}",
             "chart_severity_url": f"{reverse('violation-chart')}?by=severity&{chart_query}",
             "actions": [(state, review.ACTION_LABELS[state]) for state in review.STATES],
@@ -392,6 +393,9 @@ class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         return form.apply(scoped, self.tenant, days=True)
 
     def form(self, data: Any) -> forms.LedgerFilterForm:
+        data = data.copy()
+        if data.get("group") == "tenant" and not data.get("tenant"):
+            data["tenant"] = forms.ALL_TENANTS  # "By tenant" compares every tenant one may read
         tenants = [(t.slug, t.name or t.slug) for t in tenant_choices(self.request.user)]
         return forms.LedgerFilterForm(data, guardrails=guardrail_choices(), tenants=tenants)
 
@@ -400,21 +404,26 @@ class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         entries, days = self.entries(form), self.days(form)
         groups = ledger.summarise(entries, [form.grouping], days)
         first, last = chart_days(form)
+        # The chart's series follow the chosen grouping (by day: one series, the day's total).
+        series = form.grouping if form.grouping != "day" else None
         daily = ledger.summarise(entries.filter(
             created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1))
-        ), ["day", "model"], days.filter(day__gte=first, day__lte=last))
-        chart = chart_data([(date.fromisoformat(g["day"]), g["model"], Decimal(g["costUsd"]))
-                            for g in daily], first, last, y_format="usd",
-                           title="Judge cost per day by model")
+        ), ["day", series] if series else ["day"], days.filter(day__gte=first, day__lte=last))
+        chart = chart_data([(date.fromisoformat(g["day"]), g[series] if series else "total",
+                             Decimal(g["costUsd"])) for g in daily], first, last, y_format="usd",
+                           title=f"Judge cost per day by {form.grouping}")
+        per_call = ledger_chart.max_cost(form.value("guardrail")) if form.value("guardrail") else None
+        if per_call is not None:
+            chart = ledger_chart.with_budget(chart, daily, per_call)
         page = keyset_page(request, ledger.entries_for_listing(entries), "created_at")
         query = request.GET.copy()
-        for name in ("after", "before", "size"):
+        for name in ("after", "before", "size", "group", "rows"):
             query.pop(name, None)
         return render(request, self.template_name, {
             "form": form, "group": form.grouping, "groups": groups,
-            "total": ledger.totals(groups), "chart": chart, "page": page,
+            "total": ledger.totals(groups), "chart": chart, "page": page, "budget_per_call": per_call,
             "entries": page.rows, "page_sizes": PAGE_SIZES,
-            "models": sorted({g["model"] for g in daily}),
+            "models": [g["model"] for g in ledger.summarise(entries, ["model"], days)],
             "filter_query": query.urlencode(), "group_choices": forms.LEDGER_GROUPS,
             "nav_active": "ledger",
         })

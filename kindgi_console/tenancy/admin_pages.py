@@ -11,8 +11,9 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -21,11 +22,12 @@ from django.utils.http import urlencode
 from django.utils.text import slugify
 from django.views import View
 
-from kindgi_console.tenancy import changes
+from kindgi_console.tenancy import changes, invitations
 from kindgi_console.tenancy.models import SCOPES, ApiKey, Membership, Tenant
 from kindgi_console.tenancy.views import current_tenant
 
 User = get_user_model()
+NEW_KEY_SESSION = "kindgi:new-api-key"
 
 
 def administered_tenants(user: Any) -> QuerySet[Tenant]:
@@ -131,9 +133,12 @@ class MemberListView(AdminPageMixin, View):
         username = request.POST.get("username", "").strip()
         role = request.POST.get("role", "")
         form: dict[str, Any] = {"username": username, "role": role, "errors": {}}
+        if "@" in username:
+            return self.add_by_email(request, tenant, form)
         user = User.objects.filter(username=username).first() if username else None
         if user is None:
-            form["errors"]["username"] = f"There is no user {username!r}." if username else "Enter a username."
+            form["errors"]["username"] = (f"There is no user {username!r}: enter their e-mail address to invite "
+                                          "them." if username else "Enter a username or an e-mail address.")
         elif tenant.memberships.filter(user=user).exists():
             form["errors"]["username"] = f"{username} is already a member of {tenant.slug}."
         if role not in Membership.Role.values:
@@ -148,6 +153,32 @@ class MemberListView(AdminPageMixin, View):
             messages.error(request, f"{username} is already a member of {tenant.slug}.")
             return self.back(tenant)
         messages.success(request, f"{username} is now {role} of {tenant.slug}.")
+        return self.back(tenant)
+
+    def add_by_email(self, request: HttpRequest, tenant: Tenant, form: dict[str, Any]) -> HttpResponse:
+        """An address of an account: add that person; of nobody yet: invite them by e-mail."""
+        email, role = form["username"], form["role"]
+        try:
+            validate_email(email)
+        except ValidationError:
+            form["errors"]["username"] = f"{email!r} is not an e-mail address."
+        if role not in Membership.Role.values:
+            form["errors"]["role"] = "Choose a role."
+        known = User.objects.filter(email__iexact=email).first() if not form["errors"] else None
+        if known is not None and tenant.memberships.filter(user=known).exists():
+            form["errors"]["username"] = f"{email} is already a member of {tenant.slug}."
+        if form["errors"]:
+            request.GET = request.GET.copy()
+            request.GET["tenant"] = tenant.slug
+            return self.get(request, form, status=400)
+        if known is not None:
+            changes.add_member(known, tenant, role)
+            messages.success(request, f"{known.get_username()} ({email}) is now {role} of {tenant.slug}.")
+        else:
+            with transaction.atomic():
+                invited = invitations.invite(request, tenant, email, role)
+            messages.success(request, f"Invitation sent to {email}: they join {tenant.slug} as {role} "
+                                      f"(username {invited.get_username()}) once they choose a password.")
         return self.back(tenant)
 
     def change_role(self, request: HttpRequest, tenant: Tenant, membership: Membership) -> HttpResponse:
@@ -191,8 +222,11 @@ class ApiKeyListView(AdminPageMixin, View):
             return keys
         return keys.filter(tenant__in=[t.pk for t in self.tenants])
 
-    def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200,
-            secret: str = "", issued: ApiKey | None = None) -> HttpResponse:
+    def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200) -> HttpResponse:
+        # A new key's secret arrives once, through the session, from the POST that made it.
+        fresh = request.session.pop(NEW_KEY_SESSION, None) if form is None else None
+        issued = self.keys().filter(pk=fresh["key"]).first() if fresh else None
+        secret = fresh["secret"] if issued is not None else ""
         context = {
             "keys": self.keys()[:200],
             "tenants": self.tenants,
@@ -202,7 +236,10 @@ class ApiKeyListView(AdminPageMixin, View):
             "issued": issued,
             "can_create_unbound": request.user.is_superuser,
         }
-        return render(request, self.template_name, context, status=status)
+        response = render(request, self.template_name, context, status=status)
+        if secret:
+            response["Cache-Control"] = "no-store"
+        return response
 
     def post(self, request: HttpRequest) -> HttpResponse:
         if request.POST.get("action") == "revoke":
@@ -222,10 +259,10 @@ class ApiKeyListView(AdminPageMixin, View):
         if form["errors"]:
             return self.get(request, form, status=400)
         key, secret = changes.issue_key(scopes=scopes, tenant=tenant, name=name, created_by=request.user)
-        # The secret is in this one response only: it is not stored, and the page is not cached.
-        response = self.get(request, secret=secret, issued=key)
-        response["Cache-Control"] = "no-store"
-        return response
+        # POST-redirect-GET: reloading the page shows the list, it does not make a second key.
+        # The secret waits in the session for the one GET that shows it (never in the database).
+        request.session[NEW_KEY_SESSION] = {"key": key.pk, "secret": secret}
+        return HttpResponseRedirect(reverse("apikey-list"))
 
     def revoke(self, request: HttpRequest) -> HttpResponse:
         key = self.keys().filter(pk=request.POST.get("key") or 0).first()

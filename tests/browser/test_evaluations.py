@@ -30,7 +30,7 @@ def test_an_author_starts_a_run_and_watches_it_finish(page: Any, sign_in: Any, a
     page.wait_for_url("**/evaluations/*/")
     progress = page.locator("[data-progress-text]")
     progress.filter(has_text="60 / 60 (100%)").wait_for()
-    page.locator("[data-progress-status]", has_text="succeeded").wait_for()
+    page.locator("[data-progress-status]", has_text="succeeded").first.wait_for()
     screenshot(page, "evaluation-detail")
     page.goto("/evaluations/")
     assert page.locator("table").get_by_text("succeeded").count() == 1
@@ -60,4 +60,21 @@ def test_an_author_uploads_a_file_and_sees_its_bad_lines(page: Any, sign_in: Any
     page.locator("[data-progress-text]", has_text="20 / 20").wait_for()
     page.goto("/uploads/")
     screenshot(page, "uploads")
+    assert page.script_errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_run_card_says_what_the_progress_bar_says(page: Any, sign_in: Any, alice: Any, acme: Any,
+                                                     halt_guardrail: Any) -> None:
+    from traces.models import Evaluation
+
+    run = Evaluation.objects.create(tenant=acme, status="queued", total=1000)
+    sign_in("alice", PASSWORD)
+    page.goto(f"/evaluations/{run.pk}/")
+    Evaluation.objects.filter(pk=run.pk).update(status="running", done=250)
+    pills = page.locator("[data-progress-status]")
+    assert pills.count() == 2  # the bar's and the run card's
+    for index in range(2):
+        pills.nth(index).filter(has_text="running").wait_for()
+    assert page.locator(".dl").get_by_text("queued").count() == 0
     assert page.script_errors == []

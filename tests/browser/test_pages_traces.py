@@ -121,6 +121,10 @@ def test_hostile_trace_content_renders_as_text_and_runs_nothing(
     expect(page.locator(".toolcall pre", has_text="<img src=y onerror=alert(3)>")).to_be_visible()
     expect(page.get_by_text("javascript:alert('citation')", exact=True)).to_be_visible()
     expect(page.locator(".withheld")).to_contain_text("Response withheld")
+    # What is kept and what is not, in so many words, next to the kept assistant message.
+    expect(page.locator(".withheld")).to_contain_text("Not stored: the trace's output")
+    expect(page.locator(".withheld")).to_contain_text(
+        "the last assistant message above is the response that was withheld")
     assert page.locator("a[href^='javascript']").count() == 0
     assert page.locator("main script, main img, main b").count() == 0
     link = page.get_by_role("link", name="https://example.org/policy")

@@ -199,6 +199,25 @@ def test_a_reviewer_cannot_change_a_guardrail(client: Any, bob: Any, halt_guardr
     assert guardrail.enabled and guardrail.deleted_at is None
 
 
+def test_restoring_a_revision_saves_its_document_as_a_new_revision(client: Any, alice: Any,
+                                                                   halt_guardrail: Any) -> None:
+    first = Guardrail.objects.get().document
+    save_guardrail({**first, "severity": "warn"}, FIXTURE)
+    response = signed_in(client, alice).post("/guardrails/no-refunds/revisions/1/restore/")
+    assert response.status_code == 302
+    guardrail = Guardrail.objects.get()
+    assert guardrail.revision == 3 and guardrail.document == first
+    assert [r.number for r in guardrail.revisions.order_by("number")] == [1, 2, 3]
+
+
+def test_restoring_needs_the_author_role_and_a_real_revision(client: Any, alice: Any, bob: Any,
+                                                             halt_guardrail: Any) -> None:
+    assert signed_in(client, bob).post("/guardrails/no-refunds/revisions/1/restore/").status_code == 403
+    assert signed_in(client, alice).post("/guardrails/no-refunds/revisions/9/restore/").status_code == 404
+    assert client.get("/guardrails/no-refunds/revisions/1/restore/").status_code == 405
+    assert Guardrail.objects.get().revision == 1
+
+
 def test_toggling_needs_a_post(client: Any, alice: Any, halt_guardrail: Any) -> None:
     assert signed_in(client, alice).get("/guardrails/no-refunds/toggle/").status_code == 405
 

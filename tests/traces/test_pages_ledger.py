@@ -146,8 +146,75 @@ def test_the_page_costs_the_same_queries_at_any_page_size(alice: Any, acme: Tena
 def test_the_chart_has_the_cost_per_day_by_model(alice: Any, acme: Tenant, globex: Tenant,
                                                  halt_guardrail: Any) -> None:
     arrange(acme, globex)
-    chart = signed_in(alice).get("/ledger/").context["chart"]
+    chart = signed_in(alice).get("/ledger/?group=model").context["chart"]
     assert chart["yFormat"] == "usd" and len(chart["labels"]) == 30
     by_model = {d["label"]: d["data"] for d in chart["datasets"]}
     assert by_model["big-judge"][-1] == float(Decimal("0.0842"))
     assert by_model["big-judge"][-4] == 0.01
+
+
+def test_the_chart_follows_the_grouping(alice: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any) -> None:
+    arrange(acme, globex)
+    client = signed_in(alice)
+    assert [d["label"] for d in client.get("/ledger/").context["chart"]["datasets"]] == ["no-refunds"]
+    assert [d["label"] for d in client.get("/ledger/?group=day").context["chart"]["datasets"]] == ["total"]
+    Membership.objects.create(user=alice, tenant=globex, role="reviewer")
+    by_tenant = client.get("/ledger/?group=tenant").context["chart"]
+    assert by_tenant["title"] == "Judge cost per day by tenant"
+    assert {d["label"] for d in by_tenant["datasets"]} == {"acme", "globex"}
+
+
+def test_by_tenant_shows_every_tenant_one_may_read_and_no_other(alice: Any, charlie: Any, acme: Tenant,
+                                                                 globex: Tenant, halt_guardrail: Any) -> None:
+    arrange(acme, globex)
+    Membership.objects.create(user=alice, tenant=globex, role="reviewer")
+    groups = signed_in(alice).get("/ledger/?group=tenant").context["groups"]
+    assert [(g["tenant"], g["calls"]) for g in groups] == [("acme", 7), ("globex", 4)]
+    theirs = signed_in(charlie).get("/ledger/?group=tenant").context["groups"]
+    assert [g["tenant"] for g in theirs] == ["globex"]
+
+
+def test_the_csv_links_name_each_parameter_once(alice: Any, acme: Tenant, globex: Tenant,
+                                                halt_guardrail: Any) -> None:
+    arrange(acme, globex)
+    page = signed_in(alice).get("/ledger/?group=model&model=big-judge&size=25").content.decode()
+    links = [part.split('"')[0] for part in page.split('href="/ledger/export.csv?')[1:]]
+    assert len(links) == 2
+    for link in links:
+        names = [pair.split("=")[0] for pair in link.replace("&amp;", "&").split("&")]
+        assert len(names) == len(set(names)), link
+        assert "size" not in names
+
+
+def test_the_guardrail_page_shows_its_judge_spend(alice: Any, charlie: Any, acme: Tenant, globex: Tenant,
+                                                  halt_guardrail: Any) -> None:
+    arrange(acme, globex)
+    spend = signed_in(alice).get("/guardrails/no-refunds/").context["spend"]
+    assert spend["calls"] == 7 and Decimal(spend["costUsd"]) == Decimal(
+        sum(e.cost_usd for e in JudgeLedgerEntry.objects.filter(tenant=acme)))
+    assert signed_in(charlie).get("/guardrails/no-refunds/").context["spend"]["calls"] == 4
+
+
+def test_one_guardrail_with_a_budget_gets_its_budget_line(alice: Any, acme: Tenant, globex: Tenant,
+                                                          halt_guardrail: Any) -> None:
+    from guardrails.models import Guardrail
+
+    arrange(acme, globex)
+    guardrail = Guardrail.objects.get(guardrail_id="no-refunds")
+    guardrail.document = {**guardrail.document, "kind": "zero-llm", "budget": {"maxCostUsd": 0.01}}
+    guardrail.save(update_fields=["document"])
+    client = signed_in(alice)
+    plain = client.get("/ledger/?group=model").context["chart"]
+    assert "budget" not in " ".join(d["label"] for d in plain["datasets"])
+    response = client.get("/ledger/?guardrail=no-refunds")
+    chart = response.context["chart"]
+    within, over, budget = (d["data"] for d in chart["datasets"])
+    assert [d["label"] for d in chart["datasets"]][:2] == ["within budget", "over budget"]
+    assert chart["datasets"][2]["type"] == "line"
+    today = ledger.summarise(JudgeLedgerEntry.objects.filter(tenant=acme, created_at__date=timezone.localdate()),
+                             [])[0]
+    cost, calls = Decimal(today["costUsd"]), today["calls"]
+    assert Decimal(str(budget[-1])) == Decimal("0.01") * calls
+    assert Decimal(str(over[-1])) == max(Decimal(0), cost - Decimal("0.01") * calls) > 0
+    assert abs(within[-1] + over[-1] - float(cost)) < 1e-9
+    assert "the red part of a bar went over it" in response.content.decode()

@@ -32,6 +32,13 @@ def test_it_reads_json_lines_skipping_blank_ones_and_numbering_lines() -> None:
     assert rows[1][2].startswith("not valid JSON")
 
 
+def test_a_bad_line_names_a_place_within_that_line_not_the_next_line() -> None:
+    rows = parsed(jsonl(make_trace("a"), b'{"id": "b"', b'{"id": x}'), "traces.jsonl")
+    assert rows[1][0] == 2 and rows[1][2] == "not valid JSON (unexpected end of data at the end of the line)"
+    assert rows[2][0] == 3 and rows[2][2].startswith("not valid JSON (") and "at column 8)" in rows[2][2]
+    assert "line 2 column 1" not in rows[1][2]
+
+
 def test_it_reads_a_json_array_one_element_at_a_time() -> None:
     data = json.dumps([make_trace("a"), make_trace("b", usage={"costUsd": 0.25})], indent=2).encode()
     rows = list(parse_file(io.BytesIO(data), "traces.json"))
@@ -131,3 +138,12 @@ def test_an_evaluation_can_start_after_the_upload(
 def test_uploaded_batches_are_evaluated_in_runtime_mode(acme: Any, alice: Any, halt_guardrail: Any) -> None:
     upload_file(acme, alice, jsonl(make_trace("a"), make_trace("b", toolCalls=[])))
     assert dict(RunTrace.objects.values_list("trace_id", "withheld")) == {"a": True, "b": False}
+
+
+def test_the_empty_uploads_page_says_what_each_person_can_do(client: Any, alice: Any, bob: Any) -> None:
+    client.force_login(bob)  # a reviewer cannot upload: no upload button, a way to what they can do
+    page = client.get("/uploads/").content.decode()
+    assert 'href="/uploads/new/"' not in page
+    assert "as a reviewer you can read the traces" in page and 'href="/traces/"' in page
+    client.force_login(alice)
+    assert 'href="/uploads/new/"' in client.get("/uploads/").content.decode()

@@ -5,11 +5,12 @@
  */
 import Form from "@rjsf/core";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { clientErrors, fieldDomId, mergeErrors, visibleErrors } from "./errors.js";
 import { listItems, requestJson } from "../shared/http.js";
-import { composeSchema, composeUiSchema, findCheck } from "./schema.js";
-import { deepEqual, errorsToErrorSchema, formatJson, parseDocument, pointerTokens, pruneFormData } from "./document.js";
+import { advancedFields, composeSchema, composeUiSchema, findCheck } from "./schema.js";
+import { deepEqual, errorsToErrorSchema, formatJson, parseDocument, pointerTokens, pruneFormData, withOpenSections } from "./document.js";
 import { validator } from "./validator.js";
-import { FlagWidget, JsonField, OptionalDataControlsTemplate, buttonTemplates } from "./widgets.jsx";
+import { FlagWidget, JsonField, OptionalDataControlsTemplate, RootObjectFieldTemplate, buttonTemplates } from "./widgets.jsx";
 import { TryPanel } from "./TryPanel.jsx";
 
 const SERVER_CHECK_DELAY_MS = 600;
@@ -21,7 +22,7 @@ const FORM_BEHAVIOUR = {
 };
 const fields = { json: JsonField };
 const widgets = { flag: FlagWidget };
-const templates = { ButtonTemplates: buttonTemplates, OptionalDataControlsTemplate };
+const templates = { ButtonTemplates: buttonTemplates, OptionalDataControlsTemplate, ObjectFieldTemplate: RootObjectFieldTemplate };
 
 function useRegistry(config) {
   const [state, setState] = useState({ schema: null, checks: [], error: "" });
@@ -62,7 +63,6 @@ function useServerValidation(url, doc) {
   return [state, setState];
 }
 
-const fieldDomId = (path) => ["root", ...pointerTokens(path)].join("_");
 
 function focusField(path) {
   const element = document.getElementById(fieldDomId(path));
@@ -76,15 +76,31 @@ function warningText(warning) {
   return typeof warning === "string" ? warning : `${warning.path ? `${warning.path}: ` : ""}${warning.message || ""}`;
 }
 
-function ServerStatus({ state }) {
+/** The server's verdict, once the author has started: nothing shouts at an untouched form. */
+function ServerStatus({ state, shown, started }) {
   if (state.failure) return <span className="pill pill--error">Server check failed: {state.failure}</span>;
+  if (!started) return null;
   if (state.pending) return <span className="kg-muted">Checking with the server…</span>;
   if (state.valid === null) return null;
-  return state.valid ? (
-    <span className="pill pill--pass">Valid on the server</span>
-  ) : (
-    <span className="pill pill--fail">{state.errors.length} server {state.errors.length === 1 ? "error" : "errors"}</span>
-  );
+  if (state.valid) return <span className="pill pill--pass">Valid on the server</span>;
+  if (!shown) return <span className="pill pill--fail">Not valid yet</span>;
+  return <span className="pill pill--fail">{shown} {shown === 1 ? "problem" : "problems"} to fix</span>;
+}
+
+/** Keeps the field that has the focus clear of the sticky save bar at the bottom. */
+function useFocusAboveSaveBar(rootRef) {
+  useEffect(() => {
+    const onFocus = (event) => {
+      const root = rootRef.current;
+      const bar = root && root.querySelector(".kg-savebar");
+      if (!bar || !root.contains(event.target) || bar.contains(event.target)) return;
+      const fieldBottom = event.target.getBoundingClientRect().bottom;
+      const barTop = bar.getBoundingClientRect().top;
+      if (fieldBottom > barTop - 12) window.scrollBy(0, fieldBottom - barTop + 24);
+    };
+    document.addEventListener("focusin", onFocus);
+    return () => document.removeEventListener("focusin", onFocus);
+  }, [rootRef]);
 }
 
 function Problems({ errors, warnings }) {
@@ -137,6 +153,16 @@ function RawJsonView({ text, error, onChange }) {
   );
 }
 
+/** What the author touched, and whether they tried to save: the errors shown follow both. */
+function useTouched() {
+  const [touched, setTouched] = useState(() => new Set());
+  const touch = useCallback((id) => {
+    if (!id) return;
+    setTouched((current) => (current.has(id) ? current : new Set([...current, id])));
+  }, []);
+  return [touched, touch];
+}
+
 export function Editor({ config, initialDoc }) {
   const registry = useRegistry(config);
   const [doc, setDoc] = useState(initialDoc);
@@ -144,17 +170,31 @@ export function Editor({ config, initialDoc }) {
   const [rawText, setRawText] = useState(() => formatJson(initialDoc));
   const [rawError, setRawError] = useState("");
   const [saveState, setSaveState] = useState({ busy: false, message: "", errors: null });
+  const [submitted, setSubmitted] = useState(false);
+  const [touched, touch] = useTouched();
   const [server, setServer] = useServerValidation(config.validateUrl, doc);
   const docRef = useRef(doc);
+  const rootRef = useRef(null);
   docRef.current = doc;
+  useFocusAboveSaveBar(rootRef);
 
+  const check = findCheck(registry.checks, doc.check);
   const schema = useMemo(
     () => registry.schema && composeSchema(registry.schema, registry.checks, doc.kind, doc.check),
     [registry.schema, registry.checks, doc.kind, doc.check],
   );
-  const uiSchema = useMemo(() => schema && composeUiSchema(schema), [schema]);
-  const shownErrors = saveState.errors || server.errors;
+  const advanced = useMemo(() => (schema ? advancedFields(schema, doc.kind, check) : []), [schema, doc.kind, check]);
+  const uiSchema = useMemo(() => schema && composeUiSchema(schema, advanced), [schema, advanced]);
+  const formData = useMemo(() => (schema ? withOpenSections(doc, schema, schema) : doc), [doc, schema]);
+  const allErrors = useMemo(() => {
+    const client = schema ? clientErrors(validator, schema, doc) : [];
+    return mergeErrors(client, saveState.errors || server.errors);
+  }, [schema, doc, saveState.errors, server.errors]);
+  const shownErrors = useMemo(() => visibleErrors(allErrors, touched, submitted), [allErrors, touched, submitted]);
   const extraErrors = useMemo(() => errorsToErrorSchema(shownErrors), [shownErrors]);
+  const advancedWithErrors = shownErrors.some((error) => advanced.includes(pointerTokens(error.path)[0]));
+  const formContext = useMemo(() => ({ openAdvanced: advancedWithErrors }), [advancedWithErrors]);
+  const unplaced = shownErrors.filter((error) => !pointerTokens(error.path).length || !(schema && schema.properties && pointerTokens(error.path)[0] in schema.properties));
 
   const replaceDoc = useCallback((next) => {
     setSaveState((current) => (current.errors ? { ...current, errors: null } : current));
@@ -162,7 +202,8 @@ export function Editor({ config, initialDoc }) {
   }, []);
 
   const onFormChange = useCallback(
-    (event) => {
+    (event, id) => {
+      touch(id);
       const previous = docRef.current;
       let next = pruneFormData(event.formData, previous);
       if (next.check !== previous.check && previous.check !== undefined) {
@@ -175,14 +216,17 @@ export function Editor({ config, initialDoc }) {
       setRawError("");
       replaceDoc(next);
     },
-    [replaceDoc],
+    [replaceDoc, touch],
   );
 
   const onRawChange = (text) => {
     setRawText(text);
     const parsed = parseDocument(text);
     setRawError(parsed.error || "");
-    if (parsed.doc && !deepEqual(parsed.doc, docRef.current)) replaceDoc(parsed.doc);
+    if (parsed.doc && !deepEqual(parsed.doc, docRef.current)) {
+      Object.keys(parsed.doc).forEach((key) => touch(fieldDomId(`/${key}`)));
+      replaceDoc(parsed.doc);
+    }
   };
 
   const showForm = () => {
@@ -191,22 +235,20 @@ export function Editor({ config, initialDoc }) {
   };
 
   const save = async () => {
+    setSubmitted(true);
     setSaveState({ busy: true, message: "", errors: null });
     try {
       const { status, body } = await requestJson(config.saveUrl, { method: config.saveMethod, body: doc });
       if (status >= 400) {
         // 400 invalid, 409 an id already taken, 403/404 no longer allowed: nothing was saved.
         const errors = (body && body.errors) || [{ path: "", message: `The console refused the guardrail (HTTP ${status}).` }];
-        setSaveState({ busy: false, message: `Not saved: ${errors.length} ${errors.length === 1 ? "error" : "errors"}.`, errors });
+        setSaveState({ busy: false, message: `Not saved: ${errors.length} ${errors.length === 1 ? "problem" : "problems"} to fix.`, errors });
         setView("form");
         return;
       }
       const id = (body && body.id) || doc.id;
-      if (config.afterSaveUrl) {
-        window.location.assign(afterSaveUrl(config.afterSaveUrl, id));
-        return;
-      }
       setSaveState({ busy: false, message: "Saved.", errors: null });
+      if (config.afterSaveUrl) window.location.assign(`${afterSaveUrl(config.afterSaveUrl, id)}?saved=1`);
     } catch (failure) {
       setSaveState({ busy: false, message: failure.message, errors: null });
     }
@@ -215,16 +257,15 @@ export function Editor({ config, initialDoc }) {
   if (registry.error) return <div className="alert alert--error">Could not load the guardrail schema: {registry.error}</div>;
   if (!schema) return <div className="kg-loading">Loading the guardrail schema…</div>;
 
-  const check = findCheck(registry.checks, doc.check);
   return (
-    <div className="kg-editor">
+    <div className="kg-editor" ref={rootRef}>
       <section className="card kg-editor__main">
         <header className="card__header kg-editor__header">
           <div className="kg-tabs" role="tablist" aria-label="Editor view">
             <button type="button" role="tab" aria-selected={view === "form"} className="kg-tab" onClick={showForm}>Form</button>
             <button type="button" role="tab" aria-selected={view === "json"} className="kg-tab" onClick={() => setView("json")}>JSON</button>
           </div>
-          <ServerStatus state={server} />
+          <ServerStatus state={server} shown={shownErrors.length} started={submitted || touched.size > 0} />
         </header>
         <div className="card__body">
           {check && check.description ? (
@@ -238,15 +279,17 @@ export function Editor({ config, initialDoc }) {
               <Form
                 schema={schema}
                 uiSchema={uiSchema}
-                formData={doc}
+                formData={formData}
                 validator={validator}
                 fields={fields}
                 widgets={widgets}
                 templates={templates}
+                formContext={formContext}
                 onChange={onFormChange}
+                onBlur={touch}
                 onSubmit={save}
                 extraErrors={extraErrors}
-                liveValidate="onChange"
+                liveValidate={false}
                 showErrorList={false}
                 noHtml5Validate
                 experimental_defaultFormStateBehavior={FORM_BEHAVIOUR}
@@ -254,7 +297,7 @@ export function Editor({ config, initialDoc }) {
               />
             </>
           )}
-          <Problems errors={shownErrors} warnings={saveState.errors ? [] : server.warnings} />
+          <Problems errors={view === "json" ? shownErrors : unplaced} warnings={saveState.errors ? [] : server.warnings} />
         </div>
         <footer className="card__footer kg-savebar">
           <span className="kg-savebar__message" role="status">{saveState.message}</span>

@@ -52,20 +52,57 @@ function ResultView({ result }) {
   );
 }
 
-function useRecentTraces(tracesUrl) {
+const SEARCH_DELAY_MS = 300;
+
+/** The picker's URL: the search words and the chosen check added to data-traces-url. */
+function pickerUrl(tracesUrl, search, check) {
+  const url = new URL(tracesUrl, window.location.href);
+  if (search) url.searchParams.set("q", search);
+  if (check) url.searchParams.set("check", check);
+  return url.pathname + url.search;
+}
+
+/** Traces to try against, fetched again (after a pause) when the search or the check changes. */
+function useRecentTraces(tracesUrl, search, check) {
   const [traces, setTraces] = useState([]);
   const [error, setError] = useState("");
   useEffect(() => {
-    if (!tracesUrl) return;
-    requestJson(tracesUrl)
-      .then(({ body }) => setTraces(listItems(body).filter((item) => item && item.id)))
-      .catch((failure) => setError(failure.message));
-  }, [tracesUrl]);
+    if (!tracesUrl) return undefined;
+    const controller = new AbortController();
+    const timer = window.setTimeout(() => {
+      requestJson(pickerUrl(tracesUrl, search, check), { signal: controller.signal })
+        .then(({ body }) => {
+          setTraces(listItems(body).filter((item) => item && item.id));
+          setError("");
+        })
+        .catch((failure) => {
+          if (failure.name !== "AbortError") setError(failure.message);
+        });
+    }, search ? SEARCH_DELAY_MS : 0);
+    return () => {
+      window.clearTimeout(timer);
+      controller.abort();
+    };
+  }, [tracesUrl, search, check]);
   return [traces, error];
 }
 
+function TraceOptions({ traces }) {
+  const failed = traces.filter((trace) => trace.failed);
+  const others = traces.filter((trace) => !trace.failed);
+  const options = (items) => items.map((trace) => <option key={trace.id} value={String(trace.id)}>{traceLabel(trace)}</option>);
+  if (!failed.length) return options(others);
+  return (
+    <>
+      <optgroup label="Recently failed this check">{options(failed)}</optgroup>
+      {others.length ? <optgroup label="Newest">{options(others)}</optgroup> : null}
+    </>
+  );
+}
+
 export function TryPanel({ config, doc, onGuardrailErrors }) {
-  const [traces, tracesError] = useRecentTraces(config.tracesUrl);
+  const [search, setSearch] = useState("");
+  const [traces, tracesError] = useRecentTraces(config.tracesUrl, search.trim(), doc.check || "");
   const [traceText, setTraceText] = useState("");
   const [picked, setPicked] = useState("");
   const [busy, setBusy] = useState(false);
@@ -123,12 +160,19 @@ export function TryPanel({ config, doc, onGuardrailErrors }) {
       <div className="card__body">
         {config.tracesUrl ? (
           <div className="form-group">
-            <label className="control-label" htmlFor="kg-try-recent">Recent trace</label>
+            <label className="control-label" htmlFor="kg-try-search">Find a trace of this tenant</label>
+            <input
+              id="kg-try-search"
+              type="search"
+              className="form-control"
+              placeholder="id, agent or flow"
+              value={search}
+              onChange={(event) => setSearch(event.target.value)}
+            />
+            <label className="control-label" htmlFor="kg-try-recent">Trace</label>
             <select id="kg-try-recent" className="form-control" value={picked} onChange={pickTrace}>
-              <option value="">{traces.length ? "Choose a trace…" : "No recent traces"}</option>
-              {traces.map((trace) => (
-                <option key={trace.id} value={String(trace.id)}>{traceLabel(trace)}</option>
-              ))}
+              <option value="">{traces.length ? "Choose a trace…" : search ? "No trace matches" : "No recent traces"}</option>
+              <TraceOptions traces={traces} />
             </select>
             {tracesError ? <p className="kg-parse-error">{tracesError}</p> : null}
           </div>

@@ -2,7 +2,7 @@
  * The guardrail document as the author wrote it: helpers that keep what the form hands back
  * free of values nobody typed, place server errors on fields, and explain JSON parse errors.
  */
-import { unescapePointerToken } from "./schema.js";
+import { resolveRef, unescapePointerToken } from "./schema.js";
 
 const isPlainObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
 
@@ -19,9 +19,11 @@ const isEmpty = (value) =>
   value === "" || (Array.isArray(value) && value.length === 0) || (isPlainObject(value) && Object.keys(value).length === 0);
 
 /**
- * Drops `undefined` members, and empty strings, objects and arrays that the form created,
- * from `next`; an empty value that `previous` already held at the same place (the author
- * wrote it, in the JSON view or an imported file) stays, so that a document round-trips.
+ * Drops `undefined` members, and empty strings and arrays that the form created, from
+ * `next`; an empty value that `previous` already held at the same place (the author wrote
+ * it, in the JSON view or an imported file) stays, so that a document round-trips.
+ * An empty object stays too: the form only creates one when the author opens a section
+ * ("+ Add" on Budget or Scope), and dropping it would close the section again.
  */
 export function pruneFormData(next, previous) {
   if (Array.isArray(next)) {
@@ -33,7 +35,7 @@ export function pruneFormData(next, previous) {
     if (value === undefined) continue;
     const before = isPlainObject(previous) ? previous[key] : undefined;
     const cleaned = pruneFormData(value, before);
-    if (isEmpty(cleaned) && !deepEqual(cleaned, before)) continue;
+    if (isEmpty(cleaned) && !isPlainObject(cleaned) && !deepEqual(cleaned, before)) continue;
     out[key] = cleaned;
   }
   return out;
@@ -91,3 +93,24 @@ export function parseDocument(text) {
 }
 
 export const formatJson = (value) => JSON.stringify(value, null, 2);
+
+/**
+ * The document as the form should draw it: the form takes an empty object for a closed
+ * section, so each empty object the document holds (a section the author opened) is handed
+ * to it with its first field present but unset, which keeps the section open.
+ */
+export function withOpenSections(value, schema, root, depth = 0) {
+  if (!isPlainObject(value) || depth > 8 || !schema) return value;
+  const node = resolveRef(root, schema);
+  const variant = node && [...(node.oneOf || []), ...(node.anyOf || [])].map((item) => resolveRef(root, item)).find((item) => item && item.properties);
+  const props = node && (node.properties || (variant && variant.properties));
+  if (!props) return value;
+  const keys = Object.keys(value);
+  if (!keys.length) {
+    const first = Object.keys(props)[0];
+    return first ? { [first]: undefined } : value;
+  }
+  const out = {};
+  for (const key of keys) out[key] = props[key] ? withOpenSections(value[key], props[key], root, depth + 1) : value[key];
+  return out;
+}

@@ -75,9 +75,98 @@ function checkChoices(checks, kind, baseCheck) {
   };
 }
 
-function kindSuggestions(checks, baseKind) {
-  const kinds = new Set([...(baseKind.examples || []), ...checks.map((check) => check.kind).filter(Boolean)]);
-  return { ...baseKind, examples: [...kinds] };
+/** Kind is a choice of the kinds that have a registered check (and the document's own, if another). */
+function kindChoices(checks, baseKind, currentKind) {
+  const kinds = new Set(checks.map((check) => check.kind).filter(Boolean));
+  if (!kinds.size) (baseKind.examples || []).forEach((kind) => kinds.add(kind));
+  if (currentKind) kinds.add(currentKind);
+  const { examples: _examples, ...rest } = baseKind;
+  return { ...rest, enum: [...kinds] };
+}
+
+/** judgeCapabilities as the fields routing reads (the server checks the same shape). */
+const JUDGE_CAPABILITIES = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    model: { type: "string", minLength: 1, title: "Judge model" },
+    required: { type: "array", uniqueItems: true, items: { type: "string", minLength: 1 }, title: "Required capabilities" },
+    prefer: { type: "array", uniqueItems: true, items: { type: "string", minLength: 1 }, title: "Preferred capabilities" },
+  },
+};
+
+/** One line of help per field, written for the person filling the form (keyed by path). */
+export const HELP = {
+  id: "A short unique name used in URLs, CI reports and the API.",
+  name: "What people see in lists and reports.",
+  description: "What it guarantees, and what happens when it is broken.",
+  kind: "How it is checked: zero-llm runs code; llm-judge asks a model and costs money.",
+  check: "The check that does the work; its settings appear below.",
+  config: "Settings of the chosen check.",
+  configSchema: "JSON Schema of a pack check's settings (pack checks only).",
+  action: "What a failure does to the agent's turn.",
+  "action/on-violation": "halt fails the turn and withholds its answer; anything else only records a violation.",
+  "action/retry": "Attempts asked for when on-violation is retry (recorded only).",
+  "action/retry/maxAttempts": "How many attempts the retry asks for.",
+  "action/escalateTo": "Reviewer role or queue for escalate (recorded only).",
+  "action/compensateWith": "Compensating tool for compensate (recorded only).",
+  severity: "How serious a failure is; the review queue sorts by it.",
+  scope: "Where it applies; without a scope it applies to every run.",
+  "scope/when": "Every run, only in CI, or only at runtime.",
+  "scope/agents": "Only these agents (none listed: all agents).",
+  "scope/flows": "Only these flows (none listed: all flows).",
+  "scope/tenants": "Only these tenants (none listed: all tenants).",
+  budget: "Cost and latency one judge call should stay within (declared, not enforced).",
+  "budget/maxCostUsd": "Most one judge call should cost, in US dollars.",
+  "budget/maxLatencyMs": "Longest one judge call should take, in milliseconds.",
+  judgeCapabilities: "Which judge model may score this guardrail.",
+  "judgeCapabilities/model": "Pin one registered judge model by its id (optional).",
+  "judgeCapabilities/required": "Capabilities the judge must have, such as long-context.",
+  "judgeCapabilities/prefer": "Capabilities that break a tie between equally cheap judges.",
+  sandbox: "Isolation around a pack check's code.",
+  limits: "Memory and CPU caps while the check runs in the sandbox.",
+  network: "Hosts the check may reach from the sandbox.",
+  needsSpec: "Environment, secrets, config, capabilities and bindings the check needs.",
+  codeArtifactRef: "Where a pack check's code lives (an OCI image or a file).",
+  checkBuiltIn: "Set by the CLI for a built-in check shipped without code.",
+};
+
+/** The first sentence of a schema's prose: help stays one line. */
+export function firstSentence(text) {
+  const value = String(text || "").trim();
+  const match = value.match(/^(.+?[.!?])(\s|$)/);
+  return match ? match[1] : value;
+}
+
+/** Sets the help of every property: HELP where written, else the schema's first sentence. */
+function oneLineHelp(root, node, path, depth) {
+  if (!node || typeof node !== "object" || depth > 8) return;
+  const target = node.$ref ? resolveRef(root, { $ref: node.$ref }) : node;
+  for (const [name, prop] of Object.entries(target.properties || {})) {
+    if (!prop || typeof prop !== "object") continue;
+    const key = path ? `${path}/${name}` : name;
+    if (HELP[key]) prop.description = HELP[key];
+    // The config's own fields speak for the check that declares them.
+    if (key === "config") continue;
+    else if (prop.description) prop.description = firstSentence(prop.description);
+    oneLineHelp(root, prop, key, depth + 1);
+  }
+  for (const variant of [...(target.oneOf || []), ...(target.anyOf || [])]) {
+    if (variant && variant.description) variant.description = firstSentence(variant.description);
+    oneLineHelp(root, variant, path, depth + 1);
+  }
+}
+
+const ALWAYS_SHOWN = ["id", "name", "description", "kind", "check", "config", "action", "severity", "scope"];
+const JUDGE_FIELDS = ["budget", "judgeCapabilities"];
+const PACK_FIELDS = ["sandbox", "limits", "network", "needsSpec", "codeArtifactRef", "configSchema"];
+
+/** The fields that the chosen kind and check do not use: the form puts them under "Advanced". */
+export function advancedFields(schema, kind, check) {
+  const shown = new Set(ALWAYS_SHOWN);
+  if (kind === "llm-judge") JUDGE_FIELDS.forEach((name) => shown.add(name));
+  if (check && check.pack && !check.builtin) PACK_FIELDS.forEach((name) => shown.add(name));
+  return Object.keys(schema.properties || {}).filter((name) => !shown.has(name));
 }
 
 /**
@@ -138,7 +227,8 @@ export function composeSchema(guardrailSchema, checks, kind, checkId) {
   delete root.description;
   delete root.title;
   const props = root.properties || {};
-  if (props.kind) props.kind = kindSuggestions(checks, props.kind);
+  if (props.kind) props.kind = kindChoices(checks, props.kind, kind);
+  if (props.judgeCapabilities) props.judgeCapabilities = { ...JUDGE_CAPABILITIES, title: props.judgeCapabilities.title };
   if (props.check) props.check = checkChoices(checks, kind, props.check);
   const check = checks.find((candidate) => candidate.id === checkId);
   if (props.config && check && check.configSchema && typeof check.configSchema === "object") {
@@ -150,6 +240,7 @@ export function composeSchema(guardrailSchema, checks, kind, checkId) {
   }
   typeConstants(root);
   titleProperties(root);
+  oneLineHelp(root, root, "", 0);
   return root;
 }
 
@@ -192,13 +283,14 @@ function uiForObject(root, schema, depth) {
 const FIELD_ORDER = ["id", "name", "description", "kind", "check", "config", "action", "severity", "scope", "*"];
 
 /** The uiSchema for a composed schema: free-form maps as JSON fields, a readable field order. */
-export function composeUiSchema(schema) {
+export function composeUiSchema(schema, advanced = []) {
   const ui = uiForObject(schema, schema, 0);
   const present = new Set(Object.keys(schema.properties || {}));
   return {
     ...ui,
     config: { ...(ui.config || {}), "ui:enableOptionalDataFieldForType": [] },
     "ui:order": FIELD_ORDER.filter((name) => name === "*" || present.has(name)),
+    "ui:options": { advanced },
     "ui:submitButtonOptions": { norender: true },
     "ui:globalOptions": { enableOptionalDataFieldForType: ["object"] },
   };

@@ -3,6 +3,8 @@
  * a check without a config schema), a flag widget for `true`-only markers, and text buttons
  * in place of the icon-font buttons of rjsf's default theme (the console loads no icon font).
  */
+import { getDefaultRegistry } from "@rjsf/core";
+import { getUiOptions } from "@rjsf/utils";
 import { useEffect, useState } from "react";
 import { describeParseError, formatJson } from "./document.js";
 
@@ -147,3 +149,43 @@ export const buttonTemplates = {
   ),
   SubmitButton: () => null,
 };
+
+const DefaultObjectFieldTemplate = getDefaultRegistry().templates.ObjectFieldTemplate;
+
+const hasValue = (value) =>
+  value !== undefined && !(value && typeof value === "object" && !Array.isArray(value) && !Object.keys(value).length);
+
+/**
+ * The form's top level: the fields the chosen kind and check use, then the rest folded under
+ * "Advanced" (open when one of them holds a value or a problem). Nested objects keep rjsf's template.
+ */
+export function RootObjectFieldTemplate(props) {
+  const { fieldPathId, properties, uiSchema, formData, registry } = props;
+  const advanced = (getUiOptions(uiSchema).advanced || []);
+  if (fieldPathId.$id !== "root" || !advanced.length) return <DefaultObjectFieldTemplate {...props} />;
+  const main = properties.filter((prop) => !advanced.includes(prop.name));
+  const rest = properties.filter((prop) => advanced.includes(prop.name));
+  const filled = rest.some((prop) => hasValue((formData || {})[prop.name]));
+  const forced = Boolean(registry.formContext && registry.formContext.openAdvanced);
+  return (
+    <fieldset id={fieldPathId.$id} className="kg-root-fields">
+      {main.map((prop) => prop.content)}
+      {rest.length ? <AdvancedFields names={rest.map((prop) => prop.name)} open={filled || forced}>{rest.map((prop) => prop.content)}</AdvancedFields> : null}
+    </fieldset>
+  );
+}
+
+function AdvancedFields({ names, open, children }) {
+  const [expanded, setExpanded] = useState(open);
+  useEffect(() => {
+    if (open) setExpanded(true);
+  }, [open]);
+  return (
+    <details className="kg-advanced" open={expanded} onToggle={(event) => setExpanded(event.currentTarget.open)}>
+      <summary>
+        Advanced <span className="kg-muted">({names.length} fields this kind and check do not use)</span>
+      </summary>
+      <div className="kg-advanced__body">{children}</div>
+    </details>
+  );
+}

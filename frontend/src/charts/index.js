@@ -47,16 +47,46 @@ function colourFor(dataset, index) {
   return dataset.color || SEVERITY_COLOURS[String(dataset.label).toLowerCase()] || PALETTE[index % PALETTE.length];
 }
 
-function styledDataset(dataset, index, type) {
+function styledDataset(dataset, index, chartType) {
   const colour = colourFor(dataset, index);
+  // A line drawn over stacked bars (a budget) is its own stack: it is not added onto them.
+  const type = dataset.type === "line" ? "line" : chartType;
+  const overlay = dataset.type === "line" && chartType !== "line" ? { type: "line", stack: "overlay", order: -1 } : {};
   const common = { label: String(dataset.label ?? `Series ${index + 1}`), data: (dataset.data || []).map((value) => (value === null ? null : Number(value))) };
   if (type === "line") {
-    return { ...common, borderColor: colour, backgroundColor: `${colour}22`, borderWidth: 2, pointRadius: 2, pointHoverRadius: 4, tension: 0.25, fill: Boolean(dataset.fill) };
+    return { ...common, ...overlay, borderColor: colour, backgroundColor: `${colour}22`, borderWidth: 2, pointRadius: 2, pointHoverRadius: 4, tension: 0.25, fill: Boolean(dataset.fill) };
   }
   return { ...common, backgroundColor: colour, borderRadius: 2, maxBarThickness: 28 };
 }
 
-function chartConfig(spec) {
+/**
+ * Where a click on a bar goes: the canvas's data-chart-link (the list with the page's filter)
+ * narrowed to that day, and to that series when data-chart-series names the filter ("severity",
+ * "guardrail"); "other" and "none" are not a value one can filter on.
+ */
+export function linkFor(canvas, day, series) {
+  const base = canvas.dataset.chartLink;
+  if (!base) return "";
+  const url = new URL(base, window.location.href);
+  url.searchParams.set("since", day);
+  url.searchParams.set("until", day);
+  const param = canvas.dataset.chartSeries;
+  if (param && series && series !== "other" && series !== "none") url.searchParams.set(param, series);
+  url.searchParams.delete("after");
+  url.searchParams.delete("before");
+  return url.pathname + url.search;
+}
+
+function clickHandler(canvas) {
+  return (event, elements, chart) => {
+    const hit = chart.getElementsAtEventForMode(event, "nearest", { intersect: true }, false)[0];
+    if (!hit) return;
+    const target = linkFor(canvas, chart.data.labels[hit.index], chart.data.datasets[hit.datasetIndex].label);
+    if (target) window.location.assign(target);
+  };
+}
+
+function chartConfig(spec, canvas) {
   const type = spec.type === "line" ? "line" : "bar";
   const format = FORMATTERS[spec.yFormat] || FORMATTERS.count;
   const stacked = Boolean(spec.stacked);
@@ -68,6 +98,10 @@ function chartConfig(spec) {
       maintainAspectRatio: false,
       animation: { duration: 250 },
       interaction: { mode: "index", intersect: false },
+      onClick: canvas && canvas.dataset.chartLink ? clickHandler(canvas) : undefined,
+      onHover: canvas && canvas.dataset.chartLink
+        ? (event, elements, chart) => { chart.canvas.style.cursor = chart.getElementsAtEventForMode(event, "nearest", { intersect: true }, false).length ? "pointer" : "default"; }
+        : undefined,
       plugins: {
         legend: { position: "bottom", labels: { boxWidth: 10, boxHeight: 10, usePointStyle: true } },
         tooltip: { callbacks: { label: (item) => `${item.dataset.label}: ${format(item.parsed.y ?? 0)}` } },
@@ -103,7 +137,7 @@ function render(canvas, spec) {
   }
   const existing = Chart.getChart(canvas);
   if (existing) existing.destroy();
-  new Chart(canvas, chartConfig(spec));
+  new Chart(canvas, chartConfig(spec, canvas));
   canvas.dataset.chartReady = "true";
   canvas.dataset.chartPoints = String(points);
 }
@@ -131,6 +165,6 @@ function mountAll() {
   document.querySelectorAll("canvas[data-chart-url], canvas[data-chart-source]").forEach(mount);
 }
 
-window.KindgiCharts = { render, chartConfig };
+window.KindgiCharts = { render, chartConfig, linkFor, chartOf: (canvas) => Chart.getChart(canvas) };
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", mountAll);
 else mountAll();

@@ -18,6 +18,7 @@
  *                             [data-copy-text="…"] copies that text.
  *   [data-confirm="message"]  asks before a form submits or a link is followed.
  *   [data-dismiss]            a button that removes its closest [data-dismissable] element.
+ *   [data-shortcut="j"]       pressing j (outside text boxes) clicks it, or focuses a text box.
  */
 
 const FINAL_STATUSES = new Set(["succeeded", "success", "completed", "complete", "done", "failed", "error", "cancelled", "canceled"]);
@@ -44,7 +45,9 @@ function renderProgress(root, data) {
   setText(root, "[data-progress-text]", total > 0 ? `${done} / ${total} (${percent}%)` : `${percent}%`);
   setText(root, "[data-progress-percent]", `${percent}%`);
   if (data.status) {
-    root.querySelectorAll("[data-progress-status]").forEach((element) => {
+    // With one progress bar on the page, every status pill of the page follows it (the run's card too).
+    const scope = document.querySelectorAll("[data-progress-url]").length === 1 ? document : root;
+    scope.querySelectorAll("[data-progress-status]").forEach((element) => {
       element.textContent = data.status;
       element.className = element.className.replace(/\bpill--[\w-]+/g, "").trim() + ` pill--${data.status}`;
     });
@@ -193,6 +196,29 @@ function enableDismiss(button) {
   });
 }
 
+const TYPING = new Set(["INPUT", "TEXTAREA", "SELECT"]);
+
+/**
+ * Single-key shortcuts: a key press clicks the [data-shortcut="key"] button or link, or
+ * focuses it when it is a text box. Keys do nothing while a text box has the focus (Escape
+ * leaves it), nor with a modifier, so typing a note never reviews anything.
+ */
+function enableShortcuts() {
+  document.addEventListener("keydown", (event) => {
+    const target = event.target;
+    if (TYPING.has(target.tagName) || target.isContentEditable) {
+      if (event.key === "Escape") target.blur();
+      return;
+    }
+    if (event.ctrlKey || event.metaKey || event.altKey || event.key.length !== 1) return;
+    const element = document.querySelector(`[data-shortcut="${CSS.escape(event.key.toLowerCase())}"]`);
+    if (!element || element.disabled) return;
+    event.preventDefault();
+    if (TYPING.has(element.tagName)) element.focus();
+    else element.click();
+  });
+}
+
 function enhance(root = document) {
   root.querySelectorAll("[data-progress-url]").forEach(watchProgress);
   root.querySelectorAll("[data-select-all]").forEach(enableSelectAll);
@@ -202,6 +228,7 @@ function enhance(root = document) {
 }
 
 enableConfirm();
+enableShortcuts();
 document.documentElement.classList.add("js");
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", () => enhance());
 else enhance();
