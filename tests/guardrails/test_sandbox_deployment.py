@@ -98,7 +98,10 @@ def host_without_bubblewrap(monkeypatch):
     monkeypatch.setattr(boundary, "host_boundary", lambda: boundary.Boundary("/nonexistent/bwrap"))
 
 
-def test_check_deploy_says_which_postures_this_host_enforces():
+def test_check_deploy_says_which_postures_this_host_enforces(monkeypatch):
+    # The browser tests' DJANGO_ALLOW_ASYNC_UNSAFE (set when they are collected) is an error
+    # for `check --deploy`; it is theirs only, never a deployment's.
+    monkeypatch.delenv("DJANGO_ALLOW_ASYNC_UNSAFE", raising=False)
     out = io.StringIO()
     call_command("check", "--deploy", stdout=out, stderr=out)
     assert "(guardrails.I002) sandbox posture strict: bubblewrap" in out.getvalue()

@@ -210,8 +210,8 @@ class _Caller:
         threading.Thread(target=exchange.run, name="judge-call", daemon=True).start()
         if not exchange.done.wait(timeout):
             if self.clock() >= self.deadline:
-                raise _Final("the judge provider did not finish answering within the evaluation's time limit")
-            raise _Transient(f"the judge provider did not finish answering within {timeout:.1f}s")
+                raise _Final("the judge provider timed out: no whole answer within the evaluation's time limit")
+            raise _Transient(f"the judge provider timed out: no whole answer within {timeout:.1f}s")
         if isinstance(exchange.error, _TooLarge):
             raise _Final(f"the judge provider's answer is larger than {MAX_REPLY_BYTES} bytes")
         if isinstance(exchange.error, httpx.TimeoutException | _Late):
