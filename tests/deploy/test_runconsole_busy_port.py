@@ -54,3 +54,19 @@ def test_a_free_port_is_announced_and_served() -> None:
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+def test_make_run_checks_the_port_before_migrating() -> None:
+    """`make run` stops at its first step, before the migrations and the demo data."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = subprocess.run(
+            ["make", "--no-print-directory", "run", f"PORT={port}", f"PY={sys.executable}"],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )
+    assert result.returncode != 0
+    assert f"port {port} on 127.0.0.1 is busy" in result.stderr
+    assert "migrate" not in result.stdout
+    assert "is at" not in result.stdout

@@ -33,10 +33,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
         parser.add_argument("--no-worker", action="store_true", help="do not start a worker")
+        parser.add_argument("--check-address", action="store_true",
+                            help="only check that the address is free (make run does, before migrating)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         addrport: str = options["addrport"]
         refuse_busy_address(addrport)
+        if options["check_address"]:
+            return
         supervisor = None if options["no_worker"] else WorkerSupervisor(self.stderr)
         self._print_banner(addrport, supervisor is not None)
         # A SIGTERM (a service manager, `kill`) ends the server through `finally`, which
