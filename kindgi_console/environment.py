@@ -143,43 +143,56 @@ def _declared(name: str, kind: Kind) -> Variable:
 
 def text(name: str, default: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
     """The variable's text, or its default (`default` for one computed by the caller)."""
-    variable = _declared(name, "text")
-    fallback = str(variable.default) if default is None else default
-    return environ.get(name, fallback)
+    return read_text(_declared(name, "text"), default, environ)
 
 
 def flag(name: str, default: bool | None = None, environ: Mapping[str, str] = os.environ) -> bool:
     """A boolean: 1/true/yes/on or 0/false/no/off (any case)."""
-    variable = _declared(name, "bool")
-    raw = environ.get(name)
+    return read_flag(_declared(name, "bool"), default, environ)
+
+
+def whole(name: str, default: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
+    """An integer, at least the declared minimum."""
+    return read_whole(_declared(name, "int"), default, environ)
+
+
+def items(name: str, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """A comma-separated list; blank items are dropped."""
+    return read_items(_declared(name, "list"), environ)
+
+
+def read_text(variable: Variable, default: str | None, environ: Mapping[str, str]) -> str:
+    return environ.get(variable.name, str(variable.default) if default is None else default)
+
+
+def read_flag(variable: Variable, default: bool | None, environ: Mapping[str, str]) -> bool:
+    raw = environ.get(variable.name)
     if raw is None:
         return bool(variable.default) if default is None else default
     value = raw.strip().lower()
     if value in _TRUE | _FALSE:
         return value in _TRUE
-    raise BadValue(f"{name}={raw!r} is not a boolean (use true or false)")
+    raise BadValue(f"{variable.name}={raw!r} is not a boolean (use true or false)")
 
 
-def whole(name: str, default: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
-    """An integer, at least the declared minimum."""
-    variable = _declared(name, "int")
-    raw = environ.get(name)
+def read_whole(variable: Variable, default: int | None, environ: Mapping[str, str]) -> int:
+    raw = environ.get(variable.name)
     if raw is None:
-        assert isinstance(variable.default, int)
-        return variable.default if default is None else default
+        if default is not None:
+            return default
+        assert isinstance(variable.default, int), variable.name
+        return variable.default
     try:
         value = int(raw.strip())
     except ValueError:
-        raise BadValue(f"{name}={raw!r} is not an integer") from None
+        raise BadValue(f"{variable.name}={raw!r} is not an integer") from None
     if variable.minimum is not None and value < variable.minimum:
-        raise BadValue(f"{name}={value} must be at least {variable.minimum}")
+        raise BadValue(f"{variable.name}={value} must be at least {variable.minimum}")
     return value
 
 
-def items(name: str, environ: Mapping[str, str] = os.environ) -> list[str]:
-    """A comma-separated list; blank items are dropped."""
-    variable = _declared(name, "list")
-    raw = environ.get(name)
+def read_items(variable: Variable, environ: Mapping[str, str]) -> list[str]:
+    raw = environ.get(variable.name)
     if raw is None:
         return list(variable.default) if isinstance(variable.default, tuple) else []
     return [item.strip() for item in raw.split(",") if item.strip()]

@@ -23,6 +23,7 @@ READS = [
     r'environ\.get\(\s*"([A-Z][A-Z0-9_]+)"',  # the CLI and the test suite
     r'_env_[a-z_]+\(\s*"([A-Z][A-Z0-9_]+)"',  # the CLI's readers
     r'\benv="([A-Z][A-Z0-9_]+)"',  # dj-database-url
+    r'\benv(?:str|bool|int|list)\(\s*"([A-Z][A-Z0-9_]+)"',  # settings written before the declaration
 ]
 
 
@@ -146,3 +147,18 @@ def test_the_settings_table_command_prints_the_declaration() -> None:
     out = StringIO()
     call_command("settings_table", stdout=out)
     assert out.getvalue() == settings_table()
+
+
+def test_the_readers_of_before_the_declaration_behave_as_they_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from kindgi_console.env import envbool, envint, envlist, envstr
+
+    monkeypatch.setenv("KINDGI_SOMETHING_NEW", "3")
+    assert envint("KINDGI_SOMETHING_NEW", 5, minimum=1) == 3
+    assert envint("KINDGI_NOT_SET_AT_ALL", 5, minimum=1) == 5
+    assert envstr("KINDGI_SOMETHING_NEW", "x") == "3"
+    assert envlist("KINDGI_NOT_SET_AT_ALL", ["a"]) == ["a"]
+    assert envbool("KINDGI_NOT_SET_AT_ALL", True) is True
+    with pytest.raises(ImproperlyConfigured, match="KINDGI_SOMETHING_NEW=3 must be at least 4"):
+        envint("KINDGI_SOMETHING_NEW", 5, minimum=4)
