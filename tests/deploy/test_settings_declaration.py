@@ -162,3 +162,12 @@ def test_the_readers_of_before_the_declaration_behave_as_they_did(monkeypatch: p
     assert envbool("KINDGI_NOT_SET_AT_ALL", True) is True
     with pytest.raises(ImproperlyConfigured, match="KINDGI_SOMETHING_NEW=3 must be at least 4"):
         envint("KINDGI_SOMETHING_NEW", 5, minimum=4)
+
+
+def test_every_declared_default_is_a_value_the_variable_may_take() -> None:
+    for variable in DECLARED.values():
+        if variable.kind == "int":
+            assert isinstance(variable.default, int) and not isinstance(variable.default, bool), variable.name
+            assert variable.minimum is None or variable.default >= variable.minimum, variable.name
+        expected = {"text": str, "bool": bool, "list": tuple}.get(variable.kind)
+        assert expected is None or isinstance(variable.default, expected), variable.name
