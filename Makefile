@@ -18,6 +18,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 run: install
+	$(PY) manage.py runconsole --check-address $(HOST):$(PORT)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py load_demo
 	$(PY) manage.py runconsole $(HOST):$(PORT)

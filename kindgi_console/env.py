@@ -1,54 +1,55 @@
-"""Typed readers for settings taken from the environment.
-
-Each helper fails loudly (ImproperlyConfigured) on a value it cannot read, so that a
-typo in a deployment's environment stops start-up instead of silently using a default.
-"""
+"""The settings' readers: the declared environment (kindgi_console/environment.py), with a
+bad value turned into ImproperlyConfigured, so that a typo in a deployment's environment
+stops start-up with a message naming the variable instead of silently using a default."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import wraps
+from typing import ParamSpec, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+from kindgi_console import environment
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
+def _improperly_configured(read: Callable[P, T]) -> Callable[P, T]:
+    @wraps(read)
+    def reader(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return read(*args, **kwargs)
+        except environment.BadValue as error:
+            raise ImproperlyConfigured(str(error)) from None
+
+    return reader
+
+
+text = _improperly_configured(environment.text)
+flag = _improperly_configured(environment.flag)
+whole = _improperly_configured(environment.whole)
+items = _improperly_configured(environment.items)
+
+
+# The readers of settings written before the declaration (a branch that adds `envint(...)`
+# still merges and behaves as written); the declaration test names every variable read this
+# way that kindgi_console/environment.py does not declare yet, so it is declared at once.
 def envstr(name: str, default: str) -> str:
-    """The variable's text, or the default when it is unset."""
-    return os.environ.get(name, default)
+    return environment.read_text(environment.Variable(name, "text", default, ""), None, os.environ)
 
 
+@_improperly_configured
 def envbool(name: str, default: bool) -> bool:
-    """A boolean: 1/true/yes/on or 0/false/no/off (any case)."""
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true or false)")
+    return environment.read_flag(environment.Variable(name, "bool", default, ""), None, os.environ)
 
 
+@_improperly_configured
 def envint(name: str, default: int, *, minimum: int | None = None) -> int:
-    """An integer, optionally at least `minimum`."""
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
-    return value
+    return environment.read_whole(environment.Variable(name, "int", default, "", minimum), None, os.environ)
 
 
 def envlist(name: str, default: list[str]) -> list[str]:
-    """A comma-separated list; blank items are dropped."""
-    raw = os.environ.get(name)
-    if raw is None:
-        return list(default)
-    return [item.strip() for item in raw.split(",") if item.strip()]
+    return environment.read_items(environment.Variable(name, "list", tuple(default), ""), os.environ)

@@ -1,5 +1,8 @@
 """Kindgi Console settings, read from the environment in this one module.
 
+Every variable is declared once, with its type, default and meaning, in
+kindgi_console/environment.py (the README's settings table is rendered from it).
+
 Nothing set: SQLite in the project folder and a broker on the local filesystem, so the
 console runs with no service to install. `DATABASE_URL` and `CELERY_BROKER_URL` point it
 at PostgreSQL and Redis.
@@ -12,19 +15,19 @@ from pathlib import Path
 
 import dj_database_url
 
-from kindgi_console.env import envbool, envint, envlist, envstr
+from kindgi_console.env import flag, items, text, whole
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(envstr("KINDGI_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR = Path(text("KINDGI_VAR_DIR", str(BASE_DIR / "var")))
 
-DEBUG = envbool("DJANGO_DEBUG", True)
-SECRET_KEY = envstr("DJANGO_SECRET_KEY", "kindgi-local-development-only-not-secret" if DEBUG else "")
+DEBUG = flag("DJANGO_DEBUG")
+SECRET_KEY = text("DJANGO_SECRET_KEY", "kindgi-local-development-only-not-secret" if DEBUG else "")
 if not SECRET_KEY:
     from django.core.exceptions import ImproperlyConfigured
 
     raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false")
-ALLOWED_HOSTS = envlist("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
-CSRF_TRUSTED_ORIGINS = envlist("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+ALLOWED_HOSTS = items("DJANGO_ALLOWED_HOSTS")
+CSRF_TRUSTED_ORIGINS = items("DJANGO_CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -80,9 +83,9 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.config(
-        env="DATABASE_URL",
+        env="DATABASE_URL",  # declared in kindgi_console/environment.py; dj-database-url reads it
         default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
-        conn_max_age=envint("DATABASE_CONN_MAX_AGE", 60, minimum=0),
+        conn_max_age=whole("DATABASE_CONN_MAX_AGE"),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -124,7 +127,7 @@ with contextlib.suppress(OSError):  # a read-only deployment collects its assets
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = VAR_DIR / "media"
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # larger uploads stream to a temporary file
-DATA_UPLOAD_MAX_MEMORY_SIZE = envint("KINDGI_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = whole("KINDGI_MAX_REQUEST_BYTES")
 
 # Security: production settings come from DJANGO_DEBUG=false.
 SESSION_COOKIE_HTTPONLY = True
@@ -133,10 +136,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 if not DEBUG:
-    SECURE_SSL_REDIRECT = envbool("DJANGO_SECURE_SSL_REDIRECT", True)
+    SECURE_SSL_REDIRECT = flag("DJANGO_SECURE_SSL_REDIRECT")
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = envint("DJANGO_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_SECONDS = whole("DJANGO_HSTS_SECONDS")
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -165,7 +168,7 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
 }
 # Requests per API key or user (DRF's rate syntax: "N/second|minute|hour|day").
-KINDGI_API_RATE = envstr("KINDGI_API_RATE", "3000/minute")
+KINDGI_API_RATE = text("KINDGI_API_RATE")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Kindgi Console API",
     "DESCRIPTION": (
@@ -186,7 +189,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: Redis in a deployment; a broker on the local filesystem when nothing is set.
-CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = text("CELERY_BROKER_URL")
 if CELERY_BROKER_URL == "filesystem://":
     _broker_dir = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
@@ -196,7 +199,7 @@ if CELERY_BROKER_URL == "filesystem://":
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
         # How often an idle worker looks at the folder for a new message (seconds).
-        "polling_interval": envint("KINDGI_BROKER_POLL_MS", 200, minimum=10) / 1000,
+        "polling_interval": whole("KINDGI_BROKER_POLL_MS") / 1000,
     }
     # Made here, where the broker is chosen: any process that sends a task (runserver,
     # gunicorn, a worker, a management command) finds them.
@@ -206,14 +209,14 @@ if CELERY_BROKER_URL == "filesystem://":
 else:
     # Redis hands an unacknowledged message (its worker was lost) to another worker after
     # this many seconds; make it longer than the longest task.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 600, minimum=1)}
-CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": whole("CELERY_VISIBILITY_TIMEOUT")}
+CELERY_TASK_ALWAYS_EAGER = flag("CELERY_TASK_ALWAYS_EAGER")
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 300, minimum=1)
-CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 270, minimum=1)
+CELERY_TASK_TIME_LIMIT = whole("CELERY_TASK_TIME_LIMIT")
+CELERY_TASK_SOFT_TIME_LIMIT = whole("CELERY_TASK_SOFT_TIME_LIMIT")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "kindgi"
@@ -224,30 +227,30 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Evaluation runs: traces per chunk (one task each) and per batch (read and written
 # together). A running chunk's claim is trusted for KINDGI_CHUNK_LEASE_SECONDS, renewed by
 # a heartbeat every third of it while its worker lives, so a lost worker is noticed in
-# seconds; a queued chunk's message (and an upload's worker) for KINDGI_QUEUED_LEASE_SECONDS
-# before it is sent again. The periodic check looks for expired leases every
-# KINDGI_CHUNK_CHECK_SECONDS.
-KINDGI_EVALUATION_CHUNK_SIZE = envint("KINDGI_EVALUATION_CHUNK_SIZE", 500, minimum=1)
-KINDGI_EVALUATION_BATCH = envint("KINDGI_EVALUATION_BATCH", 500, minimum=1)
-KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 15, minimum=1)
-KINDGI_QUEUED_LEASE_SECONDS = envint("KINDGI_QUEUED_LEASE_SECONDS", 300, minimum=1)
-KINDGI_CHUNK_MAX_ATTEMPTS = envint("KINDGI_CHUNK_MAX_ATTEMPTS", 5, minimum=1)
-KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 10, minimum=1)
+# seconds; a queued chunk's message for KINDGI_QUEUED_LEASE_SECONDS before it is sent
+# again. The periodic check looks for expired leases every KINDGI_CHUNK_CHECK_SECONDS.
+KINDGI_EVALUATION_CHUNK_SIZE = whole("KINDGI_EVALUATION_CHUNK_SIZE")
+KINDGI_EVALUATION_BATCH = whole("KINDGI_EVALUATION_BATCH")
+KINDGI_CHUNK_LEASE_SECONDS = whole("KINDGI_CHUNK_LEASE_SECONDS")
+KINDGI_QUEUED_LEASE_SECONDS = whole("KINDGI_QUEUED_LEASE_SECONDS")
+KINDGI_CHUNK_MAX_ATTEMPTS = whole("KINDGI_CHUNK_MAX_ATTEMPTS")
+KINDGI_CHUNK_CHECK_SECONDS = whole("KINDGI_CHUNK_CHECK_SECONDS")
 # Retention (a tenant's RetentionPolicy): old rows are deleted KINDGI_RETENTION_BATCH traces
 # (or ledger entries) per transaction, every KINDGI_RETENTION_CHECK_SECONDS.
-KINDGI_RETENTION_BATCH = envint("KINDGI_RETENTION_BATCH", 1000, minimum=1)
-KINDGI_RETENTION_CHECK_SECONDS = envint("KINDGI_RETENTION_CHECK_SECONDS", 3600, minimum=1)
+KINDGI_RETENTION_BATCH = whole("KINDGI_RETENTION_BATCH")
+KINDGI_RETENTION_CHECK_SECONDS = whole("KINDGI_RETENTION_CHECK_SECONDS")
 # Each worker writes a heartbeat row this often; pages of waiting work say when no worker
 # has been seen for three of them.
-KINDGI_WORKER_HEARTBEAT_SECONDS = envint("KINDGI_WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
+KINDGI_WORKER_HEARTBEAT_SECONDS = whole("KINDGI_WORKER_HEARTBEAT_SECONDS")
 # OTLP ingestion (docs/otlp.md): how long an agent turn whose agent span has not arrived is
 # kept before what arrived is stored as an incomplete trace; how many such spans a tenant may
 # have waiting; the span attribute that names the flow; the resource attribute that names the
 # tenant for a key of the whole console.
-KINDGI_OTLP_TURN_TIMEOUT_S = envint("KINDGI_OTLP_TURN_TIMEOUT_S", 60, minimum=1)
-KINDGI_OTLP_MAX_PENDING_SPANS = envint("KINDGI_OTLP_MAX_PENDING_SPANS", 10000, minimum=1)
-KINDGI_OTLP_FLOW_ATTRIBUTE = envstr("KINDGI_OTLP_FLOW_ATTRIBUTE", "kindgi.flow")
-KINDGI_OTLP_TENANT_ATTRIBUTE = envstr("KINDGI_OTLP_TENANT_ATTRIBUTE", "kindgi.tenant")
+KINDGI_OTLP_TURN_TIMEOUT_S = whole("KINDGI_OTLP_TURN_TIMEOUT_S")
+KINDGI_OTLP_MAX_PENDING_SPANS = whole("KINDGI_OTLP_MAX_PENDING_SPANS")
+KINDGI_OTLP_FLOW_ATTRIBUTE = text("KINDGI_OTLP_FLOW_ATTRIBUTE")
+KINDGI_OTLP_TENANT_ATTRIBUTE = text("KINDGI_OTLP_TENANT_ATTRIBUTE")
+KINDGI_ALERT_CHECK_SECONDS = whole("KINDGI_ALERT_CHECK_SECONDS")
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-chunks": {
         "task": "traces.tasks.requeue_expired_work",
@@ -263,75 +266,72 @@ CELERY_BEAT_SCHEDULE = {
     },
     "alerts-tick": {
         "task": "alerts.tasks.tick",
-        "schedule": float(envint("KINDGI_ALERT_CHECK_SECONDS", 60, minimum=1)),
+        "schedule": float(KINDGI_ALERT_CHECK_SECONDS),
     },
 }
 
 # Alerts: one attempt's total deadline, the backoff between attempts (base x 2^n, capped),
 # how many attempts a delivery gets before it is failed for good.
-KINDGI_ALERT_SEND_TIMEOUT_S = envint("KINDGI_ALERT_SEND_TIMEOUT_S", 10, minimum=1)
-KINDGI_ALERT_RETRY_BASE_S = envint("KINDGI_ALERT_RETRY_BASE_S", 30, minimum=1)
-KINDGI_ALERT_RETRY_MAX_S = envint("KINDGI_ALERT_RETRY_MAX_S", 3600, minimum=1)
-KINDGI_ALERT_MAX_ATTEMPTS = envint("KINDGI_ALERT_MAX_ATTEMPTS", 8, minimum=1)
+KINDGI_ALERT_SEND_TIMEOUT_S = whole("KINDGI_ALERT_SEND_TIMEOUT_S")
+KINDGI_ALERT_RETRY_BASE_S = whole("KINDGI_ALERT_RETRY_BASE_S")
+KINDGI_ALERT_RETRY_MAX_S = whole("KINDGI_ALERT_RETRY_MAX_S")
+KINDGI_ALERT_MAX_ATTEMPTS = whole("KINDGI_ALERT_MAX_ATTEMPTS")
 # Whether webhooks may go to loopback and private addresses (only with DEBUG, by default).
-KINDGI_ALERT_PRIVATE_URLS = envbool("KINDGI_ALERT_PRIVATE_URLS", DEBUG)
-# E-mail (alert channels, member invitations): SMTP when EMAIL_HOST is set, else printed by
-# the console backend.
-EMAIL_HOST = envstr("EMAIL_HOST", "")
-EMAIL_PORT = envint("EMAIL_PORT", 587, minimum=1)
-EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = envstr("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", True)
-EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10, minimum=1)
-DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "kindgi@localhost")
+KINDGI_ALERT_PRIVATE_URLS = flag("KINDGI_ALERT_PRIVATE_URLS", DEBUG)
+# E-mail (alert channels, member invitations): SMTP when EMAIL_HOST is set, else printed by the console backend.
+EMAIL_HOST = text("EMAIL_HOST")
+EMAIL_PORT = whole("EMAIL_PORT")
+EMAIL_HOST_USER = text("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = text("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = flag("EMAIL_USE_TLS")
+EMAIL_TIMEOUT = whole("EMAIL_TIMEOUT")
+DEFAULT_FROM_EMAIL = text("DEFAULT_FROM_EMAIL")
 EMAIL_BACKEND = (
     "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend"
 )
 
 # Uploads: traces stored per batch, and how many bad lines an upload keeps (all are counted).
-KINDGI_UPLOAD_BATCH = envint("KINDGI_UPLOAD_BATCH", 500, minimum=1)
-KINDGI_UPLOAD_MAX_ERRORS = envint("KINDGI_UPLOAD_MAX_ERRORS", 1000, minimum=1)
+KINDGI_UPLOAD_BATCH = whole("KINDGI_UPLOAD_BATCH")
+KINDGI_UPLOAD_MAX_ERRORS = whole("KINDGI_UPLOAD_MAX_ERRORS")
 # An upload is read in pieces, one task each, well under the task time limit: a piece ends
 # after this many traces or seconds (at the end of a batch), and the next task goes on.
-KINDGI_UPLOAD_PIECE_LINES = envint("KINDGI_UPLOAD_PIECE_LINES", 50_000, minimum=1)
-KINDGI_UPLOAD_PIECE_SECONDS = envint(
-    "KINDGI_UPLOAD_PIECE_SECONDS", max(1, min(60, CELERY_TASK_SOFT_TIME_LIMIT // 4)), minimum=0)
+KINDGI_UPLOAD_PIECE_LINES = whole("KINDGI_UPLOAD_PIECE_LINES")
+KINDGI_UPLOAD_PIECE_SECONDS = whole("KINDGI_UPLOAD_PIECE_SECONDS", max(1, min(60, CELERY_TASK_SOFT_TIME_LIMIT // 4)))
 # What an uploaded file may expand to once decompressed, and how many blank lines in a row
 # it may hold, before it is refused (a few KB of gzip can hold GBs).
-KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED = envint(
-    "KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED", 4 * 1024**3, minimum=1024)
-KINDGI_UPLOAD_MAX_BLANK_LINES = envint("KINDGI_UPLOAD_MAX_BLANK_LINES", 10_000, minimum=1)
+KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED = whole("KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED")
+KINDGI_UPLOAD_MAX_BLANK_LINES = whole("KINDGI_UPLOAD_MAX_BLANK_LINES")
 
 # Ingestion limits (runtrace.md), each one a setting.
-KINDGI_MAX_TRACE_BYTES = envint("KINDGI_MAX_TRACE_BYTES", 1024 * 1024, minimum=1024)
+KINDGI_MAX_TRACE_BYTES = whole("KINDGI_MAX_TRACE_BYTES")
 KINDGI_MAX_REQUEST_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
-KINDGI_MAX_BATCH = envint("KINDGI_MAX_BATCH", 1000, minimum=1)
-KINDGI_MAX_DEPTH = envint("KINDGI_MAX_DEPTH", 64, minimum=2)
+KINDGI_MAX_BATCH = whole("KINDGI_MAX_BATCH")
+KINDGI_MAX_DEPTH = whole("KINDGI_MAX_DEPTH")
 
 # Production refuses `filesystem` code artifacts (the seed: production servers SHOULD reject them).
-KINDGI_PRODUCTION = envbool("KINDGI_PRODUCTION", not DEBUG)
+KINDGI_PRODUCTION = flag("KINDGI_PRODUCTION", not DEBUG)
 # Check packs: Python modules that define checks with the engine's define_check.
-KINDGI_CHECK_PACKS = envlist("KINDGI_CHECK_PACKS", [])
+KINDGI_CHECK_PACKS = items("KINDGI_CHECK_PACKS")
 # The sandbox of pack checks: limits for guardrails that declare none, warm workers per posture.
-KINDGI_SANDBOX_MEM_MB = envint("KINDGI_SANDBOX_MEM_MB", 256, minimum=16)
-KINDGI_SANDBOX_CPU_MS = envint("KINDGI_SANDBOX_CPU_MS", 1000, minimum=10)
-KINDGI_SANDBOX_POOL_SIZE = envint("KINDGI_SANDBOX_POOL_SIZE", 2, minimum=1)
+KINDGI_SANDBOX_MEM_MB = whole("KINDGI_SANDBOX_MEM_MB")
+KINDGI_SANDBOX_CPU_MS = whole("KINDGI_SANDBOX_CPU_MS")
+KINDGI_SANDBOX_POOL_SIZE = whole("KINDGI_SANDBOX_POOL_SIZE")
 # What a guardrail's needsSpec may ask for: capabilities and bindings the deployment provides,
 # and the names of environment variables that hold secrets (never stored in the database).
-KINDGI_CAPABILITIES = envlist("KINDGI_CAPABILITIES", [])
-KINDGI_BINDINGS = envlist("KINDGI_BINDINGS", [])
-KINDGI_SECRETS = envlist("KINDGI_SECRETS", [])
+KINDGI_CAPABILITIES = items("KINDGI_CAPABILITIES")
+KINDGI_BINDINGS = items("KINDGI_BINDINGS")
+KINDGI_SECRETS = items("KINDGI_SECRETS")
 # The plain environment variables a check's needsSpec.env may name (nothing else is handed
 # over; the console's own variables never are, whichever list names them).
-KINDGI_PACK_ENV = envlist("KINDGI_PACK_ENV", [])
+KINDGI_PACK_ENV = items("KINDGI_PACK_ENV")
 # The llm-judge: how long a synchronous evaluation (POST evaluate, ingestion) may take in all,
 # and one judge call at most, retries included. Batch runs have the task's soft time limit.
-KINDGI_EVALUATE_TIME_LIMIT_S = envint("KINDGI_EVALUATE_TIME_LIMIT_S", 30, minimum=1)
-KINDGI_JUDGE_CALL_LIMIT_S = envint("KINDGI_JUDGE_CALL_LIMIT_S", 60, minimum=1)
+KINDGI_EVALUATE_TIME_LIMIT_S = whole("KINDGI_EVALUATE_TIME_LIMIT_S")
+KINDGI_JUDGE_CALL_LIMIT_S = whole("KINDGI_JUDGE_CALL_LIMIT_S")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": envstr("KINDGI_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": text("KINDGI_LOG_LEVEL")},
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 DEMO_LOGINS = ("admin", "author", "acme-reviewer", "globex-reviewer")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -32,9 +33,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
         parser.add_argument("--no-worker", action="store_true", help="do not start a worker")
+        parser.add_argument("--check-address", action="store_true",
+                            help="only check that the address is free (make run does, before migrating)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         addrport: str = options["addrport"]
+        refuse_busy_address(addrport)
+        if options["check_address"]:
+            return
         supervisor = None if options["no_worker"] else WorkerSupervisor(self.stderr)
         self._print_banner(addrport, supervisor is not None)
         # A SIGTERM (a service manager, `kill`) ends the server through `finally`, which
@@ -60,6 +66,29 @@ class Command(BaseCommand):
             "",
         ]
         self.stdout.write("\n".join(lines))
+
+
+def refuse_busy_address(addrport: str) -> None:
+    """Stop, before anything starts or is announced, when another process holds the address.
+
+    The probe binds as the development server does (SO_REUSEADDR), so a port left in
+    TIME_WAIT by a previous run is not mistaken for a busy one.
+    """
+    host, _, port = addrport.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
+    except (ValueError, socket.gaierror) as error:
+        raise CommandError(f"{addrport!r} is not an address to serve on (HOST:PORT): {error}") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            raise CommandError(
+                f"port {port} on {host} is busy ({error.strerror}): another process is serving there. "
+                "Stop it, or choose another port: PORT=8001 make run"
+            ) from None
 
 
 def _die_with_parent() -> None:

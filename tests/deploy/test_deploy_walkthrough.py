@@ -1,0 +1,292 @@
+"""The README's deployment walkthrough, followed step by step on real processes.
+
+The commands are read from the README's fenced blocks (`<!-- walkthrough:setup -->` and
+`<!-- walkthrough:use -->`) and run as written, on a PostgreSQL database and a redis-server of
+the test's own; only host names, ports, the database name and the folder are replaced. The
+test then plays the TLS proxy: it forwards each `curl` of the README to gunicorn with the
+`Host` and `X-Forwarded-Proto` headers a proxy sends.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+import httpx
+import pytest
+
+from kindgi_console.environment import DECLARED
+
+pytestmark = pytest.mark.services
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PUBLIC_HOST = "console.example.com"
+
+
+def fenced_block(marker: str) -> str:
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(rf"<!-- {marker} -->\n```sh\n(.*?)```", readme, re.S)
+    assert match, f"README.md has no ```sh block after <!-- {marker} -->"
+    return match.group(1)
+
+
+def commands(block: str) -> list[list[str]]:
+    """The block's commands, continuation lines joined, comments dropped."""
+    found: list[list[str]] = []
+    pending = ""
+    for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+        pending += line + "\n"
+        try:
+            words = shlex.split(pending, comments=True)
+        except ValueError:  # a quoted argument (a JSON body) goes on over the next line
+            continue
+        found += [words] if words else []
+        pending = ""
+    assert not pending, f"an unclosed quotation in the README's block: {pending}"
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def answers(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_for(condition: Any, timeout: float, what: str, logs: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    tails = "".join(f"\n--- {log.name}\n{log.read_text(errors='replace')[-3000:]}"
+                    for log in sorted(logs.glob("*.log"))) if logs else ""
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}{tails}")
+
+
+@dataclass
+class Deployment:
+    """What the walkthrough's setup block made: the environment, the processes, the key."""
+
+    folder: Path
+    substitutions: dict[str, str]
+    database: str
+    environ: dict[str, str] = field(default_factory=dict)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+    web_port: int = 0
+
+    def word(self, text: str) -> str:
+        for old, new in self.substitutions.items():
+            text = text.replace(old, new)
+        return text
+
+    def run(self, words: list[str]) -> None:
+        assignments, argv = _split_assignments(words)
+        if argv[:1] == ["export"]:
+            self.environ.update(_assignments(argv[1:], self.word))
+            return
+        environ = {**self.environ, **_assignments(assignments, self.word)}
+        argv = [self.word(word) for word in argv]
+        if argv[0] == "createdb":
+            argv[-1] = self.database
+        if argv[0].startswith(".venv/bin/"):
+            argv[0] = str(BIN / argv[0].removeprefix(".venv/bin/"))
+        if Path(argv[0]).name in ("gunicorn", "celery"):
+            self._start(argv, environ)
+        else:
+            self._run(argv, environ)
+
+    def _run(self, argv: list[str], environ: dict[str, str]) -> None:
+        result = subprocess.run(argv, cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, f"{shlex.join(argv)} failed:\n{result.stdout}\n{result.stderr}"
+        name = argv[2] if Path(argv[0]).name.startswith("python") else Path(argv[0]).name
+        self.outputs[name] = result.stdout
+
+    def _start(self, argv: list[str], environ: dict[str, str]) -> None:
+        name = "gunicorn" if Path(argv[0]).name == "gunicorn" else f"celery-{argv[3]}"
+        with (self.folder / f"{name}.log").open("wb") as log:
+            self.processes.append(subprocess.Popen(
+                argv, cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def _split_assignments(words: list[str]) -> tuple[list[str], list[str]]:
+    index = 0
+    while index < len(words) and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[index]):
+        index += 1
+    return words[:index], words[index:]
+
+
+def _assignments(words: list[str], word: Any) -> dict[str, str]:
+    return {name: word(value) for name, _, value in (item.partition("=") for item in words)}
+
+
+def _base_environ() -> dict[str, str]:
+    """The test's environment without any console variable: the README's exports must suffice."""
+    return {key: value for key, value in os.environ.items()
+            if key not in DECLARED and not key.startswith(("DJANGO_", "CELERY_", "KINDGI_", "DATABASE_"))}
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(lambda: answers(port), 15, "redis-server to start")
+        yield f"127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def deployment(tmp_path: Path, redis_url: str) -> Iterator[Deployment]:
+    server = dj_database_url.parse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/kindgi"))
+    if "postgresql" not in server["ENGINE"]:
+        server = dj_database_url.parse("postgres://postgres@127.0.0.1:5432/kindgi")
+    host, port = str(server["HOST"] or "127.0.0.1"), str(server["PORT"] or 5432)
+    database = f"kindgi_walkthrough_{os.getpid()}"
+    web_port = free_port()
+    place = Deployment(tmp_path, {
+        "db.internal:5432/kindgi": f"{host}:{port}/{database}", "db.internal": host,
+        "redis.internal:6379/0": redis_url, "/var/lib/kindgi": str(tmp_path / "var"),
+        "127.0.0.1:8000": f"127.0.0.1:{web_port}",
+    }, database, environ=_base_environ(), web_port=web_port)
+    if port != "5432":
+        place.substitutions["-h " + host] = f"-h {host} -p {port}"
+    dropdb = ["dropdb", "--if-exists", "-h", host, "-p", port, "-U", str(server["USER"] or "postgres"), database]
+    subprocess.run(dropdb, capture_output=True, timeout=60)
+    try:
+        yield place
+    finally:
+        place.stop()
+        subprocess.run([*dropdb[:1], "--force", *dropdb[1:]], capture_output=True, timeout=60)
+
+
+class Proxy:
+    """The TLS proxy in front of gunicorn: the README's curl commands, forwarded."""
+
+    def __init__(self, port: int) -> None:
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
+                                   headers={"Host": PUBLIC_HOST, "X-Forwarded-Proto": "https"})
+        self.variables: dict[str, str] = {}
+
+    def curl(self, words: list[str]) -> httpx.Response:
+        words = [self._expand(word) for word in words]
+        method, headers, data, url = "GET", {}, None, ""
+        options = iter(words[1:])
+        for word in options:
+            if word == "-X":
+                method = next(options)
+            elif word == "-H":
+                name, _, value = next(options).partition(": ")
+                headers[name] = value
+            elif word == "-d":
+                data = next(options)
+                method = "POST" if method == "GET" else method
+            elif word.startswith("https://"):
+                url = word
+        assert url.startswith(f"https://{PUBLIC_HOST}/"), url
+        if data is not None and data.startswith("@"):
+            data = (ROOT / data[1:]).read_text()
+        return self.client.request(method, url.removeprefix(f"https://{PUBLIC_HOST}"), headers=headers,
+                                   content=data)
+
+    def _expand(self, word: str) -> str:
+        return re.sub(r"\$([A-Z_]+)", lambda m: self.variables[m.group(1)], word)
+
+
+def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
+    setup = commands(fenced_block("walkthrough:setup"))
+    assert {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_DEBUG", "DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS"} <= {
+        word.partition("=")[0] for words in setup if words[0] == "export" for word in words[1:]}
+    for words in setup:
+        deployment.run(words)
+    assert deployment.environ["DJANGO_DEBUG"] == "false"
+    assert deployment.environ["DATABASE_URL"].startswith("postgres://")
+    assert deployment.environ["CELERY_BROKER_URL"].startswith("redis://")
+    assert [Path(p.args[0]).name for p in deployment.processes] == ["gunicorn", "celery", "celery"]
+    wait_for(lambda: answers(deployment.web_port), 60, "gunicorn to listen", deployment.folder)
+
+    proxy = Proxy(deployment.web_port)
+    proxy.variables["KEY"] = deployment.outputs["create_api_key"].strip().splitlines()[-1]
+    assert proxy.variables["KEY"].startswith("kgi_")
+    responses = [_follow(proxy, words, deployment) for words in commands(fenced_block("walkthrough:use"))]
+    assert [response.status_code for response in responses] == [0, 207, 201, 202, 200]  # 0: the KEY= line
+    assert [item["status"] for item in responses[1].json()["results"]] == ["created", "created"]
+    assert all(process.poll() is None for process in deployment.processes), "a process of the deployment exited"
+    _documented_edges(proxy)
+    _people_are_there(deployment)
+
+
+def _follow(proxy: Proxy, words: list[str], deployment: Deployment) -> httpx.Response:
+    """One command of the README's use block: an assignment or a curl, through the proxy."""
+    if words[0] != "curl":
+        assert words == ["KEY=kgi_..."], words
+        return httpx.Response(0)
+    response = proxy.curl(words)
+    assert response.status_code < 400, f"{shlex.join(words)}: {response.status_code} {response.text}"
+    if response.request.method == "POST" and response.request.url.path == "/api/v1/evaluations":
+        proxy.variables["RUN"] = str(response.json()["id"])
+    if "$RUN" in " ".join(words):
+        wait_for(lambda: proxy.curl(words).json()["status"] in ("succeeded", "failed"), 180,
+                 "the evaluation run to finish", deployment.folder)
+        response = proxy.curl(words)
+        run = response.json()
+        assert run["status"] == "succeeded", run
+        counts = run["summary"]["no-internal-notes-in-answers"]
+        assert (counts["pass"], counts["fail"]) == (1, 1), run
+    return response
+
+
+def _documented_edges(proxy: Proxy) -> None:
+    """What the README says a deployer meets: the redirect without the proxy's header, and a
+    tenant-bound key that refuses another tenant's trace."""
+    plain = httpx.get(f"{proxy.client.base_url}/api/v1/traces", headers={"Host": PUBLIC_HOST})
+    assert plain.status_code == 301
+    assert plain.headers["location"] == f"https://{PUBLIC_HOST}/api/v1/traces"
+    other = proxy.client.post("/api/v1/traces", headers={"Authorization": f"Bearer {proxy.variables['KEY']}"},
+                              json={"id": "run-9", "tenant": "globex", "output": "hello"})
+    assert other.status_code == 403, other.text
+    assert "Strict-Transport-Security" in proxy.client.get("/login/").headers
+
+
+def _people_are_there(deployment: Deployment) -> None:
+    import psycopg
+
+    with psycopg.connect(deployment.environ["DATABASE_URL"]) as connection:
+        rows = connection.execute(
+            "SELECT u.username, u.is_superuser, t.slug, m.role FROM auth_user u "
+            "JOIN tenancy_membership m ON m.user_id = u.id JOIN tenancy_tenant t ON t.id = m.tenant_id"
+        ).fetchall()
+    assert rows == [("admin", True, "acme", "admin")]
