@@ -1,8 +1,9 @@
 """The guardrail pages: list, detail, revision diff, authoring, import and export.
 
-Guardrails belong to the whole console (a guardrail selects tenants with `scope.tenants`),
-so reading them needs the `read` permission somewhere and changing them `author`, as in
-the REST API. What a page shows of evaluation results and violations is the current
+A guardrail belongs to one tenant or to the whole console, as in the REST API: a person
+sees the console-wide guardrails and those of the tenants they read (another tenant's is a
+404), changes those of the tenants they author for, and only a superuser changes the
+console-wide ones. What a page shows of evaluation results and violations is the current
 tenant's only, through `TenantScopedMixin`'s scoping.
 """
 
@@ -26,7 +27,13 @@ from guardrails import deployment
 from guardrails.engine.schema import GUARDRAIL_SCHEMA
 from guardrails.models import Guardrail
 from guardrails.pages import document_diff, import_files, pass_rate_chart, pretty_json
-from guardrails.services import Author, delete_guardrail
+from guardrails.services import (
+    Author,
+    delete_guardrail,
+    enforced_document,
+    owner_slug,
+    revision_authors,
+)
 from kindgi_console.tenancy.scoping import Caller
 from kindgi_console.tenancy.views import current_tenant
 from traces.models import EvaluationResult, Violation
@@ -54,9 +61,28 @@ class GuardrailPageMixin(LoginRequiredMixin):
     def author(self) -> Author:
         return Author(user=self.request.user, label=self.request.user.get_username())
 
+    @property
+    def caller(self) -> Caller:
+        return Caller(user=self.request.user)
 
-def live_guardrail(guardrail_id: str) -> Guardrail:
-    return get_object_or_404(Guardrail.objects.live(), guardrail_id=guardrail_id)
+    def visible(self) -> Any:
+        """The live guardrails this person may read: console-wide and their tenants' own."""
+        return Guardrail.objects.live().for_caller(self.caller).select_related("tenant")
+
+    def live_guardrail(self, guardrail_id: str) -> Guardrail:
+        """A guardrail this person may read; 404 for another tenant's, as for none."""
+        guardrail: Guardrail = get_object_or_404(self.visible(), guardrail_id=guardrail_id)
+        return guardrail
+
+    def writable_guardrail(self, guardrail_id: str) -> Guardrail:
+        """A guardrail this person may change; 403 for a console-wide one of a non-admin."""
+        guardrail = self.live_guardrail(guardrail_id)
+        if not self.may_write(guardrail):
+            raise PermissionDenied("only console admins change a console-wide guardrail")
+        return guardrail
+
+    def may_write(self, guardrail: Guardrail) -> bool:
+        return Guardrail.objects.for_caller(self.caller, "author").filter(pk=guardrail.pk).exists()
 
 
 def tenant_rows(request: HttpRequest, model: Any) -> Any:
@@ -95,7 +121,7 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
         }
 
     def filtered(self, params: dict[str, str]) -> Any:
-        rows = Guardrail.objects.live().defer("document")
+        rows = self.visible().defer("document")
         exact = {"kind": "kind", "check": "check_name", "severity": "severity", "action": "on_violation"}
         rows = rows.filter(**{column: params[name] for name, column in exact.items() if params[name]})
         if params["enabled"] in ("yes", "no"):
@@ -135,8 +161,11 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
     revisions_shown = 20
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        guardrail = live_guardrail(kwargs["guardrail_id"])
+        guardrail = self.live_guardrail(kwargs["guardrail_id"])
         revisions = list(guardrail.revisions.defer("document").order_by("-number")[: self.revisions_shown])
+        labels = revision_authors(revisions, self.caller)
+        for revision in revisions:
+            revision.created_by_label = labels[revision.pk]
         violations = (
             tenant_rows(self.request, Violation)
             .filter(guardrail=guardrail)
@@ -153,7 +182,7 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             "revision_numbers": list(range(guardrail.revision, 0, -1)),
             "violations": list(violations),
             "chart": chart,
-            "can_author": self.can_author,
+            "can_author": self.can_author and self.may_write(guardrail),
             "tenant": current_tenant(self.request),
         }
 
@@ -164,7 +193,7 @@ class GuardrailDiffView(GuardrailPageMixin, TemplateView):
     template_name = "guardrails/guardrail_diff.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        guardrail = live_guardrail(kwargs["guardrail_id"])
+        guardrail = self.live_guardrail(kwargs["guardrail_id"])
         newest = guardrail.revision
         to_number = self.number("to", newest)
         from_number = self.number("from", max(to_number - 1, 1))
@@ -195,7 +224,7 @@ class GuardrailToggleView(GuardrailPageMixin, View):
     needs_author = True
 
     def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
-        guardrail = live_guardrail(guardrail_id)
+        guardrail = self.writable_guardrail(guardrail_id)
         guardrail.enabled = request.POST.get("enabled") == "true"
         guardrail.save(update_fields=["enabled"])
         state = "enabled" if guardrail.enabled else "disabled"
@@ -209,7 +238,7 @@ class GuardrailDeleteView(GuardrailPageMixin, View):
     needs_author = True
 
     def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
-        guardrail = live_guardrail(guardrail_id)
+        guardrail = self.writable_guardrail(guardrail_id)
         delete_guardrail(guardrail)
         messages.success(request, f"{guardrail.guardrail_id} was deleted; its history is kept.")
         return HttpResponseRedirect(reverse("guardrail-list"))
@@ -223,9 +252,12 @@ class GuardrailEditorView(GuardrailPageMixin, TemplateView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         guardrail_id = kwargs.get("guardrail_id")
-        guardrail = live_guardrail(guardrail_id) if guardrail_id else None
+        guardrail = self.writable_guardrail(guardrail_id) if guardrail_id else None
         initial = dict(guardrail.document) if guardrail else self.new_document()
         save_url = reverse("api-guardrails")
+        tenant = current_tenant(self.request)
+        if guardrail is None and tenant is not None and not self.caller.is_console_admin():
+            save_url += "?" + urlencode({"tenant": tenant.slug})
         if guardrail is not None:
             save_url = reverse("api-guardrail", args=[guardrail.guardrail_id])
         return {
@@ -259,7 +291,8 @@ class GuardrailImportView(GuardrailPageMixin, TemplateView):
         if not files:
             return render(request, self.template_name, {"form_error": "Choose one or more JSON files."},
                           status=400)
-        reports = import_files(files, self.author())
+        owner = None if self.caller.is_console_admin() else current_tenant(request)
+        reports = import_files(files, self.author(), owner, self.caller)
         saved = sum(1 for f in reports for g in f.guardrails if g.status in ("created", "updated"))
         status = 200 if all(report.ok for report in reports) else 400
         return render(request, self.template_name, {"reports": reports, "saved": saved}, status=status)
@@ -271,11 +304,11 @@ class GuardrailExportView(GuardrailPageMixin, View):
     def get(self, request: HttpRequest) -> HttpResponse:
         guardrail_id = request.GET.get("guardrail")
         if guardrail_id:
-            body: object = live_guardrail(guardrail_id).document
+            body: object = self.live_guardrail(guardrail_id).document
             filename = f"{guardrail_id}.json"
         else:
-            body = list(Guardrail.objects.enabled().order_by("guardrail_id")
-                        .values_list("document", flat=True))
+            rows = self.visible().filter(enabled=True).order_by("guardrail_id")
+            body = [enforced_document(row.document, owner_slug(row)) for row in rows]
             filename = "guardrails.json"
         response = HttpResponse(pretty_json(body) + "\n", content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="{_safe_filename(filename)}"'

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
@@ -33,6 +32,7 @@ from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from guardrails.engine.types import Issue
+from kindgi_console.jsonbody import JsonBodyError, parse_json
 from kindgi_console.tenancy.models import ApiKey, hash_key
 from kindgi_console.tenancy.scoping import Caller, TenantDenied, TenantScopedQuerySet
 
@@ -118,8 +118,8 @@ def read_json_body(request: Request) -> Any:
     if len(body) > settings.KINDGI_MAX_REQUEST_BYTES:
         raise RequestDataTooBig()
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as error:
+        return parse_json(body)
+    except JsonBodyError as error:
         raise ApiError([Issue("", f"the body is not valid JSON: {error}")]) from None
 
 

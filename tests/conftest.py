@@ -174,6 +174,14 @@ def halt_guardrail(db: Any) -> Any:
 
 
 @pytest.fixture
+def acme_guardrail(acme: Tenant) -> Any:
+    """The same guardrail, owned by acme: alice writes it, charlie does not see it."""
+    from guardrails.services import Author, save_guardrail
+
+    return save_guardrail(make_guardrail(), Author(user=None, label="fixture"), owner=acme)
+
+
+@pytest.fixture
 def fake_provider() -> Iterator[FakeProvider]:
     """A judge provider on 127.0.0.1 speaking the OpenAI and Anthropic protocols."""
     with FakeProvider(no_temperature_models=["fake-reasoner"]) as provider:

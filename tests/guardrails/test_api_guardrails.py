@@ -8,6 +8,7 @@ import pytest
 
 from guardrails.models import Guardrail, GuardrailRevision
 from kindgi_console.tenancy.models import ApiKey, Tenant
+from guardrails.services import Author, save_guardrail
 from tests.conftest import make_guardrail
 
 URL = "/api/v1/guardrails"
@@ -45,14 +46,14 @@ def test_an_author_creates_a_guardrail_exactly_as_authored(api: Any, alice: Any)
     assert (revision.number, revision.created_by, revision.created_by_label) == (1, alice, "alice")
 
 
-def test_the_export_round_trips_without_loss(api: Any, alice: Any, author_key: str) -> None:
-    create(api(alice), AUTHORED)
-    create(api(alice), make_guardrail())
+def test_the_export_round_trips_without_loss(api: Any, author_key: str) -> None:
+    create(api(author_key), AUTHORED)
+    create(api(author_key), make_guardrail())
     exported = api(author_key).get(f"{URL}/export").json()
     assert exported == [AUTHORED, make_guardrail()]
     for document in exported:  # importing the export again changes nothing but the revision
-        assert api(alice).put(f"{URL}/{document['id']}", data=document, format="json").json() \
-            == document
+        assert api(author_key).put(f"{URL}/{document['id']}", data=document, format="json") \
+            .json() == document
     assert api(author_key).get(f"{URL}/export").json() == exported
 
 
@@ -153,13 +154,17 @@ def test_a_runtime_key_cannot_write_guardrails(api: Any, acme_key: str) -> None:
 def test_charlie_reads_the_console_wide_guardrails_but_writes_nothing_of_acme(
     api: Any, alice: Any, charlie: Any, charlie_key: str
 ) -> None:
-    """Guardrails belong to the console; charlie (author in globex) may read them; his
-    runtime key cannot write them, and nothing of acme's traces shows through them."""
-    create(api(alice), make_guardrail())
+    """charlie (author in globex) reads the console-wide guardrails, not acme's own; his
+    runtime key cannot write them, and nothing of acme shows through them."""
+    create(api(alice), make_guardrail("acme-only"))
+    save_guardrail(make_guardrail(), Author(user=alice, label="alice"))  # console-wide, of old
     assert api(charlie_key).get(f"{URL}/no-refunds").status_code == 200
+    assert api(charlie_key).get(f"{URL}/acme-only").status_code == 404
     assert create(api(charlie_key), make_guardrail("x")).status_code == 403
     revisions = api(charlie).get(f"{URL}/no-refunds/revisions").json()["results"]
-    assert revisions[0]["createdBy"] == "alice"
+    assert revisions[0]["createdBy"] == "a person of another tenant"
+    assert api(alice).get(f"{URL}/no-refunds/revisions").json()["results"][0]["createdBy"] \
+        == "alice"
 
 
 def test_an_unknown_guardrail_is_404(api: Any, alice: Any) -> None:
@@ -204,6 +209,6 @@ def test_the_openapi_description_and_its_page_are_served_locally(api: Any, db: A
     assert "//cdn" not in page and "unpkg" not in page and "jsdelivr" not in page
 
 
-def test_the_tenant_list_of_a_guardrail_scopes_it(api: Any, alice: Any, acme: Tenant) -> None:
+def test_the_tenant_list_of_a_guardrail_scopes_it(api: Any, author_key: str, acme: Tenant) -> None:
     document = make_guardrail(scope={"tenants": ["globex"]})
-    assert create(api(alice), document).json()["scope"] == {"tenants": ["globex"]}
+    assert create(api(author_key), document).json()["scope"] == {"tenants": ["globex"]}

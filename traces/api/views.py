@@ -207,7 +207,7 @@ class EvaluateView(ConsoleAPIView):
         if item.errors:
             raise ApiError(item.errors)
         assert item.document is not None
-        enforced = enforced_guardrails()
+        enforced = enforced_guardrails(item.tenant or self._named_tenant(item.document))
         services = evaluation_services(item.tenant)
         try:
             verdict = runtime_verdict(item.document, enforced, services)
@@ -237,6 +237,14 @@ class EvaluateView(ConsoleAPIView):
         if raw not in ("true", "false", "1", "0"):
             raise ApiError([Issue("/store", "store is true or false")])
         return raw in ("true", "1")
+
+    def _named_tenant(self, document: dict[str, Any]) -> Any:
+        """The tenant an unstored trace names, if the caller reads it (whose guardrails apply)."""
+        from kindgi_console.tenancy.models import Tenant
+
+        condition = self.caller.tenant_filter("read")
+        tenants = Tenant.objects.annotate(tenant_id=F("pk")).filter(slug=document.get("tenant"))
+        return (tenants if condition is None else tenants.filter(condition)).first()
 
     def _unstored_item(self, payload: object) -> ingest.Item:
         """A trace that is evaluated only: validated, its tenant checked against a key's."""
@@ -532,7 +540,7 @@ class EvaluationEstimateView(ConsoleAPIView):
 
         traces = self.filter_queryset(self.get_queryset())
         tenant = self._tenant(request)
-        guardrails, unknown = self._guardrails(request)
+        guardrails, unknown = self._guardrails(request, tenant)
         estimate = estimate_run(guardrails, traces.filter(tenant=tenant), tenant)
         for name in unknown:  # said in the answer, like a guardrail without a judge
             estimate["errors"][name] = "no enabled guardrail has this id"
@@ -556,11 +564,11 @@ class EvaluationEstimateView(ConsoleAPIView):
         raise ApiError([Issue("/tenant", "name the tenant to estimate for with ?tenant=")])
 
     @staticmethod
-    def _guardrails(request: Request) -> tuple[list[Any], list[str]]:
+    def _guardrails(request: Request, tenant: Any) -> tuple[list[Any], list[str]]:
         """The enabled guardrails named (all when none is), and the names of no such one."""
         wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",")
                   if name.strip()]
-        enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails()}
+        enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails(tenant)}
         if not wanted:
             return list(enforced.values()), []
         known = [enforced[name] for name in dict.fromkeys(wanted) if name in enforced]
