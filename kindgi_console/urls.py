@@ -29,4 +29,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("traces.urls")),
+    re_path(r"^api/", json_not_found),  # an unknown /api/ URL outside v1 too
 ]
+
+handler500 = "kindgi_console.errors.server_error"

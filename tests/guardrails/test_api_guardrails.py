@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from guardrails.models import Guardrail, GuardrailRevision
-from kindgi_console.tenancy.models import ApiKey, Tenant
 from guardrails.services import Author, save_guardrail
+from kindgi_console.tenancy.models import ApiKey, Tenant
 from tests.conftest import make_guardrail
 
 URL = "/api/v1/guardrails"
