@@ -242,6 +242,9 @@ KINDGI_MAX_DEPTH = envint("KINDGI_MAX_DEPTH", 64, minimum=2)
 
 # Production refuses `filesystem` code artifacts (the seed: production servers SHOULD reject them).
 KINDGI_PRODUCTION = envbool("KINDGI_PRODUCTION", not DEBUG)
+# Outside production, the only folders `filesystem` code artifacts load from (none: they
+# are refused). A request never chooses what the server imports.
+KINDGI_PACK_DIRS = envlist("KINDGI_PACK_DIRS", [])
 # Check packs: Python modules that define checks with the engine's define_check.
 KINDGI_CHECK_PACKS = envlist("KINDGI_CHECK_PACKS", [])
 # The sandbox of pack checks: limits for guardrails that declare none, warm workers per posture.
