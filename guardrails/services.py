@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from guardrails import deployment
 from guardrails.engine.registration import Registration, define_guardrail
+from guardrails.engine.schema import validate_console_limits
 from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail, GuardrailRevision
@@ -28,14 +29,21 @@ def register_document(document: object) -> Registration:
 
     Every server path that registers a guardrail (API create, update and validate, import,
     the pages) calls this: the deployment's checks and policy, so that production refuses
-    `filesystem` code artifacts everywhere.
+    `filesystem` code artifacts everywhere, and the console's limits (lengths its columns
+    hold, the id alphabet), each error with the pointer of its field.
     """
-    return define_guardrail(
+    registration = define_guardrail(
         document,
         registry=deployment.check_registry(),
         strategies=deployment.strategies(),
         policy=deployment.registration_policy(),
     )
+    limits = validate_console_limits(document) if isinstance(document, dict) else []
+    if limits:
+        known = set(registration.errors)
+        registration.errors += [issue for issue in limits if issue not in known]
+        registration.guardrail = None
+    return registration
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from guardrails.engine.schema import GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA
+from guardrails.engine.schema import CONSOLE_LIMITS_SCHEMA, GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA
 
-WIRE_SCHEMAS = {"RunTrace": RUNTRACE_SCHEMA, "GuardrailDocument": GUARDRAIL_SCHEMA}
+WIRE_SCHEMAS = {"RunTrace": RUNTRACE_SCHEMA, "GuardrailDocument": GUARDRAIL_SCHEMA,
+                "GuardrailConsoleLimits": CONSOLE_LIMITS_SCHEMA}
 
 
 def as_components(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:

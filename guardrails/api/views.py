@@ -41,7 +41,9 @@ from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import ref
 from traces.api.views import ERRORS_SCHEMA, error_responses
 
-GUARDRAIL_BODY = {"application/json": ref("GuardrailDocument")}
+#: A guardrail as the console stores it: schema 1.1.0 and the console's own limits.
+GUARDRAIL_BODY = {"application/json": {"allOf": [ref("GuardrailDocument"),
+                                                 ref("GuardrailConsoleLimits")]}}
 ANY_BODY = {"application/json": {"description": "Any JSON: a guardrail to validate."}}
 DOCUMENT_RESPONSE = OpenApiResponse(
     ref("GuardrailDocument"),

@@ -212,3 +212,38 @@ def test_the_openapi_description_and_its_page_are_served_locally(api: Any, db: A
 def test_the_tenant_list_of_a_guardrail_scopes_it(api: Any, author_key: str, acme: Tenant) -> None:
     document = make_guardrail(scope={"tenants": ["globex"]})
     assert create(api(author_key), document).json()["scope"] == {"tenants": ["globex"]}
+
+
+@pytest.mark.parametrize(("field", "value", "path"), [
+    ("id", "x" * 201, "/id"),
+    ("name", "n" * 301, "/name"),
+    ("action", {"on-violation": "v" * 101}, "/action/on-violation"),
+    ("id", "sec/slash", "/id"),
+    ("id", "has space", "/id"),
+    ("id", "-starts-with-a-dash", "/id"),
+    ("id", "..", "/id"),
+])
+def test_what_the_database_cannot_hold_is_a_400_at_its_field(
+    api: Any, author_key: str, field: str, value: Any, path: str
+) -> None:
+    document = make_guardrail(**{field: value})
+    response = create(api(author_key), document)
+    assert response.status_code == 400
+    assert path in [error["path"] for error in response.json()["errors"]]
+    validated = api(author_key).post(f"{URL}/validate", data=document, format="json").json()
+    assert not validated["valid"] and path in [e["path"] for e in validated["errors"]]
+    assert not Guardrail.objects.exists()
+
+
+@pytest.mark.parametrize("guardrail_id", ["demo.max-citations", "team:rule_1", "A" * 200, "x"])
+def test_every_accepted_id_works_on_every_page_and_url(
+    api: Any, client: Any, alice: Any, author_key: str, guardrail_id: str
+) -> None:
+    assert create(api(alice), make_guardrail(guardrail_id)).status_code == 201
+    client.force_login(alice)
+    for url in ("/", "/guardrails/", f"/guardrails/{guardrail_id}/",
+                f"/guardrails/{guardrail_id}/edit/", f"/guardrails/{guardrail_id}/diff/",
+                f"/guardrails/export.json?guardrail={guardrail_id}"):
+        assert client.get(url).status_code == 200, url
+    assert api(author_key).get(f"{URL}/{guardrail_id}/revisions").status_code == 200
+    assert api(author_key).delete(f"{URL}/{guardrail_id}").status_code == 204
