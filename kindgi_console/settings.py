@@ -183,6 +183,20 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+# The cache holds the API throttle's and the sign-in limit's counters, so it is shared by
+# every process: Redis where the broker is Redis (KINDGI_CACHE_URL, default the broker's
+# URL: give it a database of its own), else a table of the database.
+_broker = envstr("CELERY_BROKER_URL", "filesystem://")
+if _broker.startswith(("redis://", "rediss://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": envstr("KINDGI_CACHE_URL", _broker), "KEY_PREFIX": "kindgi"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache",
+                          "LOCATION": "kindgi_cache"}}
+# Failed sign-ins allowed per username and address in the window (ten times as many per address).
+KINDGI_SIGNIN_FAILURES = envint("KINDGI_SIGNIN_FAILURES", 5, minimum=1)
+KINDGI_SIGNIN_WINDOW_S = envint("KINDGI_SIGNIN_WINDOW_S", 900, minimum=1)
+
 # Celery: Redis in a deployment; a broker on the local filesystem when nothing is set.
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL == "filesystem://":

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from kindgi_console.api import json_not_found
 from kindgi_console.overview import OverviewView
+from kindgi_console.tenancy.signin import SignInView
 from kindgi_console.tenancy.views import switch_tenant
 
 api_v1 = [
@@ -21,7 +22,7 @@ urlpatterns = [
     path("", include("guardrails.judge_urls")),
     path("", include("kindgi_console.tenancy.urls")),
     path("admin/", admin.site.urls),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch-tenant/", switch_tenant, name="switch-tenant"),
     path("api/v1/", include(api_v1)),
