@@ -180,6 +180,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "kindgi_console.openapi.add_wire_schemas",
         "kindgi_console.openapi.refuse_nul_in_text_parameters",
+        "kindgi_console.openapi.add_common_error_responses",
     ],
 }
 

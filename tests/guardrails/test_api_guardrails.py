@@ -247,3 +247,16 @@ def test_every_accepted_id_works_on_every_page_and_url(
         assert client.get(url).status_code == 200, url
     assert api(author_key).get(f"{URL}/{guardrail_id}/revisions").status_code == 200
     assert api(author_key).delete(f"{URL}/{guardrail_id}").status_code == 204
+
+
+def test_the_openapi_description_names_every_query_parameter_and_error(api: Any, db: Any) -> None:
+    paths = api().get("/api/schema/?format=json").json()["paths"]
+    names = {path: {p["name"] for p in paths[path]["get"].get("parameters", [])}
+             for path in ("/api/v1/ledger", "/api/v1/evaluations/estimate")}
+    assert {"group_by", "guardrail", "tenant", "model", "since", "until"} <= names["/api/v1/ledger"]
+    assert {"guardrails", "tenant", "agent", "flow", "since", "until"} \
+        <= names["/api/v1/evaluations/estimate"]
+    assert "400" in paths["/api/v1/guardrails/{guardrail_id}/revisions"]["get"]["responses"]
+    started = paths["/api/v1/evaluations"]["post"]
+    assert "Idempotency-Key" in {p["name"] for p in started["parameters"]}
+    assert {"415", "429", "503"} <= set(started["responses"])

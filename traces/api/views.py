@@ -18,7 +18,7 @@ from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
-from kindgi_console.openapi import ref
+from kindgi_console.openapi import filter_parameters, ref
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import ingest, ledger, review
 from traces.api import filters, serializers
@@ -479,7 +479,7 @@ class LedgerSummaryView(ConsoleAPIView):
             "group_by", str, many=True, explode=True, enum=list(ledger.GROUPS),
             description="Any of guardrail, tenant, model, day: repeated "
             "(group_by=model&group_by=day) or comma-separated (group_by=model,day).",
-        )],
+        ), *filter_parameters(filters.LedgerFilter)],
         responses={200: serializers.LedgerSummarySerializer, **error_responses(400, 401, 403)},
     )
     def get(self, request: Request) -> Response:
@@ -532,7 +532,8 @@ class EvaluationEstimateView(ConsoleAPIView):
 
     @extend_schema(
         operation_id="evaluations_estimate",
-        parameters=[OpenApiParameter("guardrails", str, description="Comma-separated ids.")],
+        parameters=[OpenApiParameter("guardrails", str, description="Comma-separated ids."),
+                    *filter_parameters(filters.TraceFilter)],
         responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
     )
     def get(self, request: Request) -> Response:
