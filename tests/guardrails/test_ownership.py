@@ -322,3 +322,16 @@ def test_ci_downloads_what_production_enforces_for_the_tenant(
     assert status == 1
     assert verdicts == {("acme-rule", "t-acme"): "fail", ("acme-rule", "t-globex"): "skipped",
                         ("console-rule", "t-acme"): "fail", ("console-rule", "t-globex"): "fail"}
+
+
+@pytest.mark.parametrize("url", ["/violations/", "/ledger/", "/evaluations/new/", "/guardrails/"])
+def test_no_page_names_another_tenants_guardrail(client: Any, charlie: Any, owned: None,
+                                                 url: str) -> None:
+    content = signed_in(client, charlie).get(url).content
+    assert b"acme-rule" not in content
+
+
+def test_the_overview_counts_the_guardrails_enforced_on_the_tenant(client: Any, alice: Any,
+                                                                   charlie: Any, owned: None) -> None:
+    assert signed_in(client, charlie).get("/").context["guardrails_enabled"] == 1
+    assert signed_in(client, alice).get("/").context["guardrails_enabled"] == 2
