@@ -335,3 +335,10 @@ def test_the_overview_counts_the_guardrails_enforced_on_the_tenant(client: Any, 
                                                                    charlie: Any, owned: None) -> None:
     assert signed_in(client, charlie).get("/").context["guardrails_enabled"] == 1
     assert signed_in(client, alice).get("/").context["guardrails_enabled"] == 2
+
+
+def test_the_pages_say_whom_a_guardrail_belongs_to(client: Any, alice: Any, owned: None) -> None:
+    signed_in(client, alice)
+    assert b"acme's own" in client.get("/guardrails/").content
+    assert b"the whole console" in client.get("/guardrails/console-rule/").content
+    assert b"(its traces only)" in client.get("/guardrails/acme-rule/").content
