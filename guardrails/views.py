@@ -34,7 +34,7 @@ from guardrails.services import (
     owner_slug,
     revision_authors,
 )
-from kindgi_console.tenancy.scoping import Caller
+from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from kindgi_console.tenancy.views import current_tenant
 from traces.models import EvaluationResult, Violation
 
@@ -291,7 +291,13 @@ class GuardrailImportView(GuardrailPageMixin, TemplateView):
         if not files:
             return render(request, self.template_name, {"form_error": "Choose one or more JSON files."},
                           status=400)
-        owner = None if self.caller.is_console_admin() else current_tenant(request)
+        tenant = current_tenant(request)
+        try:  # console admins import console-wide guardrails, others the current tenant's
+            owner = None if self.caller.is_console_admin() else self.caller.guardrail_owner(
+                tenant.slug if tenant is not None else None)
+        except TenantDenied as denied:
+            return render(request, self.template_name, {"form_error": f"{denied}: switch to a "
+                          "tenant you author for."}, status=403)
         reports = import_files(files, self.author(), owner, self.caller)
         saved = sum(1 for f in reports for g in f.guardrails if g.status in ("created", "updated"))
         status = 200 if all(report.ok for report in reports) else 400

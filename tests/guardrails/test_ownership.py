@@ -342,3 +342,14 @@ def test_the_pages_say_whom_a_guardrail_belongs_to(client: Any, alice: Any, owne
     assert b"acme's own" in client.get("/guardrails/").content
     assert b"the whole console" in client.get("/guardrails/console-rule/").content
     assert b"(its traces only)" in client.get("/guardrails/acme-rule/").content
+
+
+def test_import_refuses_a_current_tenant_the_person_only_reviews(client: Any, alice: Any,
+                                                                 globex: Tenant) -> None:
+    from kindgi_console.tenancy.models import Membership
+
+    Membership.objects.create(user=alice, tenant=globex, role="reviewer")
+    signed_in(client, alice)
+    client.post("/switch-tenant/", {"tenant": "globex"})
+    response = client.post("/guardrails/import/", {"files": [upload(make_guardrail())]})
+    assert response.status_code == 403 and not Guardrail.objects.exists()
