@@ -201,6 +201,8 @@ class GuardrailDiffView(GuardrailPageMixin, TemplateView):
         if from_number not in found or to_number not in found:
             raise Http404("no such revision")
         old, new = found[from_number], found[to_number]
+        labels = revision_authors([old, new], self.caller)
+        old.created_by_label, new.created_by_label = labels[old.pk], labels[new.pk]
         return {
             **super().get_context_data(**kwargs),
             "guardrail": guardrail,

@@ -100,7 +100,7 @@ def every_scope(acme_data: str, acme: Any) -> list[str]:
 
 
 @schema.parametrize()
-@EXAMPLES
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 def test_every_endpoint_answers_as_described_for_every_scope(case: Any, every_scope: list[str]) -> None:
     """No 5xx and no answer the description does not allow, whatever the method and the
     caller's scopes. Schema-valid requests may still be refused for rules JSON Schema

@@ -177,6 +177,16 @@ def test_revision_authors_of_another_tenants_key_are_not_shown(
     assert revisions[0]["createdBy"] == key.label
 
 
+def test_pages_do_not_name_revision_authors_of_another_tenant(client: Any, acme: Tenant,
+                                                             acme_author_key: str, charlie: Any) -> None:
+    key = ApiKey.objects.get(tenant=acme)
+    save_guardrail(make_guardrail(), Author(user=None, label=key.label))
+    signed_in(client, charlie)
+    for url in ("/guardrails/no-refunds/", "/guardrails/no-refunds/diff/?from=1&to=1"):
+        content = client.get(url).content.decode()
+        assert key.label not in content and "an API key of another tenant" in content
+
+
 # ---------------------------------------------------------------------------- pages
 
 
