@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from kindgi_console.api import json_not_found
 from kindgi_console.overview import OverviewView
-from kindgi_console.tenancy.signin import SignInView
+from kindgi_console.tenancy.signin import SignInView, ThrottledAdminAuthenticationForm
 from kindgi_console.tenancy.views import switch_tenant
 
 api_v1 = [
@@ -15,6 +15,8 @@ api_v1 = [
     path("", include("traces.api.urls")),
     re_path(r"", json_not_found),  # an unknown API URL is a 404 in the API's error shape
 ]
+
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("", OverviewView.as_view(), name="dashboard"),

@@ -12,6 +12,7 @@ import hashlib
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
@@ -49,10 +50,12 @@ def count_failure(request: HttpRequest | None, username: str) -> None:
             cache.add(key, 1, timeout=window)
 
 
-class ThrottledAuthenticationForm(AuthenticationForm):
-    """The sign-in form, refusing early once the failures of the window are used up."""
+class ThrottledFormMixin:
+    """A sign-in form that refuses early once the failures of the window are used up."""
 
     blocked = False
+    data: Any
+    request: HttpRequest | None
 
     def clean(self) -> dict[str, Any]:
         username = str(self.data.get("username", ""))
@@ -62,10 +65,19 @@ class ThrottledAuthenticationForm(AuthenticationForm):
             raise ValidationError(f"Too many failed sign-ins: try again in {minutes} minutes.",
                                   code="throttled")
         try:
-            return super().clean()
+            cleaned: dict[str, Any] = super().clean()  # type: ignore[misc]
         except ValidationError:
             count_failure(self.request, username)
             raise
+        return cleaned
+
+
+class ThrottledAuthenticationForm(ThrottledFormMixin, AuthenticationForm):
+    """The console's sign-in form."""
+
+
+class ThrottledAdminAuthenticationForm(ThrottledFormMixin, AdminAuthenticationForm):
+    """The Django admin's sign-in form, held to the same counters."""
 
 
 class SignInView(auth_views.LoginView):

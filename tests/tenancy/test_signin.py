@@ -64,3 +64,12 @@ def test_the_api_throttle_is_kept_where_every_process_sees_it(api: Any, acme_key
 def test_the_sign_in_counters_are_shared_too(alice: Any) -> None:
     sign_in(Client(), "wrong")
     assert any("signin:" in key for key in counters_outside_the_process())
+
+
+def test_the_admin_sign_in_is_held_to_the_same_counters(admin_user: Any) -> None:
+    client = Client()
+    for n in range(settings.KINDGI_SIGNIN_FAILURES):
+        client.post("/admin/login/", {"username": "admin", "password": f"guess {n}"})
+    response = client.post("/admin/login/", {"username": "admin", "password": "password"})
+    assert b"Too many failed sign-ins" in response.content
+    assert "_auth_user_id" not in client.session
