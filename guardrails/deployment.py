@@ -76,7 +76,10 @@ def sandbox_pool() -> SandboxPool:
 
 @cache
 def _loaded() -> tuple[Engine, tuple[Issue, ...]]:
+    from guardrails.redaction import redact_secrets
+
     engine, warnings = recipe.load_engine(settings.KINDGI_CHECK_PACKS)
+    engine.redact = redact_secrets  # no configured secret leaves the engine in an error
     return engine, tuple(warnings)
 
 
@@ -151,20 +154,22 @@ def load_filesystem_checks(guardrails: Iterable[Guardrail]) -> None:
             resolve_filesystem_artifact(guardrail.document, registry)
 
 
-def evaluation_services(tenant: Any = None, *, evaluation: Any = None) -> dict[str, Any]:
+def evaluation_services(tenant: Any = None, *, evaluation: Any = None, until: float | None = None) -> dict[str, Any]:
     """The Context services of an evaluation for `tenant` (a Tenant, its slug, or None).
 
     The one place every server evaluation path (POST evaluate, ingestion, batch runs) gets
     them from: `sandbox`, the warm pool that runs the checks of sandboxed guardrails, and
     `judge`, the llm-judge's registered models, routing under the tenant's policy (each
     trace's own tenant when None), database cache and cost ledger, charging `evaluation`
-    when it is a batch run. Release them with `close_services` when the evaluation is done.
+    when it is a batch run. `until` (a time.monotonic() instant) is when the evaluation must
+    be done, when the caller has a deadline of its own. Release them with `close_services`
+    when the evaluation is done.
     """
     from guardrails.judge import console_judge_services
 
     return {
         "sandbox": sandbox_pool(),
-        "judge": console_judge_services(tenant, evaluation=evaluation),
+        "judge": console_judge_services(tenant, evaluation=evaluation, until=until),
     }
 
 

@@ -11,15 +11,17 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import httpx
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from guardrails.engine.evaluate import selects
@@ -42,9 +44,11 @@ from guardrails.models import Guardrail as GuardrailRow
 from guardrails.models import (
     GuardrailRevision,
     JudgeCacheEntry,
+    JudgeClaim,
     JudgeModelRegistration,
     TenantJudgePolicy,
 )
+from guardrails.redaction import forget_key_names, redact_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -82,8 +86,9 @@ def wire_part(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def judge_model_of(row: JudgeModelRegistration) -> JudgeModel:
-    """The engine's JudgeModel of a registration row."""
-    return JudgeModel.from_dict(registration_doc(row, console_fields=False))
+    """The engine's JudgeModel of a registration row (a disabled one is never routed to)."""
+    model = JudgeModel.from_dict(registration_doc(row, console_fields=False))
+    return model if row.enabled else replace(model, enabled=False)
 
 
 def registration_doc(row: JudgeModelRegistration, *, console_fields: bool = True) -> dict[str, Any]:
@@ -145,12 +150,14 @@ def save_registration(doc: Mapping[str, Any], *, model_id: str | None = None) ->
         row.enabled = bool(doc["enabled"])
     row.updated_at = timezone.now()
     row.save()
+    forget_key_names()
     return row
 
 
 def registered_models() -> list[JudgeModel]:
-    """Every enabled registration as the engine's JudgeModel, in one query."""
-    return [judge_model_of(row) for row in JudgeModelRegistration.objects.filter(enabled=True)]
+    """Every registration as the engine's JudgeModel, in one query: routing skips the
+    disabled ones, and tells a guardrail pinned to one that it is disabled."""
+    return [judge_model_of(row) for row in JudgeModelRegistration.objects.all()]
 
 
 def policy_of(tenant: Any) -> JudgePolicy:
@@ -209,7 +216,8 @@ class ConsoleJudgeServices:
     """JudgeServices over the database for one evaluation (a request, a task, a run).
 
     Registrations are read once and each tenant's policy once, for the whole evaluation.
-    The cache is JudgeCacheEntry; every provider call and every cache hit is a
+    The cache is JudgeCacheEntry, and JudgeClaim makes evaluations that judge the same key
+    at once (two runs, two requests) wait for one call; every provider call and cache hit is a
     JudgeLedgerEntry under `tenant` (or the trace's), the guardrail's revision, the
     `evaluation` when in a run, and the stored trace when its row is known
     (`know_traces`, or `attach_trace` once it is stored). One httpx client serves the
@@ -229,6 +237,7 @@ class ConsoleJudgeServices:
     _trace_pks: dict[tuple[str, str], int] = field(default_factory=dict)
     _client: httpx.Client | None = None
     _last_model: str = ""
+    _holder: str = field(default_factory=lambda: uuid.uuid4().hex)
     recorded: list[int] = field(default_factory=list)
 
     @property
@@ -270,7 +279,7 @@ class ConsoleJudgeServices:
             verdict=outcome.verdict or "",
             score=outcome.score,
             reason=outcome.reason or "",
-            error=call.error or "",
+            error=redact_secrets(call.error or ""),
             billed=call.billed,
             attempts=call.attempts,
             over_budget_cost=call.over_cost,
@@ -293,6 +302,24 @@ class ConsoleJudgeServices:
             attempts=0,
             cache_hit=True,
         )
+
+    def claim(self, key: str, until: float) -> bool:
+        """Take the judgement of `key` until the monotonic instant `until` (a JudgeClaim row,
+        seen by every process); False when another evaluation holds it. Lapsed claims (their
+        holders died) are cleared first, so the table holds only judgements in flight."""
+        now = timezone.now()
+        expires = now + timedelta(seconds=max(0.0, until - time.monotonic()))
+        JudgeClaim.objects.filter(expires_at__lt=now).delete()
+        try:
+            with transaction.atomic():
+                JudgeClaim.objects.create(key=key, holder=self._holder, expires_at=expires)
+        except IntegrityError:
+            return False
+        return True
+
+    def release(self, key: str) -> None:
+        """Give back a claim this evaluation holds (not one that lapsed and was taken over)."""
+        JudgeClaim.objects.filter(key=key, holder=self._holder).delete()
 
     def http_client(self) -> httpx.Client:
         if self._client is None:
@@ -379,15 +406,18 @@ class ConsoleJudgeServices:
         self.recorded.append(entry.pk)
 
 
-def console_judge_services(tenant: Any = None, *, evaluation: Any = None) -> ConsoleJudgeServices:
+def console_judge_services(
+    tenant: Any = None, *, evaluation: Any = None, until: float | None = None
+) -> ConsoleJudgeServices:
     """The judge services of one evaluation for `tenant` (a Tenant, its slug, or None: each
-    trace's own): a run's time limit is the task's soft limit, a request's is
-    KINDGI_EVALUATE_TIME_LIMIT_S."""
+    trace's own): done by `until` (a time.monotonic() instant) when the caller has set its
+    deadline, else within a run's time limit (the task's soft limit) or a request's
+    (KINDGI_EVALUATE_TIME_LIMIT_S)."""
     limit = settings.CELERY_TASK_SOFT_TIME_LIMIT if evaluation is not None else settings.KINDGI_EVALUATE_TIME_LIMIT_S
     return ConsoleJudgeServices(
         tenant=tenant,
         evaluation=evaluation,
-        until=time.monotonic() + limit,
+        until=time.monotonic() + limit if until is None else until,
         call_limit_s=settings.KINDGI_JUDGE_CALL_LIMIT_S,
     )
 

@@ -53,7 +53,7 @@ class JudgeModelForm(forms.Form):
                                    help_text="Comma-separated, such as json, reasoning, long-context.")
     thinking = forms.ChoiceField(choices=THINKING_CHOICES, required=False)
     thinking_value = forms.CharField(label="Least thinking", required=False, max_length=32,
-                                     help_text="minimal, low… (OpenAI) or 1024 (Anthropic).")
+                                     help_text="minimal, low… (OpenAI) or 1024 to 2048 tokens (Anthropic).")
     sampling = forms.BooleanField(required=False, initial=True,
                                   label="Takes a temperature (uncheck for reasoning models)")
     enabled = forms.BooleanField(required=False, initial=True, label="Enabled (routed to)")

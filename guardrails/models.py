@@ -160,6 +160,22 @@ class TenantJudgePolicy(models.Model):
         return f"judge policy of {self.tenant_id}"
 
 
+class JudgeClaim(models.Model):
+    """An evaluation judging a cache key right now: others judging the same key wait for its
+    cached answer instead of paying for the same call (see ConsoleJudgeServices.claim).
+
+    A row, so that the claim holds across processes and machines; it lapses at `expires_at`
+    (the holder's deadline), should the holder die before releasing it.
+    """
+
+    key = models.CharField(max_length=64, unique=True)
+    holder = models.CharField(max_length=32)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"claim {self.key[:12]} until {self.expires_at:%H:%M:%S}"
+
+
 class JudgeCacheEntry(models.Model):
     """A judge's outcome kept under its cache key (guardrail revision, trace content, model),
     so that judging the same trace again does not pay again."""

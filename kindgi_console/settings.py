@@ -238,10 +238,22 @@ KINDGI_EVALUATION_BATCH = envint("KINDGI_EVALUATION_BATCH", 100, minimum=1)
 KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 300, minimum=1)
 KINDGI_CHUNK_MAX_ATTEMPTS = envint("KINDGI_CHUNK_MAX_ATTEMPTS", 5, minimum=1)
 KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 60, minimum=1)
+# OTLP ingestion (docs/otlp.md): how long an agent turn whose agent span has not arrived is
+# kept before what arrived is stored as an incomplete trace; how many such spans a tenant may
+# have waiting; the span attribute that names the flow; the resource attribute that names the
+# tenant for a key of the whole console.
+KINDGI_OTLP_TURN_TIMEOUT_S = envint("KINDGI_OTLP_TURN_TIMEOUT_S", 60, minimum=1)
+KINDGI_OTLP_MAX_PENDING_SPANS = envint("KINDGI_OTLP_MAX_PENDING_SPANS", 10000, minimum=1)
+KINDGI_OTLP_FLOW_ATTRIBUTE = envstr("KINDGI_OTLP_FLOW_ATTRIBUTE", "kindgi.flow")
+KINDGI_OTLP_TENANT_ATTRIBUTE = envstr("KINDGI_OTLP_TENANT_ATTRIBUTE", "kindgi.tenant")
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-chunks": {
         "task": "traces.tasks.requeue_expired_work",
         "schedule": float(KINDGI_CHUNK_CHECK_SECONDS),
+    },
+    "complete-otlp-turns": {
+        "task": "traces.tasks.complete_waiting_otlp_turns",
+        "schedule": float(max(1, KINDGI_OTLP_TURN_TIMEOUT_S // 2)),
     },
 }
 

@@ -12,6 +12,9 @@ Tests script it one reply per request, in order::
         ... JudgeModel(base_url=provider.openai_base_url, ...) ...
         provider.requests[1].body["max_completion_tokens"]
 
+`Drip(Answer(...), chunk=4, interval_s=0.2)` stalls as a hostile provider does: the headers at
+once, then a few bytes at a time (or, with `headers_too`, the headers themselves too).
+
 Without a script it judges on its own, deterministically: about one trace in five FAILs (by a
 digest of the request's user message), with a score when the prompt asks for one. That is what
 `python -m tests.fakeproviders --port 8089` serves, for the demo and browser tests: register a
@@ -79,7 +82,18 @@ class Hangup:
     """Close the connection without a reply."""
 
 
-Step = Answer | Fault | Raw | Hangup
+@dataclass(frozen=True)
+class Drip:
+    """`answer` sent `chunk` bytes every `interval_s`: the headers at once and then the body, or
+    (`headers_too`) the whole response from its status line, as a stalling provider does."""
+
+    answer: Answer
+    chunk: int = 4
+    interval_s: float = 0.5
+    headers_too: bool = False
+
+
+Step = Answer | Fault | Raw | Hangup | Drip
 
 
 @dataclass(frozen=True)
@@ -226,6 +240,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(step, Raw):
             return self._send(step.status, step.body, {"content-type": step.content_type})
+        if isinstance(step, Drip):
+            return self._drip(step, json.dumps(_reply(request, step.answer)).encode())
         time.sleep(step.delay_s)
         if isinstance(step, Fault):
             extra = {"retry-after": step.retry_after} if step.retry_after else {}
@@ -268,6 +284,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up waiting (a timeout test): nothing to answer
+
+
+    def _drip(self, step: Drip, payload: bytes) -> None:
+        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(payload)}\r\n\r\n"
+        self.close_connection = True
+        try:
+            if not step.headers_too:
+                self.wfile.write(head.encode())
+                head = ""
+            data = head.encode() + payload
+            for start in range(0, len(data), step.chunk):
+                self.wfile.write(data[start : start + step.chunk])
+                self.wfile.flush()
+                time.sleep(step.interval_s)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped waiting, as it should
 
 
 def _error_type(status: int) -> str:

@@ -83,15 +83,22 @@ def prepare(caller: Caller, document: object, index: int, scope: str = "ingest")
     stored = dict(document)
     stored["tenant"] = item.tenant.slug
     canonical = orjson.dumps(stored, option=orjson.OPT_SORT_KEYS)
-    if len(canonical) > settings.KINDGI_MAX_TRACE_BYTES:
-        item.errors = [Issue("", f"the trace is {len(canonical)} bytes of JSON, over the "
-                                 f"limit of {settings.KINDGI_MAX_TRACE_BYTES}")]
+    item.errors = size_issues(canonical)
+    if item.errors:
         return item
     item.document = stored
     item.canonical = canonical
     item.content_hash = hashlib.sha256(canonical).hexdigest()
     item.status = CREATED
     return item
+
+
+def size_issues(canonical: bytes) -> list[Issue]:
+    """The error of a trace whose canonical JSON is over KINDGI_MAX_TRACE_BYTES, if it is."""
+    if len(canonical) <= settings.KINDGI_MAX_TRACE_BYTES:
+        return []
+    return [Issue("", f"the trace is {len(canonical)} bytes of JSON, over the "
+                      f"limit of {settings.KINDGI_MAX_TRACE_BYTES}")]
 
 
 def validate(document: object) -> list[Issue]:

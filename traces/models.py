@@ -487,3 +487,31 @@ class Upload(models.Model):
     @property
     def total(self) -> int:
         return self.size
+
+
+class PendingSpan(models.Model):
+    """A span received over OTLP whose agent turn has not ended yet (docs/otlp.md).
+
+    Kept in the database, not in a process, so that any server can finish the turn and
+    memory stays bounded; at most KINDGI_OTLP_MAX_PENDING_SPANS per tenant. `span` is the
+    span as the mapping reads it (ids in hex, attributes as JSON values). The turn is
+    finished when its agent (or root) span arrives, or by the periodic task once nothing
+    new has arrived for KINDGI_OTLP_TURN_TIMEOUT_S.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    otel_trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+    span = models.JSONField()
+    received_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "otel_trace_id", "span_id"], name="pending_span_once")
+        ]
+        indexes = [models.Index(fields=["received_at"], name="pending_span_received")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.otel_trace_id}/{self.span_id}"

@@ -26,18 +26,28 @@ from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
 
 
 def runtime_verdict(
-    document: Trace, enforced: Sequence[Enforced], services: Mapping[str, Any] | None = None
+    document: Trace,
+    enforced: Sequence[Enforced],
+    services: Mapping[str, Any] | None = None,
+    *,
+    deadline: float | None = None,
 ) -> TurnVerdict:
     """The runtime verdict of the enforced guardrails on one trace.
 
     `services` are the evaluation's (`evaluation_services`); without them the verdict
-    builds its own for this one trace and closes them.
+    builds its own for this one trace and closes them. Guardrails still to be evaluated at
+    `deadline` (a time.monotonic() instant) are errors with reason "deadline".
     """
-    return verdict_of(document, enforced, "runtime", services)
+    return verdict_of(document, enforced, "runtime", services, deadline=deadline)
 
 
 def verdict_of(
-    document: Trace, enforced: Sequence[Enforced], mode: Mode, services: Mapping[str, Any] | None = None
+    document: Trace,
+    enforced: Sequence[Enforced],
+    mode: Mode,
+    services: Mapping[str, Any] | None = None,
+    *,
+    deadline: float | None = None,
 ) -> TurnVerdict:
     """The enforced guardrails' verdict on one trace in `mode`, with the evaluation's services."""
     own = services is None
@@ -45,7 +55,7 @@ def verdict_of(
     try:
         context = Context.for_trace(document, mode, **bound)
         guardrails = [item.guardrail for item in enforced]
-        return evaluate_all(guardrails, document, context, engine=deployment.engine())
+        return evaluate_all(guardrails, document, context, engine=deployment.engine(), deadline=deadline)
     finally:
         if own:
             close_services(dict(bound))

@@ -20,6 +20,7 @@ from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 
 from traces import evaluations, services, uploads
+from traces.otlp import turns as otlp_turns
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,12 @@ def evaluate_ingested(trace_ids: Sequence[int]) -> None:
 def process_upload(upload_id: int) -> None:
     """Read an uploaded file of traces and store its good lines, in batches."""
     uploads.process_upload(upload_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def complete_waiting_otlp_turns() -> int:
+    """Store the OTLP turns whose agent span has not come in time, marked incomplete (beat runs this)."""
+    return otlp_turns.complete_waiting()
 
 
 @shared_task(**TASK_OPTIONS)

@@ -126,6 +126,7 @@ class TraceDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-arg]
             citations=timeline.citations(document),
             usage=document.get("usage") if isinstance(document.get("usage"), dict) else None,
             metadata=timeline.pretty(document["metadata"]) if document.get("metadata") else "",
+            otlp=_otlp_of(document),
             raw=timeline.pretty(document),
             input_text=timeline.text(document.get("input")),
             results=results,
@@ -136,6 +137,13 @@ class TraceDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-arg]
             nav_active="traces",
         )
         return context
+
+
+def _otlp_of(document: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a trace received over OTLP came from (metadata.otlp, docs/otlp.md), else None."""
+    metadata = document.get("metadata")
+    otlp = metadata.get("otlp") if isinstance(metadata, dict) else None
+    return otlp if isinstance(otlp, dict) else None
 
 
 def _status_counts(results: Iterable[EvaluationResult]) -> dict[str, int]:

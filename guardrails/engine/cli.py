@@ -13,12 +13,13 @@ unreadable or not JSON; guardrail_ci 0 nothing blocks, 1 a selected guardrail ga
 error, 2 bad input (each named with file and line, or an invalid check pack).
 
 llm-judge guardrails need judge models: `guardrail_ci --judge-models judges.json` reads a JSON
-array of registrations, the shape `GET /api/v1/judge-models` answers (id, provider, model,
-baseUrl, apiKeyEnv, pricing, capabilities, thinking, sampling), and routes each llm-judge
-guardrail among them as the console does (every model allowed; no cache across runs). The
-API keys come from the environment variables the registrations name. The run writes one
-line on stderr with its judge calls and their cost. Without the file, an llm-judge
-guardrail's result is `error` (no judge bound), which blocks.
+array of registrations, the answer of `GET /api/v1/judge-models` saved as it is (id, provider,
+model, baseUrl, apiKeyEnv, pricing, capabilities, thinking, sampling, enabled, apiKeySet), and
+routes each llm-judge guardrail among them as the console does (a disabled registration never;
+every model allowed; no cache across runs). The API keys come from the environment variables
+the registrations name. The run writes one line on stderr with its judge calls and their
+cost. Without the file, an llm-judge guardrail's result is `error` (no judge bound), which
+blocks.
 """
 
 from __future__ import annotations
@@ -577,6 +578,8 @@ def download_export(url: str) -> tuple[str, object]:
 def _judge_services(path: str | None) -> InMemoryJudgeServices | None:
     """Judge services over the registrations in `path` (a JSON array); None without a file.
 
+    The file is the console's `GET /api/v1/judge-models` answer as it is (a disabled
+    registration is never routed to, as in production), or the same array written by hand.
     Each registration is checked like the console checks one; the keys come from the
     environment variables the registrations name, at call time. A judge call may take
     KINDGI_JUDGE_CALL_LIMIT_S seconds (default 60), retries included.
@@ -585,23 +588,17 @@ def _judge_services(path: str | None) -> InMemoryJudgeServices | None:
         return None
     import httpx  # imported here: only a run with llm-judge guardrails pays for it
 
-    from guardrails.engine.judge import InMemoryJudgeServices, JudgeModel, validate_judge_model
+    from guardrails.engine.judge import InMemoryJudgeServices, InvalidJudgeModel, judge_models_of_export
 
-    doc = load_json_file(path)
-    if not isinstance(doc, list):
-        raise BadInput(f"{path}: judge models are a JSON array of registrations")
-    issues = [issue for index, item in enumerate(doc) for issue in validate_judge_model(item, base_path=f"/{index}")]
-    if issues:
-        raise BadInput("\n".join(f"{path}: {issue.path}: {issue.message}" for issue in issues))
-    ids = [item["id"] for item in doc]
-    repeated = sorted({model_id for model_id in ids if ids.count(model_id) > 1})
-    if repeated:
-        raise BadInput(f"{path}: judge model {repeated[0]!r} is registered twice")
+    try:
+        models = judge_models_of_export(load_json_file(path))
+    except InvalidJudgeModel as error:
+        raise BadInput("\n".join(f"{path}: {issue.path or '/'}: {issue.message}" for issue in error.issues)) from None
     raw_limit = os.environ.get("KINDGI_JUDGE_CALL_LIMIT_S", "").strip()
     if raw_limit and not raw_limit.isdigit():
         raise BadInput(f"KINDGI_JUDGE_CALL_LIMIT_S={raw_limit!r} is not a whole number")
     return InMemoryJudgeServices(
-        models=[JudgeModel.from_dict(item) for item in doc],
+        models=models,
         client=httpx.Client(),
         time_limit_s=float(raw_limit or 60),
     )

@@ -6,9 +6,9 @@ Every path (the REST verdict, ingestion, batch runs, the CI command) goes throug
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any
 
 from guardrails.engine.registry import CheckRegistry, default_registry
@@ -39,11 +39,19 @@ _SCOPE_MODES = {
 
 
 class Engine:
-    """A check registry and a strategy registry: what evaluating needs."""
+    """A check registry and a strategy registry: what evaluating needs.
 
-    def __init__(self, registry: CheckRegistry, strategies: StrategyRegistry) -> None:
+    `redact`, when set, is applied to every error's reason and text details before they
+    leave the engine, so that a secret echoed in an error (a provider quoting the key it
+    refused, a check's exception) is never stored or shown.
+    """
+
+    def __init__(
+        self, registry: CheckRegistry, strategies: StrategyRegistry, *, redact: Callable[[str], str] | None = None
+    ) -> None:
         self.registry = registry
         self.strategies = strategies
+        self.redact = redact
 
     @classmethod
     def default(cls) -> Engine:
@@ -54,6 +62,12 @@ class Engine:
         """The status of `guardrail` on `trace` in `context`; never raises."""
         if not selects(guardrail, context):
             return _SKIPPED
+        verdict = self._verdict(guardrail, trace, context)
+        if verdict[0] == "error" and self.redact is not None:
+            return _redacted(verdict, self.redact)
+        return verdict
+
+    def _verdict(self, guardrail: Guardrail, trace: Trace, context: Context) -> Verdict:
         try:
             outcome = self._run_check(guardrail, trace, context)
         except StrategyError as exc:
@@ -76,6 +90,16 @@ class Engine:
         if strategy is None:
             raise StrategyError(f"no strategy is registered for kind '{guardrail.kind}'")
         return strategy.evaluate(guardrail, check, trace, context)
+
+
+def _redacted(verdict: Verdict, redact: Callable[[str], str]) -> Verdict:
+    """An error verdict with its reason and text details redacted."""
+    status, reason, details = verdict
+    return (
+        status,
+        None if reason is None else redact(reason),
+        {name: redact(value) if isinstance(value, str) else value for name, value in details.items()},
+    )
 
 
 @cache
@@ -125,15 +149,38 @@ def evaluate_all(
     context: Context,
     *,
     engine: Engine | None = None,
+    deadline: float | None = None,
 ) -> TurnVerdict:
-    """Evaluate every guardrail; at runtime a failed `halt` guardrail fails the turn."""
-    results = [evaluate_guardrail(g, trace, context, engine=engine) for g in guardrails]
+    """Evaluate every guardrail; at runtime a failed `halt` guardrail fails the turn.
+
+    `deadline`, a time.monotonic() instant, ends the evaluation: every guardrail that it
+    selects and that is still to be evaluated then is an `error` with reason "deadline".
+    """
+    results = [
+        _past_deadline(g) if deadline is not None and monotonic() >= deadline and selects(g, context)
+        else evaluate_guardrail(g, trace, context, engine=engine)
+        for g in guardrails
+    ]
     halted = context.mode == "runtime" and any(
         result.status == "fail" and result.action == "halt" for result in results
     )
     if halted:
         return TurnVerdict(turn="failed", reason="guardrail-violation", results=results)
     return TurnVerdict(turn="completed", reason=None, results=results)
+
+
+def _past_deadline(guardrail: Guardrail) -> Result:
+    """The result of a guardrail not evaluated because the evaluation's time ran out."""
+    return Result(
+        guardrail=guardrail.id,
+        revision=guardrail.revision,
+        status="error",
+        action=guardrail.on_violation,
+        severity=guardrail.severity,
+        reason="deadline",
+        duration_ms=0.0,
+        details={},
+    )
 
 
 def blocks_ci(results: Iterable[Result]) -> bool:

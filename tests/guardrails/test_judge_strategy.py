@@ -118,11 +118,12 @@ def test_the_second_evaluation_is_answered_from_the_cache(fake_provider, service
 
 
 def test_the_cache_key_follows_revision_trace_and_model(fake_provider, services):
-    key = cache_key(guardrail(), TRACE, "cheap")
-    assert key == cache_key(guardrail(), dict(reversed(list(TRACE.items()))), "cheap")
-    assert key != cache_key(guardrail(revision=4), TRACE, "cheap")
-    assert key != cache_key(guardrail(), {**TRACE, "output": "No."}, "cheap")
-    assert key != cache_key(guardrail(), TRACE, "claude")
+    cheap, claude = services.models[0], services.models[1]
+    key = cache_key(guardrail(), TRACE, cheap)
+    assert key == cache_key(guardrail(), dict(reversed(list(TRACE.items()))), cheap)
+    assert key != cache_key(guardrail(revision=4), TRACE, cheap)
+    assert key != cache_key(guardrail(), {**TRACE, "output": "No."}, cheap)
+    assert key != cache_key(guardrail(), TRACE, claude)
     evaluate(services)
     evaluate(services, guardrail(revision=4))
     assert len(fake_provider.requests) == 2
@@ -210,7 +211,7 @@ def test_the_estimate_is_an_upper_bound_of_the_real_cost(fake_provider, services
     model = services.models[0]
     estimate = estimate_call(guardrail(), TRACE, model)
     assert estimate.max_output_tokens == 256
-    assert estimate.cache_key == cache_key(guardrail(), TRACE, "cheap")
+    assert estimate.cache_key == cache_key(guardrail(), TRACE, model)
     assert estimate.cost_usd == model.cost_usd(estimate.input_tokens, 256)
     evaluate(services)
     call = services.calls[0][0]

@@ -1,8 +1,10 @@
 from django.urls import path
 
 from traces.api import evaluations, views
+from traces.otlp.views import OtlpTracesView
 
 urlpatterns = [
+    path("otlp/v1/traces", OtlpTracesView.as_view(), name="api-otlp-traces"),
     path("traces", views.TraceListView.as_view(), name="api-traces"),
     path("traces/<path:trace_id>", views.TraceDetailView.as_view(), name="api-trace"),
     path("evaluate", views.EvaluateView.as_view(), name="api-evaluate"),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.db.models import F, Prefetch, QuerySet, Value
 from django.db.models.functions import Coalesce, NullIf
@@ -199,6 +201,8 @@ class EvaluateView(ConsoleAPIView):
                                                                            415, 429)},
     )
     def post(self, request: Request) -> Response:
+        # The whole evaluation is done by this instant (judge calls get what is left of it).
+        deadline = time.monotonic() + settings.KINDGI_EVALUATE_TIME_LIMIT_S
         storing = self._store_flag(request)
         payload = read_json_body(request)
         item = ingest.prepare(self.caller, payload, 0, scope="evaluate") if storing else (
@@ -208,9 +212,9 @@ class EvaluateView(ConsoleAPIView):
             raise ApiError(item.errors)
         assert item.document is not None
         enforced = enforced_guardrails(item.tenant or self._named_tenant(item.document))
-        services = evaluation_services(item.tenant)
+        services = evaluation_services(item.tenant, until=deadline)
         try:
-            verdict = runtime_verdict(item.document, enforced, services)
+            verdict = runtime_verdict(item.document, enforced, services, deadline=deadline)
         finally:
             close_services(services)
         answer: dict[str, Any] = {
@@ -259,7 +263,8 @@ class EvaluateView(ConsoleAPIView):
             if document.get("tenant") not in (None, key.tenant.slug):
                 raise TenantDenied(f"this API key acts for tenant {key.tenant.slug!r} only")
             document["tenant"] = key.tenant.slug
-        item.document = document
+        item.errors = ingest.size_issues(orjson.dumps(document, option=orjson.OPT_SORT_KEYS))
+        item.document = None if item.errors else document
         return item
 
 

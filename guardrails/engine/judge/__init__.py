@@ -16,6 +16,7 @@ from .models import (
     JudgeModel,
     JudgePolicy,
     Thinking,
+    judge_models_of_export,
     validate_judge_model,
 )
 from .parsing import AnswerError, JudgeOutcome, parse_answer
@@ -69,6 +70,7 @@ __all__ = [
     "call_judge",
     "estimate_call",
     "judge_checks",
+    "judge_models_of_export",
     "parse_answer",
     "register_judge",
     "route",

@@ -6,17 +6,26 @@ and 5xx. Every wait must end before the evaluation's deadline; a wait that would
 started and the call ends in an error. Other 4xx answers are not retried: asking again would
 not change them.
 
+The deadline is a total: connecting, sending and reading the whole answer. httpx's timeouts
+bound each read, not their sum, so a provider that sends its headers at once and then a few
+bytes a second would never time out; each attempt therefore runs on a thread of its own, the
+caller waits for it no longer than the attempt's end, and an answer that comes later is
+dropped (its thread stops at its next read). An answer over MAX_REPLY_BYTES is an error.
+
 The API key is read from the environment variable the registration names, at call time; it
-goes into the request's headers and nowhere else (not into errors, results or the ledger).
+goes into the request's headers and nowhere else: an error text that echoes it (some
+providers quote the key they refused) is redacted before it is kept.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
@@ -24,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from ..redaction import redact
 from .models import JudgeModel
 from .parsing import AnswerError, JudgeOutcome, parse_answer
 from .prompt import JudgePrompt, Scale
@@ -36,6 +46,9 @@ from .providers import (
     reply_usage,
 )
 
+#: The largest judge answer read: a verdict takes a few hundred bytes.
+MAX_REPLY_BYTES = 1024 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
@@ -44,7 +57,8 @@ class RetryPolicy:
     max_attempts: int = 4
     base_delay_s: float = 0.5
     max_delay_s: float = 8.0
-    #: The longest one attempt may take, so that a hung attempt leaves time for another.
+    #: The longest one attempt may take in all (connect, send, the whole answer), so that a
+    #: hung attempt leaves time for another.
     attempt_timeout_s: float = 20.0
 
     def backoff(self, attempt: int, rng: Callable[[], float]) -> float:
@@ -158,14 +172,16 @@ class _Caller:
     output_tokens: int | None = None
     http_status: int | None = None
     stop_reason: str | None = None
+    api_key: str | None = None
 
     def call(self, prompt: JudgePrompt) -> JudgeCall:
         self.started = self.clock()
         try:
-            request = build_request(self.model, prompt, _api_key(self.model))
+            self.api_key = _api_key(self.model)
+            request = build_request(self.model, prompt, self.api_key)
             outcome = self._until_answered(request)
         except _Final as error:
-            return self._record(None, str(error))
+            return self._record(None, redact(str(error), [self.api_key]))
         return self._record(outcome, None)
 
     def _until_answered(self, request: ProviderRequest) -> JudgeOutcome:
@@ -189,20 +205,27 @@ class _Caller:
         self.sleep(wait)
 
     def _attempt(self, request: ProviderRequest, timeout: float) -> JudgeOutcome:
-        try:
-            response = self.http.post(request.url, headers=request.headers, json=request.body, timeout=timeout)
-        except httpx.TimeoutException as error:
-            raise _Transient(f"the judge provider timed out ({type(error).__name__})") from None
-        except httpx.TransportError as error:
-            raise _Transient(f"could not reach the judge provider ({type(error).__name__})") from None
-        self.http_status = response.status_code
-        return self._answer(response)
+        """One exchange, waited for at most `timeout` seconds in all (see the module docstring)."""
+        exchange = _Exchange(self.http, request, self.clock() + timeout, self.clock)
+        threading.Thread(target=exchange.run, name="judge-call", daemon=True).start()
+        if not exchange.done.wait(timeout):
+            if self.clock() >= self.deadline:
+                raise _Final("the judge provider did not finish answering within the evaluation's time limit")
+            raise _Transient(f"the judge provider did not finish answering within {timeout:.1f}s")
+        if isinstance(exchange.error, _TooLarge):
+            raise _Final(f"the judge provider's answer is larger than {MAX_REPLY_BYTES} bytes")
+        if isinstance(exchange.error, httpx.TimeoutException | _Late):
+            raise _Transient(f"the judge provider timed out ({type(exchange.error).__name__})")
+        if isinstance(exchange.error, httpx.TransportError):
+            raise _Transient(f"could not reach the judge provider ({type(exchange.error).__name__})")
+        if exchange.error is not None:
+            raise _Final(f"the judge call failed ({type(exchange.error).__name__})")
+        self.http_status = exchange.status
+        return self._answer(exchange.status, exchange.headers, _json_or_none(exchange.body))
 
-    def _answer(self, response: httpx.Response) -> JudgeOutcome:
-        body = _json_or_none(response)
-        status = response.status_code
+    def _answer(self, status: int, headers: httpx.Headers, body: object) -> JudgeOutcome:
         if status == 429 or status >= 500:
-            raise _Transient(_http_fault(status, body), wait=_retry_after(response))
+            raise _Transient(_http_fault(status, body), wait=_retry_after(headers))
         if status >= 400:
             raise _Final(_http_fault(status, body))
         self.input_tokens, self.output_tokens = _added(
@@ -259,9 +282,58 @@ def _added(total: tuple[int | None, int | None], more: tuple[int | None, int | N
     )
 
 
-def _json_or_none(response: httpx.Response) -> object:
+class _TooLarge(Exception):
+    """An answer over MAX_REPLY_BYTES."""
+
+
+class _Late(Exception):
+    """An answer still arriving when its attempt ended: nobody waits for it any more."""
+
+
+@dataclass
+class _Exchange:
+    """One request and its whole answer, run on a thread of its own (see the module docstring).
+
+    Each read is bounded by httpx's timeout and the loop stops at `until`, so a thread whose
+    caller gave up ends at its next read. Never raises: `error` holds what went wrong.
+    """
+
+    http: httpx.Client
+    request: ProviderRequest
+    until: float
+    clock: Callable[[], float]
+    status: int = 0
+    headers: httpx.Headers = field(default_factory=httpx.Headers)
+    body: bytes = b""
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        try:
+            self._exchange()
+        except BaseException as error:  # handed to the caller, which decides
+            self.error = error
+        finally:
+            self.done.set()
+
+    def _exchange(self) -> None:
+        timeout = httpx.Timeout(max(0.001, self.until - self.clock()))
+        url, headers, body_json = self.request.url, self.request.headers, self.request.body
+        with self.http.stream("POST", url, headers=headers, json=body_json, timeout=timeout) as reply:
+            self.status, self.headers = reply.status_code, reply.headers
+            body = bytearray()
+            for chunk in reply.iter_bytes():
+                body += chunk
+                if len(body) > MAX_REPLY_BYTES:
+                    raise _TooLarge
+                if self.clock() >= self.until:
+                    raise _Late
+            self.body = bytes(body)
+
+
+def _json_or_none(body: bytes) -> object:
     try:
-        return response.json()
+        return json.loads(body)
     except ValueError:
         return None
 
@@ -271,9 +343,9 @@ def _http_fault(status: int, body: object) -> str:
     return f"the judge provider answered HTTP {status}" + (f": {message}" if message else "")
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(headers: httpx.Headers) -> float | None:
     """Seconds to wait as Retry-After asks: delta-seconds or an HTTP date; None if absent."""
-    value = response.headers.get("retry-after")
+    value = headers.get("retry-after")
     if value is None:
         return None
     try:

@@ -25,7 +25,7 @@ The key itself never enters a registration: only the name of the variable that h
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
@@ -77,9 +77,10 @@ JUDGE_MODEL_SCHEMA: dict[str, Any] = {
             "minProperties": 1,
             "maxProperties": 1,
             "properties": {
-                # Anthropic: the smallest budget_tokens the model accepts. It must leave the
-                # 256 answer tokens inside the 2,048 the judge adds for thinking.
-                "budgetTokens": {"type": "integer", "minimum": 1, "maximum": 2048},
+                # Anthropic: the smallest budget_tokens the model accepts. The Messages API
+                # refuses a budget under 1,024; the budget must leave the 256 answer tokens
+                # inside the 2,048 the judge adds for thinking.
+                "budgetTokens": {"type": "integer", "minimum": 1024, "maximum": 2048},
                 # OpenAI: the lowest reasoning_effort the model accepts (minimal, low, ...).
                 "effort": {"type": "string", "pattern": r"^[a-z][a-z_-]{0,31}$"},
             },
@@ -153,6 +154,8 @@ class JudgeModel:
     capabilities: frozenset[str] = field(default_factory=frozenset)
     thinking: Thinking | None = None
     sampling: bool = True
+    #: A disabled registration is never routed to; a guardrail pinned to it gets an error.
+    enabled: bool = True
 
     @property
     def price_per_mtok(self) -> Decimal:
@@ -206,6 +209,66 @@ class JudgeModel:
         if self.thinking is not None:
             doc["thinking"] = self.thinking.to_dict()
         return doc
+
+
+#: The console's own fields of a registration as `GET /api/v1/judge-models` answers it.
+_CONSOLE_FIELDS: dict[str, Any] = {
+    "enabled": {"type": "boolean"},
+    "apiKeySet": {"type": ["boolean", "null"]},
+}
+
+
+def judge_models_of_export(doc: object) -> list[JudgeModel]:
+    """The judge models of the console's `GET /api/v1/judge-models` answer, taken as it is.
+
+    `doc` is the JSON array of registrations, or a page of it (``{"results": [...], "next":
+    null}``). Each registration may carry the console's `enabled` (false: the model is never
+    routed to, as in production) and `apiKeySet` (ignored: the key is read here, from the
+    variable the registration names). Raises InvalidJudgeModel naming every bad field.
+    """
+    items, issues = _export_items(doc)
+    for index, item in enumerate(items):
+        base = f"/results/{index}" if isinstance(doc, Mapping) else f"/{index}"
+        issues.extend(_export_item_issues(item, base))
+    ids = [item.get("id") for item in items if isinstance(item, Mapping)]
+    repeated = sorted({str(model_id) for model_id in ids if ids.count(model_id) > 1})
+    if repeated:
+        issues.append(Issue("", f"judge model {repeated[0]!r} is registered twice"))
+    if issues:
+        raise InvalidJudgeModel(issues)
+    return [_exported_model(item) for item in items]
+
+
+def _export_items(doc: object) -> tuple[list[Any], list[Issue]]:
+    """The registrations of an export: the array itself, or a page's `results`."""
+    if isinstance(doc, list):
+        return doc, []
+    if isinstance(doc, Mapping) and isinstance(doc.get("results"), list):
+        if doc.get("next") is not None:
+            return [], [Issue("/next", "this is one page of the list: save every page's results in one array")]
+        return list(doc["results"]), []
+    return [], [Issue("", "judge models are a JSON array of registrations (the answer of GET judge-models)")]
+
+
+def _export_item_issues(item: object, base: str) -> list[Issue]:
+    if not isinstance(item, Mapping):
+        return [Issue(base, "a judge model registration is a JSON object")]
+    issues = [
+        issue
+        for name, schema in _CONSOLE_FIELDS.items()
+        if name in item
+        for issue in validate_against(schema, item[name], base_path=f"{base}/{name}")
+    ]
+    return issues + validate_judge_model(_wire(item), base_path=base)
+
+
+def _wire(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in item.items() if name not in _CONSOLE_FIELDS}
+
+
+def _exported_model(item: Mapping[str, Any]) -> JudgeModel:
+    model = JudgeModel.from_dict(_wire(item))
+    return replace(model, enabled=bool(item.get("enabled", True)))
 
 
 JUDGE_POLICY_SCHEMA: dict[str, Any] = {

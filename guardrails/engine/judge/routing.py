@@ -7,15 +7,15 @@ A guardrail's `judgeCapabilities` declares what its judge must have. Its keys:
     Absent or empty: any model will do.
 `model`
     The id of one registered judge model. The guardrail is judged by that model or not at all:
-    routing fails when it is not registered, not allowed for the tenant, or lacks a required
-    capability. A way to pin a judge (a BYO judge, a model a rubric was tuned on).
+    routing fails when it is not registered, disabled, not allowed for the tenant, or lacks a
+    required capability. A way to pin a judge (a BYO judge, a model a rubric was tuned on).
 `prefer`
     A list of capability names that break ties: among the cheapest models, one with more of
     them is taken. It never makes routing pick a dearer model.
 
 No other key is accepted, so that a misspelt key is refused at registration instead of being
-silently ignored. Routing takes, among the registered models that the tenant's policy allows and
-that have every required capability, the one with the lowest input + output price per million
+silently ignored. Routing takes, among the enabled registered models that the tenant's policy
+allows and that have every required capability, the one with the lowest input + output price per million
 tokens; then the one with more preferred capabilities; then the first id in sort order.
 """
 
@@ -70,9 +70,10 @@ def route(
     explicit = wanted.get("model")
     if explicit is not None:
         return _explicit(registered, str(explicit), required, policy)
-    fitting = [model for model in registered if policy.allows(model.id) and model.capabilities.issuperset(required)]
+    enabled = [model for model in registered if model.enabled]
+    fitting = [model for model in enabled if policy.allows(model.id) and model.capabilities.issuperset(required)]
     if not fitting:
-        raise NoJudgeModel(_none_fits(registered, required, policy))
+        raise NoJudgeModel(_none_fits(registered, enabled, required, policy))
     return min(fitting, key=lambda m: (m.price_per_mtok, -len(prefer & m.capabilities), m.id))
 
 
@@ -81,6 +82,8 @@ def _explicit(models: list[JudgeModel], model_id: str, required: Sequence[str], 
     model = next((m for m in models if m.id == model_id), None)
     if model is None:
         raise NoJudgeModel(f"judge model {model_id!r} named by judgeCapabilities.model is not registered")
+    if not model.enabled:
+        raise NoJudgeModel(f"judge model {model_id!r} named by judgeCapabilities.model is disabled")
     if not policy.allows(model.id):
         raise NoJudgeModel(f"judge model {model_id!r} is not allowed for {_tenant(policy)}")
     missing = [name for name in required if name not in model.capabilities]
@@ -89,9 +92,13 @@ def _explicit(models: list[JudgeModel], model_id: str, required: Sequence[str], 
     return model
 
 
-def _none_fits(models: list[JudgeModel], required: Sequence[str], policy: JudgePolicy) -> str:
-    if not models:
+def _none_fits(
+    registered: list[JudgeModel], models: list[JudgeModel], required: Sequence[str], policy: JudgePolicy
+) -> str:
+    if not registered:
         return "no judge model is registered"
+    if not models:
+        return "every registered judge model is disabled"
     if required:
         return f"no registered judge model has capabilities {', '.join(required)} and is allowed for {_tenant(policy)}"
     return f"no registered judge model is allowed for {_tenant(policy)}"

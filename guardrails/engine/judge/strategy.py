@@ -16,9 +16,13 @@ meets the reviewer's criteria. Its config:
 
 The judge is routed by the guardrail's `judgeCapabilities` (see routing.py) among the models
 the caller's JudgeServices registers for the trace's tenant. Its answer is cached by guardrail
-revision, trace content and model, so the same trace judged again is not paid again; a cache
-hit shows ``"cached": true`` in the result and makes no call (services that keep a ledger of
-cache hits may define ``record_cache_hit(model, guardrail, trace, context)``). Every call made is handed to
+revision, trace content and model (its id, provider, model name and base URL), so the same
+trace judged again is not paid again; a cache hit shows ``"cached": true`` in the result and
+makes no call (services that keep a ledger of cache hits may define
+``record_cache_hit(model, guardrail, trace, context)``). Services shared by several
+evaluations at once may define ``claim(key, until) -> bool`` and ``release(key)``: the
+evaluation that claims a judgement calls the judge, and the others wait for its cached answer
+(until their own deadline), so that an identical judgement in flight is paid once. Every call made is handed to
 JudgeServices.record for the cost ledger (a call that never reached a provider, for want of
 its API key, is not a call), flagged when it went over the guardrail's
 declarative `budget` (nothing is refused because of a budget).
@@ -143,23 +147,45 @@ class JudgeServices(Protocol):
         ...
 
 
+class JudgementClaims(Protocol):
+    """Optional JudgeServices methods that make identical judgements in flight wait for one call.
+
+    `claim` takes the judgement of `key` until the time.monotonic() instant `until` (the claim
+    lapses then, should its holder never release it) and says whether it got it; `release`
+    gives it back once the outcome is cached, or the call failed.
+    """
+
+    def claim(self, key: str, until: float) -> bool: ...
+
+    def release(self, key: str) -> None: ...
+
+
+#: How often an evaluation waiting for another's judgement looks for its answer.
+CLAIM_POLL_S = 0.05
+
+
 def canonical_json(value: object) -> str:
     """A value's JSON with sorted keys and no spaces: equal content, equal text."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def cache_key(guardrail: Guardrail, trace: Trace, model_id: str) -> str:
+def cache_key(guardrail: Guardrail, trace: Trace, model: JudgeModel) -> str:
     """The judge cache key: guardrail id, revision and document, trace content and model.
 
     The document is included so that a guardrail without a revision (a CI file) that changes
-    its criteria is not answered from the cache of its old criteria.
+    its criteria is not answered from the cache of its old criteria; the model is its id,
+    provider, model name and base URL, so that a registration changed to another model or
+    server is not answered from the cache of the one it replaced.
     """
     parts = [
         guardrail.id,
         "" if guardrail.revision is None else str(guardrail.revision),
         canonical_json(guardrail.document),
         canonical_json(trace),
-        model_id,
+        model.id,
+        model.provider,
+        model.model,
+        model.base_url,
     ]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
@@ -214,12 +240,37 @@ class LlmJudgeStrategy:
         services = cast(JudgeServices, bound)
         rubric = Rubric.from_config(guardrail.config)
         model = _route(services, guardrail, context)
-        key = cache_key(guardrail, trace, model.id)
+        key = cache_key(guardrail, trace, model)
         cached = services.cache_get(key)
         if cached is not None:
             _note_cache_hit(services, model, guardrail, trace, context)
             return _decide(rubric, cached, _cached_details(model, cached))
-        call = self._call(services, rubric, model, trace)
+        if _claims(services) is not None:
+            return self._judge_once(services, rubric, model, key, (guardrail, trace, context))
+        return self._judge(services, rubric, model, key, (guardrail, trace, context), services.deadline)
+
+    def _judge_once(
+        self, services: JudgeServices, rubric: Rubric, model: JudgeModel, key: str, what: _Judged
+    ) -> CheckOutcome:
+        """Judge under the claim on `key`, or take the answer of the evaluation that holds it."""
+        claims = cast(JudgementClaims, services)
+        deadline = services.deadline
+        claimed, cached = _claim_or_wait(claims, services, key, deadline)
+        try:
+            if cached is not None:
+                _note_cache_hit(services, model, *what)
+                return _decide(rubric, cached, _cached_details(model, cached))
+            return self._judge(services, rubric, model, key, what, deadline)
+        finally:
+            if claimed:
+                claims.release(key)
+
+    def _judge(
+        self, services: JudgeServices, rubric: Rubric, model: JudgeModel, key: str, what: _Judged, deadline: float
+    ) -> CheckOutcome:
+        """Call the judge, record the call, cache its outcome and decide."""
+        guardrail, trace, context = what
+        call = self._call(services, rubric, model, trace, deadline)
         call = Budget.of(guardrail).flag(call)
         if call.attempts:  # a call that never reached a provider (no key set) cost nothing
             services.record(call, guardrail, trace, context)
@@ -228,16 +279,44 @@ class LlmJudgeStrategy:
         services.cache_put(key, call.outcome)
         return _decide(rubric, call.outcome, _call_details(call))
 
-    def _call(self, services: JudgeServices, rubric: Rubric, model: JudgeModel, trace: Trace) -> JudgeCall:
+    def _call(
+        self, services: JudgeServices, rubric: Rubric, model: JudgeModel, trace: Trace, deadline: float
+    ) -> JudgeCall:
         prompt = build_prompt(rubric.criteria, rubric.scale, trace, rubric.include)
         return call_judge(
             model,
             prompt,
             http=services.http_client(),
-            deadline=services.deadline,
+            deadline=deadline,
             scale=rubric.scale,
             retry=self.retry,
         )
+
+
+#: What a judgement is about: the guardrail, the trace and the context.
+_Judged = tuple[Guardrail, Trace, Context]
+
+
+def _claims(services: JudgeServices) -> JudgementClaims | None:
+    """The services' claims on judgements in flight, when they keep any."""
+    has = callable(getattr(services, "claim", None)) and callable(getattr(services, "release", None))
+    return cast(JudgementClaims, services) if has else None
+
+
+def _claim_or_wait(
+    claims: JudgementClaims, services: JudgeServices, key: str, deadline: float
+) -> tuple[bool, JudgeOutcome | None]:
+    """(claimed, outcome): claim the judgement of `key`, or wait until the evaluation that
+    holds it has cached its outcome (or gave up, and the claim is free again)."""
+    while True:
+        if claims.claim(key, deadline):
+            return True, services.cache_get(key)  # answered between the miss and the claim?
+        cached = services.cache_get(key)
+        if cached is not None:
+            return False, cached
+        if time.monotonic() + CLAIM_POLL_S >= deadline:
+            raise StrategyError("another evaluation is judging this trace and did not answer within the time limit")
+        time.sleep(CLAIM_POLL_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +340,7 @@ def estimate_call(guardrail: Guardrail, trace: Trace, model: JudgeModel) -> Judg
     max_output = output_limit(model)
     return JudgeEstimate(
         model_id=model.id,
-        cache_key=cache_key(guardrail, trace, model.id),
+        cache_key=cache_key(guardrail, trace, model),
         input_tokens=input_tokens,
         max_output_tokens=max_output,
         cost_usd=model.cost_usd(input_tokens, max_output),

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('guardrails', '0002_judge_models'),
+        ('guardrails', '0003_judge_claim'),
         ('tenancy', '0001_initial'),
     ]
 

@@ -1,0 +1,343 @@
+"""Agent turns from spans: finished turns are stored as RunTraces, unfinished ones wait in the database.
+
+A turn is an `invoke_agent` span and the spans under it (under its nearest such span,
+when agents nest); a trace without any is one turn under its root span, if one of its
+spans is generative. A turn is finished when its head arrives. Until then its spans wait
+as `PendingSpan` rows, at most KINDGI_OTLP_MAX_PENDING_SPANS per tenant; the periodic
+task stores what arrived of a turn that has waited KINDGI_OTLP_TURN_TIMEOUT_S, marked
+incomplete. Storing goes through `traces.ingest`, as `POST /api/v1/traces` does: the same
+validation, limits, idempotency and runtime evaluation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Max
+from django.utils import timezone
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from guardrails.engine.types import Issue
+from kindgi_console.tenancy.models import Tenant
+from kindgi_console.tenancy.scoping import Caller
+from traces import ingest
+from traces.models import PendingSpan, RunTrace
+from traces.otlp.mapping import document_of, is_agent, is_generative
+from traces.otlp.spans import Span, spans_of
+from traces.services import queue_runtime_evaluation
+
+
+@dataclass
+class Outcome:
+    """What became of an export's spans: how many were refused, and why (the first reasons)."""
+
+    rejected: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+    def refuse(self, count: int, reason: str) -> None:
+        self.rejected += count
+        if len(self.reasons) < 5 and reason not in self.reasons:
+            self.reasons.append(reason)
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.reasons)
+
+
+@dataclass
+class Turn:
+    """The spans of one agent turn, and its head (None: it timed out before the head came)."""
+
+    turn_id: str
+    spans: list[Span]
+    head: Span | None
+
+
+class TenantCaller(Caller):
+    """The tenant of an export's spans, settled before the traces are prepared."""
+
+    def __init__(self, tenant: Tenant) -> None:
+        super().__init__()
+        self.tenant = tenant
+
+    def tenant_for_write(self, slug: str | None, scope: str) -> Tenant:
+        return self.tenant
+
+
+def receive(caller: Caller, request: ExportTraceServiceRequest) -> Outcome:
+    """Take an export's spans: store the turns they finish, keep the others waiting."""
+    spans, malformed = spans_of(request)
+    outcome = Outcome()
+    if malformed:
+        outcome.refuse(malformed, f"{malformed} spans have a trace or span id of the wrong length")
+    for tenant, group in _by_tenant(caller, spans, outcome).items():
+        with transaction.atomic():
+            _receive_for(tenant, group, outcome)
+    return outcome
+
+
+def _by_tenant(caller: Caller, spans: list[Span], outcome: Outcome) -> dict[Tenant, list[Span]]:
+    """The key's tenant; for a key of the whole console, each span's resource attribute."""
+    assert caller.key is not None
+    if caller.key.tenant is not None:
+        return {caller.key.tenant: spans} if spans else {}
+    attribute = settings.KINDGI_OTLP_TENANT_ATTRIBUTE
+    slugs = {str(span.resource.get(attribute, "")) for span in spans}
+    tenants = {tenant.slug: tenant for tenant in Tenant.objects.filter(slug__in=slugs)}
+    grouped: dict[Tenant, list[Span]] = defaultdict(list)
+    for span in spans:
+        tenant = tenants.get(str(span.resource.get(attribute, "")))
+        if tenant is None:
+            outcome.refuse(1, f"a key of the whole console needs the resource attribute {attribute} "
+                              "naming a tenant")
+        else:
+            grouped[tenant].append(span)
+    return grouped
+
+
+def _receive_for(tenant: Tenant, spans: list[Span], outcome: Outcome) -> None:
+    by_trace: dict[str, list[Span]] = defaultdict(list)
+    for span in spans:
+        by_trace[span.trace_id].append(span)
+    _lock_traces(tenant, sorted(by_trace))
+    ending = {trace_id for trace_id, group in by_trace.items() if any(_ends_turn(s) for s in group)}
+    waiting = _take_waiting(tenant, sorted(ending))
+    turns: list[Turn] = []
+    still_open: list[Span] = []
+    for trace_id, group in by_trace.items():
+        if trace_id not in ending:
+            still_open.extend(group)
+            continue
+        known = {span.span_id: span for span in waiting.get(trace_id, [])}
+        known.update((span.span_id, span) for span in group)
+        finished, leftover = split(list(known.values()))
+        turns.extend(finished)
+        still_open.extend(leftover)
+    _store(tenant, turns, outcome)
+    _keep_waiting(tenant, still_open, outcome)
+
+
+def _lock_traces(tenant: Tenant, trace_ids: list[str]) -> None:
+    """Hold these traces until the transaction ends (PostgreSQL), so that two exports of one
+    trace at once (two services of one agent, say) do not each miss the other's spans.
+    Taken in sorted order, so that two exports cannot wait for each other."""
+    if connection.vendor != "postgresql" or not trace_ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s || '/' || x, 0)) "
+            "FROM unnest(%s::text[]) AS x ORDER BY x",
+            [str(tenant.pk), trace_ids],
+        )
+
+
+def _ends_turn(span: Span) -> bool:
+    return is_agent(span) or span.is_root
+
+
+def _take_waiting(tenant: Tenant, trace_ids: list[str]) -> dict[str, list[Span]]:
+    """The waiting spans of these traces, taken out of the waiting room (deleted, till commit)."""
+    if not trace_ids:
+        return {}
+    waiting: dict[str, list[Span]] = defaultdict(list)
+    for data in _delete_waiting(tenant, trace_ids):
+        span = Span.from_json(data)
+        waiting[span.trace_id].append(span)
+    return waiting
+
+
+# The table name is a constant of the model: no input reaches the statement's text.
+DELETE_WAITING = (
+    f"DELETE FROM {PendingSpan._meta.db_table} "  # noqa: S608
+    "WHERE tenant_id = %s AND otel_trace_id = ANY(%s::text[]) RETURNING span"
+)
+
+
+def _delete_waiting(tenant: Tenant, trace_ids: list[str]) -> list[dict[str, Any]]:
+    """Delete the traces' waiting spans and return them: one statement on PostgreSQL."""
+    if connection.vendor != "postgresql":
+        rows = PendingSpan.objects.select_for_update().filter(tenant=tenant, otel_trace_id__in=trace_ids)
+        pks, spans = [], []
+        for pk, data in rows.values_list("pk", "span"):
+            pks.append(pk)
+            spans.append(data)
+        PendingSpan.objects.filter(pk__in=pks).delete()
+        return spans
+    with connection.cursor() as cursor:
+        cursor.execute(DELETE_WAITING, [tenant.pk, trace_ids])
+        # Django has psycopg hand jsonb over as text (its JSONField decodes it): so do we.
+        return [orjson.loads(data) if isinstance(data, str) else data for (data,) in cursor.fetchall()]
+
+
+def split(spans: list[Span]) -> tuple[list[Turn], list[Span]]:
+    """The finished turns among the known spans of one trace, and the spans still waiting.
+
+    Spans that belong to no turn once the trace's root has arrived (a web framework's
+    request span, say) are dropped: no turn will claim them.
+    """
+    by_id = {span.span_id: span for span in spans}
+    agents = [span for span in spans if is_agent(span)]
+    root_arrived = any(span.is_root for span in spans)
+    if not agents:
+        root = next((span for span in spans if span.is_root), None)
+        if root is None:
+            return [], spans
+        turn = Turn(turn_id(root), spans, root)
+        return ([turn] if any(is_generative(span) for span in spans) else []), []
+    members: dict[str, list[Span]] = {agent.span_id: [] for agent in agents}
+    leftover = []
+    for span in spans:
+        owner = _nearest_agent(span, by_id)
+        if owner is not None:
+            members[owner.span_id].append(span)
+        elif not root_arrived:
+            leftover.append(span)
+    turns = [Turn(turn_id(agent), members[agent.span_id], agent) for agent in agents]
+    return turns, leftover
+
+
+def _nearest_agent(span: Span, by_id: dict[str, Span]) -> Span | None:
+    """The span itself if it is an agent span, else its nearest known agent ancestor."""
+    seen = 0
+    current: Span | None = span
+    while current is not None and seen <= len(by_id):
+        if is_agent(current):
+            return current
+        current = by_id.get(current.parent_id) if current.parent_id else None
+        seen += 1
+    return None
+
+
+def turn_id(head: Span) -> str:
+    """The RunTrace id of a turn: its trace id and its head's span id."""
+    return f"{head.trace_id}-{head.span_id}"
+
+
+def _store(tenant: Tenant, turns: list[Turn], outcome: Outcome) -> None:
+    """Store the turns as RunTraces; a turn stored before (an export sent again) is left as it is."""
+    if not turns:
+        return
+    stored = set(RunTrace.objects.filter(
+        tenant=tenant, trace_id__in=[turn.turn_id for turn in turns]).values_list("trace_id", flat=True))
+    fresh = [turn for turn in turns if turn.turn_id not in stored]
+    caller = TenantCaller(tenant)
+    items = [ingest.prepare(caller, document_of(turn.turn_id, turn.spans, turn.head), index)
+             for index, turn in enumerate(fresh)]
+    for item in items:
+        _refuse_overlong_columns(item)
+    ingest.store(items, on_created=queue_runtime_evaluation)
+    for turn, item in zip(fresh, items, strict=True):
+        if item.status in (ingest.INVALID, ingest.CONFLICT):
+            reason = "; ".join(f"{issue.path or '/'}: {issue.message}" for issue in item.errors[:3])
+            outcome.refuse(len(turn.spans), f"turn {turn.turn_id}: {reason}")
+
+
+#: The columns a RunTrace's `agent` and `flow` are kept in hold this many characters.
+COLUMN_CHARS = 200
+
+
+def _refuse_overlong_columns(item: ingest.Item) -> None:
+    """An agent or flow name longer than its column is refused by name, never a database error."""
+    document = item.document or {}
+    for name in ("agent", "flow"):
+        if item.status == ingest.CREATED and len(document.get(name) or "") > COLUMN_CHARS:
+            item.status = ingest.INVALID
+            item.errors = [Issue(f"/{name}", f"{name} is longer than {COLUMN_CHARS} characters")]
+
+
+def _keep_waiting(tenant: Tenant, spans: list[Span], outcome: Outcome) -> None:
+    """Keep the spans of unfinished turns, up to the tenant's room; the others are refused."""
+    sized = _small_enough(spans, outcome)
+    if not sized:
+        return
+    limit = settings.KINDGI_OTLP_MAX_PENDING_SPANS
+    room = max(0, limit - PendingSpan.objects.filter(tenant=tenant).count())
+    if len(sized) > room:
+        outcome.refuse(len(sized) - room, f"the tenant has {limit} spans of unfinished turns waiting, "
+                                          "the most it may: finish those turns first")
+    _insert_waiting(tenant, sized[:room])
+
+
+# The table name is a constant of the model: no input reaches the statement's text.
+INSERT_WAITING = (
+    f"INSERT INTO {PendingSpan._meta.db_table} (tenant_id, otel_trace_id, span_id, span, received_at) "  # noqa: S608
+    "SELECT %s, r.t, r.s, r.j, %s FROM jsonb_to_recordset(%s::jsonb) AS r(t text, s text, j jsonb) "
+    "ON CONFLICT (tenant_id, otel_trace_id, span_id) DO NOTHING"
+)
+
+
+def _insert_waiting(tenant: Tenant, spans: list[tuple[Span, dict[str, Any]]]) -> None:
+    """Insert the waiting spans once each. On PostgreSQL as one JSON parameter: Django's bulk
+    insert sends arrays of JSON text, which psycopg escapes character by character."""
+    now = timezone.now()
+    if connection.vendor != "postgresql":
+        PendingSpan.objects.bulk_create(
+            [PendingSpan(tenant=tenant, otel_trace_id=span.trace_id, span_id=span.span_id,
+                         span=data, received_at=now) for span, data in spans],
+            ignore_conflicts=True,
+        )
+        return
+    rows = orjson.dumps([{"t": span.trace_id, "s": span.span_id, "j": data} for span, data in spans])
+    with connection.cursor() as cursor:
+        cursor.execute(INSERT_WAITING, [tenant.pk, now, rows.decode()])
+
+
+def _small_enough(spans: list[Span], outcome: Outcome) -> list[tuple[Span, dict[str, Any]]]:
+    """The spans a trace could hold: not larger than a trace, and without NUL (refused as in REST)."""
+    limit = settings.KINDGI_MAX_TRACE_BYTES
+    kept = []
+    for span in spans:
+        data = span.as_json()
+        raw = orjson.dumps(data)
+        if len(raw) > limit:
+            outcome.refuse(1, f"span {span.span_id} is over the limit of {limit} bytes of a trace")
+        elif b"\\u0000" in raw:  # PostgreSQL cannot store NUL in jsonb
+            outcome.refuse(1, f"span {span.span_id} holds the NUL character, which is not allowed")
+        else:
+            kept.append((span, data))
+    return kept
+
+
+def complete_waiting(now: datetime | None = None, limit: int = 500) -> int:
+    """Store what arrived of the turns that have waited too long, marked incomplete.
+
+    A trace's waiting spans are grouped under their highest known ancestor; the group's
+    id names the span they wait for (the parent that never came), so that the head arriving
+    later finds its turn already stored. Returns how many traces were completed.
+    """
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.KINDGI_OTLP_TURN_TIMEOUT_S)
+    stale = list(
+        PendingSpan.objects.values("tenant_id", "otel_trace_id").annotate(last=Max("received_at"))
+        .filter(last__lt=cutoff).order_by("last")[:limit]
+    )
+    tenants = Tenant.objects.in_bulk({row["tenant_id"] for row in stale})
+    for row in stale:
+        with transaction.atomic():
+            tenant = tenants[row["tenant_id"]]
+            _lock_traces(tenant, [row["otel_trace_id"]])
+            spans = _take_waiting(tenant, [row["otel_trace_id"]]).get(row["otel_trace_id"], [])
+            _store(tenant, incomplete_turns(spans), Outcome())
+    return len(stale)
+
+
+def incomplete_turns(spans: list[Span]) -> list[Turn]:
+    """Waiting spans grouped under the span each group waits for."""
+    by_id = {span.span_id: span for span in spans}
+    groups: dict[str, list[Span]] = defaultdict(list)
+    for span in spans:
+        top = span
+        for _ in range(len(by_id)):
+            parent = by_id.get(top.parent_id)
+            if parent is None:
+                break
+            top = parent
+        groups[top.parent_id or top.span_id].append(span)
+    trace_id = spans[0].trace_id if spans else ""
+    return [Turn(f"{trace_id}-{awaited}", group, None) for awaited, group in groups.items()
+            if any(is_generative(span) for span in group)]
