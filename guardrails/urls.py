@@ -9,14 +9,16 @@ urlpatterns = [
     path("guardrails/new/", views.GuardrailEditorView.as_view(), name="guardrail-create"),
     path("guardrails/import/", views.GuardrailImportView.as_view(), name="guardrail-import"),
     path("guardrails/export.json", views.GuardrailExportView.as_view(), name="guardrail-export"),
-    path("guardrails/<str:guardrail_id>/", views.GuardrailDetailView.as_view(),
-         name="guardrail-detail"),
-    path("guardrails/<str:guardrail_id>/edit/", views.GuardrailEditorView.as_view(),
+    # `path`, not `str`: an id stored before the id alphabet (console-limits.schema.json)
+    # may hold a "/"; the longer routes come first so that they are not read as an id.
+    path("guardrails/<path:guardrail_id>/edit/", views.GuardrailEditorView.as_view(),
          name="guardrail-edit"),
-    path("guardrails/<str:guardrail_id>/diff/", views.GuardrailDiffView.as_view(),
+    path("guardrails/<path:guardrail_id>/diff/", views.GuardrailDiffView.as_view(),
          name="guardrail-diff"),
-    path("guardrails/<str:guardrail_id>/toggle/", views.GuardrailToggleView.as_view(),
+    path("guardrails/<path:guardrail_id>/toggle/", views.GuardrailToggleView.as_view(),
          name="guardrail-toggle"),
-    path("guardrails/<str:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(),
+    path("guardrails/<path:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(),
          name="guardrail-delete"),
+    path("guardrails/<path:guardrail_id>/", views.GuardrailDetailView.as_view(),
+         name="guardrail-detail"),
 ]

@@ -260,3 +260,18 @@ def test_the_openapi_description_names_every_query_parameter_and_error(api: Any,
     started = paths["/api/v1/evaluations"]["post"]
     assert "Idempotency-Key" in {p["name"] for p in started["parameters"]}
     assert {"415", "429", "503"} <= set(started["responses"])
+
+
+def test_a_guardrail_stored_before_the_id_alphabet_still_works(
+    api: Any, client: Any, admin_user: Any, acme: Tenant, author_key: str
+) -> None:
+    """`sec/slash` was accepted once: the pages answered 500 for every tenant and the API
+    could not delete it."""
+    save_guardrail(make_guardrail("sec/slash"), Author(user=None, label="before"))
+    client.force_login(admin_user)
+    for url in ("/", "/guardrails/", "/guardrails/sec/slash/", "/guardrails/sec/slash/edit/",
+                "/guardrails/sec/slash/diff/"):
+        assert client.get(url).status_code == 200, url
+    assert api(author_key).get(f"{URL}/sec/slash/revisions").status_code == 200
+    assert api(author_key).get(f"{URL}/sec/slash").json()["id"] == "sec/slash"
+    assert api(author_key).delete(f"{URL}/sec/slash").status_code == 204
