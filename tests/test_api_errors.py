@@ -14,7 +14,7 @@ ERROR = {"errors": [{"path": "", "message": "not found"}]}
 
 
 @pytest.mark.parametrize("method", ["get", "post", "put", "patch", "delete"])
-@pytest.mark.parametrize("url", ["/api/v1/nothing", "/api/v1/guardrails/x/nothing", "/api/nothing"])
+@pytest.mark.parametrize("url", ["/api/v1/nothing", "/api/v1/checks/x/nothing", "/api/nothing"])
 def test_an_unknown_api_url_is_a_json_404_for_every_method(alice: Any, method: str, url: str) -> None:
     client = Client(enforce_csrf_checks=True)  # a session without a CSRF token
     client.force_login(alice)
