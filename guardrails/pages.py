@@ -92,7 +92,7 @@ def import_files(files: list[Any], author: Author, owner: Tenant | None,
         for item in items:
             if item.status != "unchanged":
                 assert item.document is not None
-                save_guardrail(item.document, author, owner=owner)
+                save_guardrail(item.document, author, owner=owner, audit_verb="import")
     return reports
 
 

@@ -33,6 +33,7 @@ from guardrails.services import (
     enforced_document,
     owner_slug,
     revision_authors,
+    set_enabled,
 )
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from kindgi_console.tenancy.views import current_tenant
@@ -118,6 +119,7 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
             "severities": SEVERITIES,
             "actions": BUILTIN_ACTIONS,
             "can_author": self.can_author,
+            "sandbox_postures": deployment.sandbox_postures(),
         }
 
     def filtered(self, params: dict[str, str]) -> Any:
@@ -227,8 +229,7 @@ class GuardrailToggleView(GuardrailPageMixin, View):
 
     def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
         guardrail = self.writable_guardrail(guardrail_id)
-        guardrail.enabled = request.POST.get("enabled") == "true"
-        guardrail.save(update_fields=["enabled"])
+        set_enabled(guardrail, request.POST.get("enabled") == "true")
         state = "enabled" if guardrail.enabled else "disabled"
         messages.success(request, f"{guardrail.guardrail_id} is {state}.")
         return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))

@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from kindgi_console.api import json_not_found
+from kindgi_console.audit.api import AuditListView
 from kindgi_console.overview import OverviewView
 from kindgi_console.tenancy.signin import SignInView, ThrottledAdminAuthenticationForm
 from kindgi_console.tenancy.views import switch_tenant
@@ -13,6 +14,8 @@ from kindgi_console.tenancy.views import switch_tenant
 api_v1 = [
     path("", include("guardrails.api.urls")),
     path("", include("traces.api.urls")),
+    path("", include("alerts.api.urls")),
+    path("audit", AuditListView.as_view(), name="api-audit"),
     re_path(r"", json_not_found),  # an unknown API URL is a 404 in the API's error shape
 ]
 
@@ -23,6 +26,8 @@ urlpatterns = [
     path("", include("guardrails.urls")),
     path("", include("guardrails.judge_urls")),
     path("", include("kindgi_console.tenancy.urls")),
+    path("", include("kindgi_console.audit.urls")),
+    path("", include("alerts.urls")),
     path("admin/", admin.site.urls),
     path("login/", SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
