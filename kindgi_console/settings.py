@@ -193,7 +193,9 @@ SPECTACULAR_SETTINGS = {
 _broker = envstr("CELERY_BROKER_URL", "filesystem://")
 if _broker.startswith(("redis://", "rediss://")):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": envstr("KINDGI_CACHE_URL", _broker), "KEY_PREFIX": "kindgi"}}
+                          "LOCATION": envstr("KINDGI_CACHE_URL", _broker), "KEY_PREFIX": "kindgi",
+                          # a Redis that is down answers at once rather than hold requests
+                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache",
                           "LOCATION": "kindgi_cache"}}

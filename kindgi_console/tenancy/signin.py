@@ -8,6 +8,7 @@ right password, so that guessing does not pay.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from typing import Any
 
@@ -18,6 +19,8 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
+
+from kindgi_console.api import CACHE_DOWN
 
 #: How many failures per address may name other usernames (a password sprayed over users).
 ADDRESS_FACTOR = 10
@@ -36,10 +39,19 @@ def _keys(request: HttpRequest | None, username: str) -> list[tuple[str, int]]:
 
 
 def is_blocked(request: HttpRequest | None, username: str) -> bool:
-    return any(int(cache.get(key) or 0) >= limit for key, limit in _keys(request, username))
+    """Whether the window's failures are used up (not when the cache cannot be reached)."""
+    try:
+        return any(int(cache.get(key) or 0) >= limit for key, limit in _keys(request, username))
+    except CACHE_DOWN:
+        return False
 
 
 def count_failure(request: HttpRequest | None, username: str) -> None:
+    with contextlib.suppress(CACHE_DOWN):  # the cache is down: the sign-in still answers
+        _count_failure(request, username)
+
+
+def _count_failure(request: HttpRequest | None, username: str) -> None:
     window = settings.KINDGI_SIGNIN_WINDOW_S
     for key, _ in _keys(request, username):
         if cache.add(key, 1, timeout=window):

@@ -73,3 +73,20 @@ def test_the_admin_sign_in_is_held_to_the_same_counters(admin_user: Any) -> None
     response = client.post("/admin/login/", {"username": "admin", "password": "password"})
     assert b"Too many failed sign-ins" in response.content
     assert "_auth_user_id" not in client.session
+
+
+def test_a_cache_that_cannot_be_reached_throttles_nothing_and_breaks_nothing(
+    api: Any, acme_key: str, alice: Any, monkeypatch: Any
+) -> None:
+    """The cache is on the broker's Redis by default: Redis down must not make 500s."""
+    from django.core.cache import cache
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379")
+
+    for name in ("get", "set", "add", "incr"):
+        monkeypatch.setattr(cache, name, down)
+    assert api(acme_key).get("/api/v1/traces").status_code == 200
+    assert sign_in(Client(), "wrong").status_code == 200
+    assert sign_in(Client(), PASSWORD).status_code == 302
