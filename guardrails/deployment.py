@@ -29,7 +29,7 @@ from django.dispatch import receiver
 from guardrails.engine import deployment as recipe
 from guardrails.engine.evaluate import Engine
 from guardrails.engine.packs import PackError, resolve_filesystem_artifact
-from guardrails.engine.registration import RegistrationPolicy
+from guardrails.engine.registration import RegistrationPolicy, artifact_outside_dirs
 from guardrails.engine.registry import CheckRegistry
 from guardrails.engine.sandbox import SandboxDefaults, SandboxPool, host_postures
 from guardrails.engine.strategies import StrategyRegistry
@@ -56,6 +56,7 @@ def registration_policy() -> RegistrationPolicy:
         secret_names=settings.KINDGI_SECRETS,
         capabilities=settings.KINDGI_CAPABILITIES,
         bindings=settings.KINDGI_BINDINGS,
+        artifact_dirs=settings.KINDGI_PACK_DIRS,
     )
 
 
@@ -179,6 +180,8 @@ def load_filesystem_checks(guardrails: Iterable[Guardrail]) -> None:
         artifact = guardrail.document.get("codeArtifactRef")
         if not isinstance(artifact, Mapping) or artifact.get("kind") != "filesystem":
             continue
+        if artifact_outside_dirs(guardrail.document, tuple(settings.KINDGI_PACK_DIRS)):
+            continue  # saved before the folder was unlisted: it no longer loads
         loaded = registry.get(guardrail.check)
         if loaded is None or (not loaded.builtin and loaded.module != artifact.get("modulePath")):
             resolve_filesystem_artifact(guardrail.document, registry)

@@ -9,6 +9,7 @@ from django.db import models
 from django.utils import timezone
 
 from guardrails.fields import AuthoredJSONField
+from kindgi_console.tenancy.scoping import NOTHING, Caller
 
 
 class GuardrailQuerySet(models.QuerySet["Guardrail"]):
@@ -20,9 +21,27 @@ class GuardrailQuerySet(models.QuerySet["Guardrail"]):
         """What runtimes, ingestion and the export enforce."""
         return self.live().filter(enabled=True)
 
+    def applying_to(self, tenant_id: int | None) -> GuardrailQuerySet:
+        """The console-wide guardrails and those of the tenant (None: console-wide only)."""
+        return self.filter(models.Q(tenant__isnull=True) | models.Q(tenant_id=tenant_id))
+
+    def for_caller(self, caller: Caller, scope: str = "read") -> GuardrailQuerySet:
+        """What the caller may do `scope` on: reading includes the console-wide guardrails,
+        writing them is for console admins only. Another tenant's guardrail is not there."""
+        condition = caller.guardrail_filter(scope)
+        if condition is None:
+            return self.all()
+        if condition is NOTHING:
+            return self.none()
+        return self.filter(condition)
+
 
 class Guardrail(models.Model):
-    """A guardrail of the whole console (tenants are selected by its `scope.tenants`).
+    """A guardrail of one tenant (`tenant`), or of the whole console (`tenant` is None).
+
+    A tenant's guardrail selects only that tenant's traces; its authors and tenant-bound
+    keys write it. A console-wide guardrail selects tenants with its `scope.tenants`, and
+    only console admins (superusers, keys bound to no tenant) write it.
 
     `document` is the wire document (schema 1.1.0) exactly as authored, so that export and
     import round-trip; the other columns are copied from it for the pages to filter on.
@@ -31,6 +50,10 @@ class Guardrail(models.Model):
     """
 
     guardrail_id = models.CharField(max_length=200, unique=True)
+    tenant = models.ForeignKey(
+        "tenancy.Tenant", on_delete=models.PROTECT, null=True, blank=True,
+        related_name="guardrails", help_text="the owner; empty: the whole console",
+    )
     document = AuthoredJSONField()
     name = models.CharField(max_length=300, blank=True)
     kind = models.CharField(max_length=100, db_index=True)

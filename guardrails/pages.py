@@ -11,13 +11,24 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Count, Q
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail
-from guardrails.services import Author, register_document, save_guardrail
+from guardrails.services import (
+    Author,
+    OwnershipError,
+    check_owner,
+    ownership_issues,
+    register_document,
+    save_guardrail,
+)
+from kindgi_console.jsonbody import JsonBodyError, parse_json
+from kindgi_console.tenancy.models import Tenant
+from kindgi_console.tenancy.scoping import Caller
 
 #: Largest guardrail file the import page reads (a guardrail is a few kilobytes).
 MAX_IMPORT_FILE_BYTES = 1024 * 1024
@@ -39,9 +50,10 @@ class ImportedGuardrail:
 
     index: int | None
     guardrail_id: str | None
-    status: str  # "created", "updated", "unchanged" or "invalid"
+    status: str  # "created", "updated", "unchanged", "invalid", or "valid" (not saved)
     errors: list[Issue] = field(default_factory=list)
     warnings: list[Issue] = field(default_factory=list)
+    document: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def location(self) -> str:
@@ -61,47 +73,80 @@ class ImportedFile:
         return not self.error and all(g.status != "invalid" for g in self.guardrails)
 
 
-def import_files(files: list[Any], author: Author) -> list[ImportedFile]:
-    """Validate each uploaded file's guardrails as the API does and save the valid ones."""
-    return [_import_file(upload, author) for upload in files[:MAX_IMPORT_FILES]]
+def import_files(files: list[Any], author: Author, owner: Tenant | None,
+                 caller: Caller) -> list[ImportedFile]:
+    """Validate every uploaded guardrail as the API does; save them all, or none.
+
+    New guardrails belong to `owner` (None: the whole console); a guardrail the caller may
+    not change (console-wide, or another tenant's id) is invalid. Nothing is saved unless
+    every file and every guardrail is valid: the good ones are then reported `valid`.
+    """
+    reports = [_read_file(upload, owner, caller) for upload in files[:MAX_IMPORT_FILES]]
+    items = [item for report in reports for item in report.guardrails]
+    if not all(report.ok for report in reports):
+        for item in items:
+            if item.status != "invalid":
+                item.status = "valid"
+        return reports
+    with transaction.atomic():
+        for item in items:
+            if item.status != "unchanged":
+                assert item.document is not None
+                save_guardrail(item.document, author, owner=owner, audit_verb="import")
+    return reports
 
 
-def _import_file(upload: Any, author: Author) -> ImportedFile:
+def _read_file(upload: Any, owner: Tenant | None, caller: Caller) -> ImportedFile:
     report = ImportedFile(name=str(upload.name))
     if upload.size > MAX_IMPORT_FILE_BYTES:
         report.error = f"the file is over the limit of {MAX_IMPORT_FILE_BYTES} bytes"
         return report
     try:
-        data = json.loads(upload.read().decode("utf-8"))
-    except UnicodeDecodeError:
-        report.error = "the file is not UTF-8 text"
+        data = parse_json(upload.read())
+    except JsonBodyError as error:
+        report.error = f"not JSON: {error}"
         return report
-    except json.JSONDecodeError as error:
-        report.error = f"not JSON: {error.msg} (line {error.lineno}, column {error.colno})"
-        return report
-    if isinstance(data, list):
-        items: list[tuple[int | None, object]] = list(enumerate(data))
-    else:
-        items = [(None, data)]
+    items: list[tuple[int | None, object]] = list(enumerate(data)) if isinstance(data, list) \
+        else [(None, data)]
     if not items:
         report.error = "the file holds an empty array: no guardrail to import"
-    report.guardrails = [_import_document(index, doc, author) for index, doc in items]
+    report.guardrails = [_check_document(index, doc, owner, caller) for index, doc in items]
     return report
 
 
-def _import_document(index: int | None, document: object, author: Author) -> ImportedGuardrail:
+def _check_document(index: int | None, document: object, owner: Tenant | None,
+                    caller: Caller) -> ImportedGuardrail:
+    """Registration and ownership of one guardrail, saving nothing."""
     registration = register_document(document)
     guardrail_id = str(document["id"]) if isinstance(document, dict) and "id" in document else None
     if not registration.valid:
         return ImportedGuardrail(index, guardrail_id, "invalid", registration.errors,
                                  registration.warnings)
     assert isinstance(document, dict)
-    current = Guardrail.objects.live().filter(guardrail_id=document["id"]).first()
-    if current is not None and pretty_json(current.document) == pretty_json(document):
-        return ImportedGuardrail(index, guardrail_id, "unchanged", [], registration.warnings)
-    save_guardrail(document, author, audit_verb="import")
-    status = "created" if current is None else "updated"
-    return ImportedGuardrail(index, guardrail_id, status, [], registration.warnings)
+    current = Guardrail.objects.filter(guardrail_id=document["id"]).select_related("tenant").first()
+    errors = _ownership_errors(document, current, owner, caller)
+    if errors:
+        return ImportedGuardrail(index, guardrail_id, "invalid", errors, registration.warnings)
+    live = current if current is not None and current.deleted_at is None else None
+    if live is not None and pretty_json(live.document) == pretty_json(document):
+        status = "unchanged"
+    else:
+        status = "created" if live is None else "updated"
+    return ImportedGuardrail(index, guardrail_id, status, [], registration.warnings, document)
+
+
+def _ownership_errors(document: dict[str, Any], current: Guardrail | None, owner: Tenant | None,
+                      caller: Caller) -> list[Issue]:
+    if current is None:
+        try:
+            check_owner(document["id"], owner)
+        except OwnershipError as error:
+            return error.issues
+        return ownership_issues(document, owner)
+    if not Guardrail.objects.for_caller(caller, "author").filter(pk=current.pk).exists():
+        return [Issue("/id", f"the id {document['id']!r} is taken by a guardrail you may not "
+                             "change: choose another")]
+    return ownership_issues(document, current.tenant)
 
 
 # ---------------------------------------------------------------------------- diff

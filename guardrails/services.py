@@ -5,17 +5,24 @@ Views, commands and tasks call these functions; the engine itself stays free of 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from guardrails import deployment
 from guardrails.engine.registration import Registration, define_guardrail
+from guardrails.engine.schema import validate_console_limits
 from guardrails.engine.types import Guardrail as EngineGuardrail
+from guardrails.engine.types import Issue
 from guardrails.models import Guardrail, GuardrailRevision
 from kindgi_console.audit import log as audit
+from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
+from kindgi_console.tenancy.scoping import NOTHING, Caller
 
 
 def register_document(document: object) -> Registration:
@@ -23,14 +30,21 @@ def register_document(document: object) -> Registration:
 
     Every server path that registers a guardrail (API create, update and validate, import,
     the pages) calls this: the deployment's checks and policy, so that production refuses
-    `filesystem` code artifacts everywhere.
+    `filesystem` code artifacts everywhere, and the console's limits (lengths its columns
+    hold, the id alphabet), each error with the pointer of its field.
     """
-    return define_guardrail(
+    registration = define_guardrail(
         document,
         registry=deployment.check_registry(),
         strategies=deployment.strategies(),
         policy=deployment.registration_policy(),
     )
+    limits = validate_console_limits(document) if isinstance(document, dict) else []
+    if limits:
+        known = set(registration.errors)
+        registration.errors += [issue for issue in limits if issue not in known]
+        registration.guardrail = None
+    return registration
 
 
 @dataclass(frozen=True)
@@ -41,20 +55,58 @@ class Author:
     label: str
 
 
+class OwnershipError(Exception):
+    """A save that would change what another owner enforces: carries the issues and status."""
+
+    def __init__(self, issues: list[Issue], status: int = 400) -> None:
+        super().__init__(issues[0].message)
+        self.issues = issues
+        self.status = status
+
+
+def ownership_issues(document: dict[str, Any], owner: Tenant | None) -> list[Issue]:
+    """A tenant's guardrail may name no other tenant in `scope.tenants`."""
+    scope = document.get("scope")
+    tenants = scope.get("tenants") if isinstance(scope, dict) else None
+    if owner is None or not isinstance(tenants, list):
+        return []
+    return [
+        Issue(f"/scope/tenants/{index}", f"a guardrail of tenant {owner.slug!r} selects only "
+              f"its traces: scope.tenants may name {owner.slug!r} and no other tenant")
+        for index, slug in enumerate(tenants) if slug != owner.slug
+    ]
+
+
+def check_owner(guardrail_id: str, owner: Tenant | None) -> None:
+    """Refuse an id that a guardrail of another owner holds (live or deleted: its history
+    is that owner's). The answer does not say whose it is."""
+    rows = Guardrail.objects.filter(guardrail_id=guardrail_id)
+    others = rows.filter(tenant__isnull=False) if owner is None else rows.exclude(tenant=owner)
+    if others.exists():
+        raise OwnershipError([Issue("/id", f"the id {guardrail_id!r} is taken: choose another")],
+                             409)
+
+
 @transaction.atomic
 def save_guardrail(
-    document: dict[str, Any], author: Author, *, enabled: bool | None = None, audit_verb: str | None = None
+    document: dict[str, Any], author: Author, *, enabled: bool | None = None,
+    audit_verb: str | None = None, owner: Tenant | None = None,
 ) -> Guardrail:
     """Create or replace the guardrail of `document["id"]` and record the new revision.
 
-    The document must have been registered (`register_document`) first. A deleted guardrail
-    with that id comes back, its history continued. `audit_verb` names the change in the
-    audit log when it is not a plain create or update (`import`).
+    The document must have been registered (`register_document`) first. A new guardrail
+    belongs to `owner` (None: the whole console); a replaced one keeps its owner. A deleted
+    guardrail with that id comes back, its history continued. Raises OwnershipError when
+    `scope.tenants` names a tenant other than the owner. `audit_verb` names the change in
+    the audit log when it is not a plain create or update (`import`).
     """
     guardrail = (
         Guardrail.objects.select_for_update().filter(guardrail_id=document["id"]).first()
-        or Guardrail(guardrail_id=document["id"])
+        or Guardrail(guardrail_id=document["id"], tenant=owner)
     )
+    issues = ownership_issues(document, guardrail.tenant)
+    if issues:
+        raise OwnershipError(issues)
     before = audited_state(guardrail) if guardrail.pk and guardrail.deleted_at is None else None
     now = timezone.now()
     guardrail.document = document
@@ -76,6 +128,11 @@ def save_guardrail(
     verb = audit_verb or ("update" if before else "create")
     audit.record(f"guardrail.{verb}", guardrail, before=before, after=audited_state(guardrail), actor=author)
     return guardrail
+
+
+def owner_slug(guardrail: Guardrail) -> str | None:
+    """The owner tenant's slug, None for a console-wide guardrail."""
+    return guardrail.tenant.slug if guardrail.tenant_id is not None else None
 
 
 def audited_state(guardrail: Guardrail) -> dict[str, Any]:
@@ -108,9 +165,23 @@ class Enforced:
     revision: GuardrailRevision
 
 
-def enforced_guardrails() -> list[Enforced]:
-    """Every enabled guardrail at its current revision, in one query."""
-    from django.db.models import F
+def enforced_document(document: dict[str, Any], owner: str | None) -> dict[str, Any]:
+    """The document as the engine and CI apply it: a tenant's guardrail selects only that
+    tenant's traces, so its `scope.tenants` names the tenant (the stored document stays as
+    authored)."""
+    if owner is None:
+        return document
+    scope = document.get("scope")
+    return {**document, "scope": {**(scope if isinstance(scope, dict) else {}), "tenants": [owner]}}
+
+
+def enforced_guardrails(tenant: Tenant | object | None = ...) -> list[Enforced]:
+    """Every enabled guardrail at its current revision, in one query.
+
+    With `tenant`, only those that apply to it: the console-wide ones and its own (None:
+    the console-wide ones only), so that no answer names another tenant's guardrail.
+    """
+    from django.db.models import F, Q
 
     revisions = (
         GuardrailRevision.objects.filter(
@@ -118,10 +189,16 @@ def enforced_guardrails() -> list[Enforced]:
             guardrail__deleted_at__isnull=True,
             number=F("guardrail__revision"),
         )
-        .select_related("guardrail")
+        .select_related("guardrail__tenant")
         .order_by("guardrail__guardrail_id")
     )
-    enforced = [Enforced(engine_guardrail(rev), rev) for rev in revisions]
+    if tenant is not ...:
+        owned = Q(guardrail__tenant=tenant) if isinstance(tenant, Tenant) else Q(pk__in=[])
+        revisions = revisions.filter(Q(guardrail__tenant__isnull=True) | owned)
+    enforced = [
+        Enforced(engine_guardrail(rev, enforced_document(rev.document, owner_slug(rev.guardrail))), rev)
+        for rev in revisions
+    ]
     deployment.load_filesystem_checks(item.guardrail for item in enforced)
     return enforced
 
@@ -129,14 +206,45 @@ def enforced_guardrails() -> list[Enforced]:
 _ENGINE_GUARDRAILS: dict[int, EngineGuardrail] = {}
 
 
-def engine_guardrail(revision: GuardrailRevision) -> EngineGuardrail:
-    """The engine's guardrail of a revision, kept for the process: every evaluation of the
-    revision then reuses its compiled check (regular expressions, folded values), which the
-    engine keeps per guardrail document. A revision does not change; the document is still
+def engine_guardrail(revision: GuardrailRevision, document: dict[str, Any] | None = None) -> EngineGuardrail:
+    """The engine's guardrail of a revision (as `document` when given: the document as
+    enforced, `enforced_document`), kept for the process: every evaluation of the revision
+    then reuses its compiled check (regular expressions, folded values), which the engine
+    keeps per guardrail document. A revision does not change; the document is still
     compared, so that a key reused by another database (tests) is never mistaken."""
+    document = revision.document if document is None else document
     found = _ENGINE_GUARDRAILS.get(revision.pk)
-    if found is None or found.revision != revision.number or found.document != revision.document:
+    if found is None or found.revision != revision.number or found.document != document:
         if len(_ENGINE_GUARDRAILS) >= 4096:
             _ENGINE_GUARDRAILS.clear()
-        found = _ENGINE_GUARDRAILS[revision.pk] = EngineGuardrail(document=revision.document, revision=revision.number)
+        found = _ENGINE_GUARDRAILS[revision.pk] = EngineGuardrail(document=document, revision=revision.number)
     return found
+
+
+def revision_authors(revisions: Iterable[GuardrailRevision], caller: Caller) -> dict[int, str]:
+    """Who saved each revision, as the caller may see it: an API key or a person of a
+    tenant the caller does not read is not named (`createdBy` would leak it)."""
+    rows = list(revisions)
+    condition = caller.tenant_filter("read")
+    if condition is None or caller.is_console_admin("read"):
+        return {row.pk: row.created_by_label for row in rows}
+    readable = set(Tenant.objects.annotate(tenant_id=F("pk")).filter(condition)
+                   .values_list("pk", flat=True)) if condition is not NOTHING else set()
+    prefixes = [row.created_by_label[4:] for row in rows if row.created_by_label.startswith("key:")]
+    key_tenants = dict(ApiKey.objects.filter(prefix__in=prefixes).values_list("prefix", "tenant_id"))
+    users = {row.created_by_id for row in rows if row.created_by_id is not None}
+    shown_users = set(Membership.objects.filter(user__in=users, tenant__in=readable)
+                      .values_list("user_id", flat=True))
+    shown_users |= set(User.objects.filter(pk__in=users, is_superuser=True).values_list("pk", flat=True))
+    return {row.pk: _author_label(row, readable, key_tenants, shown_users) for row in rows}
+
+
+def _author_label(row: GuardrailRevision, readable: set[int], key_tenants: dict[str, int | None],
+                  shown_users: set[int]) -> str:
+    label = row.created_by_label
+    if label.startswith("key:"):
+        tenant = key_tenants.get(label[4:])
+        return label if tenant is None or tenant in readable else "an API key of another tenant"
+    if row.created_by_id is not None and row.created_by_id not in shown_users:
+        return "a person of another tenant"
+    return label

@@ -1,8 +1,9 @@
 """The guardrail pages: list, detail, revision diff, authoring, import and export.
 
-Guardrails belong to the whole console (a guardrail selects tenants with `scope.tenants`),
-so reading them needs the `read` permission somewhere and changing them `author`, as in
-the REST API. What a page shows of evaluation results and violations is the current
+A guardrail belongs to one tenant or to the whole console, as in the REST API: a person
+sees the console-wide guardrails and those of the tenants they read (another tenant's is a
+404), changes those of the tenants they author for, and only a superuser changes the
+console-wide ones. What a page shows of evaluation results and violations is the current
 tenant's only, through `TenantScopedMixin`'s scoping.
 """
 
@@ -28,8 +29,18 @@ from guardrails import deployment
 from guardrails.engine.schema import GUARDRAIL_SCHEMA
 from guardrails.models import Guardrail
 from guardrails.pages import document_diff, import_files, pass_rate_chart, pretty_json
-from guardrails.services import Author, delete_guardrail, register_document, save_guardrail, set_enabled
-from kindgi_console.tenancy.scoping import Caller
+from guardrails.services import (
+    Author,
+    OwnershipError,
+    delete_guardrail,
+    enforced_document,
+    owner_slug,
+    register_document,
+    revision_authors,
+    save_guardrail,
+    set_enabled,
+)
+from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from kindgi_console.tenancy.views import current_tenant
 from traces import ledger
 from traces.models import EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation
@@ -59,9 +70,28 @@ class GuardrailPageMixin(LoginRequiredMixin):
     def author(self) -> Author:
         return Author(user=self.request.user, label=self.request.user.get_username())
 
+    @property
+    def caller(self) -> Caller:
+        return Caller(user=self.request.user)
 
-def live_guardrail(guardrail_id: str) -> Guardrail:
-    return get_object_or_404(Guardrail.objects.live(), guardrail_id=guardrail_id)
+    def visible(self) -> Any:
+        """The live guardrails this person may read: console-wide and their tenants' own."""
+        return Guardrail.objects.live().for_caller(self.caller).select_related("tenant")
+
+    def live_guardrail(self, guardrail_id: str) -> Guardrail:
+        """A guardrail this person may read; 404 for another tenant's, as for none."""
+        guardrail: Guardrail = get_object_or_404(self.visible(), guardrail_id=guardrail_id)
+        return guardrail
+
+    def writable_guardrail(self, guardrail_id: str) -> Guardrail:
+        """A guardrail this person may change; 403 for a console-wide one of a non-admin."""
+        guardrail = self.live_guardrail(guardrail_id)
+        if not self.may_write(guardrail):
+            raise PermissionDenied("only console admins change a console-wide guardrail")
+        return guardrail
+
+    def may_write(self, guardrail: Guardrail) -> bool:
+        return Guardrail.objects.for_caller(self.caller, "author").filter(pk=guardrail.pk).exists()
 
 
 def tenant_rows(request: HttpRequest, model: Any) -> Any:
@@ -101,7 +131,7 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
         }
 
     def filtered(self, params: dict[str, str]) -> Any:
-        rows = Guardrail.objects.live().defer("document")
+        rows = self.visible().defer("document")
         exact = {"kind": "kind", "check": "check_name", "severity": "severity", "action": "on_violation"}
         rows = rows.filter(**{column: params[name] for name, column in exact.items() if params[name]})
         if params["enabled"] in ("yes", "no"):
@@ -141,8 +171,11 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
     revisions_shown = 20
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        guardrail = live_guardrail(kwargs["guardrail_id"])
+        guardrail = self.live_guardrail(kwargs["guardrail_id"])
         revisions = list(guardrail.revisions.defer("document").order_by("-number")[: self.revisions_shown])
+        labels = revision_authors(revisions, self.caller)
+        for revision in revisions:
+            revision.created_by_label = labels[revision.pk]
         violations = (
             tenant_rows(self.request, Violation)
             .filter(guardrail=guardrail)
@@ -163,7 +196,7 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             "revision_numbers": list(range(guardrail.revision, 0, -1)),
             "violations": list(violations),
             "chart": chart,
-            "can_author": self.can_author,
+            "can_author": self.can_author and self.may_write(guardrail),
             "saved": self.request.GET.get("saved") == "1",
             "spend": spend, "spend_days": SPEND_DAYS,
             "spend_url": f"{reverse('ledger')}?{urlencode({'guardrail': guardrail.guardrail_id})}",
@@ -177,7 +210,7 @@ class GuardrailDiffView(GuardrailPageMixin, TemplateView):
     template_name = "guardrails/guardrail_diff.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        guardrail = live_guardrail(kwargs["guardrail_id"])
+        guardrail = self.live_guardrail(kwargs["guardrail_id"])
         newest = guardrail.revision
         to_number = self.number("to", newest)
         from_number = self.number("from", max(to_number - 1, 1))
@@ -185,6 +218,8 @@ class GuardrailDiffView(GuardrailPageMixin, TemplateView):
         if from_number not in found or to_number not in found:
             raise Http404("no such revision")
         old, new = found[from_number], found[to_number]
+        labels = revision_authors([old, new], self.caller)
+        old.created_by_label, new.created_by_label = labels[old.pk], labels[new.pk]
         return {
             **super().get_context_data(**kwargs),
             "guardrail": guardrail,
@@ -209,7 +244,7 @@ class GuardrailToggleView(GuardrailPageMixin, View):
     needs_author = True
 
     def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
-        guardrail = live_guardrail(guardrail_id)
+        guardrail = self.writable_guardrail(guardrail_id)
         set_enabled(guardrail, request.POST.get("enabled") == "true")
         state = "enabled" if guardrail.enabled else "disabled"
         messages.success(request, f"{guardrail.guardrail_id} is {state}.")
@@ -222,7 +257,7 @@ class GuardrailDeleteView(GuardrailPageMixin, View):
     needs_author = True
 
     def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
-        guardrail = live_guardrail(guardrail_id)
+        guardrail = self.writable_guardrail(guardrail_id)
         delete_guardrail(guardrail)
         messages.success(request, f"{guardrail.guardrail_id} was deleted; its history is kept.")
         return HttpResponseRedirect(reverse("guardrail-list"))
@@ -234,15 +269,19 @@ class GuardrailRestoreView(GuardrailPageMixin, View):
     needs_author = True
 
     def post(self, request: HttpRequest, guardrail_id: str, number: int) -> HttpResponse:
-        guardrail = live_guardrail(guardrail_id)
+        guardrail = self.writable_guardrail(guardrail_id)
         old = get_object_or_404(guardrail.revisions, number=number)
         registration = register_document(old.document)
         if not registration.valid:
             problems = "; ".join(f"{issue.path or '/'}: {issue.message}" for issue in registration.errors)
             messages.error(request, f"Revision {number} no longer registers here, nothing was saved: {problems}")
         else:
-            saved = save_guardrail(dict(old.document), self.author())
-            messages.success(request, f"Revision {number} restored as revision {saved.revision}.")
+            try:
+                saved = save_guardrail(dict(old.document), self.author(), owner=guardrail.tenant)
+            except OwnershipError as error:
+                messages.error(request, f"Revision {number} cannot be restored, nothing was saved: {error}")
+            else:
+                messages.success(request, f"Revision {number} restored as revision {saved.revision}.")
         return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
 
 
@@ -254,9 +293,12 @@ class GuardrailEditorView(GuardrailPageMixin, TemplateView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         guardrail_id = kwargs.get("guardrail_id")
-        guardrail = live_guardrail(guardrail_id) if guardrail_id else None
+        guardrail = self.writable_guardrail(guardrail_id) if guardrail_id else None
         initial = dict(guardrail.document) if guardrail else self.new_document()
         save_url = reverse("api-guardrails")
+        tenant = current_tenant(self.request)
+        if guardrail is None and tenant is not None and not self.caller.is_console_admin():
+            save_url += "?" + urlencode({"tenant": tenant.slug})
         if guardrail is not None:
             save_url = reverse("api-guardrail", args=[guardrail.guardrail_id])
         return {
@@ -290,7 +332,14 @@ class GuardrailImportView(GuardrailPageMixin, TemplateView):
         if not files:
             return render(request, self.template_name, {"form_error": "Choose one or more JSON files."},
                           status=400)
-        reports = import_files(files, self.author())
+        tenant = current_tenant(request)
+        try:  # console admins import console-wide guardrails, others the current tenant's
+            owner = None if self.caller.is_console_admin() else self.caller.guardrail_owner(
+                tenant.slug if tenant is not None else None)
+        except TenantDenied as denied:
+            return render(request, self.template_name, {"form_error": f"{denied}: switch to a "
+                          "tenant you author for."}, status=403)
+        reports = import_files(files, self.author(), owner, self.caller)
         saved = sum(1 for f in reports for g in f.guardrails if g.status in ("created", "updated"))
         status = 200 if all(report.ok for report in reports) else 400
         return render(request, self.template_name, {"reports": reports, "saved": saved}, status=status)
@@ -302,11 +351,11 @@ class GuardrailExportView(GuardrailPageMixin, View):
     def get(self, request: HttpRequest) -> HttpResponse:
         guardrail_id = request.GET.get("guardrail")
         if guardrail_id:
-            body: object = live_guardrail(guardrail_id).document
+            body: object = self.live_guardrail(guardrail_id).document
             filename = f"{guardrail_id}.json"
         else:
-            body = list(Guardrail.objects.enabled().order_by("guardrail_id")
-                        .values_list("document", flat=True))
+            rows = self.visible().filter(enabled=True).order_by("guardrail_id")
+            body = [enforced_document(row.document, owner_slug(row)) for row in rows]
             filename = "guardrails.json"
         response = HttpResponse(pretty_json(body) + "\n", content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="{_safe_filename(filename)}"'

@@ -58,6 +58,11 @@ VARIABLES: tuple[Variable, ...] = (
     V("DJANGO_HSTS_SECONDS", "int", 31536000, "with debug off, the `Strict-Transport-Security` max-age", minimum=0),
     V("KINDGI_LOG_LEVEL", "text", "INFO", "the root logger's level"),
     V("KINDGI_API_RATE", "text", "3000/minute", "API throttle per key or user (`N/second|minute|hour|day`)"),
+    V("KINDGI_CACHE_URL", "text", "", "the Redis of the shared cache (API throttle, sign-in limit); give it a "
+      "database of its own", shown="the broker's URL when it is Redis, else a database table"),
+    V("KINDGI_SIGNIN_FAILURES", "int", 5, "failed sign-ins allowed per username and address in the window "
+      "(ten times as many per address)", minimum=1),
+    V("KINDGI_SIGNIN_WINDOW_S", "int", 900, "the sign-in limit's window in seconds", minimum=1),
     # Background work
     V("KINDGI_BROKER_POLL_MS", "int", 200, "how often an idle worker looks for a message on the filesystem broker",
       minimum=10),
@@ -106,6 +111,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("KINDGI_PRODUCTION", "bool", False, "refuse `filesystem` code artifacts at registration",
       shown="`true` when debug is off"),
     V("KINDGI_CHECK_PACKS", "list", (), "Python modules of check packs, loaded at start-up"),
+    V("KINDGI_PACK_DIRS", "list", (), "outside production, the only folders `filesystem` code artifacts load from "
+      "(none: they are refused)"),
     V("KINDGI_SANDBOX_MEM_MB", "int", 256, "sandbox memory for a pack check that declares none", minimum=16),
     V("KINDGI_SANDBOX_CPU_MS", "int", 1000, "sandbox CPU time for a pack check that declares none", minimum=10),
     V("KINDGI_SANDBOX_POOL_SIZE", "int", 2, "warm sandbox workers per posture", minimum=1),

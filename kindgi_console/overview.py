@@ -23,6 +23,11 @@ class OverviewView(LoginRequiredMixin, TemplateView):
 
     template_name = "overview.html"
 
+    def enabled_guardrails(self) -> int:
+        """The guardrails enforced on the current tenant: console-wide and its own."""
+        tenant = current_tenant(self.request)
+        return Guardrail.objects.enabled().applying_to(tenant.pk if tenant else None).count()
+
     def rows(self, model: Any) -> Any:
         tenant = current_tenant(self.request)
         rows = model.objects.for_caller(Caller(user=self.request.user))
@@ -40,7 +45,7 @@ class OverviewView(LoginRequiredMixin, TemplateView):
             "open_total": sum(item["count"] for item in severities) + unrated,
             "unrated": unrated,
             "traces_24h": self.rows(RunTrace).filter(received_at__gte=since).count(),
-            "guardrails_enabled": Guardrail.objects.enabled().count(),
+            "guardrails_enabled": self.enabled_guardrails(),
             "recent_violations": list(
                 self.rows(Violation).select_related("guardrail", "trace").order_by("-created_at", "-pk")[:8]
             ),

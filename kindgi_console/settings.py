@@ -50,6 +50,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "kindgi_console.errors.ApiErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -162,7 +163,7 @@ CONTENT_SECURITY_POLICY = {
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["kindgi_console.jsonbody.StrictJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "EXCEPTION_HANDLER": "kindgi_console.api.exception_handler",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -185,8 +186,25 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "kindgi_console.openapi.add_wire_schemas",
         "kindgi_console.openapi.refuse_nul_in_text_parameters",
+        "kindgi_console.openapi.add_common_error_responses",
     ],
 }
+
+# The cache holds the API throttle's and the sign-in limit's counters, so it is shared by
+# every process: Redis where the broker is Redis (KINDGI_CACHE_URL, default the broker's
+# URL: give it a database of its own), else a table of the database.
+_broker = text("CELERY_BROKER_URL")
+if _broker.startswith(("redis://", "rediss://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": text("KINDGI_CACHE_URL") or _broker, "KEY_PREFIX": "kindgi",
+                          # a Redis that is down answers at once rather than hold requests
+                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache",
+                          "LOCATION": "kindgi_cache"}}
+# Failed sign-ins allowed per username and address in the window (ten times as many per address).
+KINDGI_SIGNIN_FAILURES = whole("KINDGI_SIGNIN_FAILURES")
+KINDGI_SIGNIN_WINDOW_S = whole("KINDGI_SIGNIN_WINDOW_S")
 
 # Celery: Redis in a deployment; a broker on the local filesystem when nothing is set.
 CELERY_BROKER_URL = text("CELERY_BROKER_URL")
@@ -310,6 +328,9 @@ KINDGI_MAX_DEPTH = whole("KINDGI_MAX_DEPTH")
 
 # Production refuses `filesystem` code artifacts (the seed: production servers SHOULD reject them).
 KINDGI_PRODUCTION = flag("KINDGI_PRODUCTION", not DEBUG)
+# Outside production, the only folders `filesystem` code artifacts load from (none: they
+# are refused). A request never chooses what the server imports.
+KINDGI_PACK_DIRS = items("KINDGI_PACK_DIRS")
 # Check packs: Python modules that define checks with the engine's define_check.
 KINDGI_CHECK_PACKS = items("KINDGI_CHECK_PACKS")
 # The sandbox of pack checks: limits for guardrails that declare none, warm workers per posture.

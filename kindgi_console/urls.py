@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from kindgi_console.api import json_not_found
 from kindgi_console.audit.api import AuditListView
 from kindgi_console.overview import OverviewView
+from kindgi_console.tenancy.signin import SignInView, ThrottledAdminAuthenticationForm
 from kindgi_console.tenancy.views import switch_tenant
 
 api_v1 = [
@@ -18,6 +19,8 @@ api_v1 = [
     re_path(r"", json_not_found),  # an unknown API URL is a 404 in the API's error shape
 ]
 
+admin.site.login_form = ThrottledAdminAuthenticationForm
+
 urlpatterns = [
     path("", OverviewView.as_view(), name="dashboard"),
     path("", include("guardrails.urls")),
@@ -26,7 +29,7 @@ urlpatterns = [
     path("", include("kindgi_console.audit.urls")),
     path("", include("alerts.urls")),
     path("admin/", admin.site.urls),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch-tenant/", switch_tenant, name="switch-tenant"),
     path("api/v1/", include(api_v1)),
@@ -34,4 +37,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("traces.urls")),
+    re_path(r"^api/", json_not_found),  # an unknown /api/ URL outside v1 too
 ]
+
+handler500 = "kindgi_console.errors.server_error"

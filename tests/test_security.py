@@ -17,7 +17,7 @@ PAGES = ["/", "/guardrails/", "/guardrails/new/", "/guardrails/import/", "/guard
 
 
 @pytest.mark.parametrize("url", PAGES)
-def test_every_page_forbids_inline_script(client: Any, alice: Any, halt_guardrail: Any, url: str) -> None:
+def test_every_page_forbids_inline_script(client: Any, alice: Any, acme_guardrail: Any, url: str) -> None:
     client.force_login(alice)
     response = client.get(url)
     assert response.status_code == 200

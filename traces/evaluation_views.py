@@ -62,6 +62,9 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
             raise PermissionDenied("starting an evaluation needs the author role in this tenant")
         return super().dispatch(request, *args, **kwargs)
 
+    def get_form_kwargs(self) -> dict[str, Any]:
+        return {**super().get_form_kwargs(), "tenant": self.tenant}
+
     def get_initial(self) -> dict[str, Any]:
         initial: dict[str, Any] = {"mode": "ci"}
         for name in ("agent", "flow", "since", "until", "upload", "mode"):
@@ -74,7 +77,7 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        preview = EvaluationForm(self.request.GET) if self.request.GET else None
+        preview = EvaluationForm(self.request.GET, tenant=self.tenant) if self.request.GET else None
         valid = preview is not None and preview.is_valid()
         filters = preview.filters() if valid else {}
         chosen = list(preview.cleaned_data["guardrails"]) if valid else []
@@ -91,8 +94,11 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
         their current revisions, as the run will pin them.
         """
         wanted = {guardrail.guardrail_id for guardrail in chosen}
-        guardrails = [item.guardrail for item in enforced_guardrails() if not wanted or item.guardrail.id in wanted]
-        if self.tenant is None or not any(g.kind == JUDGE_KIND for g in guardrails):
+        if self.tenant is None:
+            return None
+        guardrails = [item.guardrail for item in enforced_guardrails(self.tenant)
+                      if not wanted or item.guardrail.id in wanted]
+        if not any(g.kind == JUDGE_KIND for g in guardrails):
             return None
         return estimate_run(guardrails, traces, self.tenant, mode=mode)
 

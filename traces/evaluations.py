@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -31,7 +31,7 @@ from guardrails.deployment import close_services, evaluation_services
 from guardrails.deployment import engine as deployment_engine
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Issue, Mode
-from guardrails.models import GuardrailRevision
+from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
 from traces import bulk, signals
@@ -66,13 +66,15 @@ class RunRequest:
     label: str = ""
 
 
-def pinned_revisions(guardrail_ids: Sequence[str]) -> list[GuardrailRevision]:
-    """The current revision of each named guardrail, or of every enabled one.
+def pinned_revisions(guardrail_ids: Sequence[str], tenant: Tenant) -> list[GuardrailRevision]:
+    """The current revision of each named guardrail, or of every enabled one, among those
+    that apply to the run's tenant (console-wide, or its own: never another tenant's).
 
-    Raises RunRequestError naming an id that is no (live) guardrail.
+    Raises RunRequestError naming an id that is no (live) guardrail of the tenant.
     """
     revisions = GuardrailRevision.objects.filter(
-        guardrail__deleted_at__isnull=True, number=F("guardrail__revision")
+        guardrail__deleted_at__isnull=True, number=F("guardrail__revision"),
+        guardrail__in=Guardrail.objects.applying_to(tenant.pk),
     ).select_related("guardrail").order_by("guardrail__guardrail_id")
     if not guardrail_ids:
         return list(revisions.filter(guardrail__enabled=True))
@@ -110,10 +112,15 @@ def _clean_filter(name: str, value: object, tenant: Tenant) -> Any:
             raise RunRequestError([Issue(pointer, f"{name} is a string of at most 200 characters")])
         return value
     if name in ("since", "until"):
-        moment = parse_datetime(value) if isinstance(value, str) else None
-        if moment is None or moment.tzinfo is None:
-            raise RunRequestError([Issue(pointer, f"{name} is an RFC 3339 date-time with a time zone")])
-        return moment.isoformat()
+        try:  # a valid offset can still put the moment past year 9999 in UTC
+            moment = parse_datetime(value) if isinstance(value, str) else None
+            if moment is not None and moment.tzinfo is not None:
+                moment.astimezone(UTC)
+                return moment.isoformat()
+        except (ValueError, OverflowError):
+            pass
+        raise RunRequestError([Issue(pointer, f"{name} is an RFC 3339 date-time with a time "
+                                              "zone, from year 1 to 9999 in UTC")])
     if not isinstance(value, int) or isinstance(value, bool) or not (
         Upload.objects.filter(pk=value, tenant=tenant).exists()
     ):
@@ -125,7 +132,7 @@ def create_run(request: RunRequest) -> Evaluation:
     """Record a queued run with its revisions pinned; it starts once the transaction commits."""
     if request.mode not in ("ci", "runtime"):
         raise RunRequestError([Issue("/mode", "mode is ci or runtime")])
-    revisions = pinned_revisions(request.guardrails)
+    revisions = pinned_revisions(request.guardrails, request.tenant)
     if not revisions:
         raise RunRequestError([Issue("/guardrails", "no guardrail is enabled: name the ones to evaluate")])
     filters = clean_filters(request.filters, request.tenant)

@@ -180,6 +180,13 @@ class EvaluationForm(forms.Form):
     mode = forms.ChoiceField(choices=[("ci", "ci: as the CI command does"), ("runtime", "runtime: as at the runtime")],
                              initial="ci", widget=forms.RadioSelect)
 
+    def __init__(self, *args: Any, tenant: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["guardrails"]
+        assert isinstance(field, forms.ModelMultipleChoiceField)
+        tenant_id = tenant.pk if tenant is not None else None
+        field.queryset = Guardrail.objects.live().applying_to(tenant_id).order_by("guardrail_id")
+
     def filters(self) -> dict[str, Any]:
         data = self.cleaned_data
         filters: dict[str, Any] = {name: data[name] for name in ("agent", "flow", "upload") if data.get(name)}

@@ -33,6 +33,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.generic import DetailView, ListView
 
 from guardrails.models import Guardrail
+from kindgi_console.tenancy.scoping import Caller
 from kindgi_console.tenancy.views import TenantScopedMixin, tenant_choices
 from traces import forms, ledger, ledger_chart, review, timeline, violation_days
 from traces.models import (
@@ -50,10 +51,11 @@ from traces.paging import PAGE_SIZES, keyset_page
 CHART_DAYS = 30
 
 
-def guardrail_choices() -> list[tuple[str, str]]:
-    """(id, label) of every guardrail, for the filters (guardrails belong to no tenant)."""
-    return [(gid, gid) for gid in Guardrail.objects.order_by("guardrail_id")
-            .values_list("guardrail_id", flat=True)]
+def guardrail_choices(request: HttpRequest) -> list[tuple[str, str]]:
+    """(id, label) of the guardrails the person may read (console-wide and their tenants'
+    own, deleted ones too: history names them), for the filters."""
+    visible = Guardrail.objects.for_caller(Caller(user=request.user))
+    return [(gid, gid) for gid in visible.order_by("guardrail_id").values_list("guardrail_id", flat=True)]
 
 
 def violation_count() -> Subquery:
@@ -170,7 +172,7 @@ class ViolationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
     template_name = "traces/violation_list.html"
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        form = forms.ViolationFilterForm(request.GET, guardrails=guardrail_choices())
+        form = forms.ViolationFilterForm(request.GET, guardrails=guardrail_choices(self.request))
         page = keyset_page(request, violation_rows(form.apply(self.get_queryset())), "created_at")
         query = request.GET.copy()
         for name in ("after", "before", "size"):
@@ -199,7 +201,7 @@ class ViolationChartView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         by = "severity" if request.GET.get("by") == "severity" else "guardrail"
-        form = forms.ViolationFilterForm(request.GET, guardrails=guardrail_choices())
+        form = forms.ViolationFilterForm(request.GET, guardrails=guardrail_choices(self.request))
         first, last = chart_days(form)
         violations = form.apply(self.get_queryset()).filter(
             created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1)))
@@ -354,7 +356,7 @@ class ViolationBulkReviewView(TenantScopedMixin, ListView):  # type: ignore[type
         if request.POST.get("scope") == "filter":
             # The list's filter comes as hidden f-<name> fields, apart from the new `state`.
             filter_form = forms.ViolationFilterForm(request.POST, prefix="f",
-                                                    guardrails=guardrail_choices())
+                                                    guardrails=guardrail_choices(self.request))
             return filter_form.apply(self.get_queryset())
         ids = [int(raw) for raw in request.POST.getlist("ids") if raw.isdigit()]
         return self.get_queryset().filter(pk__in=ids) if ids else None
@@ -397,7 +399,7 @@ class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         if data.get("group") == "tenant" and not data.get("tenant"):
             data["tenant"] = forms.ALL_TENANTS  # "By tenant" compares every tenant one may read
         tenants = [(t.slug, t.name or t.slug) for t in tenant_choices(self.request.user)]
-        return forms.LedgerFilterForm(data, guardrails=guardrail_choices(), tenants=tenants)
+        return forms.LedgerFilterForm(data, guardrails=guardrail_choices(self.request), tenants=tenants)
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         form = self.form(request.GET)

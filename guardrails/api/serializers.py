@@ -9,6 +9,8 @@ class GuardrailSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """A guardrail with the console's own fields; `document` is the wire document as authored."""
 
     id = serializers.CharField(source="guardrail_id")
+    tenant = serializers.CharField(source="tenant.slug", allow_null=True,
+                                   help_text="the owner tenant; null: the whole console")
     name = serializers.CharField()
     kind = serializers.CharField()
     check = serializers.CharField(source="check_name")

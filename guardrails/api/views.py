@@ -1,6 +1,9 @@
 """REST endpoints of guardrails, their revisions, the check registry and the schemas.
 
-Guardrails belong to the whole console: reading needs `read`, writing `author`.
+A guardrail belongs to one tenant or to the whole console (`Guardrail.tenant`): a caller
+reads the console-wide ones and those of its tenants, and writes those of the tenants it
+authors for; console admins (superusers, keys bound to no tenant) write every one.
+Another tenant's guardrail is a 404, a console-wide one that the caller may not write a 403.
 """
 
 from __future__ import annotations
@@ -25,19 +28,31 @@ from guardrails.engine.types import Context, Issue
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import (
     Author,
+    OwnershipError,
+    check_owner,
     delete_guardrail,
+    enforced_document,
+    owner_slug,
     register_document,
+    revision_authors,
     save_guardrail,
 )
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import ref
 from traces.api.views import ERRORS_SCHEMA, error_responses
 
-GUARDRAIL_BODY = {"application/json": ref("GuardrailDocument")}
+#: A guardrail as the console stores it: schema 1.1.0 and the console's own limits.
+GUARDRAIL_BODY = {"application/json": {"allOf": [ref("GuardrailDocument"),
+                                                 ref("GuardrailConsoleLimits")]}}
 ANY_BODY = {"application/json": {"description": "Any JSON: a guardrail to validate."}}
 DOCUMENT_RESPONSE = OpenApiResponse(
     ref("GuardrailDocument"),
     description="The guardrail's wire document, exactly as authored.",
+)
+TENANT_PARAM = OpenApiParameter(
+    "tenant", OpenApiTypes.STR, description="The tenant the new guardrail belongs to (a "
+    "tenant-bound key's own by default, or the only one a person authors for). A console "
+    "admin naming none creates a console-wide guardrail."
 )
 ENABLED_PARAM = OpenApiParameter(
     "enabled", OpenApiTypes.BOOL, description="Switch the guardrail on or off "
@@ -64,12 +79,22 @@ def enabled_flag(request: Request) -> bool | None:
 
 
 class GuardrailBaseView(ConsoleAPIView):
-    queryset = Guardrail.objects.live()
+    queryset = Guardrail.objects.live().select_related("tenant")
     serializer_class = serializers.GuardrailSerializer
     ordering_field = "updated_at"
 
+    def get_queryset(self) -> Any:
+        return super().get_queryset().for_caller(self.caller)
+
     def author(self) -> Author:
         return Author(user=self.caller.user_or_none, label=self.caller.label)
+
+    def save(self, document: dict[str, Any], *, enabled: bool | None,
+             owner: Any = None) -> Guardrail:
+        try:
+            return save_guardrail(document, self.author(), enabled=enabled, owner=owner)
+        except OwnershipError as error:
+            raise ApiError(error.issues, error.status) from None
 
 
 class GuardrailListView(GuardrailBaseView):
@@ -86,17 +111,21 @@ class GuardrailListView(GuardrailBaseView):
     @extend_schema(
         operation_id="guardrails_create",
         request=GUARDRAIL_BODY,
-        parameters=[ENABLED_PARAM],
+        parameters=[ENABLED_PARAM, TENANT_PARAM],
         responses={201: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 409, 413, 415, 429)},
     )
     def post(self, request: Request) -> Response:
         enabled = enabled_flag(request)
+        owner = self.caller.guardrail_owner(request.query_params.get("tenant") or None)
         document = registered_document(read_json_body(request))
-        if Guardrail.objects.live().filter(guardrail_id=document["id"]).exists():
+        if self.get_queryset().filter(guardrail_id=document["id"]).exists():
             raise ApiError([Issue("/id", f"guardrail {document['id']!r} already exists: "
                                          "replace it with PUT")], status.HTTP_409_CONFLICT)
-        guardrail = save_guardrail(document, self.author(), enabled=True if enabled is None
-                                   else enabled)
+        try:
+            check_owner(document["id"], owner)
+        except OwnershipError as error:
+            raise ApiError(error.issues, error.status) from None
+        guardrail = self.save(document, enabled=True if enabled is None else enabled, owner=owner)
         return document_response(guardrail, status.HTTP_201_CREATED)
 
 
@@ -117,6 +146,14 @@ class GuardrailDetailView(GuardrailBaseView):
             raise Http404
         return guardrail
 
+    def writable_object(self) -> Guardrail:
+        """The guardrail, if the caller may change it: 404 unseen, 403 seen but not its own."""
+        guardrail = self.get_object()
+        if not Guardrail.objects.for_caller(self.caller, "author").filter(pk=guardrail.pk).exists():
+            raise ApiError([Issue("", "a console-wide guardrail is changed only by console "
+                                      "admins")], status.HTTP_403_FORBIDDEN)
+        return guardrail
+
     @extend_schema(operation_id="guardrails_read",
                    responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404)})
     def get(self, request: Request, guardrail_id: str) -> Response:
@@ -128,17 +165,17 @@ class GuardrailDetailView(GuardrailBaseView):
         responses={200: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 404, 413, 415, 429)},
     )
     def put(self, request: Request, guardrail_id: str) -> Response:
-        self.get_object()
+        self.writable_object()
         enabled = enabled_flag(request)
         document = registered_document(read_json_body(request))
         if document["id"] != guardrail_id:
             raise ApiError([Issue("/id", f"the document's id must be {guardrail_id!r}, the "
                                          "guardrail this request replaces")])
-        return document_response(save_guardrail(document, self.author(), enabled=enabled))
+        return document_response(self.save(document, enabled=enabled))
 
     @extend_schema(responses={204: None, **error_responses(401, 403, 404)})
     def delete(self, request: Request, guardrail_id: str) -> Response:
-        delete_guardrail(self.get_object())
+        delete_guardrail(self.writable_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -155,12 +192,16 @@ class GuardrailRevisionListView(ConsoleAPIView):
 
     @extend_schema(operation_id="guardrail_revisions_list",
                    responses={200: serializers.RevisionSerializer(many=True),
-                              **error_responses(401, 403, 404)})
+                              **error_responses(400, 401, 403, 404)})
     def get(self, request: Request, guardrail_id: str) -> Response:
-        if not Guardrail.objects.filter(guardrail_id=guardrail_id).exists():
+        if not Guardrail.objects.for_caller(self.caller).filter(guardrail_id=guardrail_id).exists():
             raise Http404
         page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+        labels = revision_authors(page, self.caller)
+        data = self.get_serializer(page, many=True).data
+        for row, revision in zip(data, page, strict=True):
+            row["createdBy"] = labels[revision.pk]
+        return self.get_paginated_response(data)
 
 
 class GuardrailValidateView(ConsoleAPIView):
@@ -268,9 +309,11 @@ class GuardrailExportView(ConsoleAPIView):
         200: OpenApiResponse({"type": "array", "items": ref("GuardrailDocument")}),
         **error_responses(401, 403)})
     def get(self, request: Request) -> Response:
-        documents = Guardrail.objects.enabled().order_by("guardrail_id").values_list(
-            "document", flat=True)
-        return Response(list(documents))
+        """Console-wide guardrails and the caller's tenants' own; a tenant's guardrail with
+        `scope.tenants` naming it, so that CI applies it to that tenant's traces only."""
+        rows = Guardrail.objects.enabled().for_caller(self.caller).select_related("tenant")
+        return Response([enforced_document(row.document, owner_slug(row))
+                         for row in rows.order_by("guardrail_id")])
 
 
 class CheckListView(ConsoleAPIView):

@@ -110,6 +110,7 @@ def registration_policy(
     secret_names: Iterable[str],
     capabilities: Iterable[str],
     bindings: Iterable[str],
+    artifact_dirs: Iterable[str] | None = None,
 ) -> RegistrationPolicy:
     """What a guardrail's needsSpec may ask for here; filesystem artifacts refused in production.
 
@@ -119,6 +120,7 @@ def registration_policy(
     secrets = frozenset(name for name in secret_names if name in environ)
     return RegistrationPolicy(
         production=production,
+        artifact_dirs=None if artifact_dirs is None else tuple(artifact_dirs),
         available_env=frozenset(environ) - secrets,
         available_secrets=secrets,
         capabilities=frozenset(capabilities),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,12 +24,15 @@ from guardrails.engine.types import Check, Guardrail, Issue
 class RegistrationPolicy:
     """What the deployment allows and provides.
 
-    `production` refuses `filesystem` code artifacts. The `available_*` sets and
+    `production` refuses `filesystem` code artifacts; elsewhere `artifact_dirs`, when not
+    None, are the only folders they load from (the console's KINDGI_PACK_DIRS: never a
+    path a request chooses; None, for the CI command, loads any). The `available_*` sets and
     `capabilities` / `bindings` are what the deployment provides for a guardrail's
     `needsSpec`; None (the default) means the deployment does not check that need.
     """
 
     production: bool = False
+    artifact_dirs: tuple[str, ...] | None = None
     available_env: frozenset[str] | None = None
     available_secrets: frozenset[str] | None = None
     capabilities: frozenset[str] | None = None
@@ -147,7 +151,37 @@ def _artifact_issues(
                 "pack (KINDGI_CHECK_PACKS) and reference it with an oci artifact",
             )
         ], []
+    outside = artifact_outside_dirs(doc, policy.artifact_dirs)
+    if outside is not None:
+        return [outside], []
     return resolve_filesystem_artifact(doc, registry)
+
+
+def artifact_outside_dirs(doc: Mapping[str, Any], dirs: tuple[str, ...] | None) -> Issue | None:
+    """Why a `filesystem` artifact may not load from where it points, or None.
+
+    Decided on the path alone (symbolic links and `..` resolved), before anything looks
+    at the file: the answer says nothing of what exists outside the folders.
+    """
+    if dirs is None:
+        return None
+    artifact = doc.get("codeArtifactRef")
+    path = artifact.get("modulePath") if isinstance(artifact, Mapping) else None
+    if isinstance(path, str) and any(_within(path, folder) for folder in dirs):
+        return None
+    listed = "" if dirs else " (none is listed here)"
+    return Issue("/codeArtifactRef/modulePath", "a filesystem code artifact loads only from "
+                 f"the folders the operator lists in KINDGI_PACK_DIRS{listed}")
+
+
+def _within(path: str, folder: str) -> bool:
+    try:
+        if not os.path.isabs(path) or not os.path.isabs(folder):
+            return False
+        real, base = os.path.realpath(path), os.path.realpath(folder)
+        return real != base and os.path.commonpath([real, base]) == base
+    except ValueError:  # a NUL character, or paths on different drives
+        return False
 
 
 def _needs_issues(doc: Mapping[str, Any], policy: RegistrationPolicy) -> list[Issue]:

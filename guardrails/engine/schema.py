@@ -37,6 +37,8 @@ def _load_schema(name: str) -> dict[str, Any]:
 
 GUARDRAIL_SCHEMA: dict[str, Any] = _load_schema("guardrail.schema.json")
 RUNTRACE_SCHEMA: dict[str, Any] = _load_schema("runtrace.schema.json")
+#: The console's own limits on a guardrail (its columns' lengths, the id alphabet).
+CONSOLE_LIMITS_SCHEMA: dict[str, Any] = _load_schema("console-limits.schema.json")
 
 
 class SchemaCompileError(ValueError):
@@ -126,6 +128,17 @@ def validate_against(schema: Mapping[str, Any], doc: object, *, base_path: str =
 def validate_guardrail_document(doc: object) -> list[Issue]:
     """Every error of a guardrail document against schema 1.1.0."""
     return _validate_with_limits(_guardrail_validator(), doc, MAX_DEPTH)
+
+
+def validate_console_limits(doc: object) -> list[Issue]:
+    """Every error of a guardrail document against the console's limits (a document valid
+    against schema 1.1.0 may still be too long to store, or have an id no URL can carry)."""
+    return _console_limits_validator().issues(doc)
+
+
+@cache
+def _console_limits_validator() -> CompiledSchema:
+    return CompiledSchema(CONSOLE_LIMITS_SCHEMA)
 
 
 def validate_runtrace(doc: object, *, max_depth: int = MAX_DEPTH) -> list[Issue]:

@@ -152,3 +152,27 @@ class ApiKey(models.Model):
         if last is None or (now - last).total_seconds() >= LAST_USED_RESOLUTION_SECONDS:
             ApiKey.objects.filter(pk=self.pk).update(last_used_at=now)
             self.last_used_at = now
+
+
+class IdempotencyRecord(models.Model):
+    """The answer given to a request that started work, under its `Idempotency-Key`.
+
+    The same caller sending the same key and body again gets this answer again, and no
+    second run. The row is written in the transaction of the work it records, so that a
+    retry of a request that failed before committing starts the work afresh.
+    """
+
+    owner = models.CharField(max_length=100, help_text="the caller: key:<pk> or user:<pk>")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64, help_text="sha256 of method, path and body")
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    content = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "key"], name="idempotency_owner_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner} {self.key}"

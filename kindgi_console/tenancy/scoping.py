@@ -99,6 +99,52 @@ class Caller:
         memberships = Membership.objects.filter(user=self.user, role__in=roles)
         return models.Q(tenant_id__in=memberships.values("tenant_id"))
 
+    def is_console_admin(self, scope: str = "author") -> bool:
+        """Whether the caller acts for the whole console: a superuser, or a key bound to no
+        tenant that has `scope`. Console admins write the console-wide guardrails."""
+        if self.key is not None:
+            return self.key.tenant_id is None and scope in self.key.scopes
+        return self.is_superuser
+
+    def guardrail_filter(self, scope: str = "read") -> models.Q | None:
+        """A filter on guardrails for what the caller may do `scope` on; None: every one.
+
+        Reading sees the console-wide guardrails and those of the tenants the caller reads;
+        writing (`author`) only the guardrails of tenants the caller authors for.
+        """
+        if self.is_console_admin(scope):
+            return None
+        own = self.tenant_filter(scope)
+        if scope != "read" or not self.can("read"):
+            return own
+        console_wide = models.Q(tenant__isnull=True)
+        return console_wide if own is NOTHING or own is None else console_wide | own
+
+    def guardrail_owner(self, slug: str | None) -> Tenant | None:
+        """The owner of a guardrail the caller creates: the tenant it names (or the key's,
+        or the only one a person authors for); None, the whole console, for a console admin
+        naming none. Raises TenantDenied as `tenant_for_write` does."""
+        if self.key is not None and self.key.tenant_id is not None:
+            return self.tenant_for_write(slug, "author")
+        if self.is_console_admin("author"):
+            if not slug:
+                return None
+            tenant = Tenant.objects.filter(slug=slug).first()
+            if tenant is None:
+                raise TenantDenied(f"there is no tenant {slug!r}", status=400)
+            return tenant
+        if self.key is not None:
+            raise TenantDenied("this API key lacks the 'author' scope")
+        if not slug:
+            authored = list(self._authored_tenants()[:2])
+            if len(authored) == 1:
+                return authored[0]
+        return self.tenant_for_write(slug, "author")
+
+    def _authored_tenants(self) -> models.QuerySet[Tenant]:
+        roles = roles_at_least(ROLE_FOR_SCOPE["author"])
+        return Tenant.objects.filter(memberships__user=self.user, memberships__role__in=roles)
+
     def tenant_for_write(self, slug: str | None, scope: str) -> Tenant:
         """The tenant a write names (or the key's), if the caller may do `scope` there.
 

@@ -32,14 +32,15 @@ def arrange(django_user_model: Any) -> None:
         user = django_user_model.objects.create_user(name, f"{name}@example.org", PASSWORD)
         Membership.objects.create(user=user, tenant=tenant, role=role)
     fixture = Author(user=alice, label="alice")
-    save_guardrail(make_guardrail(severity="warn", description="Refunds need a human."), fixture)
+    save_guardrail(make_guardrail(severity="warn", description="Refunds need a human."), fixture, owner=acme)
     save_guardrail(make_guardrail(description="Refunds need a human in the loop.",
-                                  scope={"when": "always", "agents": ["support-bot"]}), fixture)
+                                  scope={"when": "always", "agents": ["support-bot"]}), fixture, owner=acme)
     save_guardrail(make_guardrail("max-three-calls", name="At most three tool calls", check="max-tool-calls",
-                                  config={"max": 3}, severity="warn", action={"on-violation": "log-only"}), fixture)
+                                  config={"max": 3}, severity="warn", action={"on-violation": "log-only"}),
+                   fixture, owner=acme)
     save_guardrail(make_guardrail("cite-sources", name="Cite the policy", check="must-cite", config={},
                                   severity="error", action={"on-violation": "log-only"}), fixture,
-                   enabled=False)
+                   enabled=False, owner=acme)
     ApiKey.issue(scopes=["ingest", "evaluate", "read"], tenant=acme, name="support-bot production",
                  created_by=alice)
     key = ApiKey.issue(scopes=["ingest", "evaluate", "read"], tenant=acme, name="runtime")[1]

@@ -103,7 +103,8 @@ def test_an_author_tries_a_check_then_ships_it_as_a_pack(
 ) -> None:
     # Development: the guardrail points at the working copy.
     filesystem = {"kind": "filesystem", "modulePath": working_copy}
-    with override_settings(KINDGI_PRODUCTION=False):
+    folder = str(Path(working_copy).parent)  # the operator lists the author's folder
+    with override_settings(KINDGI_PRODUCTION=False, KINDGI_PACK_DIRS=[folder]):
         created = api(alice).post(URL, data=guardrail(filesystem), format="json")
         assert created.status_code == 201, created.json()
         assert verdict(api, acme_key, SHORT) == ("pass", None)

@@ -138,7 +138,7 @@ def test_charlie_sees_none_of_acmes_violations_on_the_detail(
     assert b"r-1" not in response.content
 
 
-def test_an_unknown_or_deleted_guardrail_is_404(client: Any, alice: Any, halt_guardrail: Any) -> None:
+def test_an_unknown_or_deleted_guardrail_is_404(client: Any, alice: Any, acme_guardrail: Any) -> None:
     signed_in(client, alice)
     assert client.get("/guardrails/nope/").status_code == 404
     client.post("/guardrails/no-refunds/delete/")
@@ -177,7 +177,7 @@ def test_a_missing_revision_is_404(client: Any, alice: Any, halt_guardrail: Any)
 
 
 def test_an_author_disables_and_enables_without_a_new_revision(client: Any, alice: Any,
-                                                              halt_guardrail: Any) -> None:
+                                                              acme_guardrail: Any) -> None:
     signed_in(client, alice)
     assert client.post("/guardrails/no-refunds/toggle/", {"enabled": "false"}).status_code == 302
     guardrail = Guardrail.objects.get()
@@ -186,21 +186,21 @@ def test_an_author_disables_and_enables_without_a_new_revision(client: Any, alic
     assert Guardrail.objects.get().enabled
 
 
-def test_deleting_keeps_the_history(client: Any, alice: Any, halt_guardrail: Any) -> None:
+def test_deleting_keeps_the_history(client: Any, alice: Any, acme_guardrail: Any) -> None:
     assert signed_in(client, alice).post("/guardrails/no-refunds/delete/").status_code == 302
     guardrail = Guardrail.objects.get()
     assert guardrail.deleted_at is not None and guardrail.revisions.count() == 1
 
 
 @pytest.mark.parametrize("url", ["/guardrails/no-refunds/toggle/", "/guardrails/no-refunds/delete/"])
-def test_a_reviewer_cannot_change_a_guardrail(client: Any, bob: Any, halt_guardrail: Any, url: str) -> None:
+def test_a_reviewer_cannot_change_a_guardrail(client: Any, bob: Any, acme_guardrail: Any, url: str) -> None:
     assert signed_in(client, bob).post(url, {"enabled": "false"}).status_code == 403
     guardrail = Guardrail.objects.get()
     assert guardrail.enabled and guardrail.deleted_at is None
 
 
 def test_restoring_a_revision_saves_its_document_as_a_new_revision(client: Any, alice: Any,
-                                                                   halt_guardrail: Any) -> None:
+                                                                   acme_guardrail: Any) -> None:
     first = Guardrail.objects.get().document
     save_guardrail({**first, "severity": "warn"}, FIXTURE)
     response = signed_in(client, alice).post("/guardrails/no-refunds/revisions/1/restore/")
@@ -211,21 +211,21 @@ def test_restoring_a_revision_saves_its_document_as_a_new_revision(client: Any, 
 
 
 def test_restoring_needs_the_author_role_and_a_real_revision(client: Any, alice: Any, bob: Any,
-                                                             halt_guardrail: Any) -> None:
+                                                             acme_guardrail: Any) -> None:
     assert signed_in(client, bob).post("/guardrails/no-refunds/revisions/1/restore/").status_code == 403
     assert signed_in(client, alice).post("/guardrails/no-refunds/revisions/9/restore/").status_code == 404
     assert client.get("/guardrails/no-refunds/revisions/1/restore/").status_code == 405
     assert Guardrail.objects.get().revision == 1
 
 
-def test_toggling_needs_a_post(client: Any, alice: Any, halt_guardrail: Any) -> None:
+def test_toggling_needs_a_post(client: Any, alice: Any, acme_guardrail: Any) -> None:
     assert signed_in(client, alice).get("/guardrails/no-refunds/toggle/").status_code == 405
 
 
 # ------------------------------------------------------------------ editor
 
 
-def test_the_editor_mounts_the_bundle_on_the_real_api(client: Any, alice: Any, halt_guardrail: Any) -> None:
+def test_the_editor_mounts_the_bundle_on_the_real_api(client: Any, alice: Any, acme_guardrail: Any) -> None:
     content = signed_in(client, alice).get("/guardrails/no-refunds/edit/").content.decode()
     for attribute in [
         'data-schema-url="/api/v1/schemas/guardrail.schema.json"',
@@ -242,10 +242,11 @@ def test_the_editor_mounts_the_bundle_on_the_real_api(client: Any, alice: Any, h
 
 def test_the_create_page_posts_a_new_guardrail(client: Any, alice: Any) -> None:
     content = signed_in(client, alice).get("/guardrails/new/").content.decode()
-    assert 'data-save-url="/api/v1/guardrails"' in content and 'data-save-method="POST"' in content
+    assert 'data-save-url="/api/v1/guardrails?tenant=acme"' in content
+    assert 'data-save-method="POST"' in content
 
 
-def test_a_reviewer_cannot_open_the_editor(client: Any, bob: Any, halt_guardrail: Any) -> None:
+def test_a_reviewer_cannot_open_the_editor(client: Any, bob: Any, acme_guardrail: Any) -> None:
     signed_in(client, bob)
     assert client.get("/guardrails/new/").status_code == 403
     assert client.get("/guardrails/no-refunds/edit/").status_code == 403
@@ -269,13 +270,38 @@ def test_it_imports_files_and_reports_each_file_and_field(client: Any, alice: An
     response = signed_in(client, alice).post("/guardrails/import/", {"files": files})
     assert response.status_code == 400
     reports = {report.name: report for report in response.context["reports"]}
-    assert [g.status for g in reports["one.json"].guardrails] == ["created"]
-    assert [g.status for g in reports["many.json"].guardrails] == ["created", "invalid"]
+    assert [g.status for g in reports["one.json"].guardrails] == ["valid"]
+    assert [g.status for g in reports["many.json"].guardrails] == ["valid", "invalid"]
     paths = {issue.path for issue in reports["many.json"].guardrails[1].errors}
     assert {"/action/on-violation", "/severity"} <= paths
     assert "not JSON" in reports["broken.json"].error
     assert b"many.json[1]" in response.content and b"/severity" in response.content
-    assert set(Guardrail.objects.values_list("guardrail_id", flat=True)) == {"one", "two"}
+    assert b"0 guardrails saved" in response.content
+    assert not Guardrail.objects.exists()  # all or nothing
+
+
+def test_import_saves_every_guardrail_when_all_are_valid(client: Any, alice: Any, acme: Any) -> None:
+    files = [upload("one.json", make_guardrail("one")), upload("many.json", [make_guardrail("two")])]
+    response = signed_in(client, alice).post("/guardrails/import/", {"files": files})
+    assert response.status_code == 200
+    assert [g.status for r in response.context["reports"] for g in r.guardrails] == ["created"] * 2
+    assert set(Guardrail.objects.values_list("guardrail_id", "tenant__slug")) == {
+        ("one", "acme"), ("two", "acme")}
+
+
+def test_import_of_a_very_deep_file_is_a_400_not_a_crash(client: Any, alice: Any) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    response = signed_in(client, alice).post("/guardrails/import/", {"files": [upload("d.json", deep)]})
+    assert response.status_code == 400
+    assert "depth" in response.context["reports"][0].error
+
+
+def test_import_refuses_a_duplicate_key(client: Any, alice: Any) -> None:
+    body = b'{"id": "a", "id": "b", "kind": "zero-llm", "check": "must-cite", "action": {"on-violation": "halt"}}'
+    response = signed_in(client, alice).post("/guardrails/import/", {"files": [upload("d.json", body)]})
+    assert response.status_code == 400
+    assert "'id' appears twice" in response.context["reports"][0].error
+    assert not Guardrail.objects.exists()
 
 
 def test_import_reports_a_registration_error_at_its_field(client: Any, alice: Any) -> None:
@@ -287,7 +313,7 @@ def test_import_reports_a_registration_error_at_its_field(client: Any, alice: An
 
 
 def test_import_saves_a_new_revision_and_skips_an_unchanged_one(client: Any, alice: Any,
-                                                               halt_guardrail: Any) -> None:
+                                                               acme_guardrail: Any) -> None:
     signed_in(client, alice)
     same = client.post("/guardrails/import/", {"files": [upload("a.json", make_guardrail())]})
     assert same.context["reports"][0].guardrails[0].status == "unchanged"
@@ -311,7 +337,7 @@ def test_a_reviewer_cannot_import(client: Any, bob: Any) -> None:
     assert not Guardrail.objects.exists()
 
 
-def test_export_round_trips_byte_for_byte(client: Any, alice: Any) -> None:
+def test_export_round_trips_byte_for_byte(client: Any, admin_user: Any) -> None:
     documents = [
         make_guardrail("zeta", scope={"when": "always", "agents": ["support-bot"]}),
         {"severity": "warn", "id": "alpha", "check": "must-cite", "kind": "zero-llm",
@@ -320,7 +346,7 @@ def test_export_round_trips_byte_for_byte(client: Any, alice: Any) -> None:
     for document in documents:
         save_guardrail(document, FIXTURE)
     save_guardrail(make_guardrail("off"), FIXTURE, enabled=False)
-    exported = signed_in(client, alice).get("/guardrails/export.json")
+    exported = signed_in(client, admin_user).get("/guardrails/export.json")
     assert exported.status_code == 200
     assert exported["Content-Disposition"] == 'attachment; filename="guardrails.json"'
     assert [d["id"] for d in json.loads(exported.content)] == ["alpha", "zeta"]

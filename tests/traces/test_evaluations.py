@@ -196,6 +196,8 @@ def test_it_starts_a_run_and_answers_202_with_its_id(
     ({"tenant": "acme", "guardrails": "no-refunds"}, "/guardrails"),
     ({"tenant": "acme", "mode": "later"}, "/mode"),
     ({"tenant": "acme", "filters": {"since": "yesterday"}}, "/filters/since"),
+    ({"tenant": "acme", "filters": {"since": "9999-12-31T23:59:59-23:59"}}, "/filters/since"),
+    ({"tenant": "acme", "filters": {"until": "0001-01-01T00:00:00+23:59"}}, "/filters/until"),
     ({"tenant": "acme", "filters": {"colour": "red"}}, "/filters/colour"),
     ({"tenant": "acme", "filters": {"upload": 999}}, "/filters/upload"),
     ({"tenant": "acme", "colour": "red"}, "/colour"),

@@ -130,6 +130,8 @@ def test_a_body_over_the_limit_is_413_and_stores_nothing(db, api, acme_key):
 @pytest.mark.parametrize(("body", "content_type", "headers", "status", "words"), [
     (b"\xff\xff\xff", PROTOBUF, {}, 400, "not an ExportTraceServiceRequest"),
     (b"{not json", JSON, {}, 400, "not valid JSON"),
+    (b'{"resourceSpans": [], "resourceSpans": [{}]}', JSON, {}, 400, "appears twice"),
+    (b"[" * 100_000 + b"]" * 100_000, JSON, {}, 400, "depth"),
     (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', JSON, {}, 400, "not hex"),
     (b'{"resourceSpans": 3}', JSON, {}, 400, "not an ExportTraceServiceRequest"),
     (b"plain", "text/plain", {}, 415, "text/plain"),
@@ -350,3 +352,11 @@ def test_any_well_formed_spans_are_stored_or_refused_never_a_server_error(db, ap
     assert response.status_code == 200, response.content
     PendingSpan.objects.all().delete()
     RunTrace.objects.all().delete()
+
+
+@pytest.mark.parametrize("method", ["get", "put", "delete", "trace"])
+def test_another_method_is_405_not_500(db, api, acme_key, method):
+    client = api(acme_key)
+    client.raise_request_exception = False
+    response = client.generic(method.upper(), "/api/v1/otlp/v1/traces")
+    assert response.status_code == 405

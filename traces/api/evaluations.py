@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from guardrails.engine.types import Issue
+from kindgi_console import idempotency
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from traces import evaluations
 from traces.models import Evaluation, Upload
@@ -108,7 +109,10 @@ class EvaluationListView(ConsoleAPIView):
         return self.get_paginated_response([run_as_dict(run) for run in page])
 
     @extend_schema(operation_id="evaluations_start", request=START_BODY,
-                   responses={202: OpenApiResponse(RUN_SCHEMA), 400: ERRORS, 401: ERRORS, 403: ERRORS})
+                   parameters=[idempotency.PARAMETER],
+                   responses={202: OpenApiResponse(RUN_SCHEMA), 400: ERRORS, 401: ERRORS, 403: ERRORS,
+                              422: ERRORS})
+    @idempotency.idempotent
     def post(self, request: Request) -> Response:
         body = read_json_body(request)
         if not isinstance(body, dict):

@@ -21,7 +21,7 @@ from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
-from kindgi_console.openapi import ref
+from kindgi_console.openapi import filter_parameters, ref
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import ingest, ledger, review
 from traces.api import filters, serializers
@@ -212,7 +212,7 @@ class EvaluateView(ConsoleAPIView):
         if item.errors:
             raise ApiError(item.errors)
         assert item.document is not None
-        enforced = enforced_guardrails()
+        enforced = enforced_guardrails(item.tenant or self._named_tenant(item.document))
         services = evaluation_services(item.tenant, until=deadline)
         try:
             verdict = runtime_verdict(item.document, enforced, services, deadline=deadline)
@@ -243,6 +243,14 @@ class EvaluateView(ConsoleAPIView):
         if raw not in ("true", "false", "1", "0"):
             raise ApiError([Issue("/store", "store is true or false")])
         return raw in ("true", "1")
+
+    def _named_tenant(self, document: dict[str, Any]) -> Any:
+        """The tenant an unstored trace names, if the caller reads it (whose guardrails apply)."""
+        from kindgi_console.tenancy.models import Tenant
+
+        condition = self.caller.tenant_filter("read")
+        tenants = Tenant.objects.annotate(tenant_id=F("pk")).filter(slug=document.get("tenant"))
+        return (tenants if condition is None else tenants.filter(condition)).first()
 
     def _unstored_item(self, payload: object) -> ingest.Item:
         """A trace that is evaluated only: validated, its tenant checked against a key's."""
@@ -478,7 +486,7 @@ class LedgerSummaryView(ConsoleAPIView):
             "group_by", str, many=True, explode=True, enum=list(ledger.GROUPS),
             description="Any of guardrail, tenant, model, day: repeated "
             "(group_by=model&group_by=day) or comma-separated (group_by=model,day).",
-        )],
+        ), *filter_parameters(filters.LedgerFilter)],
         responses={200: serializers.LedgerSummarySerializer, **error_responses(400, 401, 403)},
     )
     def get(self, request: Request) -> Response:
@@ -531,7 +539,8 @@ class EvaluationEstimateView(ConsoleAPIView):
 
     @extend_schema(
         operation_id="evaluations_estimate",
-        parameters=[OpenApiParameter("guardrails", str, description="Comma-separated ids.")],
+        parameters=[OpenApiParameter("guardrails", str, description="Comma-separated ids."),
+                    *filter_parameters(filters.TraceFilter)],
         responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
     )
     def get(self, request: Request) -> Response:
@@ -539,7 +548,7 @@ class EvaluationEstimateView(ConsoleAPIView):
 
         traces = self.filter_queryset(self.get_queryset())
         tenant = self._tenant(request)
-        guardrails, unknown = self._guardrails(request)
+        guardrails, unknown = self._guardrails(request, tenant)
         estimate = estimate_run(guardrails, traces.filter(tenant=tenant), tenant)
         for name in unknown:  # said in the answer, like a guardrail without a judge
             estimate["errors"][name] = "no enabled guardrail has this id"
@@ -563,11 +572,11 @@ class EvaluationEstimateView(ConsoleAPIView):
         raise ApiError([Issue("/tenant", "name the tenant to estimate for with ?tenant=")])
 
     @staticmethod
-    def _guardrails(request: Request) -> tuple[list[Any], list[str]]:
+    def _guardrails(request: Request, tenant: Any) -> tuple[list[Any], list[str]]:
         """The enabled guardrails named (all when none is), and the names of no such one."""
         wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",")
                   if name.strip()]
-        enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails()}
+        enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails(tenant)}
         if not wanted:
             return list(enforced.values()), []
         known = [enforced[name] for name in dict.fromkeys(wanted) if name in enforced]

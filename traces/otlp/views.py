@@ -61,8 +61,9 @@ class OtlpTracesView(ConsoleAPIView):
     def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]  # a protobuf body
         encoding = _encoding_or_json(self.request)
         error, headers = _as_otlp_error(exc, self.request)
-        if error is None:
-            raise exc
+        if error is None:  # not an exporter's concern (a method not allowed): the API's shape
+            response: HttpResponse = super().handle_exception(exc)
+            return response
         return wire.error_response(error, encoding, headers)
 
 

@@ -23,6 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from kindgi_console.jsonbody import JsonBodyError, parse_json
+
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 #: The gRPC code of each HTTP status the endpoint answers, for the Status body.
@@ -93,9 +95,9 @@ def decode(body: bytes, encoding: str) -> ExportTraceServiceRequest:
         except DecodeError as error:
             raise OtlpError(400, f"the body is not an ExportTraceServiceRequest: {error}") from None
         return request
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
+    try:  # bounded depth, and a key twice in one object refused, as for every JSON body
+        data = parse_json(body)
+    except JsonBodyError as error:
         raise OtlpError(400, f"the body is not valid JSON: {error}") from None
     if not isinstance(data, dict):
         raise OtlpError(400, "the body is not a JSON object")
