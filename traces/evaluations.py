@@ -278,11 +278,14 @@ def count_progress(chunk: EvaluationChunk, reached: int, *, finished: bool = Fal
     """Raise the chunk's `progress` to `reached` traces (at most its size) and the run's
     `done` by the same amount; with `finished`, also mark the chunk done.
 
-    Only a running chunk counts. Its row is locked for the moment of the update (other
-    chunks of the run go on), and `progress` never goes down: a chunk redone after its
+    Only a running chunk counts, and `progress` never goes down: a chunk redone after its
     worker was lost adds only the traces that worker had not counted, so `done` is exact.
+    The run's row, then the chunk's, are locked for the moment of the update (the order
+    `stop_run` takes them in, so neither waits for the other in a circle); other chunks
+    of the run go on evaluating meanwhile.
     """
     with transaction.atomic():
+        list(Evaluation.objects.select_for_update(no_key=True).filter(pk=chunk.evaluation_id).values_list("pk"))
         row = EvaluationChunk.objects.select_for_update().filter(
             pk=chunk.pk, status=EvaluationChunk.Status.RUNNING
         ).values("progress", "size").first()
