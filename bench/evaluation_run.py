@@ -214,7 +214,7 @@ def main() -> None:
     url = setup_django(args.db)
     with tempfile.TemporaryDirectory(prefix="kindgi-bench-") as tmp:
         folder = Path(tmp)
-        guardrails, traces = write_inputs(folder, args.traces)
+        guardrails, traces, _documents = write_inputs(folder, args.traces)
         tenant = load(guardrails, traces)
         evaluations = args.traces * len(guardrails)
         print(f"{args.traces:,} traces x {len(guardrails)} guardrails = {evaluations:,} evaluations")

@@ -14,6 +14,7 @@ import contextlib
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONCE
 
 from kindgi_console.env import flag, items, text, whole
 
@@ -149,7 +150,9 @@ CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
         "script-src": ["'self'"],
-        "style-src": ["'self'"],
+        # The nonce admits only the <style> elements the JSON editor (CodeMirror) injects;
+        # the page passes it to the bundle as data-csp-nonce.
+        "style-src": ["'self'", NONCE],
         "img-src": ["'self'", "data:"],
         "connect-src": ["'self'"],
         "font-src": ["'self'"],

@@ -24,7 +24,9 @@ def test_every_page_forbids_inline_script(client: Any, alice: Any, acme_guardrai
     policy = response["Content-Security-Policy"]
     directives = {part.split()[0]: part.split()[1:] for part in policy.split(";") if part.strip()}
     assert directives["script-src"] == ["'self'"]
-    assert directives["style-src"] == ["'self'"]
+    # A nonce, on the editor pages only, admits the <style> elements the JSON editor injects.
+    assert directives["style-src"][0] == "'self'"
+    assert all(source.startswith("'nonce-") for source in directives["style-src"][1:])
     assert "'unsafe-inline'" not in policy and "'unsafe-eval'" not in policy
     assert response["X-Content-Type-Options"] == "nosniff"
     assert response["X-Frame-Options"] == "DENY"
@@ -34,6 +36,17 @@ def test_every_page_forbids_inline_script(client: Any, alice: Any, acme_guardrai
         tag = chunk.split(">", 1)[0]
         assert "src=" in tag or 'type="application/json"' in tag, tag
     assert " style=" not in body and "<style" not in body
+
+
+def test_the_editor_hands_its_style_nonce_to_the_json_view(client: Any, alice: Any, halt_guardrail: Any) -> None:
+    client.force_login(alice)
+    for url in ("/guardrails/new/", "/guardrails/no-refunds/edit/"):
+        response = client.get(url)
+        style_src = response["Content-Security-Policy"].split("style-src ", 1)[1].split(";")[0].split()
+        nonces = [source[len("'nonce-"):-1] for source in style_src if source.startswith("'nonce-")]
+        assert len(nonces) == 1 and f'data-csp-nonce="{nonces[0]}"' in response.content.decode(), style_src
+    # Each response has its own nonce.
+    assert client.get("/guardrails/new/")["Content-Security-Policy"] != response["Content-Security-Policy"]
 
 
 def test_the_sign_in_page_has_the_policy_too(client: Any, db: Any) -> None:

@@ -5,8 +5,9 @@ A run's state lives in its rows: `Evaluation` (status, done / total, summary) an
 `EvaluationChunk`s (a range of trace primary keys each, with a status and a lease).
 
 Why it survives a lost worker: results are unique per trace, revision and run, so a chunk
-evaluated twice stores nothing twice; a chunk adds its size to the run's `done` only when
-its own status moves from `running` to `done`, so progress counts each chunk once; and a
+evaluated twice stores nothing twice; a chunk's `progress` only grows, up to its size, and
+the run's `done` grows by exactly as much (`count_progress`, per stored batch and when the
+chunk is done), so a chunk redone after a lost worker counts each trace once; and a
 chunk whose lease expired (its worker died, or its message was lost with the worker) is
 sent again by `requeue_expired_work`, which runs when a worker starts and periodically.
 """
@@ -270,11 +271,41 @@ def _evaluate_chunk(chunk_id: int) -> bool:
     run = chunk.evaluation
     targets = run_targets(run)
     traces = run_traces(run).filter(pk__gte=chunk.first_pk, pk__lte=chunk.last_pk)
+    reached = 0
     with LeaseKeeper(chunk.pk):
         for batch in bulk.stored_traces(traces, settings.KINDGI_EVALUATION_BATCH):
             if not evaluate_batch(run, targets, batch, fresh=chunk.attempts == 1):
                 return False  # the run was cancelled or failed: this batch wrote nothing
+            reached += len(batch)
+            count_progress(chunk, reached)
     return complete_chunk(chunk)
+
+
+def count_progress(chunk: EvaluationChunk, reached: int, *, finished: bool = False) -> bool:
+    """Raise the chunk's `progress` to `reached` traces (at most its size) and the run's
+    `done` by the same amount; with `finished`, also mark the chunk done.
+
+    Only a running chunk counts, and `progress` never goes down: a chunk redone after its
+    worker was lost adds only the traces that worker had not counted, so `done` is exact.
+    The run's row, then the chunk's, are locked for the moment of the update (the order
+    `stop_run` takes them in, so neither waits for the other in a circle); other chunks
+    of the run go on evaluating meanwhile.
+    """
+    with transaction.atomic():
+        list(Evaluation.objects.select_for_update(no_key=True).filter(pk=chunk.evaluation_id).values_list("pk"))
+        row = EvaluationChunk.objects.select_for_update().filter(
+            pk=chunk.pk, status=EvaluationChunk.Status.RUNNING
+        ).values("progress", "size").first()
+        if row is None:
+            return False
+        progress = min(row["size"], max(row["progress"], reached))
+        changes: dict[str, Any] = {"progress": progress}
+        if finished:
+            changes.update(status=EvaluationChunk.Status.DONE, finished_at=timezone.now(), lease_until=None)
+        EvaluationChunk.objects.filter(pk=chunk.pk).update(**changes)
+        if progress > row["progress"]:
+            Evaluation.objects.filter(pk=chunk.evaluation_id).update(done=F("done") + progress - row["progress"])
+    return True
 
 
 def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
@@ -366,19 +397,14 @@ def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequenc
 
 
 def complete_chunk(chunk: EvaluationChunk) -> bool:
-    """Mark the chunk done and count its traces once; finish the run after its last chunk.
+    """Mark the chunk done and count the traces not counted yet; finish the run after its
+    last chunk.
 
     When the chunks left are all held by other workers, a recovery check is scheduled for
     when their leases would have run out: a worker lost at the end of a run is noticed
     then, without waiting for the periodic check.
     """
-    with transaction.atomic():
-        finished = EvaluationChunk.objects.filter(pk=chunk.pk, status=EvaluationChunk.Status.RUNNING).update(
-            status=EvaluationChunk.Status.DONE, finished_at=timezone.now(), lease_until=None
-        )
-        if finished:
-            Evaluation.objects.filter(pk=chunk.evaluation_id).update(done=F("done") + chunk.size)
-    if not finished:
+    if not count_progress(chunk, chunk.size, finished=True):
         return False
     left = EvaluationChunk.objects.filter(evaluation_id=chunk.evaluation_id).exclude(
         status=EvaluationChunk.Status.DONE

@@ -116,10 +116,11 @@ class Evaluation(models.Model):
 class EvaluationChunk(models.Model):
     """A slice of a run's traces, by a range of trace primary keys, evaluated by one task.
 
-    `size` is how many selected traces the range held when the run was planned; finishing
-    the chunk adds it to the run's `done`, once (the status change from `running` to `done`
-    is the guard). `lease_until` says until when the worker that claimed the chunk (or the
-    message that carries it) is trusted; a chunk whose lease has expired is sent again.
+    `size` is how many selected traces the range held when the run was planned; `progress`
+    how many of them are counted in the run's `done`: it grows with each stored batch, never
+    goes down, and reaches `size` when the chunk is done. `lease_until` says until when the
+    worker that claimed the chunk (or the message that carries it) is trusted; a chunk whose
+    lease has expired is sent again.
     """
 
     class Status(models.TextChoices):
@@ -133,6 +134,7 @@ class EvaluationChunk(models.Model):
     first_pk = models.BigIntegerField()
     last_pk = models.BigIntegerField()
     size = models.PositiveIntegerField()
+    progress = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     lease_until = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)

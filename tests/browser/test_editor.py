@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from guardrails.models import Guardrail
-from tests.browser.test_authoring import PASSWORD, arrange, choose
+from tests.browser.test_authoring import PASSWORD, arrange, choose, raw_json
 
 
 def new_form(page: Any, sign_in: Any, django_user_model: Any) -> None:
@@ -80,7 +80,7 @@ def test_the_form_shows_what_the_kind_uses_and_folds_the_rest(page: Any, sign_in
     page.fill("#root_judgeCapabilities_model", "judge-small")
     assert page.locator("textarea#root_judgeCapabilities").count() == 0
     page.get_by_role("tab", name="JSON").click()
-    assert '"model": "judge-small"' in page.locator("#guardrail-raw-json").input_value()
+    assert '"model": "judge-small"' in raw_json(page)
     assert page.script_errors == []
 
 

@@ -82,13 +82,76 @@ def test_running_a_chunk_twice_stores_nothing_twice(acme: Any, guardrails: Any) 
     chunk = run.chunks.get()
     # The worker stored the results, then died before marking the chunk done.
     Evaluation.objects.filter(pk=run.pk).update(status="running", done=0, finished_at=None)
-    EvaluationChunk.objects.filter(pk=chunk.pk).update(status="running", lease_until=timezone.now())
+    EvaluationChunk.objects.filter(pk=chunk.pk).update(status="running", progress=0, lease_until=timezone.now())
     assert evaluations.evaluate_chunk(chunk.pk) is True  # lease expired: taken again
     assert evaluations.evaluate_chunk(chunk.pk) is False  # done: nothing to do
     run.refresh_from_db()
     assert (run.status, run.done) == ("succeeded", 6)
     assert EvaluationResult.objects.filter(evaluation=run).count() == 12
     assert Violation.objects.filter(evaluation=run).count() == 2
+
+
+def progress_seen(monkeypatch: Any, run: Evaluation) -> list[int]:
+    """The run's `done` as read after each stored batch (what the runs page shows then)."""
+    seen: list[int] = []
+    count = evaluations.count_progress
+
+    def counting(*args: Any, **kwargs: Any) -> bool:
+        counted = count(*args, **kwargs)
+        seen.append(Evaluation.objects.get(pk=run.pk).done)
+        return counted
+
+    monkeypatch.setattr(evaluations, "count_progress", counting)
+    return seen
+
+
+def test_a_run_advances_with_each_batch_of_a_chunk(
+    acme: Any, guardrails: Any, settings: Any, monkeypatch: Any
+) -> None:
+    settings.KINDGI_EVALUATION_CHUNK_SIZE = 10
+    settings.KINDGI_EVALUATION_BATCH = 3
+    store_traces(acme, 10)
+    run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
+    Evaluation.objects.filter(pk=run.pk).update(status="running", total=10)
+    EvaluationChunk.objects.bulk_create(evaluations.plan_chunks(run))
+    seen = progress_seen(monkeypatch, run)
+    assert evaluations.evaluate_chunk(run.chunks.get().pk)
+    # Four batches (3, 3, 3, 1) each advance the run; marking the chunk done adds nothing.
+    assert seen == [3, 6, 9, 10, 10]
+    run.refresh_from_db()
+    assert (run.status, run.done, run.chunks.get().progress) == ("succeeded", 10, 10)
+
+
+def test_a_chunk_redone_after_a_lost_worker_counts_each_trace_once(
+    acme: Any, guardrails: Any, settings: Any, monkeypatch: Any
+) -> None:
+    settings.KINDGI_EVALUATION_CHUNK_SIZE = 10
+    settings.KINDGI_EVALUATION_BATCH = 4
+    store_traces(acme, 10)
+    run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
+    Evaluation.objects.filter(pk=run.pk).update(status="running", total=10)
+    EvaluationChunk.objects.bulk_create(evaluations.plan_chunks(run))
+    chunk = run.chunks.get()
+    stored = evaluations.evaluate_batch
+
+    def lost_after_two_batches(*args: Any, **kwargs: Any) -> bool:
+        if EvaluationResult.objects.filter(evaluation=run).count() >= 8 * 2:
+            raise SystemExit("worker lost")
+        return stored(*args, **kwargs)
+
+    monkeypatch.setattr(evaluations, "evaluate_batch", lost_after_two_batches)
+    with pytest.raises(SystemExit):
+        evaluations.evaluate_chunk(chunk.pk)
+    run.refresh_from_db()
+    assert run.done == 8  # two batches counted before the worker was lost
+    monkeypatch.setattr(evaluations, "evaluate_batch", stored)
+    EvaluationChunk.objects.filter(pk=chunk.pk).update(lease_until=timezone.now() - evaluations.lease())
+    seen = progress_seen(monkeypatch, run)
+    assert evaluations.evaluate_chunk(chunk.pk)  # taken again: its first two batches add nothing
+    assert seen == [8, 8, 10, 10]
+    run.refresh_from_db()
+    assert (run.status, run.done) == ("succeeded", 10)
+    assert EvaluationResult.objects.filter(evaluation=run).count() == 20
 
 
 def test_a_chunk_held_by_a_live_lease_is_left_alone(acme: Any, guardrails: Any) -> None:

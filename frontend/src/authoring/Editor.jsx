@@ -10,6 +10,7 @@ import { listItems, requestJson } from "../shared/http.js";
 import { advancedFields, composeSchema, composeUiSchema, findCheck } from "./schema.js";
 import { deepEqual, errorsToErrorSchema, formatJson, parseDocument, pointerTokens, pruneFormData, withOpenSections } from "./document.js";
 import { validator } from "./validator.js";
+import { JsonCodeEditor } from "./JsonCodeEditor.jsx";
 import { FlagWidget, JsonField, OptionalDataControlsTemplate, RootObjectFieldTemplate, buttonTemplates } from "./widgets.jsx";
 import { TryPanel } from "./TryPanel.jsx";
 
@@ -133,19 +134,11 @@ function afterSaveUrl(template, id) {
   return template.replace("{id}", encoded).replace("__id__", encoded);
 }
 
-function RawJsonView({ text, error, onChange }) {
+function RawJsonView({ text, error, errors, onChange, nonce }) {
   return (
     <div className="kg-raw">
-      <label className="control-label" htmlFor="guardrail-raw-json">Guardrail document (JSON)</label>
-      <textarea
-        id="guardrail-raw-json"
-        className="form-control kg-code kg-raw__text"
-        spellCheck={false}
-        value={text}
-        onChange={(event) => onChange(event.target.value)}
-        aria-invalid={error ? "true" : undefined}
-        aria-describedby="guardrail-raw-json-status"
-      />
+      <span className="control-label" id="guardrail-raw-json-label">Guardrail document (JSON)</span>
+      <JsonCodeEditor text={text} errors={errors} onChange={onChange} nonce={nonce} />
       <p id="guardrail-raw-json-status" className={error ? "kg-parse-error" : "kg-muted"} role={error ? "alert" : undefined}>
         {error || "The form and this JSON are the same document: edits in one show in the other."}
       </p>
@@ -272,7 +265,7 @@ export function Editor({ config, initialDoc }) {
             <p className="kg-check-note"><strong>{check.id}</strong>: {check.description}</p>
           ) : null}
           {view === "json" ? (
-            <RawJsonView text={rawText} error={rawError} onChange={onRawChange} />
+            <RawJsonView text={rawText} error={rawError} errors={shownErrors} onChange={onRawChange} nonce={config.cspNonce} />
           ) : (
             <>
               {rawError ? <div className="alert alert--warn">The JSON view holds a parse error; the form shows the last valid document.</div> : null}

@@ -10,6 +10,7 @@
  *   data-try-url         POST {guardrail, trace} -> a result {status, reason, ...}; 400 -> {errors}
  *   data-traces-url      GET  recent traces for Try it (optional); data-trace-url "/…/{id}" reads one
  *   data-cancel-url      a Cancel link (optional)
+ *   data-csp-nonce       the page's CSP nonce, for the styles the JSON editor injects
  * The initial document is the JSON of <script type="application/json" id="guardrail-initial">.
  */
 import { createRoot } from "react-dom/client";
@@ -40,6 +41,7 @@ function readConfig(element) {
     tracesUrl: data.tracesUrl || "",
     traceUrl: data.traceUrl || "",
     cancelUrl: data.cancelUrl || "",
+    cspNonce: data.cspNonce || "",
   };
 }
 
