@@ -22,6 +22,7 @@ from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import ref
+from kindgi_console.renderers import ORJSONRenderer
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import ingest, ledger, review
 from traces.api import filters, serializers
@@ -198,6 +199,7 @@ class EvaluateView(ConsoleAPIView):
 
     scopes = {"POST": "evaluate"}
     filter_backends: list[Any] = []
+    renderer_classes = [ORJSONRenderer]
 
     @extend_schema(
         request=VERDICT_BODY,
