@@ -39,12 +39,20 @@ BASELINE_RPS, TARGET_P99_MS = 114.0, 60.0
 
 LUA = r"""
 local counter = 0
-local prefix = string.format("%x", math.random(1, 2^30))
+local threads = 0
+-- Each thread's ids are its own and each run's are new (an unseeded math.random gave every
+-- thread and run the same prefix: repeated ids, answered as duplicates or waiting on each other).
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+local prefix = nil
 local first, rest = "__FIRST__", "__REST__"
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer __KEY__"
 request = function()
+  prefix = prefix or string.format("%x-%d", os.time(), tid or 0)
   counter = counter + 1
   return wrk.format(nil, "/api/v1/evaluate", nil, first .. prefix .. "-" .. counter .. rest)
 end

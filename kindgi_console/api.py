@@ -36,6 +36,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from guardrails.engine.types import Issue
 from kindgi_console.jsonbody import JsonBodyError, parse_json
+from kindgi_console.tenancy.keys import active_key
 from kindgi_console.tenancy.models import ApiKey, hash_key
 from kindgi_console.tenancy.scoping import Caller, TenantDenied, TenantScopedQuerySet
 
@@ -144,9 +145,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         secret = secret.strip()
         if not secret:
             raise exceptions.AuthenticationFailed("the Authorization header has no key")
-        key = (
-            ApiKey.objects.active().select_related("tenant").filter(hash=hash_key(secret)).first()
-        )
+        key = active_key(hash_key(secret))
         if key is None:
             raise exceptions.AuthenticationFailed("unknown or revoked API key")
         key.touch()

@@ -163,11 +163,16 @@ def store_rows(rows: list[ResultRow], *, while_running: int | None = None, fresh
     with transaction.atomic():
         if while_running is not None and not run_is_live(while_running):
             return False
-        if rows and connection.vendor == "postgresql":
-            _write_with_copy(rows, fresh)
-        elif rows:
-            _write_with_orm(rows)
+        write_rows(rows, fresh=fresh)
     return True
+
+
+def write_rows(rows: list[ResultRow], *, fresh: bool = False) -> None:
+    """Store result rows and their violations in the caller's transaction (no savepoint)."""
+    if rows and connection.vendor == "postgresql":
+        _write_with_copy(rows, fresh)
+    elif rows:
+        _write_with_orm(rows)
 
 
 @contextmanager

@@ -201,6 +201,37 @@ def _write_with_copy(items: list[Item]) -> None:
         cursor.execute(f"TRUNCATE {LOAD_TABLE}")
 
 
+INSERT_ONE = (
+    f"INSERT INTO {RunTrace._meta.db_table} ({LOAD_COLUMNS}) "  # noqa: S608
+    "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s) "
+    "ON CONFLICT (tenant_id, trace_id) DO NOTHING RETURNING id"
+)
+SELECT_ONE = f"SELECT id, content_hash FROM {RunTrace._meta.db_table} WHERE tenant_id = %s AND trace_id = %s"  # noqa: S608
+
+
+def store_one(item: Item) -> None:
+    """Store one valid item (`POST evaluate`) in the caller's transaction, setting its status.
+
+    On PostgreSQL one INSERT … ON CONFLICT DO NOTHING, and only when the id was already
+    stored a read of that row's hash; no temporary table, no savepoint. Else as `store`.
+    """
+    if item.status != CREATED:
+        return
+    if connection.vendor != "postgresql":
+        store([item])
+        return
+    assert item.tenant is not None
+    with connection.cursor() as cursor:
+        cursor.execute(INSERT_ONE, _copy_row(item, timezone.now()))
+        inserted = cursor.fetchone()
+        if inserted is not None:
+            item.row_id = inserted[0]
+            return
+        cursor.execute(SELECT_ONE, [item.tenant.pk, item.id])
+        item.row_id, digest = cursor.fetchone()
+        _compare(item, digest)
+
+
 def _copy_row(item: Item, now: datetime) -> tuple[Any, ...]:
     doc = item.document
     assert doc is not None and item.tenant is not None

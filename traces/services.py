@@ -12,14 +12,53 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.db import connection
+
 from guardrails import deployment
 from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Context, Mode, Trace, TurnVerdict
+from guardrails.models import Guardrail
 from guardrails.services import Enforced, enforced_guardrails
+from kindgi_console.tenancy.models import Tenant
 from traces import bulk
 from traces.models import Evaluation, RunTrace
+
+# What selects the enforced guardrails, and each one's revision and last change: when
+# these rows are the same as at the last read, so are the enforced guardrails.
+ENFORCED_STAMP = (
+    f"SELECT id, revision, updated_at, tenant_id FROM {Guardrail._meta.db_table} "  # noqa: S608
+    "WHERE enabled = %s AND deleted_at IS NULL ORDER BY id"
+)
+_enforced: tuple[tuple[Any, ...], list[Enforced]] | None = None
+
+
+def enforced_now(tenant: Tenant | None) -> list[Enforced]:
+    """The guardrails enforced on a trace of `tenant` (`enforced_guardrails(tenant)`: the
+    console-wide ones and the tenant's own; None: console-wide only). Every enforced
+    guardrail is kept for the process and read again only when their stamp changed: one
+    small query per request instead of the revisions, and every compiled check reused
+    (`POST evaluate`)."""
+    global _enforced
+    with connection.cursor() as cursor:
+        cursor.execute(ENFORCED_STAMP, [True])
+        stamp = (connection.alias, connection.settings_dict["NAME"], *cursor.fetchall())
+    kept = _enforced
+    if kept is not None and kept[0] == stamp:
+        deployment.load_filesystem_checks(item.guardrail for item in kept[1])
+        every = kept[1]
+    else:
+        every = enforced_guardrails()
+        _enforced = (stamp, every)
+    owner = tenant.pk if tenant is not None else None
+    return [item for item in every if item.revision.guardrail.tenant_id in (None, owner)]
+
+
+def record_verdict(trace: RunTrace, results: Sequence[Any], enforced: Sequence[Enforced]) -> None:
+    """Store one runtime verdict's results and violations (`POST evaluate`) in the caller's
+    transaction: one statement, plus the day's roll-up when a guardrail failed."""
+    bulk.write_rows(bulk.result_rows([(trace, results)], enforced, "runtime", None))
 
 
 def runtime_verdict(

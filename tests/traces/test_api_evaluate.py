@@ -114,3 +114,51 @@ def test_a_guardrail_scoped_to_another_tenant_is_skipped(api: Any, acme_key: str
     body = evaluate(api(acme_key), make_trace()).json()
     assert body["turn"] == "completed"
     assert not EvaluationResult.objects.exists()
+
+
+def queries_of_one_evaluation(client: Any, trace_id: str) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        assert evaluate(client, make_trace(id=trace_id)).status_code == 200
+    return len(captured.captured_queries)
+
+
+def test_an_evaluation_makes_a_few_queries_whatever_the_number_of_guardrails(
+    api: Any, acme_key: str, halt_guardrail: Any
+) -> None:
+    """The key, the enforced guardrails' stamp, then BEGIN, the trace, its results and
+    violations in one statement, the day's roll-up, COMMIT."""
+    client = api(acme_key)
+    evaluate(client, make_trace(id="warm-1"))  # the key's last use, the guardrails read
+    one = queries_of_one_evaluation(client, "one")
+    for n in range(6):
+        save_guardrail(make_guardrail(f"no-refunds-{n}"), Author(user=None, label="fixture"))
+    evaluate(client, make_trace(id="warm-7"))  # the changed guardrails are read again
+    seven = queries_of_one_evaluation(client, "seven")
+    assert one == seven <= 7
+    assert EvaluationResult.objects.filter(trace__trace_id="seven").count() == 7
+    assert Violation.objects.filter(trace__trace_id="seven").count() == 7
+
+
+def test_an_edited_guardrail_is_enforced_at_its_new_revision(
+    api: Any, acme_key: str, halt_guardrail: Any
+) -> None:
+    client = api(acme_key)
+    assert evaluate(client, make_trace(id="before")).json()["turn"] == "failed"
+    edited = make_guardrail(config={"tools": ["delete_account"]}, action={"on-violation": "log-only"})
+    save_guardrail(edited, Author(user=None, label="fixture"))
+    body = evaluate(client, make_trace(id="after")).json()
+    assert body["turn"] == "completed"
+    assert [(r["guardrail"], r["status"], r["revision"]) for r in body["results"]] == [
+        ("no-refunds", "pass", 2)]
+
+
+def test_a_revoked_key_is_refused_at_its_next_request(api: Any, acme_key: str, halt_guardrail: Any) -> None:
+    from kindgi_console.tenancy.models import ApiKey, hash_key
+
+    client = api(acme_key)
+    assert evaluate(client, make_trace(id="while-valid")).status_code == 200
+    ApiKey.objects.get(hash=hash_key(acme_key)).revoke()
+    assert evaluate(client, make_trace(id="after-revoked")).status_code == 401

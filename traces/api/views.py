@@ -22,6 +22,7 @@ from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import filter_parameters, ref
+from kindgi_console.renderers import ORJSONRenderer
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import ingest, ledger, review
 from traces.api import filters, serializers
@@ -33,7 +34,12 @@ from traces.models import (
     Violation,
     ViolationReview,
 )
-from traces.services import queue_runtime_evaluation, record_results, runtime_verdict
+from traces.services import (
+    enforced_now,
+    queue_runtime_evaluation,
+    record_verdict,
+    runtime_verdict,
+)
 
 ERRORS_SCHEMA = {
     "type": "object",
@@ -193,6 +199,7 @@ class EvaluateView(ConsoleAPIView):
 
     scopes = {"POST": "evaluate"}
     filter_backends: list[Any] = []
+    renderer_classes = [ORJSONRenderer]
 
     @extend_schema(
         request=VERDICT_BODY,
@@ -212,7 +219,7 @@ class EvaluateView(ConsoleAPIView):
         if item.errors:
             raise ApiError(item.errors)
         assert item.document is not None
-        enforced = enforced_guardrails(item.tenant or self._named_tenant(item.document))
+        enforced = enforced_now(item.tenant or self._named_tenant(item.document))
         services = evaluation_services(item.tenant, until=deadline)
         try:
             verdict = runtime_verdict(item.document, enforced, services, deadline=deadline)
@@ -227,12 +234,12 @@ class EvaluateView(ConsoleAPIView):
             if verdict.withheld:
                 ingest.withhold_output(item)
             with transaction.atomic():  # the trace, its results and violations: one commit
-                ingest.store([item])
+                ingest.store_one(item)
                 if item.row_id is not None and item.status != ingest.CONFLICT:
                     trace = RunTrace(pk=item.row_id, tenant=item.tenant, trace_id=item.id or "",
                                      agent=item.document.get("agent") or "",
                                      flow=item.document.get("flow") or "")
-                    record_results([(trace, verdict.results)], enforced, mode="runtime")
+                    record_verdict(trace, verdict.results, enforced)
                     services["judge"].attach_trace(trace)
             answer["trace"] = item.as_dict()
         return Response(answer)
