@@ -38,7 +38,7 @@ def test_every_page_forbids_inline_script(client: Any, alice: Any, acme_guardrai
     assert " style=" not in body and "<style" not in body
 
 
-def test_the_editor_hands_its_style_nonce_to_the_json_view(client: Any, alice: Any, halt_guardrail: Any) -> None:
+def test_the_editor_hands_its_style_nonce_to_the_json_view(client: Any, alice: Any, acme_guardrail: Any) -> None:
     client.force_login(alice)
     for url in ("/guardrails/new/", "/guardrails/no-refunds/edit/"):
         response = client.get(url)
