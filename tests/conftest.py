@@ -33,6 +33,34 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"CI needs PostgreSQL and Redis, got {database} and {broker}", returncode=3)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Passwords hashed with one cheap round in tests: PBKDF2's million iterations cost about
+    a second per user made or signed in on a small machine (Django's advice for test suites)."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# Modules whose tests bound wall-clock or CPU time (deadlines, sandbox limits): under
+# pytest-xdist (`make test`, `--dist loadgroup`) they run one after another in one process,
+# never against each other.
+TIMED_MODULES = (
+    "tests/guardrails/test_sandbox_parity.py",
+    "tests/guardrails/test_sandbox_hostile.py",
+    "tests/guardrails/test_judge_hardening.py",
+    "tests/guardrails/test_judge_client.py",
+    "tests/traces/test_judge_hardening.py",
+    "tests/traces/test_broker_down.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.split("::", 1)[0] in TIMED_MODULES:
+            item.add_marker(pytest.mark.xdist_group("timed"))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_throttle_cache() -> None:
     """Throttle counters live in the cache: each test starts with none."""
