@@ -7,6 +7,7 @@ in acme) reads it, charlie (author in globex) must see none of it. Each has API 
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,8 +22,6 @@ from tests.fakeproviders import FakeProvider
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """In CI (KINDGI_REQUIRE_SERVICES=1) the suite must run on PostgreSQL and Redis: stop at once otherwise."""
-    import os
-
     if os.environ.get("KINDGI_REQUIRE_SERVICES") != "1":
         return
     from django.conf import settings
@@ -54,11 +53,34 @@ TIMED_MODULES = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)
+# The longest modules (real workers, a 200,000-line upload, the demo, schemathesis): under
+# pytest-xdist they are handed out first, so that no process is left with one at the end.
+LONG_MODULES = (
+    "tests/traces/test_upload_workers.py",
+    "tests/traces/test_worker_recovery.py",
+    "tests/alerts/test_live_delivery.py",
+    "tests/traces/test_worker_heartbeat.py",
+    "tests/traces/test_load_demo.py",
+    *TIMED_MODULES,
+    "tests/test_api_openapi.py",
+)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if _module(item) in TIMED_MODULES:
+        item.add_marker(pytest.mark.xdist_group("timed"))
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.nodeid.split("::", 1)[0] in TIMED_MODULES:
-            item.add_marker(pytest.mark.xdist_group("timed"))
+    """After pytest-django's own order (plain tests before transactional ones)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: LONG_MODULES.index(_module(item)) if _module(item) in LONG_MODULES
+                   else len(LONG_MODULES))
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(autouse=True)
