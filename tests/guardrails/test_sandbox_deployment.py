@@ -98,7 +98,9 @@ def host_without_bubblewrap(monkeypatch):
     monkeypatch.setattr(boundary, "host_boundary", lambda: boundary.Boundary("/nonexistent/bwrap"))
 
 
-def test_check_deploy_says_which_postures_this_host_enforces():
+def test_check_deploy_says_which_postures_this_host_enforces(monkeypatch):
+    # The browser tests' conftest sets it for the whole process; a deployment never does.
+    monkeypatch.delenv("DJANGO_ALLOW_ASYNC_UNSAFE", raising=False)
     out = io.StringIO()
     call_command("check", "--deploy", stdout=out, stderr=out)
     assert "(guardrails.I002) sandbox posture strict: bubblewrap" in out.getvalue()
