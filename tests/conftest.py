@@ -67,16 +67,38 @@ LONG_MODULES = (
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
+    # Schemathesis names each operation's test `test_x[GET /api/...]` but gives them all the
+    # function's node id; pytest-xdist hands tests out by node id and would run only one.
+    if "[" in item.name and not item.nodeid.endswith("]"):
+        _set_nodeid(item, f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}")
     if _module(item) in TIMED_MODULES:
         item.add_marker(pytest.mark.xdist_group("timed"))
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """After pytest-django's own order (plain tests before transactional ones)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: LONG_MODULES.index(_module(item)) if _module(item) in LONG_MODULES
-                   else len(LONG_MODULES))
+    """Under pytest-xdist: the longest first, after pytest-django's order (plain tests before
+    transactional ones); each test of an xdist_group named `<node id>@<group>`, which is how
+    `--dist loadgroup` sends a group to one process (pytest-xdist 3.8 renames through an
+    attribute that pytest 9 no longer reads)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    items.sort(key=lambda item: LONG_MODULES.index(_module(item)) if _module(item) in LONG_MODULES
+               else len(LONG_MODULES))
+    if config.getvalue("loadgroup"):
+        for item in items:
+            groups = sorted({str(mark.args[0]) for mark in item.iter_markers("xdist_group") if mark.args})
+            if groups and "@" not in item.nodeid:
+                _set_nodeid(item, f"{item.nodeid}@{'_'.join(groups)}")
+
+
+def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
+    if hasattr(item, "_id"):  # pytest 9
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(nodeid)
+    else:
+        item._nodeid = nodeid
 
 
 def _module(item: pytest.Item) -> str:
