@@ -6,6 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Test processes (pytest-xdist): each has its own test database, var/ folder and Celery queue.
+TEST_WORKERS ?= 2
 
 .PHONY: run test install lint
 
@@ -24,7 +26,7 @@ run: install
 	$(PY) manage.py runconsole $(HOST):$(PORT)
 
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

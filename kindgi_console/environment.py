@@ -141,6 +141,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("EMAIL_TIMEOUT", "int", 10, "SMTP timeout in seconds", minimum=1),
     V("DEFAULT_FROM_EMAIL", "text", "kindgi@localhost", "the sender of alert and invitation e-mails"),
     # The test suite
+    V("PYTEST_XDIST_WORKER", "text", "", "tests: set by pytest-xdist; each test process keeps its own "
+      "`KINDGI_VAR_DIR` folder and Celery queue", shown="none"),
     V("KINDGI_REQUIRE_SERVICES", "text", "", "tests: `1` makes the suite fail without PostgreSQL and Redis"),
     V("KINDGI_CHROMIUM", "text", "/usr/bin/chromium", "tests: the Chromium the browser tests drive"),
 )

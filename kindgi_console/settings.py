@@ -19,7 +19,11 @@ from csp.constants import NONCE
 from kindgi_console.env import flag, items, text, whole
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(text("KINDGI_VAR_DIR", str(BASE_DIR / "var")))
+# Under pytest-xdist each test process (gw0, gw1, ...) keeps its own var/ folder (SQLite
+# test database, filesystem broker) and its own Celery queue: the real workers a test
+# starts inherit PYTEST_XDIST_WORKER, so they serve the queue of the test that started them.
+_XDIST_WORKER = text("PYTEST_XDIST_WORKER")
+VAR_DIR = Path(text("KINDGI_VAR_DIR", str(BASE_DIR / "var" / _XDIST_WORKER)))
 
 DEBUG = flag("DJANGO_DEBUG")
 SECRET_KEY = text("DJANGO_SECRET_KEY", "kindgi-local-development-only-not-secret" if DEBUG else "")
@@ -240,7 +244,7 @@ CELERY_TASK_TIME_LIMIT = whole("CELERY_TASK_TIME_LIMIT")
 CELERY_TASK_SOFT_TIME_LIMIT = whole("CELERY_TASK_SOFT_TIME_LIMIT")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_TASK_DEFAULT_QUEUE = "kindgi"
+CELERY_TASK_DEFAULT_QUEUE = f"kindgi-{_XDIST_WORKER}" if _XDIST_WORKER else "kindgi"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,8 +23,6 @@ from tests.fakeproviders import FakeProvider
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """In CI (KINDGI_REQUIRE_SERVICES=1) the suite must run on PostgreSQL and Redis: stop at once otherwise."""
-    import os
-
     if os.environ.get("KINDGI_REQUIRE_SERVICES") != "1":
         return
     from django.conf import settings
@@ -32,6 +31,79 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     broker = settings.CELERY_BROKER_URL
     if "postgresql" not in database or not broker.startswith("redis://"):
         pytest.exit(f"CI needs PostgreSQL and Redis, got {database} and {broker}", returncode=3)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Passwords hashed with one cheap round in tests: PBKDF2's million iterations cost about
+    a second per user made or signed in on a small machine (Django's advice for test suites)."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# Modules whose tests bound wall-clock or CPU time (deadlines, sandbox limits): under
+# pytest-xdist (`make test`, `--dist loadgroup`) they run one after another in one process,
+# never against each other.
+TIMED_MODULES = (
+    "tests/guardrails/test_sandbox_parity.py",
+    "tests/guardrails/test_sandbox_hostile.py",
+    "tests/guardrails/test_judge_hardening.py",
+    "tests/guardrails/test_judge_client.py",
+    "tests/traces/test_judge_hardening.py",
+    "tests/traces/test_broker_down.py",
+)
+
+
+# The longest modules (real workers, a 200,000-line upload, the demo, schemathesis): under
+# pytest-xdist they are handed out first, so that no process is left with one at the end.
+LONG_MODULES = (
+    "tests/traces/test_upload_workers.py",
+    "tests/traces/test_worker_recovery.py",
+    "tests/alerts/test_live_delivery.py",
+    "tests/traces/test_worker_heartbeat.py",
+    "tests/traces/test_load_demo.py",
+    *TIMED_MODULES,
+    "tests/test_api_openapi.py",
+)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Schemathesis names each operation's test `test_x[GET /api/...]` but gives them all the
+    # function's node id; pytest-xdist hands tests out by node id and would run only one.
+    if "[" in item.name and not item.nodeid.endswith("]"):
+        _set_nodeid(item, f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}")
+    if _module(item) in TIMED_MODULES:
+        item.add_marker(pytest.mark.xdist_group("timed"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist: the longest first, after pytest-django's order (plain tests before
+    transactional ones); each test of an xdist_group named `<node id>@<group>`, which is how
+    `--dist loadgroup` sends a group to one process (pytest-xdist 3.8 renames through an
+    attribute that pytest 9 no longer reads)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    items.sort(key=lambda item: LONG_MODULES.index(_module(item)) if _module(item) in LONG_MODULES
+               else len(LONG_MODULES))
+    if config.getvalue("loadgroup"):
+        for item in items:
+            groups = sorted({str(mark.args[0]) for mark in item.iter_markers("xdist_group") if mark.args})
+            if groups and "@" not in item.nodeid:
+                _set_nodeid(item, f"{item.nodeid}@{'_'.join(groups)}")
+
+
+def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
+    if hasattr(item, "_id"):  # pytest 9
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(nodeid)
+    else:
+        item._nodeid = nodeid
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(autouse=True)

@@ -226,7 +226,9 @@ def test_a_provider_refusing_the_request_body_is_an_error(fake_provider, http):
 def test_a_slow_provider_times_out_within_the_deadline(fake_provider, http):
     fake_provider.script(Answer("PASS", delay_s=1.0))
     result = call(judge(fake_provider), http, time_limit=0.4)
-    assert result.outcome is None and "timed out" in result.error
+    # The read timeout and the deadline are the same instant: on a busy machine either may
+    # be the one that ends the call, and both mean it was cut off at the deadline.
+    assert result.outcome is None and ("timed out" in result.error or "time limit" in result.error)
     assert result.latency_ms < 900
 
 
