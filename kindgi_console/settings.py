@@ -203,7 +203,9 @@ SPECTACULAR_SETTINGS = {
 _broker = text("CELERY_BROKER_URL")
 if _broker.startswith(("redis://", "rediss://")):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": text("KINDGI_CACHE_URL") or _broker, "KEY_PREFIX": "kindgi",
+                          "LOCATION": text("KINDGI_CACHE_URL") or _broker,
+                          # test processes (xdist) keep their counters apart
+                          "KEY_PREFIX": f"kindgi{_XDIST_WORKER}",
                           # a Redis that is down answers at once rather than hold requests
                           "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
 else:

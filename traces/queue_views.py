@@ -52,7 +52,7 @@ class ReviewQueueView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         data = request.GET.copy()
         data.pop("state", None)  # the queue is the open ones; `matching` counts every state
-        form = forms.ViolationFilterForm(data, guardrails=guardrail_choices())
+        form = forms.ViolationFilterForm(data, guardrails=guardrail_choices(request))
         matching = form.apply(self.get_queryset().order_by("-created_at", "-pk"))
         queue = matching.filter(state=Violation.State.OPEN)
         current = self.current(queue, request)

@@ -47,7 +47,8 @@ def counters_outside_the_process() -> list[str]:
     if settings.CACHES["default"]["BACKEND"].endswith("RedisCache"):
         import redis
 
-        return [key.decode() for key in redis.Redis.from_url(location).keys("kindgi:*")]
+        prefix = settings.CACHES["default"]["KEY_PREFIX"]
+        return [key.decode() for key in redis.Redis.from_url(location).keys(f"{prefix}:*")]
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT cache_key FROM {location}")
         return [row[0] for row in cursor.fetchall()]
