@@ -402,8 +402,8 @@ def fail_run_of_chunk(chunk_id: int, error: str) -> None:
 def run_summary(evaluation_id: int) -> dict[str, dict[str, int]]:
     """pass / fail / error / skipped per guardrail, over the traces evaluated so far.
 
-    Skipped results are not stored (the guardrail's scope did not select the trace), so
-    `skipped` is the traces done that have no result for that guardrail.
+    A run stores its skipped results; a run from before it did not, so `skipped` is also
+    at least the traces done that have no result for that guardrail.
     """
     run = Evaluation.objects.filter(pk=evaluation_id).values("done").first()
     done = run["done"] if run else 0
@@ -420,7 +420,7 @@ def run_summary(evaluation_id: int) -> dict[str, dict[str, int]]:
     for name, status, n in counts:
         summary.setdefault(name, dict.fromkeys(STATUSES, 0))[status] = n
     for row in summary.values():
-        row["skipped"] = max(0, done - row["pass"] - row["fail"] - row["error"])
+        row["skipped"] = max(row["skipped"], done - row["pass"] - row["fail"] - row["error"])
     return summary
 
 

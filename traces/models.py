@@ -153,12 +153,16 @@ class EvaluationResult(models.Model):
 
     A result of no run (the runtime verdict, ingestion) is unique per trace and revision;
     a run's result per trace, revision and run: a repeated evaluation stores nothing twice.
+    A run also stores its `skipped` results, with `skip_reason` naming the part of the
+    scope that did not select the trace (guardrails.engine.evaluate.SKIP_PARTS) and
+    `reason` the sentence; the runtime verdict stores none.
     """
 
     class Status(models.TextChoices):
         PASS = "pass"  # noqa: S105 (a result status, not a password)
         FAIL = "fail"
         ERROR = "error"
+        SKIPPED = "skipped"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="results")
@@ -170,6 +174,8 @@ class EvaluationResult(models.Model):
     mode = models.CharField(max_length=10, choices=MODES)
     status = models.CharField(max_length=10, choices=Status.choices)
     reason = models.TextField(blank=True)
+    skip_reason = models.CharField(max_length=20, blank=True, default="",
+                                   help_text="of a skipped result: the scope part that did not select")
     duration_ms = models.FloatField(default=0.0)
     details = models.JSONField(default=dict)
     created_at = models.DateTimeField(default=timezone.now)
@@ -189,7 +195,13 @@ class EvaluationResult(models.Model):
                 name="result_per_runtime_verdict",
             ),
         ]
-        indexes = [models.Index(fields=["evaluation", "status"], name="result_evaluation_status")]
+        indexes = [
+            models.Index(fields=["evaluation", "status"], name="result_evaluation_status"),
+            # A run's results page is a keyset on (status, id), filtered by guardrail or not:
+            # each of its pages reads one range of one of these two indexes.
+            models.Index(fields=["evaluation", "status", "id"], name="result_run_status_key"),
+            models.Index(fields=["evaluation", "guardrail", "status", "id"], name="result_run_guardrail_key"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.guardrail_id}@{self.revision_id} on {self.trace_id}: {self.status}"

@@ -128,7 +128,8 @@ def record_results(
     mode: Mode,
     evaluation: Evaluation | None = None,
 ) -> None:
-    """Store each result that is not `skipped`, and a violation for each `fail`.
+    """Store each result, and a violation for each `fail`; a `skipped` one only in a run
+    (with why), so that a run's results page can say why a guardrail skipped a trace.
 
     Repeating this for the same traces, revisions and run stores nothing twice.
     """
@@ -138,7 +139,7 @@ def record_results(
         _result_row(trace, result, revisions[result.guardrail], mode, evaluation, now)
         for trace, results in verdicts
         for result in results
-        if result.status != "skipped" and result.guardrail in revisions
+        if (result.status != "skipped" or evaluation is not None) and result.guardrail in revisions
     ]
     if not rows:
         return
@@ -168,8 +169,9 @@ def _result_row(
         mode=mode,
         status=result.status,
         reason=result.reason or "",
+        skip_reason=str(result.details.get("skip", "")) if result.status == "skipped" else "",
         duration_ms=result.duration_ms,
-        details=dict(result.details),
+        details={} if result.status == "skipped" else dict(result.details),
         created_at=now,
     )
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from traces import evaluation_views, upload_views, views
+from traces import evaluation_views, run_result_views, upload_views, views
 
 urlpatterns = [
     path("traces/", views.TraceListView.as_view(), name="trace-list"),
@@ -10,6 +10,8 @@ urlpatterns = [
     path("evaluations/", evaluation_views.EvaluationListView.as_view(), name="evaluation-list"),
     path("evaluations/new/", evaluation_views.EvaluationCreateView.as_view(), name="evaluation-create"),
     path("evaluations/<int:pk>/", evaluation_views.EvaluationDetailView.as_view(), name="evaluation-detail"),
+    path("evaluations/<int:pk>/results/", run_result_views.RunResultsView.as_view(), name="evaluation-results"),
+    path("evaluations/<int:pk>/compare/", run_result_views.RunCompareView.as_view(), name="evaluation-compare"),
     path("evaluations/<int:pk>/cancel/", evaluation_views.EvaluationCancelView.as_view(),
          name="evaluation-cancel"),
     path("uploads/", upload_views.UploadListView.as_view(), name="upload-list"),
