@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -40,11 +41,15 @@ STATUSES = ("pass", "fail", "error", "skipped")
 
 
 class RunRequestError(Exception):
-    """A run that cannot start as asked; each issue names the field (JSON pointer)."""
+    """A run that cannot start as asked; each issue names the field (JSON pointer).
 
-    def __init__(self, issues: Sequence[Issue]) -> None:
+    `status` is 400 for a bad request, 403 for a run only an author may start.
+    """
+
+    def __init__(self, issues: Sequence[Issue], status: int = 400) -> None:
         super().__init__(issues[0].message if issues else "invalid evaluation")
         self.issues = list(issues)
+        self.status = status
 
 
 # ---------------------------------------------------------------------------- creating a run
@@ -60,6 +65,8 @@ class RunRequest:
     mode: Mode = "ci"
     started_by: Any = None
     label: str = ""
+    #: False for a reviewer: a run whose judge estimate is over the tenant's limit is refused.
+    by_author: bool = True
 
 
 def pinned_revisions(guardrail_ids: Sequence[str]) -> list[GuardrailRevision]:
@@ -125,6 +132,8 @@ def create_run(request: RunRequest) -> Evaluation:
     if not revisions:
         raise RunRequestError([Issue("/guardrails", "no guardrail is enabled: name the ones to evaluate")])
     filters = clean_filters(request.filters, request.tenant)
+    if not request.by_author:
+        check_reviewer_limit(request.tenant, [r.document for r in revisions], filters, request.mode)
     with transaction.atomic():
         run = Evaluation.objects.create(
             tenant=request.tenant,
@@ -137,6 +146,29 @@ def create_run(request: RunRequest) -> Evaluation:
         run.revisions.set(revisions)
         transaction.on_commit(lambda: send_start(run.pk))
     return run
+
+
+def reviewer_limit_exceeded(tenant: Tenant, estimate: dict[str, Any] | None) -> str | None:
+    """Why a reviewer may not start a run of this judge estimate (None: they may)."""
+    if not estimate:
+        return None
+    cost = Decimal(str(estimate.get("costUsd") or "0"))
+    limit = tenant.reviewer_judge_limit_usd
+    if cost <= limit:
+        return None
+    return (f"its llm-judge calls are estimated at ${cost:.2f}, above this tenant's ${limit:.2f} "
+            "for a reviewer's run: an author of the tenant starts it")
+
+
+def check_reviewer_limit(tenant: Tenant, documents: Sequence[Any], filters: dict[str, Any], mode: Mode) -> None:
+    """Raise RunRequestError (403) when the judge estimate is over the tenant's reviewer limit."""
+    from guardrails.judge import estimate_run
+
+    guardrails = [EngineGuardrail(document=document) for document in documents]
+    estimate = estimate_run(guardrails, selected_traces(tenant.pk, filters), tenant, mode=mode)
+    why = reviewer_limit_exceeded(tenant, estimate)
+    if why is not None:
+        raise RunRequestError([Issue("/guardrails", why)], status=403)
 
 
 def send_start(evaluation_id: int) -> None:

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from guardrails.engine.evaluate import SKIP_PARTS
 from guardrails.engine.types import Issue
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.tenancy.scoping import TenantDenied
 from traces import evaluations, run_results
 from traces.models import Evaluation, Upload
 
@@ -99,7 +100,7 @@ class EvaluationListView(ConsoleAPIView):
     """`GET evaluations` lists the caller's tenants' runs, newest first; `POST` starts one."""
 
     queryset = run_queryset()
-    scopes = {"GET": "read", "POST": "evaluate"}
+    scopes = {"GET": "read", "POST": "run"}
     filter_backends: list[Any] = []
 
     @extend_schema(operation_id="evaluations_list",
@@ -129,17 +130,28 @@ class EvaluationListView(ConsoleAPIView):
             raise ApiError([Issue("/guardrails", "guardrails is an array of guardrail ids")])
         mode = body.get("mode", "ci")
         request = evaluations.RunRequest(
-            tenant=self.caller.tenant_for_write(tenant, "evaluate"),
+            tenant=self.caller.tenant_for_write(tenant, "run"),
             guardrails=list(dict.fromkeys(guardrails)),
             filters=body.get("filters"),
             mode=mode,
             started_by=self.caller.user_or_none,
             label=self.caller.label,
+            by_author=self._is_author(tenant),
         )
         try:
             return evaluations.create_run(request)
         except evaluations.RunRequestError as error:
-            raise ApiError(error.issues) from None
+            raise ApiError(error.issues, status_code=error.status) from None
+
+    def _is_author(self, tenant: str | None) -> bool:
+        """Whether the caller authors the tenant (a key with `evaluate` counts as one)."""
+        if self.caller.key is not None:
+            return True
+        try:
+            self.caller.tenant_for_write(tenant, "author")
+        except TenantDenied:
+            return False
+        return True
 
 
 class EvaluationDetailView(ConsoleAPIView):
@@ -158,13 +170,13 @@ class EvaluationCancelView(ConsoleAPIView):
     """`POST evaluations/{id}/cancel`: chunks not yet evaluated are not; a finished run is 409."""
 
     queryset = run_queryset()
-    scopes = {"POST": "evaluate"}
+    scopes = {"POST": "run"}
     filter_backends: list[Any] = []
 
     @extend_schema(operation_id="evaluations_cancel", request=None,
                    responses={200: OpenApiResponse(RUN_SCHEMA), 404: ERRORS, 409: ERRORS})
     def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(self.get_queryset().for_caller(self.caller, "evaluate"), pk=pk)
+        run = get_object_or_404(self.get_queryset().for_caller(self.caller, "run"), pk=pk)
         if not evaluations.cancel_run(run):
             raise ApiError([Issue("/status", f"the run has already {run.status}")], status_code=409)
         return Response(run_as_dict(run))
