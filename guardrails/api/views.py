@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db.models import F
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -19,9 +20,10 @@ from rest_framework.response import Response
 from guardrails import deployment
 from guardrails.api import serializers
 from guardrails.engine.evaluate import evaluate_guardrail
+from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.sandbox.posture import sandbox_level
 from guardrails.engine.schema import GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA, validate_runtrace
-from guardrails.engine.types import Context, Issue
+from guardrails.engine.types import Context, Issue, Result
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import (
     Author,
@@ -218,7 +220,7 @@ class GuardrailTryView(ConsoleAPIView):
         body = read_json_body(request)
         if not isinstance(body, dict):
             raise ApiError([Issue("", "the body is an object: {guardrail, trace or traceId, mode}")])
-        mode = body.get("mode", "ci")
+        mode = body.get("mode") or default_try_mode(body.get("guardrail"))
         issues = [] if mode in ("runtime", "ci") else [Issue("/mode", "mode is 'runtime' or 'ci'")]
         registration = register_document(body.get("guardrail"))
         issues += prefixed(registration.errors, "/guardrail")
@@ -226,10 +228,17 @@ class GuardrailTryView(ConsoleAPIView):
         issues += trace_issues
         if issues or registration.guardrail is None:
             raise ApiError(issues)
-        result = evaluate_guardrail(registration.guardrail, trace,
-                                    self.context(trace, mode, registration.guardrail.document),
-                                    engine=deployment.engine())
-        return Response({"result": result.as_dict(),
+        guardrail = registration.guardrail
+        services = self.services(trace, guardrail.document)
+        try:
+            if guardrail.kind == JUDGE_KIND and "judge" not in services:
+                result = no_judge_result(guardrail)
+            else:
+                result = evaluate_guardrail(guardrail, trace, self.context(trace, mode, services),
+                                            engine=deployment.engine())
+        finally:
+            deployment.close_services(services)
+        return Response({"result": result.as_dict(), "mode": mode,
                          "warnings": [w.as_dict() for w in registration.warnings]})
 
     def trace_of(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[Issue]]:
@@ -244,18 +253,57 @@ class GuardrailTryView(ConsoleAPIView):
         from traces.models import RunTrace
 
         stored = (RunTrace.objects.for_caller(self.caller).filter(trace_id=trace_id)
-                  .order_by("-received_at").first())
+                  .select_related("tenant").order_by("-received_at").first())
         if stored is None:
             return {}, [Issue("/traceId", f"no trace {trace_id!r} of yours is stored")]
-        return dict(stored.document), []
+        return {"tenant": stored.tenant.slug, **stored.document}, []
 
-    @staticmethod
-    def context(trace: dict[str, Any], mode: str, document: Any) -> Context:
-        """The trace's context; a sandboxed pack check gets the deployment's sandbox pool."""
+    def services(self, trace: dict[str, Any], document: Any) -> dict[str, Any]:
+        """A sandboxed pack check gets the deployment's sandbox pool; an llm-judge draft the
+        judge its tenant's policy routes to (the trace's tenant when the caller reads it, else
+        the caller's one tenant), charged to the ledger like any judgement of that tenant."""
         services: dict[str, Any] = {}
         if sandbox_level(document) != "none":
             services["sandbox"] = deployment.sandbox_pool()
+        if document.get("kind") == JUDGE_KIND:
+            tenant = self.judge_tenant(trace)
+            if tenant is not None:
+                services["judge"] = deployment.evaluation_services(tenant)["judge"]
+        return services
+
+    def judge_tenant(self, trace: dict[str, Any]) -> Any:
+        from kindgi_console.tenancy.models import Tenant
+
+        readable = Tenant.objects.annotate(tenant_id=F("pk"))
+        condition = self.caller.tenant_filter("read")
+        if condition is not None:
+            readable = readable.filter(condition)
+        named = trace.get("tenant")
+        if isinstance(named, str) and named:
+            return readable.filter(slug=named).first()
+        found = list(readable[:2])
+        return found[0] if len(found) == 1 else None
+
+    @staticmethod
+    def context(trace: dict[str, Any], mode: str, services: dict[str, Any]) -> Context:
         return Context.for_trace(trace, mode, **services)  # type: ignore[arg-type]
+
+
+def default_try_mode(document: object) -> str:
+    """The mode a draft is tried in when none is asked: runtime for a runtime-only scope."""
+    scope = document.get("scope") if isinstance(document, dict) else None
+    when = scope.get("when") if isinstance(scope, dict) else None
+    return "runtime" if when == "runtime-only" else "ci"
+
+
+def no_judge_result(guardrail: Any) -> Result:
+    """Why an llm-judge draft cannot be tried here, as a result that says it plainly."""
+    return Result(
+        guardrail=guardrail.id, revision=None, status="error", action=guardrail.on_violation,
+        severity=guardrail.severity,
+        reason="An llm-judge guardrail is tried with the judge its tenant's policy chooses: pick a "
+               "stored trace of your tenant, or give the pasted trace the tenant it belongs to.",
+    )
 
 
 class GuardrailExportView(ConsoleAPIView):
