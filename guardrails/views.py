@@ -8,21 +8,23 @@ tenant's only, through `TenantScopedMixin`'s scoping.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Case, Count, F, FloatField, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Cast, Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 from django.views import View
 from django.views.generic import TemplateView
 
-from guardrails import deployment
+from guardrails import deployment, quality
 from guardrails.engine.schema import GUARDRAIL_SCHEMA
 from guardrails.models import Guardrail
 from guardrails.pages import document_diff, import_files, pass_rate_chart, pretty_json
@@ -78,15 +80,25 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         params = {name: self.request.GET.get(name, "").strip() for name in self.filters}
         after = self.request.GET.get("after", "")
+        if self.request.GET.get("sort") == "precision":
+            # A short list (guardrails, not traces): the first page by precision, without keyset.
+            ranked = list(self.by_precision(self.filtered(params))[:PAGE_SIZE])
+            return {**super().get_context_data(**kwargs), **self.page_context(params, ranked, "", ""),
+                    "sort": "precision"}
         rows = list(self.filtered(params).filter(guardrail_id__gt=after)[: PAGE_SIZE + 1])
         page = rows[:PAGE_SIZE]
+        next_url = self.page_url(params, page[-1].guardrail_id) if len(rows) > PAGE_SIZE else ""
+        previous_url = self.page_url(params, "") if after else ""
+        return {**super().get_context_data(**kwargs), **self.page_context(params, page, next_url, previous_url),
+                "sort": "id"}
+
+    def page_context(self, params: dict[str, str], page: list[Any], next_url: str, previous_url: str) -> dict[str, Any]:
         return {
-            **super().get_context_data(**kwargs),
             "guardrails": page,
             "params": params,
             "filtered": any(params.values()),
-            "next_url": self.page_url(params, page[-1].guardrail_id) if len(rows) > PAGE_SIZE else "",
-            "previous_url": self.page_url(params, "") if after else "",
+            "next_url": next_url,
+            "previous_url": previous_url,
             "kinds": sorted(set(KINDS) | {check.kind for check in deployment.check_registry()}),
             "checks": sorted(check.id for check in deployment.check_registry()),
             "severities": SEVERITIES,
@@ -105,6 +117,21 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
             rows = rows.filter(Q(guardrail_id__icontains=q) | Q(name__icontains=q)
                                | Q(document__icontains=q))
         return rows.annotate(open_violations=self.open_violations()).order_by("guardrail_id")
+
+    def by_precision(self, rows: Any) -> Any:
+        """Worst precision first (guardrails without a review last), from the current
+        tenant's violations: the guardrails whose verdicts reviewers overturn the most."""
+        scoped = tenant_rows(self.request, Violation).filter(guardrail=OuterRef("pk")).order_by().values("guardrail")
+        reviewed = scoped.filter(quality.REVIEWED).annotate(n=Count("pk")).values("n")
+        wrong = scoped.filter(quality.FALSE_POSITIVE).annotate(n=Count("pk")).values("n")
+        reviewed_n = Coalesce(Subquery(reviewed, output_field=IntegerField()), Value(0))
+        wrong_n = Coalesce(Subquery(wrong, output_field=IntegerField()), Value(0))
+        precision = Case(When(reviewed_count=0, then=Value(None)),
+                         default=Value(1.0) - Cast(F("false_positive_count"), FloatField()) / F("reviewed_count"),
+                         output_field=FloatField())
+        return (rows.annotate(reviewed_count=reviewed_n, false_positive_count=wrong_n)
+                .annotate(precision=precision)
+                .order_by(F("precision").asc(nulls_last=True), "guardrail_id"))
 
     def open_violations(self) -> Any:
         """The current tenant's open violations of each guardrail, as one subquery."""
@@ -144,8 +171,14 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             .order_by("-created_at", "-pk")[:10]
         )
         chart = pass_rate_chart(tenant_rows(self.request, EvaluationResult).filter(guardrail=guardrail))
+        period = quality_period(self.request)
+        since = timezone.now() - timedelta(days=period) if period else None
+        overall, per_revision = quality.quality_of(quality.period_violations(
+            tenant_rows(self.request, Violation).filter(guardrail=guardrail), since))
         return {
             **super().get_context_data(**kwargs),
+            "quality": overall, "quality_revisions": per_revision, "quality_period": period,
+            "quality_periods": QUALITY_PERIODS,
             "guardrail": guardrail,
             "doc": guardrail.document,
             "document_json": pretty_json(guardrail.document),
@@ -156,6 +189,15 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             "can_author": self.can_author,
             "tenant": current_tenant(self.request),
         }
+
+
+#: The periods the quality section offers, in days (0: every violation).
+QUALITY_PERIODS = (7, 30, 90, 0)
+
+
+def quality_period(request: HttpRequest) -> int:
+    raw = request.GET.get("period", "")
+    return int(raw) if raw.isdigit() and int(raw) in QUALITY_PERIODS else 30
 
 
 class GuardrailDiffView(GuardrailPageMixin, TemplateView):

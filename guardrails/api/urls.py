@@ -10,6 +10,8 @@ urlpatterns = [
     path("guardrails/export", views.GuardrailExportView.as_view(), name="api-guardrail-export"),
     path("guardrails/<str:guardrail_id>", views.GuardrailDetailView.as_view(),
          name="api-guardrail"),
+    path("guardrails/<str:guardrail_id>/quality", views.GuardrailQualityView.as_view(),
+         name="api-guardrail-quality"),
     path("guardrails/<str:guardrail_id>/revisions", views.GuardrailRevisionListView.as_view(),
          name="api-guardrail-revisions"),
     path("checks", views.CheckListView.as_view(), name="api-checks"),

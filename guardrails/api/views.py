@@ -17,7 +17,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from guardrails import deployment
+from guardrails import deployment, quality
 from guardrails.api import serializers
 from guardrails.engine.evaluate import evaluate_guardrail
 from guardrails.engine.judge import KIND as JUDGE_KIND
@@ -348,3 +348,65 @@ class SchemaView(ConsoleAPIView):
         if name not in self.schemas:
             raise Http404
         return Response(self.schemas[name])
+
+
+QUALITY_FIGURES = {
+    "violations": {"type": "integer"}, "reviewed": {"type": "integer"}, "falsePositives": {"type": "integer"},
+    "precision": {"type": "number", "nullable": True,
+                  "description": "1 - false positives / reviewed; null before any review."},
+    "precisionInterval": {"type": "array", "items": {"type": "number"}, "nullable": True,
+                          "description": "The 95% Wilson interval of the precision."},
+    "coverage": {"type": "number", "nullable": True, "description": "reviewed / violations"},
+}
+QUALITY_RESPONSE = OpenApiResponse({"type": "object", "properties": {
+    "guardrail": {"type": "string"}, "since": {"type": "string", "nullable": True},
+    "until": {"type": "string", "nullable": True}, **QUALITY_FIGURES,
+    "revisions": {"type": "array", "items": {"type": "object", "properties": {
+        "revision": {"type": "integer"}, **QUALITY_FIGURES}}},
+}})
+
+
+class GuardrailQualityView(GuardrailBaseView):
+    """`GET guardrails/{id}/quality`: what reviewers said of its violations, per revision.
+
+    Of the violations of the caller's tenants (`tenant` narrows to one), created in
+    [`since`, `until`) when given (RFC 3339 date-times).
+    """
+
+    scopes = {"GET": "read"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="guardrails_quality", parameters=[
+        OpenApiParameter("since", OpenApiTypes.DATETIME), OpenApiParameter("until", OpenApiTypes.DATETIME),
+        OpenApiParameter("tenant", str)],
+        responses={200: QUALITY_RESPONSE, **error_responses(400, 401, 403, 404)})
+    def get(self, request: Request, guardrail_id: str) -> Response:
+        from traces.models import Violation
+
+        guardrail = self.get_queryset().filter(guardrail_id=guardrail_id).first()
+        if guardrail is None:
+            raise Http404
+        since, until = self.moment("since"), self.moment("until")
+        violations = Violation.objects.for_caller(self.caller).filter(guardrail=guardrail)
+        if request.query_params.get("tenant"):
+            violations = violations.filter(tenant__slug=request.query_params["tenant"])
+        overall, revisions = quality.quality_of(quality.period_violations(violations, since, until))
+        return Response({
+            "guardrail": guardrail.guardrail_id,
+            "since": since.isoformat() if since else None, "until": until.isoformat() if until else None,
+            **overall.as_dict(), "revisions": [item.as_dict() for item in revisions],
+        })
+
+    def moment(self, name: str) -> Any:
+        from django.utils.dateparse import parse_datetime
+
+        raw = self.request.query_params.get(name)
+        if not raw:
+            return None
+        try:
+            moment = parse_datetime(raw)
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise ApiError([Issue(f"/{name}", f"{name} is an RFC 3339 date-time with a time zone")])
+        return moment
