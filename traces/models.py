@@ -314,6 +314,10 @@ class JudgeLedgerEntry(models.Model):
     evaluation = models.ForeignKey(
         Evaluation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    preview = models.ForeignKey(
+        "GuardrailPreview", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="a preview's spend: a draft judged before it was saved",
+    )
     model_id = models.CharField(max_length=200)
     provider = models.CharField(max_length=20, blank=True)
     model_name = models.CharField(max_length=200, blank=True)
@@ -527,3 +531,62 @@ class PendingSpan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}/{self.otel_trace_id}/{self.span_id}"
+
+
+class GuardrailPreview(models.Model):
+    """An unsaved draft of a guardrail evaluated beside its current revision over stored traces.
+
+    What an author learns before saving: which traces the draft newly fails, which it no
+    longer fails, how many are unchanged. Read like a run (status, done / total) while a
+    worker evaluates it; nothing is stored as a result or a violation. `changes` keeps the
+    first PREVIEW_LISTED traces of each kind; judge calls are in the ledger under this
+    preview (`JudgeLedgerEntry.preview`), and `judge_cost_usd` sums what they cost.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    draft = models.JSONField(help_text="the guardrail document as edited, unsaved")
+    current = models.ForeignKey(
+        GuardrailRevision, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="the revision the draft is compared with (none: a new guardrail)",
+    )
+    trace_filters = models.JSONField(default=dict)
+    mode = models.CharField(max_length=10, choices=MODES, default="ci")
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    started_by_label = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict)
+    changes = models.JSONField(default=dict)
+    judge_estimate_usd = models.DecimalField(max_digits=24, decimal_places=12, null=True, blank=True)
+    judge_cost_usd = models.DecimalField(max_digits=24, decimal_places=12, default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    FINAL = (Status.SUCCEEDED, Status.FAILED)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="preview_tenant_time")]
+
+    def __str__(self) -> str:
+        return f"preview {self.pk} of {self.draft.get('id')} ({self.status})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL
+
+    @property
+    def percent(self) -> int:
+        if self.total == 0:
+            return 100 if self.is_final else 0
+        return min(100, self.done * 100 // self.total)
