@@ -20,6 +20,8 @@ urlpatterns = [
          name="guardrail-diff"),
     path("guardrails/<str:guardrail_id>/toggle/", views.GuardrailToggleView.as_view(),
          name="guardrail-toggle"),
+    path("guardrails/<str:guardrail_id>/shadow/", views.GuardrailShadowView.as_view(),
+         name="guardrail-shadow"),
     path("guardrails/<str:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(),
          name="guardrail-delete"),
 ]

@@ -175,8 +175,12 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
         since = timezone.now() - timedelta(days=period) if period else None
         overall, per_revision = quality.quality_of(quality.period_violations(
             tenant_rows(self.request, Violation).filter(guardrail=guardrail), since))
+        shadow_stats = tenant_rows(self.request, EvaluationResult).filter(
+            guardrail=guardrail, shadow=True, created_at__gte=timezone.now() - timedelta(days=30),
+        ).aggregate(judged=Count("pk"), failing=Count("pk", filter=Q(status="fail")))
         return {
             **super().get_context_data(**kwargs),
+            "shadow_stats": shadow_stats,
             "quality": overall, "quality_revisions": per_revision, "quality_period": period,
             "quality_periods": QUALITY_PERIODS,
             "guardrail": guardrail,
@@ -242,6 +246,29 @@ class GuardrailToggleView(GuardrailPageMixin, View):
         guardrail.save(update_fields=["enabled"])
         state = "enabled" if guardrail.enabled else "disabled"
         messages.success(request, f"{guardrail.guardrail_id} is {state}.")
+        return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
+
+
+class GuardrailShadowView(GuardrailPageMixin, View):
+    """Put an llm-judge guardrail in shadow (with a sampling rate), or promote it to enforced."""
+
+    needs_author = True
+
+    def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
+        from guardrails.api.views import set_shadow, shadow_request
+        from kindgi_console.api import ApiError
+
+        guardrail = live_guardrail(guardrail_id)
+        shadow = request.POST.get("shadow") == "true"
+        raw = request.POST.get("sample_percent", "").strip()
+        try:
+            rate = float(raw) / 100 if raw else None
+            set_shadow(guardrail, *shadow_request({"shadow": shadow, "sampleRate": rate}, guardrail.kind))
+        except (ValueError, ApiError) as error:
+            messages.error(request, f"Not changed: {getattr(error, 'detail', error)}")
+            return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
+        messages.success(request, f"{guardrail.guardrail_id} is in shadow: judged and recorded, never halting, "
+                                  "never a violation." if shadow else f"{guardrail.guardrail_id} is enforced.")
         return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
 
 

@@ -176,6 +176,7 @@ class EvaluationResult(models.Model):
     reason = models.TextField(blank=True)
     skip_reason = models.CharField(max_length=20, blank=True, default="",
                                    help_text="of a skipped result: the scope part that did not select")
+    shadow = models.BooleanField(default=False, help_text="of a guardrail in shadow: never a violation")
     duration_ms = models.FloatField(default=0.0)
     details = models.JSONField(default=dict)
     created_at = models.DateTimeField(default=timezone.now)

@@ -10,6 +10,7 @@ ingestion and evaluation runs share `record_results`; ingestion queues its trace
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.db import transaction
@@ -18,7 +19,7 @@ from django.utils import timezone
 
 from guardrails import deployment
 from guardrails.deployment import close_services, evaluation_services
-from guardrails.engine.evaluate import evaluate_all
+from guardrails.engine.evaluate import evaluate_all, evaluate_guardrail
 from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
 from guardrails.services import Enforced, enforced_guardrails
 from traces import violation_days
@@ -54,11 +55,23 @@ def verdict_of(
     bound = evaluation_services(document.get("tenant")) if services is None else services
     try:
         context = Context.for_trace(document, mode, **bound)
-        guardrails = [item.guardrail for item in enforced]
-        return evaluate_all(guardrails, document, context, engine=deployment.engine(), deadline=deadline)
+        guardrails = [item.guardrail for item in enforced if not item.shadow]
+        verdict = evaluate_all(guardrails, document, context, engine=deployment.engine(), deadline=deadline)
+        return with_shadow(verdict, document, enforced, context)
     finally:
         if own:
             close_services(dict(bound))
+
+
+def with_shadow(verdict: TurnVerdict, document: Trace, enforced: Sequence[Enforced], context: Context) -> TurnVerdict:
+    """The verdict with the results of the shadow guardrails that sample this trace added
+    (marked `details.shadow`): they are recorded and shown, and never decide the turn."""
+    shadows = [item.guardrail for item in enforced if item.shadow and item.sampled(document.get("id"))]
+    if not shadows:
+        return verdict
+    extra = [evaluate_guardrail(g, document, context, engine=deployment.engine()) for g in shadows]
+    marked = [replace(result, details={**result.details, "shadow": True}) for result in extra]
+    return replace(verdict, results=[*verdict.results, *marked])
 
 
 def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:
@@ -134,9 +147,10 @@ def record_results(
     Repeating this for the same traces, revisions and run stores nothing twice.
     """
     revisions = {item.guardrail.id: item.revision for item in enforced}
+    shadows = {item.guardrail.id for item in enforced if item.shadow}
     now = timezone.now()
     rows = [
-        _result_row(trace, result, revisions[result.guardrail], mode, evaluation, now)
+        _result_row(trace, result, revisions[result.guardrail], mode, evaluation, now, result.guardrail in shadows)
         for trace, results in verdicts
         for result in results
         if (result.status != "skipped" or evaluation is not None) and result.guardrail in revisions
@@ -159,8 +173,10 @@ def _result_row(
     mode: Mode,
     evaluation: Evaluation | None,
     now: Any,
+    shadow: bool = False,
 ) -> EvaluationResult:
     return EvaluationResult(
+        shadow=shadow,
         tenant_id=trace.tenant_id,
         trace=trace,
         guardrail_id=revision.guardrail_id,
@@ -180,7 +196,7 @@ def _record_violations(trace_ids: list[int], evaluation: Evaluation | None, now:
     failures = (
         EvaluationResult.objects.filter(
             pk__gt=floor, trace_id__in=set(trace_ids), evaluation=evaluation, status="fail",
-            violation__isnull=True,
+            violation__isnull=True, shadow=False,
         )
         .select_related("trace", "revision")
         .only("pk", "tenant_id", "trace_id", "guardrail_id", "revision_id", "evaluation_id", "mode",

@@ -13,6 +13,8 @@ urlpatterns = [
     path("guardrails/previews/<int:pk>", previews.PreviewDetailView.as_view(), name="api-guardrail-preview-read"),
     path("guardrails/<str:guardrail_id>", views.GuardrailDetailView.as_view(),
          name="api-guardrail"),
+    path("guardrails/<str:guardrail_id>/shadow", views.GuardrailShadowView.as_view(),
+         name="api-guardrail-shadow"),
     path("guardrails/<str:guardrail_id>/quality", views.GuardrailQualityView.as_view(),
          name="api-guardrail-quality"),
     path("guardrails/<str:guardrail_id>/revisions", views.GuardrailRevisionListView.as_view(),

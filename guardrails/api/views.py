@@ -410,3 +410,59 @@ class GuardrailQualityView(GuardrailBaseView):
         if moment is None or moment.tzinfo is None:
             raise ApiError([Issue(f"/{name}", f"{name} is an RFC 3339 date-time with a time zone")])
         return moment
+
+
+SHADOW_BODY = {"application/json": {"type": "object", "required": ["shadow"], "additionalProperties": False,
+                                    "properties": {
+    "shadow": {"type": "boolean", "description": "true: in shadow; false: promoted to enforced."},
+    "sampleRate": {"type": "number", "nullable": True, "exclusiveMinimum": 0, "maximum": 1,
+                   "description": "In shadow, the share of matching traces judged; null: every one."},
+}}}
+SHADOW_RESPONSE = OpenApiResponse({"type": "object", "properties": {
+    "guardrail": {"type": "string"}, "shadow": {"type": "boolean"},
+    "sampleRate": {"type": "number", "nullable": True}}})
+
+
+class GuardrailShadowView(GuardrailBaseView):
+    """`POST guardrails/{id}/shadow`: put an llm-judge guardrail in shadow, or promote it.
+
+    The console's state beside the document, like `enabled`: no revision, and the export
+    still emits the 1.1.0 document unchanged.
+    """
+
+    scopes = {"POST": "author"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="guardrails_shadow", request=SHADOW_BODY,
+                   responses={200: SHADOW_RESPONSE, **error_responses(400, 401, 403, 404)})
+    def post(self, request: Request, guardrail_id: str) -> Response:
+        guardrail = self.get_queryset().filter(guardrail_id=guardrail_id).first()
+        if guardrail is None:
+            raise Http404
+        shadow, rate = shadow_request(read_json_body(request), guardrail.kind)
+        set_shadow(guardrail, shadow, rate)
+        return Response({"guardrail": guardrail.guardrail_id, "shadow": guardrail.shadow,
+                         "sampleRate": guardrail.shadow_sample_rate})
+
+
+def shadow_request(body: object, kind: str) -> tuple[bool, float | None]:
+    """(shadow, sample rate) from a request body; ApiError naming the field otherwise."""
+    if not isinstance(body, dict):
+        raise ApiError([Issue("", "the body is an object: {shadow, sampleRate}")])
+    unknown = sorted(set(body) - {"shadow", "sampleRate"})
+    if unknown:
+        raise ApiError([Issue(f"/{unknown[0]}", "unknown field; use shadow, sampleRate")])
+    shadow = body.get("shadow")
+    if not isinstance(shadow, bool):
+        raise ApiError([Issue("/shadow", "shadow is true or false")])
+    if shadow and kind != JUDGE_KIND:
+        raise ApiError([Issue("/shadow", "only an llm-judge guardrail is put in shadow")])
+    rate = body.get("sampleRate")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= 1):
+        raise ApiError([Issue("/sampleRate", "sampleRate is a number above 0 and at most 1, or null")])
+    return shadow, (float(rate) if rate is not None and shadow else None)
+
+
+def set_shadow(guardrail: Guardrail, shadow: bool, rate: float | None) -> None:
+    guardrail.shadow, guardrail.shadow_sample_rate = shadow, rate
+    guardrail.save(update_fields=["shadow", "shadow_sample_rate"])
