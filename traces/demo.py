@@ -204,6 +204,10 @@ def ensure_guardrails(author: User) -> int:
             raise ValueError(f"demo guardrail {document['id']} does not register: {problems}")
         save_guardrail(document, Author(user=author, label=author.username))
         saved += 1
+    # A judge in shadow, so that its page shows what shadow is: judged and recorded, never a
+    # violation, until an author promotes it.
+    if "research-grounded-judge" not in existing:
+        Guardrail.objects.filter(guardrail_id="research-grounded-judge").update(shadow=True)
     return saved
 
 
