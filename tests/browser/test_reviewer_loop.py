@@ -54,3 +54,52 @@ def test_a_reviewer_walks_from_a_run_to_a_guardrails_precision(
     page.goto("/guardrails/?sort=precision")
     assert page.get_by_role("columnheader", name="Precision").is_visible()
     assert page.script_errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_author_previews_an_edit_then_shadows_and_promotes_a_judge(
+    page: Any, sign_in: Any, alice: Any, acme: Any, halt_guardrail: Any
+) -> None:
+    from guardrails.models import Guardrail
+    from guardrails.services import Author, save_guardrail
+    from tests.traces.test_judge_ledger import judge_document
+
+    store_traces(acme, 12)
+    save_guardrail(judge_document(), Author(user=None, label="t"))
+    sign_in("alice", PASSWORD)
+    page.goto("/guardrails/no-refunds/")
+    page.get_by_role("link", name="Preview an edit").click()
+    draft = page.get_by_label("Draft (guardrail JSON)")
+    draft.fill(draft.input_value().replace('"issue_refund"', '"issue_refund", "lookup_order"'))
+    page.get_by_role("button", name="Preview impact").click()
+    page.wait_for_url("**/guardrails/previews/*/")
+    page.locator("[data-progress-status]", has_text="succeeded").wait_for()
+    page.reload()
+    assert page.locator("[data-newly-failing]").inner_text() == "8"
+    screenshot(page, "preview-impact")
+    page.goto("/guardrails/no-refund-promises/")
+    page.get_by_label("Sample, % of matching traces (empty: all)").fill("25")
+    page.get_by_role("button", name="Put in shadow").click()
+    page.get_by_role("heading", name="In shadow").wait_for()
+    assert Guardrail.objects.get(guardrail_id="no-refund-promises").shadow_sample_rate == 0.25
+    screenshot(page, "judge-in-shadow")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Promote to enforced").click()
+    page.get_by_role("heading", name="Enforced", exact=True).wait_for()
+    assert not Guardrail.objects.get(guardrail_id="no-refund-promises").shadow
+    assert page.script_errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_editors_preview_button_posts_the_unsaved_draft(
+    page: Any, sign_in: Any, alice: Any, acme: Any, halt_guardrail: Any
+) -> None:
+    sign_in("alice", PASSWORD)
+    page.goto("/guardrails/no-refunds/edit/")
+    page.get_by_role("button", name="Preview impact").wait_for()
+    with page.expect_popup() as opened:
+        page.get_by_role("button", name="Preview impact").click()
+    preview = opened.value
+    preview.wait_for_load_state()
+    assert '"no-refunds"' in preview.get_by_label("Draft (guardrail JSON)").input_value()
+    assert page.script_errors == []
