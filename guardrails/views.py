@@ -178,8 +178,12 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
         shadow_stats = tenant_rows(self.request, EvaluationResult).filter(
             guardrail=guardrail, shadow=True, created_at__gte=timezone.now() - timedelta(days=30),
         ).aggregate(judged=Count("pk"), failing=Count("pk", filter=Q(status="fail")))
+        from traces.calibration_views import can_label, latest_calibration
+
         return {
             **super().get_context_data(**kwargs),
+            "calibration": latest_calibration(self.request, guardrail) if guardrail.kind == "llm-judge" else None,
+            "can_label": can_label(self.request),
             "shadow_stats": shadow_stats,
             "quality": overall, "quality_revisions": per_revision, "quality_period": period,
             "quality_periods": QUALITY_PERIODS,

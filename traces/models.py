@@ -591,3 +591,53 @@ class GuardrailPreview(models.Model):
         if self.total == 0:
             return 100 if self.is_final else 0
         return min(100, self.done * 100 // self.total)
+
+
+class CalibrationSample(models.Model):
+    """Traces drawn from an llm-judge guardrail's recent verdicts for people to label.
+
+    Stratified: about half from its `fail` results and half from its `pass` results of
+    `revision` (the judge being calibrated); `judge_model` names the model that judged them
+    (the most common one), so that figures are known to be of that judge only.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
+    judge_model = models.CharField(max_length=200, blank=True)
+    size = models.PositiveIntegerField()
+    created_by_label = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["guardrail", "-created_at"], name="calibration_guardrail")]
+
+    def __str__(self) -> str:
+        return f"calibration {self.pk} of {self.guardrail_id}@{self.revision_id}"
+
+
+class CalibrationItem(models.Model):
+    """One trace of a calibration sample: the judge's verdict and, once labelled, a person's."""
+
+    class Label(models.TextChoices):
+        PASS = "pass"  # noqa: S105 (a label, not a password)
+        FAIL = "fail"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    sample = models.ForeignKey(CalibrationSample, on_delete=models.CASCADE, related_name="items")
+    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="+")
+    judge_status = models.CharField(max_length=10, choices=Label.choices)
+    judge_reason = models.TextField(blank=True)
+    label = models.CharField(max_length=10, choices=Label.choices, blank=True)
+    labelled_by_label = models.CharField(max_length=200, blank=True)
+    labelled_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["sample", "trace"], name="calibration_trace_once")]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}: judge {self.judge_status}, people {self.label or '-'}"

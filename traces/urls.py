@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from traces import evaluation_views, run_result_views, upload_views, views
+from traces import calibration_views, evaluation_views, run_result_views, upload_views, views
 
 urlpatterns = [
     path("traces/", views.TraceListView.as_view(), name="trace-list"),
@@ -22,6 +22,8 @@ urlpatterns = [
     path("violations/review/", views.ViolationBulkReviewView.as_view(), name="violation-review-bulk"),
     path("violations/<int:pk>/", views.ViolationDetailView.as_view(), name="violation-detail"),
     path("violations/<int:pk>/review/", views.ViolationReviewView.as_view(), name="violation-review"),
+    path("guardrails/<str:guardrail_id>/calibrate/", calibration_views.CalibrateView.as_view(), name="calibrate"),
+    path("calibrations/<int:pk>/", calibration_views.LabelView.as_view(), name="calibration-label"),
     path("ledger/", views.LedgerView.as_view(), name="ledger"),
     path("ledger/export.csv", views.LedgerExportView.as_view(), name="ledger-export"),
 ]

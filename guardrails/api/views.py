@@ -363,6 +363,10 @@ QUALITY_RESPONSE = OpenApiResponse({"type": "object", "properties": {
     "until": {"type": "string", "nullable": True}, **QUALITY_FIGURES,
     "revisions": {"type": "array", "items": {"type": "object", "properties": {
         "revision": {"type": "integer"}, **QUALITY_FIGURES}}},
+    "calibration": {"type": "object", "nullable": True, "description": "The newest calibration sample (an "
+                    "llm-judge against people's labels): accuracy, Cohen's kappa, false-positive and "
+                    "false-negative rates with 95% intervals, the disagreeing traces; `stale` when the "
+                    "guardrail has a newer revision."},
 }})
 
 
@@ -395,7 +399,19 @@ class GuardrailQualityView(GuardrailBaseView):
             "guardrail": guardrail.guardrail_id,
             "since": since.isoformat() if since else None, "until": until.isoformat() if until else None,
             **overall.as_dict(), "revisions": [item.as_dict() for item in revisions],
+            "calibration": self.calibration(guardrail),
         })
+
+    def calibration(self, guardrail: Guardrail) -> dict[str, Any] | None:
+        """The newest calibration sample of the guardrail the caller reads, with its agreement."""
+        from traces.calibration import sample_as_dict
+        from traces.models import CalibrationSample
+
+        samples = CalibrationSample.objects.for_caller(self.caller).filter(guardrail=guardrail)
+        if self.request.query_params.get("tenant"):
+            samples = samples.filter(tenant__slug=self.request.query_params["tenant"])
+        sample = samples.select_related("guardrail", "revision").order_by("-pk").first()
+        return None if sample is None else sample_as_dict(sample)
 
     def moment(self, name: str) -> Any:
         from django.utils.dateparse import parse_datetime
