@@ -103,3 +103,26 @@ def test_the_editors_preview_button_posts_the_unsaved_draft(
     preview.wait_for_load_state()
     assert '"no-refunds"' in preview.get_by_label("Draft (guardrail JSON)").input_value()
     assert page.script_errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reviewer_calibrates_a_judge_with_the_keyboard(page: Any, sign_in: Any, bob: Any, acme: Any) -> None:
+    from tests.traces.test_calibration import judge_with_verdicts
+
+    judge_with_verdicts(acme)
+    sign_in("bob", PASSWORD)
+    page.goto("/guardrails/no-refund-promises/#calibration")
+    page.get_by_label("Traces to label").fill("10")
+    page.get_by_role("button", name="Draw a calibration sample").click()
+    page.wait_for_url("**/calibrations/*/")
+    for n in range(10):
+        page.get_by_text(f"trace {n + 1} of 10").wait_for()
+        assert "judge says" not in page.content()  # the judge's verdict stays hidden
+        if n % 4 == 3:
+            page.keyboard.press("Tab")  # from Pass (focused) to Fail
+        page.keyboard.press("Enter")
+    page.wait_for_url("**/guardrails/no-refund-promises/**")
+    page.locator("[data-agreement]").wait_for()
+    assert page.locator("[data-accuracy]").inner_text().endswith("%")
+    screenshot(page, "judge-agreement")
+    assert page.script_errors == []

@@ -24,6 +24,10 @@ def signed_in(user: Any) -> Client:
 
 @pytest.fixture
 def judged(acme: Any) -> Guardrail:
+    return judge_with_verdicts(acme)
+
+
+def judge_with_verdicts(acme: Any) -> Guardrail:
     """A judge guardrail whose current revision passed 10 traces and failed 10 (stored results)."""
     guardrail = save_guardrail(judge_document(), Author(user=None, label="t"))
     revision = guardrail.revisions.get()

@@ -89,3 +89,5 @@ def test_the_demo_has_a_shadow_judge_skip_reasons_and_reviewed_precision(db: Any
     html = reviewer.get(f"/guardrails/{reviewed}/").content.decode()
     assert "no review yet" not in html.split('data-quality-overall')[1].split("</tr>")[0]
     assert "In shadow" in reviewer.get(f"/guardrails/{shadow.guardrail_id}/").content.decode()
+    calibrated = reviewer.get("/guardrails/support-tone-judge/").content.decode()
+    assert "data-kappa" in calibrated and "20 of 20 traces labelled" in calibrated
