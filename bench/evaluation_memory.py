@@ -23,16 +23,18 @@ sys.path.insert(0, str(ROOT))
 
 
 def setup_django(work: Path) -> None:
-    os.environ.update({
-        "KINDGI_VAR_DIR": str(work / "var"),
-        "DATABASE_URL": f"sqlite:///{work / 'db.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "kindgi_console.settings",
-        "KINDGI_LOG_LEVEL": "WARNING",
-        # As a deployed worker runs: with DEBUG on, Django keeps the last 9,000 queries'
-        # SQL (bulk inserts included), which would be measured instead of the run.
-        "DJANGO_DEBUG": "false",
-        "DJANGO_SECRET_KEY": "bench-only-not-secret",
-    })
+    os.environ.update(
+        {
+            "KINDGI_VAR_DIR": str(work / "var"),
+            "DATABASE_URL": f"sqlite:///{work / 'db.sqlite3'}",
+            "DJANGO_SETTINGS_MODULE": "kindgi_console.settings",
+            "KINDGI_LOG_LEVEL": "WARNING",
+            # As a deployed worker runs: with DEBUG on, Django keeps the last 9,000 queries'
+            # SQL (bulk inserts included), which would be measured instead of the run.
+            "DJANGO_DEBUG": "false",
+            "DJANGO_SECRET_KEY": "bench-only-not-secret",
+        }
+    )
     import django
 
     django.setup()
@@ -46,7 +48,10 @@ def trace(n: int, tenant: str) -> dict[str, object]:
     if n % 4 == 0:
         calls.append({"id": "c2", "name": "issue_refund", "arguments": {"order": str(n)}, "result": "ok"})
     return {
-        "id": f"run-{n:07d}", "tenant": tenant, "agent": "support-bot", "flow": "refund",
+        "id": f"run-{n:07d}",
+        "tenant": tenant,
+        "agent": "support-bot",
+        "flow": "refund",
         "input": f"Can I get a refund for order {n}?",
         "output": f"Orders can be refunded within 30 days [policy-refunds]. Order {n}: " + "details " * 40,
         "messages": [{"role": "user", "content": f"Refund order {n}?"}],
@@ -73,8 +78,16 @@ def populate(work: Path, count: int) -> None:
     rows = []
     for n in range(count):
         doc = trace(n, "acme")
-        rows.append(RunTrace(tenant=acme, trace_id=doc["id"], agent="support-bot", flow="refund",
-                             document=doc, content_hash=content_hash(doc)))
+        rows.append(
+            RunTrace(
+                tenant=acme,
+                trace_id=doc["id"],
+                agent="support-bot",
+                flow="refund",
+                document=doc,
+                content_hash=content_hash(doc),
+            )
+        )
         if len(rows) == 5000:
             RunTrace.objects.bulk_create(rows)
             rows = []
@@ -122,8 +135,12 @@ def child(step: str, work: Path, count: int) -> None:
 
     deployment.engine()
     started = time.perf_counter()
-    outcome = {"baseline": lambda: "", "populate": lambda: populate(work, count) or "",
-               "evaluate": evaluate, "upload": lambda: upload(work)}[step]()
+    outcome = {
+        "baseline": lambda: "",
+        "populate": lambda: populate(work, count) or "",
+        "evaluate": evaluate,
+        "upload": lambda: upload(work),
+    }[step]()
     elapsed = time.perf_counter() - started
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"{peak_kb} {elapsed:.1f} {outcome}")
@@ -132,7 +149,10 @@ def child(step: str, work: Path, count: int) -> None:
 def measure(step: str, work: Path, count: int) -> tuple[float, float, str]:
     result = subprocess.run(
         [sys.executable, __file__, "--child", step, str(work), str(count)],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     peak_kb, seconds, *outcome = result.stdout.strip().splitlines()[-1].split(" ")
     return int(peak_kb) / 1024, float(seconds), " ".join(outcome)
@@ -148,8 +168,11 @@ def main(sizes: list[int]) -> None:
             for step in rows:
                 peak, seconds, outcome = measure(step, work, count)
                 rows[step].append((peak - baseline, seconds, outcome))
-                print(f"{step:9} {count:>8} traces: +{peak - baseline:7.1f} MB peak above a bare process "
-                      f"({peak:.1f} MB), {seconds:6.1f} s, {outcome}", flush=True)
+                print(
+                    f"{step:9} {count:>8} traces: +{peak - baseline:7.1f} MB peak above a bare process "
+                    f"({peak:.1f} MB), {seconds:6.1f} s, {outcome}",
+                    flush=True,
+                )
     print()
     print(f"{'':9} {'peak MB at ' + str(sizes[0]):>18} {'peak MB at ' + str(sizes[1]):>18} {'ratio':>7}")
     for step, (small, large) in rows.items():

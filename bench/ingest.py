@@ -41,10 +41,8 @@ EXAMPLE: dict[str, Any] = {
         {"role": "assistant", "content": "Yes: orders can be refunded within 30 days."},
     ],
     "toolCalls": [
-        {"id": "c1", "name": "lookup_order", "arguments": {"order": "1234"},
-         "result": {"status": "delivered"}},
-        {"id": "c2", "name": "search_policies", "arguments": {"q": "refund"},
-         "result": ["policy-refunds"]},
+        {"id": "c1", "name": "lookup_order", "arguments": {"order": "1234"}, "result": {"status": "delivered"}},
+        {"id": "c2", "name": "search_policies", "arguments": {"q": "refund"}, "result": ["policy-refunds"]},
     ],
     "citations": [{"source": "policy-refunds", "title": "Refund policy"}],
     "usage": {"inputTokens": 812, "outputTokens": 40, "costUsd": 0.0021, "model": "gpt-4.1-mini"},
@@ -89,7 +87,9 @@ def start_server(port: int) -> subprocess.Popen[bytes]:
     }
     server = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "runserver", f"127.0.0.1:{port}", "--noreload"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -107,8 +107,7 @@ def rest_rate(port: int, secret: str, batches: int, size: int) -> float:
     headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
     bodies = [orjson.dumps({"traces": traces(f"rest-{b}", size)}) for b in range(batches)]
     with httpx.Client(timeout=120) as client:
-        warm = client.post(url, content=orjson.dumps({"traces": traces("warm", 10)}),
-                           headers=headers)
+        warm = client.post(url, content=orjson.dumps({"traces": traces("warm", 10)}), headers=headers)
         assert warm.status_code == 207, warm.text
         started = time.perf_counter()
         for body in bodies:
@@ -126,12 +125,15 @@ def copy_rate(tenant_slug: str, batches: int, size: int) -> float:
 
     tenant_id = Tenant.objects.get(slug=tenant_slug).pk
     documents = [traces(f"copy-{b}", size) for b in range(batches)]
-    columns = ("tenant_id, trace_id, agent, flow, started_at, ended_at, document, content_hash,"
-               " withheld, received_at")
+    columns = "tenant_id, trace_id, agent, flow, started_at, ended_at, document, content_hash, withheld, received_at"
     settings = connection.settings_dict
     conninfo = psycopg.conninfo.make_conninfo(
-        dbname=settings["NAME"], user=settings["USER"], host=settings["HOST"],
-        port=settings["PORT"] or 5432, password=settings["PASSWORD"] or None)
+        dbname=settings["NAME"],
+        user=settings["USER"],
+        host=settings["HOST"],
+        port=settings["PORT"] or 5432,
+        password=settings["PASSWORD"] or None,
+    )
     with psycopg.connect(conninfo) as conn:
         started = time.perf_counter()
         for batch in documents:
@@ -143,11 +145,20 @@ def copy_rate(tenant_slug: str, batches: int, size: int) -> float:
                 for doc in batch:
                     stored = {**doc, "tenant": tenant_slug}
                     text = orjson.dumps(stored, option=orjson.OPT_SORT_KEYS)
-                    copy.write_row((
-                        tenant_id, doc["id"], doc["agent"], doc["flow"], doc["startedAt"],
-                        doc["endedAt"], text.decode(), hashlib.sha256(text).hexdigest(),
-                        False, "now",
-                    ))
+                    copy.write_row(
+                        (
+                            tenant_id,
+                            doc["id"],
+                            doc["agent"],
+                            doc["flow"],
+                            doc["startedAt"],
+                            doc["endedAt"],
+                            text.decode(),
+                            hashlib.sha256(text).hexdigest(),
+                            False,
+                            "now",
+                        )
+                    )
         elapsed = time.perf_counter() - started
     return batches * size / elapsed
 
@@ -158,8 +169,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1000)
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        raise SystemExit("set DATABASE_URL to a PostgreSQL database (it is migrated, and "
-                         "bench tenants are added)")
+        raise SystemExit("set DATABASE_URL to a PostgreSQL database (it is migrated, and bench tenants are added)")
     secret, rest_tenant, copy_tenant = prepare_database()
     port = free_port()
     server = start_server(port)

@@ -72,12 +72,23 @@ def arrange() -> dict[str, Any]:
     globex = Tenant.objects.create(slug="globex")
     user = User.objects.create_user("bench", password="bench-pass-1")
     Membership.objects.create(user=user, tenant=acme, role="reviewer")
-    guardrail = save_guardrail({
-        "id": "no-refunds", "kind": "zero-llm", "check": "never-call-tool",
-        "config": {"tools": ["issue_refund"]}, "action": {"on-violation": "halt"},
-        "severity": "critical"}, Author(user=None, label="bench"))
-    return {"tenants": [acme.pk, globex.pk], "guardrail": guardrail.pk,
-            "revision": guardrail.revisions.get().pk, "user": user}
+    guardrail = save_guardrail(
+        {
+            "id": "no-refunds",
+            "kind": "zero-llm",
+            "check": "never-call-tool",
+            "config": {"tools": ["issue_refund"]},
+            "action": {"on-violation": "halt"},
+            "severity": "critical",
+        },
+        Author(user=None, label="bench"),
+    )
+    return {
+        "tenants": [acme.pk, globex.pk],
+        "guardrail": guardrail.pk,
+        "revision": guardrail.revisions.get().pk,
+        "user": user,
+    }
 
 
 GROW_SQL = """
@@ -136,9 +147,13 @@ def grow(ids: dict[str, Any], start: int, stop: int) -> None:
         for tenant, share in zip(ids["tenants"], (1, 10), strict=True):
             for low in range((start - 1) // share + 1, stop // share + 1, 200_000):
                 high = min(stop // share, low + 199_999)
-                params = {"tenant": tenant, "start": low + tenant * 10**8,
-                          "stop": high + tenant * 10**8, "guardrail": ids["guardrail"],
-                          "revision": ids["revision"]}
+                params = {
+                    "tenant": tenant,
+                    "start": low + tenant * 10**8,
+                    "stop": high + tenant * 10**8,
+                    "guardrail": ids["guardrail"],
+                    "revision": ids["revision"],
+                }
                 cursor.execute(GROW_SQL, params)
                 cursor.execute(LEDGER_SQL, params)
         cursor.execute("SET session_replication_role = DEFAULT")
@@ -196,8 +211,7 @@ def main() -> None:
     print()
     print(f"{'page':<30} {f'{args.small:,} rows':>12} {f'{args.large:,} rows':>14} {'ratio':>7}")
     for name, _ in PAGES:
-        print(f"{name:<30} {small[name]:>9.1f} ms {large[name]:>11.1f} ms "
-              f"{large[name] / small[name]:>7.2f}")
+        print(f"{name:<30} {small[name]:>9.1f} ms {large[name]:>11.1f} ms {large[name] / small[name]:>7.2f}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from guardrails.models import (
     JudgeModelRegistration,
     TenantJudgePolicy,
 )
+from kindgi_console.audit.admin import AuditedAdmin
 
 
 class RevisionInline(admin.TabularInline):
@@ -24,7 +25,7 @@ class RevisionInline(admin.TabularInline):
 
 
 @admin.register(Guardrail)
-class GuardrailAdmin(admin.ModelAdmin):
+class GuardrailAdmin(AuditedAdmin):
     """Read and switch guardrails; documents are edited through the pages and the API,
     which validate them and make revisions."""
 
@@ -73,7 +74,7 @@ class JudgeModelForm(forms.ModelForm):  # type: ignore[type-arg]
 
 
 @admin.register(JudgeModelRegistration)
-class JudgeModelRegistrationAdmin(admin.ModelAdmin):
+class JudgeModelRegistrationAdmin(AuditedAdmin):
     form = JudgeModelForm
     list_display = ["model_id", "provider", "model", "input_usd_per_mtok", "output_usd_per_mtok",
                     "sampling", "enabled", "key_set"]
@@ -101,7 +102,7 @@ class TenantJudgePolicyForm(forms.ModelForm):  # type: ignore[type-arg]
 
 
 @admin.register(TenantJudgePolicy)
-class TenantJudgePolicyAdmin(admin.ModelAdmin):
+class TenantJudgePolicyAdmin(AuditedAdmin):
     list_display = ["tenant", "allowed_models", "updated_at"]
     list_select_related = ["tenant"]
     form = TenantJudgePolicyForm

@@ -14,3 +14,4 @@ class GuardrailsConfig(AppConfig):
 
         deployment.load_at_start_up()
         checks.register(deployment.pack_system_checks, "guardrails")
+        checks.register(deployment.sandbox_system_checks, "guardrails", deploy=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage
+from django.core.checks import Info as CheckInfo
 from django.core.checks import Warning as CheckWarning
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
@@ -30,7 +31,7 @@ from guardrails.engine.evaluate import Engine
 from guardrails.engine.packs import PackError, resolve_filesystem_artifact
 from guardrails.engine.registration import RegistrationPolicy
 from guardrails.engine.registry import CheckRegistry
-from guardrails.engine.sandbox import SandboxDefaults, SandboxPool
+from guardrails.engine.sandbox import SandboxDefaults, SandboxPool, host_postures
 from guardrails.engine.strategies import StrategyRegistry
 from guardrails.engine.types import Check, Guardrail, Issue
 
@@ -38,8 +39,13 @@ logger = logging.getLogger("guardrails.packs")
 
 
 def handler_environ() -> dict[str, str]:
-    """The environment a check may be given: all but the console's own configuration."""
-    return recipe.handler_environ(os.environ, settings.KINDGI_SECRETS)
+    """The environment a check may be given: what KINDGI_PACK_ENV and KINDGI_SECRETS name,
+    never a variable holding a registered judge model's API key."""
+    from guardrails.redaction import judge_key_names
+
+    return recipe.handler_environ(
+        os.environ, settings.KINDGI_SECRETS, settings.KINDGI_PACK_ENV, judge_key_names()
+    )
 
 
 def registration_policy() -> RegistrationPolicy:
@@ -129,6 +135,33 @@ def pack_system_checks(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
         )
         for warning in pack_warnings()
     ]
+
+
+def sandbox_postures() -> list[dict[str, Any]]:
+    """Which sandbox postures this host enforces (the guardrails page, `check --deploy`)."""
+    return [
+        {"posture": posture, "enforced": enforced, "how": how}
+        for posture, enforced, how in host_postures()
+    ]
+
+
+def sandbox_system_checks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """`manage.py check --deploy`: each sandboxed posture, enforced here or not and why."""
+    messages: list[CheckMessage] = []
+    for row in sandbox_postures():
+        if row["posture"] == "none":
+            continue
+        text = f"sandbox posture {row['posture']}: {row['how']}"
+        if row["enforced"]:
+            messages.append(CheckInfo(text, id="guardrails.I002"))
+        else:
+            messages.append(CheckWarning(
+                text,
+                hint="Install bubblewrap (and python3-seccomp) and allow user namespaces; "
+                     "until then guardrails of this posture answer error.",
+                id="guardrails.W002",
+            ))
+    return messages
 
 
 def listed_checks() -> list[Check]:

@@ -49,6 +49,7 @@ from guardrails.models import (
     TenantJudgePolicy,
 )
 from guardrails.redaction import forget_key_names, redact_secrets
+from kindgi_console.audit import log as audit
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ def _price_text(value: Decimal) -> str:
 
 
 @transaction.atomic
+@transaction.atomic
 def save_registration(doc: Mapping[str, Any], *, model_id: str | None = None) -> JudgeModelRegistration:
     """Create or replace the registration of `doc["id"]` (validated by validate_registration).
 
@@ -135,6 +137,7 @@ def save_registration(doc: Mapping[str, Any], *, model_id: str | None = None) ->
     """
     wanted = model_id or str(doc["id"])
     row = JudgeModelRegistration.objects.select_for_update().filter(model_id=wanted).first()
+    before = _audited(row) if row else None
     row = row or JudgeModelRegistration(model_id=wanted)
     model = JudgeModel.from_dict(wire_part(doc))
     row.provider = model.provider
@@ -151,7 +154,25 @@ def save_registration(doc: Mapping[str, Any], *, model_id: str | None = None) ->
     row.updated_at = timezone.now()
     row.save()
     forget_key_names()
+    audit.record("judgemodel.update" if before else "judgemodel.create", row, before=before, after=_audited(row),
+                 tenant=None, object_id=row.model_id)
     return row
+
+
+def _audited(row: JudgeModelRegistration) -> dict[str, Any]:
+    return {**registration_doc(row, console_fields=False), "enabled": row.enabled}
+
+
+@transaction.atomic
+def delete_registration(model_id: str) -> bool:
+    """Delete a registration (the ledger keeps naming its id); whether there was one."""
+    row = JudgeModelRegistration.objects.select_for_update().filter(model_id=model_id).first()
+    if row is None:
+        return False
+    audit.record("judgemodel.delete", row, before=_audited(row), tenant=None, object_id=model_id)
+    row.delete()
+    forget_key_names()
+    return True
 
 
 def registered_models() -> list[JudgeModel]:
@@ -187,13 +208,17 @@ def validate_policy(doc: object) -> list[Issue]:
     ]
 
 
+@transaction.atomic
 def save_policy(tenant: Any, doc: Mapping[str, Any]) -> TenantJudgePolicy:
     """Set a tenant's policy (validated by validate_policy)."""
     allowed = doc.get("allowedModels")
+    before = TenantJudgePolicy.objects.filter(tenant=tenant).values_list("allowed_models", flat=True).first()
     policy, _ = TenantJudgePolicy.objects.update_or_create(
         tenant=tenant,
         defaults={"allowed_models": None if allowed is None else sorted(allowed), "updated_at": timezone.now()},
     )
+    audit.record("judgepolicy.update", policy, before={"allowedModels": before},
+                 after={"allowedModels": policy.allowed_models}, object_id=tenant.slug, object_repr=str(tenant))
     return policy
 
 

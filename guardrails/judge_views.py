@@ -21,6 +21,7 @@ from django.views import View
 
 from guardrails.judge import (
     api_key_set,
+    delete_registration,
     registration_doc,
     save_policy,
     save_registration,
@@ -205,8 +206,7 @@ class JudgeModelDeleteView(LoginRequiredMixin, View):
 
     def post(self, request: HttpRequest, model_id: str) -> HttpResponse:
         _superuser(request)
-        deleted, _ = JudgeModelRegistration.objects.filter(model_id=model_id).delete()
-        if not deleted:
+        if not delete_registration(model_id):
             raise Http404
         messages.success(request, f"Judge model {model_id} deleted.")
         return HttpResponseRedirect(reverse("judge-model-list"))

@@ -99,7 +99,7 @@ def _import_document(index: int | None, document: object, author: Author) -> Imp
     current = Guardrail.objects.live().filter(guardrail_id=document["id"]).first()
     if current is not None and pretty_json(current.document) == pretty_json(document):
         return ImportedGuardrail(index, guardrail_id, "unchanged", [], registration.warnings)
-    save_guardrail(document, author)
+    save_guardrail(document, author, audit_verb="import")
     status = "created" if current is None else "updated"
     return ImportedGuardrail(index, guardrail_id, status, [], registration.warnings)
 

@@ -49,6 +49,11 @@ def forget_key_names() -> None:
     _key_names = None
 
 
+def judge_key_names() -> frozenset[str]:
+    """The variables holding registered judge models' API keys (read at most every 10 s)."""
+    return _judge_key_names()
+
+
 def _judge_key_names() -> frozenset[str]:
     global _key_names
     now = time.monotonic()

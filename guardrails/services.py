@@ -16,6 +16,7 @@ from guardrails import deployment
 from guardrails.engine.registration import Registration, define_guardrail
 from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.models import Guardrail, GuardrailRevision
+from kindgi_console.audit import log as audit
 
 
 def register_document(document: object) -> Registration:
@@ -42,16 +43,20 @@ class Author:
 
 
 @transaction.atomic
-def save_guardrail(document: dict[str, Any], author: Author, *, enabled: bool | None = None) -> Guardrail:
+def save_guardrail(
+    document: dict[str, Any], author: Author, *, enabled: bool | None = None, audit_verb: str | None = None
+) -> Guardrail:
     """Create or replace the guardrail of `document["id"]` and record the new revision.
 
     The document must have been registered (`register_document`) first. A deleted guardrail
-    with that id comes back, its history continued.
+    with that id comes back, its history continued. `audit_verb` names the change in the
+    audit log when it is not a plain create or update (`import`).
     """
     guardrail = (
         Guardrail.objects.select_for_update().filter(guardrail_id=document["id"]).first()
         or Guardrail(guardrail_id=document["id"])
     )
+    before = audited_state(guardrail) if guardrail.pk and guardrail.deleted_at is None else None
     now = timezone.now()
     guardrail.document = document
     guardrail.copy_columns()
@@ -69,13 +74,31 @@ def save_guardrail(document: dict[str, Any], author: Author, *, enabled: bool | 
         created_by_label=author.label,
         created_at=now,
     )
+    verb = audit_verb or ("update" if before else "create")
+    audit.record(f"guardrail.{verb}", guardrail, before=before, after=audited_state(guardrail), actor=author)
     return guardrail
 
 
+def audited_state(guardrail: Guardrail) -> dict[str, Any]:
+    """What the audit log compares: the wire document's fields and the console's switch."""
+    return {**guardrail.document, "enabled": guardrail.enabled}
+
+
+@transaction.atomic
 def delete_guardrail(guardrail: Guardrail) -> None:
     """Soft delete: the guardrail stops applying, its revisions stay for the history."""
     guardrail.deleted_at = timezone.now()
     guardrail.save(update_fields=["deleted_at"])
+    audit.record("guardrail.delete", guardrail, before=audited_state(guardrail))
+
+
+@transaction.atomic
+def set_enabled(guardrail: Guardrail, enabled: bool) -> None:
+    """Turn a guardrail on or off (not a new revision: the document is unchanged)."""
+    before = guardrail.enabled
+    guardrail.enabled = enabled
+    guardrail.save(update_fields=["enabled"])
+    audit.record("guardrail.toggle", guardrail, before={"enabled": before}, after={"enabled": enabled})
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from guardrails import deployment, quality
 from guardrails.engine.schema import GUARDRAIL_SCHEMA
 from guardrails.models import Guardrail
 from guardrails.pages import document_diff, import_files, pass_rate_chart, pretty_json
-from guardrails.services import Author, delete_guardrail
+from guardrails.services import Author, delete_guardrail, set_enabled
 from kindgi_console.tenancy.scoping import Caller
 from kindgi_console.tenancy.views import current_tenant
 from traces.models import EvaluationResult, Violation
@@ -104,6 +104,7 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
             "severities": SEVERITIES,
             "actions": BUILTIN_ACTIONS,
             "can_author": self.can_author,
+            "sandbox_postures": deployment.sandbox_postures(),
         }
 
     def filtered(self, params: dict[str, str]) -> Any:
@@ -246,8 +247,7 @@ class GuardrailToggleView(GuardrailPageMixin, View):
 
     def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
         guardrail = live_guardrail(guardrail_id)
-        guardrail.enabled = request.POST.get("enabled") == "true"
-        guardrail.save(update_fields=["enabled"])
+        set_enabled(guardrail, request.POST.get("enabled") == "true")
         state = "enabled" if guardrail.enabled else "disabled"
         messages.success(request, f"{guardrail.guardrail_id} is {state}.")
         return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))

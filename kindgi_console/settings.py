@@ -40,8 +40,10 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "kindgi_console",
     "kindgi_console.tenancy",
+    "kindgi_console.audit",
     "guardrails",
     "traces",
+    "alerts",
 ]
 
 MIDDLEWARE = [
@@ -51,6 +53,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "kindgi_console.audit.log.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -195,6 +198,11 @@ if CELERY_BROKER_URL == "filesystem://":
         # How often an idle worker looks at the folder for a new message (seconds).
         "polling_interval": envint("KINDGI_BROKER_POLL_MS", 200, minimum=10) / 1000,
     }
+    # Made here, where the broker is chosen: any process that sends a task (runserver,
+    # gunicorn, a worker, a management command) finds them.
+    with contextlib.suppress(OSError):
+        for _folder in ("queue", "processed", "control"):
+            (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
 else:
     # Redis hands an unacknowledged message (its worker was lost) to another worker after
     # this many seconds; make it longer than the longest task.
@@ -222,6 +230,9 @@ KINDGI_EVALUATION_BATCH = envint("KINDGI_EVALUATION_BATCH", 100, minimum=1)
 KINDGI_CHUNK_LEASE_SECONDS = envint("KINDGI_CHUNK_LEASE_SECONDS", 300, minimum=1)
 KINDGI_CHUNK_MAX_ATTEMPTS = envint("KINDGI_CHUNK_MAX_ATTEMPTS", 5, minimum=1)
 KINDGI_CHUNK_CHECK_SECONDS = envint("KINDGI_CHUNK_CHECK_SECONDS", 60, minimum=1)
+# Each worker writes a heartbeat row this often; pages of waiting work say when no worker
+# has been seen for three of them.
+KINDGI_WORKER_HEARTBEAT_SECONDS = envint("KINDGI_WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
 # OTLP ingestion (docs/otlp.md): how long an agent turn whose agent span has not arrived is
 # kept before what arrived is stored as an incomplete trace; how many such spans a tenant may
 # have waiting; the span attribute that names the flow; the resource attribute that names the
@@ -239,11 +250,45 @@ CELERY_BEAT_SCHEDULE = {
         "task": "traces.tasks.complete_waiting_otlp_turns",
         "schedule": float(max(1, KINDGI_OTLP_TURN_TIMEOUT_S // 2)),
     },
+    "alerts-tick": {
+        "task": "alerts.tasks.tick",
+        "schedule": float(envint("KINDGI_ALERT_CHECK_SECONDS", 60, minimum=1)),
+    },
 }
+
+# Alerts: one attempt's total deadline, the backoff between attempts (base x 2^n, capped),
+# how many attempts a delivery gets before it is failed for good.
+KINDGI_ALERT_SEND_TIMEOUT_S = envint("KINDGI_ALERT_SEND_TIMEOUT_S", 10, minimum=1)
+KINDGI_ALERT_RETRY_BASE_S = envint("KINDGI_ALERT_RETRY_BASE_S", 30, minimum=1)
+KINDGI_ALERT_RETRY_MAX_S = envint("KINDGI_ALERT_RETRY_MAX_S", 3600, minimum=1)
+KINDGI_ALERT_MAX_ATTEMPTS = envint("KINDGI_ALERT_MAX_ATTEMPTS", 8, minimum=1)
+# Whether webhooks may go to loopback and private addresses (only with DEBUG, by default).
+KINDGI_ALERT_PRIVATE_URLS = envbool("KINDGI_ALERT_PRIVATE_URLS", DEBUG)
+# E-mail (alert channels): SMTP when EMAIL_HOST is set, else printed by the console backend.
+EMAIL_HOST = envstr("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", 587, minimum=1)
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = envstr("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", True)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "kindgi@localhost")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend"
+)
 
 # Uploads: traces stored per batch, and how many bad lines an upload keeps (all are counted).
 KINDGI_UPLOAD_BATCH = envint("KINDGI_UPLOAD_BATCH", 500, minimum=1)
 KINDGI_UPLOAD_MAX_ERRORS = envint("KINDGI_UPLOAD_MAX_ERRORS", 1000, minimum=1)
+# An upload is read in pieces, one task each, well under the task time limit: a piece ends
+# after this many traces or seconds (at the end of a batch), and the next task goes on.
+KINDGI_UPLOAD_PIECE_LINES = envint("KINDGI_UPLOAD_PIECE_LINES", 50_000, minimum=1)
+KINDGI_UPLOAD_PIECE_SECONDS = envint(
+    "KINDGI_UPLOAD_PIECE_SECONDS", max(1, min(60, CELERY_TASK_SOFT_TIME_LIMIT // 4)), minimum=0)
+# What an uploaded file may expand to once decompressed, and how many blank lines in a row
+# it may hold, before it is refused (a few KB of gzip can hold GBs).
+KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED = envint(
+    "KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED", 4 * 1024**3, minimum=1024)
+KINDGI_UPLOAD_MAX_BLANK_LINES = envint("KINDGI_UPLOAD_MAX_BLANK_LINES", 10_000, minimum=1)
 
 # Ingestion limits (runtrace.md), each one a setting.
 KINDGI_MAX_TRACE_BYTES = envint("KINDGI_MAX_TRACE_BYTES", 1024 * 1024, minimum=1024)
@@ -264,6 +309,9 @@ KINDGI_SANDBOX_POOL_SIZE = envint("KINDGI_SANDBOX_POOL_SIZE", 2, minimum=1)
 KINDGI_CAPABILITIES = envlist("KINDGI_CAPABILITIES", [])
 KINDGI_BINDINGS = envlist("KINDGI_BINDINGS", [])
 KINDGI_SECRETS = envlist("KINDGI_SECRETS", [])
+# The plain environment variables a check's needsSpec.env may name (nothing else is handed
+# over; the console's own variables never are, whichever list names them).
+KINDGI_PACK_ENV = envlist("KINDGI_PACK_ENV", [])
 # The llm-judge: how long a synchronous evaluation (POST evaluate, ingestion) may take in all,
 # and one judge call at most, retries included. Batch runs have the task's soft time limit.
 KINDGI_EVALUATE_TIME_LIMIT_S = envint("KINDGI_EVALUATE_TIME_LIMIT_S", 30, minimum=1)

@@ -6,12 +6,15 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from kindgi_console.api import json_not_found
+from kindgi_console.audit.api import AuditListView
 from kindgi_console.overview import OverviewView
 from kindgi_console.tenancy.views import switch_tenant
 
 api_v1 = [
     path("", include("guardrails.api.urls")),
     path("", include("traces.api.urls")),
+    path("", include("alerts.api.urls")),
+    path("audit", AuditListView.as_view(), name="api-audit"),
     re_path(r"", json_not_found),  # an unknown API URL is a 404 in the API's error shape
 ]
 
@@ -20,6 +23,8 @@ urlpatterns = [
     path("", include("guardrails.urls")),
     path("", include("guardrails.judge_urls")),
     path("", include("kindgi_console.tenancy.urls")),
+    path("", include("kindgi_console.audit.urls")),
+    path("", include("alerts.urls")),
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -55,7 +55,10 @@ def test_check_deploy_is_clean_with_production_settings() -> None:
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "no issues" in completed.stdout
+    # Clean: nothing but the sandbox's INFO lines saying which postures this host enforces.
+    output = completed.stdout + completed.stderr
+    assert "WARNINGS:" not in output and "ERRORS:" not in output
+    assert "(guardrails.I002) sandbox posture strict: bubblewrap" in output
 
 
 def test_production_refuses_to_start_without_a_secret_key() -> None:

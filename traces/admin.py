@@ -2,6 +2,7 @@ from typing import Any
 
 from django.contrib import admin
 
+from kindgi_console.audit.admin import AuditedAdmin
 from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, RunTrace, Violation
 
 
@@ -28,7 +29,7 @@ class EvaluationResultAdmin(admin.ModelAdmin):
 
 
 @admin.register(Violation)
-class ViolationAdmin(admin.ModelAdmin):
+class ViolationAdmin(AuditedAdmin):
     list_display = ["guardrail", "trace", "tenant", "severity", "action", "mode", "state",
                     "created_at"]
     list_filter = ["state", "severity", "mode", "tenant"]

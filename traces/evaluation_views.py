@@ -19,7 +19,7 @@ from guardrails.models import GuardrailRevision
 from guardrails.services import enforced_guardrails
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from kindgi_console.tenancy.views import TenantScopedMixin, current_tenant
-from traces import evaluations
+from traces import evaluations, heartbeat
 from traces.forms import EvaluationForm
 from traces.models import Evaluation, RunTrace
 from traces.paging import keyset_page
@@ -155,7 +155,8 @@ class EvaluationDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-
         }
         rows = [{"id": name, "revision": revisions.get(name), **counts} for name, counts in summary.items()]
         kwargs.update(summary_rows=rows, status_url=f"/api/v1/evaluations/{run.pk}",
-                      can_evaluate=can_evaluate(self.request))
+                      can_evaluate=can_evaluate(self.request),
+                      worker_missing=None if run.is_final else heartbeat.worker_missing())
         return super().get_context_data(**kwargs)
 
 

@@ -33,6 +33,7 @@ from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.models import GuardrailRevision
 from guardrails.services import Enforced
 from kindgi_console.tenancy.models import Tenant
+from traces import signals
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
 from traces.services import record_results
 
@@ -421,6 +422,7 @@ def fail_run(evaluation_id: int, error: str) -> None:
             EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
                 status=EvaluationChunk.Status.DONE
             ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
+            signals.announce_run_failed(evaluation_id, error)
     if failed:
         Evaluation.objects.filter(pk=evaluation_id).update(summary=run_summary(evaluation_id))
 
@@ -496,19 +498,6 @@ def requeue_expired_work() -> int:
     for evaluation_id in finished.values_list("pk", flat=True):
         if not _chunks_left(evaluation_id):
             finish_run(evaluation_id)
+    from traces.uploads import requeue_stale_uploads
+
     return sent + requeue_stale_uploads(now)
-
-
-def requeue_stale_uploads(now: datetime) -> int:
-    from traces.tasks import process_upload
-
-    stale = Upload.objects.filter(
-        status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now
-    ).values_list("pk", flat=True)
-    sent = 0
-    for upload_id in list(stale):
-        renewed = Upload.objects.filter(pk=upload_id, lease_until__lt=now).update(lease_until=now + lease())
-        if renewed:
-            process_upload.delay(upload_id)
-            sent += 1
-    return sent

@@ -45,6 +45,7 @@ class Item:
     content_hash: str = ""
     withheld: bool = False
     row_id: int | None = None
+    stored_hash: str = ""  # the hash of the row already stored under this id, when it differs
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -131,10 +132,11 @@ def store(items: Iterable[Item], on_created: Callable[[list[int]], None] | None 
     pending = [item for item in items if item.status == CREATED]
     if not pending:
         return
-    pending = _settle_repeats_within(pending)
+    pending, repeats = _split_repeats_within(pending)
     write = _write_with_copy if connection.vendor == "postgresql" else _write_with_orm
     with transaction.atomic():
         write(pending)
+        _settle_repeats(repeats)
         created = [item.row_id for item in pending if item.status == CREATED and item.row_id]
         if created and on_created is not None:
             on_created(created)
@@ -209,18 +211,26 @@ def _copy_row(item: Item, now: datetime) -> tuple[Any, ...]:
     )
 
 
-def _settle_repeats_within(items: list[Item]) -> list[Item]:
-    """The same id twice in one batch: the first one counts, the others are compared to it."""
+def _split_repeats_within(items: list[Item]) -> tuple[list[Item], list[tuple[Item, Item]]]:
+    """The same id twice in one batch: the first one is written, the others (each with
+    that first one) are settled once it is, against what is then stored."""
     first: dict[tuple[int, str], Item] = {}
-    fresh = []
+    fresh, repeats = [], []
     for item in items:
         assert item.tenant is not None and item.id is not None
         earlier = first.setdefault((item.tenant.pk, item.id), item)
         if earlier is item:
             fresh.append(item)
         else:
-            _compare(item, earlier.content_hash)
-    return fresh
+            repeats.append((item, earlier))
+    return fresh, repeats
+
+
+def _settle_repeats(repeats: list[tuple[Item, Item]]) -> None:
+    """A repeat matches the stored row (stored now or before), not the first of its batch."""
+    for item, earlier in repeats:
+        item.row_id = earlier.row_id
+        _compare(item, earlier.stored_hash or earlier.content_hash)
 
 
 def _settle_already_stored(items: list[Item]) -> list[Item]:
@@ -266,6 +276,7 @@ def _read_back(items: list[Item]) -> None:
 
 
 def _compare(item: Item, stored_hash: str) -> None:
+    item.stored_hash = stored_hash
     if stored_hash == item.content_hash:
         item.status = DUPLICATE
     else:

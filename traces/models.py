@@ -474,6 +474,12 @@ class Upload(models.Model):
     errors_total = models.PositiveIntegerField(default=0)
     failure = models.TextField(blank=True, help_text="why the file as a whole could not be read")
     lease_until = models.DateTimeField(null=True, blank=True, help_text="until when its worker is trusted")
+    resume_offset = models.PositiveBigIntegerField(
+        default=0, help_text="decompressed bytes read up to the last stored batch (JSON Lines)")
+    resume_at = models.PositiveIntegerField(
+        default=0, help_text="lines (JSON Lines) or elements (JSON array) read up to the last stored batch")
+    claim = models.PositiveIntegerField(default=0, help_text="raised by every task that takes the upload")
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="tasks taken since the last stored batch")
     evaluate_after = models.BooleanField(default=False)
     evaluation = models.ForeignKey(
         Evaluation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -504,6 +510,39 @@ class Upload(models.Model):
     @property
     def total(self) -> int:
         return self.size
+
+
+class PendingRuntimeEvaluation(models.Model):
+    """The outbox of ingestion: a stored batch whose runtime evaluation is not done yet.
+
+    Written in the transaction that stores the traces, deleted by the task that evaluated
+    them. A batch whose task could not be sent (the broker was down) or was lost is sent
+    again by the periodic check once `lease_until` has passed, up to
+    KINDGI_CHUNK_MAX_ATTEMPTS times (a batch whose evaluation keeps failing stays here).
+    """
+
+    trace_ids = models.JSONField(help_text="primary keys of the stored traces")
+    created_at = models.DateTimeField(default=timezone.now)
+    lease_until = models.DateTimeField(help_text="until when the task sent for it is trusted")
+    resent = models.PositiveSmallIntegerField(default=0, help_text="times the periodic check sent it")
+
+    class Meta:
+        indexes = [models.Index(fields=["lease_until"], name="pending_runtime_lease")]
+
+    def __str__(self) -> str:
+        return f"runtime evaluation of {len(self.trace_ids)} traces (pending)"
+
+
+class WorkerHeartbeat(models.Model):
+    """A Celery worker's sign of life, written every KINDGI_WORKER_HEARTBEAT_SECONDS;
+    pages of waiting work read it to say when no worker has been seen."""
+
+    hostname = models.CharField(max_length=255, unique=True)
+    pid = models.PositiveIntegerField(default=0)
+    seen_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.hostname} (pid {self.pid}) seen {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
 class PendingSpan(models.Model):

@@ -20,6 +20,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from guardrails.engine.types import Issue
+from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.scoping import Caller
 from traces.models import Violation, ViolationReview
 
@@ -145,6 +146,10 @@ def review(selection: QuerySet[Violation], state: str, note: str, caller: Caller
                 )
                 for pk, old, tenant in movable
             )
+            audit.record_many("violation.review", [
+                audit.Change(tenant, str(pk), f"violation {pk}", {"state": old}, {"state": state, "note": note})
+                for pk, old, tenant in movable
+            ], actor=caller)
         outcome.reviewed = [pk for pk, _, _ in movable]
     return outcome
 

@@ -76,12 +76,10 @@ def with_shadow(verdict: TurnVerdict, document: Trace, enforced: Sequence[Enforc
 
 def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:
     """Evaluate newly stored traces in mode `runtime` in the background: one task per batch,
-    sent once the transaction that stored them commits."""
-    from traces.tasks import evaluate_ingested
+    recorded in the outbox with the traces and sent once their transaction commits."""
+    from traces import outbox
 
-    ids = list(trace_ids)
-    if ids:
-        transaction.on_commit(lambda: evaluate_ingested.delay(ids))
+    outbox.queue_runtime_evaluation(trace_ids)
 
 
 def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:

@@ -10,16 +10,17 @@ database and broker faults are retried with exponential backoff.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from celery import Task, shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 
-from traces import evaluations, services, uploads
+from traces import evaluations, heartbeat, outbox, services, uploads
 from traces.otlp import turns as otlp_turns
 
 logger = logging.getLogger(__name__)
@@ -59,14 +60,24 @@ def evaluate_chunk(chunk_id: int) -> None:
 
 
 @shared_task(**TASK_OPTIONS)
-def evaluate_ingested(trace_ids: Sequence[int]) -> None:
-    """Runtime-mode evaluation of one ingested batch (the traces that are still there)."""
+def evaluate_ingested(trace_ids: Sequence[int], pending_id: int | None = None) -> None:
+    """Runtime-mode evaluation of one ingested batch (the traces that are still there),
+    then out of the outbox (`pending_id`)."""
     services.evaluate_stored_traces(trace_ids)
+    outbox.done(pending_id)
 
 
-@shared_task(**TASK_OPTIONS)
+class UploadTask(Task):  # type: ignore[misc]
+    """An upload whose piece fails for good (not a transient fault) fails, with the reason."""
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        upload_id = args[0] if args else kwargs.get("upload_id")
+        uploads.fail_upload(upload_id, f"{type(exc).__name__}: {exc}")
+
+
+@shared_task(base=UploadTask, **TASK_OPTIONS)
 def process_upload(upload_id: int) -> None:
-    """Read an uploaded file of traces and store its good lines, in batches."""
+    """Read the next piece of an uploaded file of traces, storing its good lines in batches."""
     uploads.process_upload(upload_id)
 
 
@@ -78,8 +89,20 @@ def complete_waiting_otlp_turns() -> int:
 
 @shared_task(**TASK_OPTIONS)
 def requeue_expired_work() -> int:
-    """Send again the chunks and uploads whose worker was lost (beat runs this periodically)."""
-    return evaluations.requeue_expired_work()
+    """Send again the chunks and uploads whose worker was lost, and the ingested batches
+    whose runtime evaluation was never sent (beat runs this periodically)."""
+    return evaluations.requeue_expired_work() + outbox.send_pending()
+
+
+@worker_ready.connect
+def beat_while_running(sender: Any = None, **_: Any) -> None:
+    """The worker's heartbeat row, which pages of waiting work read."""
+    heartbeat.start(getattr(sender, "hostname", None) or f"worker-{os.getpid()}")
+
+
+@worker_shutdown.connect
+def stop_beating(**_: Any) -> None:
+    heartbeat.stop()
 
 
 @worker_ready.connect

@@ -10,6 +10,7 @@ from django.views.generic import DetailView, FormView, ListView
 
 from kindgi_console.tenancy.models import Membership, Tenant, roles_at_least
 from kindgi_console.tenancy.views import TenantScopedMixin
+from traces import heartbeat
 from traces.forms import UploadForm
 from traces.models import Upload
 from traces.paging import keyset_page
@@ -68,4 +69,5 @@ class UploadDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-arg]
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         kwargs["status_url"] = f"/api/v1/uploads/{self.object.pk}"
+        kwargs["worker_missing"] = None if self.object.is_final else heartbeat.worker_missing()
         return super().get_context_data(**kwargs)

@@ -1,155 +1,50 @@
-"""Trace files uploaded from a page: stored as streamed, read back in bounded memory.
+"""Trace files uploaded from a page: stored as streamed, read back in resumable pieces.
 
-A file is JSON (one RunTrace, or an array of them) or JSON Lines (one RunTrace a line,
-blank lines skipped), either of them possibly gzip-compressed (recognised by its magic
-bytes, whatever its name). JSON Lines are read one line at a time, and an array one
-element at a time with ijson's incremental parser, so a 1 GB file needs no more memory
-than a batch of traces. Good traces go through the REST ingestion code (`traces.ingest`):
-the same validation, the same idempotency (duplicate, conflict) and the same runtime
-evaluation of each stored batch.
+The file is read by `traces.trace_files` (JSON or JSON Lines, gzip or not, bounded in
+memory, depth and decompressed size). Good traces go through the REST ingestion code
+(`traces.ingest`): the same validation, the same idempotency (duplicate, conflict) and
+the same runtime evaluation of each stored batch.
+
+An upload is read in pieces, one task each, every piece well under the task time limit
+(`KINDGI_UPLOAD_PIECE_LINES` traces or `KINDGI_UPLOAD_PIECE_SECONDS`, whichever comes
+first). Each batch is stored in the same transaction as the counts and the position it
+reached, so a piece that is cut off (a lost worker, a time limit) is taken up by the
+next task from the last stored batch, and the counts stay exact. A task claims the
+upload by raising its `claim` number; a task whose claim was taken over writes nothing
+more. An upload whose reading was lost `KINDGI_CHUNK_MAX_ATTEMPTS` times in a row at
+the same place fails with the reason.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
 import logging
-import zlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import islice
-from typing import IO, Any
+from typing import Any
 
-import ijson
-import orjson
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db.models import Q
+from django.db import transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from guardrails.engine.types import Issue
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
-from traces import ingest
+from traces import ingest, signals
 from traces.models import RunTrace, Upload
+from traces.outbox import UNREACHABLE
 from traces.services import queue_runtime_evaluation
+from traces.trace_files import Parsed, Position, UnreadableFile, parse_file
 
 logger = logging.getLogger(__name__)
 
-GZIP_MAGIC = b"\x1f\x8b"
 ACCEPTED_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz", ".gz")
-
-
-class UnreadableFile(Exception):
-    """The file as a whole cannot be read (corrupt compression, not JSON at all)."""
-
-
-# ---------------------------------------------------------------------------- reading a file
-
-
-@dataclass
-class Parsed:
-    """One trace of a file, or why it could not be read. `line` for JSON Lines (1-based),
-    `item` for the elements of a JSON array (1-based)."""
-
-    line: int | None = None
-    item: int | None = None
-    document: Any = None
-    error: str | None = None
-
-    @property
-    def where(self) -> dict[str, int | None]:
-        return {"line": self.line, "item": self.item}
-
-
-def decompressed(raw: IO[bytes]) -> io.BufferedReader:
-    """The file's bytes, gunzipped when it starts with the gzip magic bytes."""
-    head = raw.read(2)
-    raw.seek(0)
-    stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if head == GZIP_MAGIC else raw
-    return io.BufferedReader(stream, buffer_size=64 * 1024)  # type: ignore[arg-type]
-
-
-def file_format(name: str, stream: io.BufferedReader) -> str:
-    """`jsonl` or `json`: by the name, else by the first character that is not blank."""
-    base = name.lower().removesuffix(".gz")
-    if base.endswith((".jsonl", ".ndjson")):
-        return "jsonl"
-    if base.endswith(".json"):
-        return "json"
-    return "json" if _first_byte(stream) == b"[" else "jsonl"
-
-
-def _first_byte(stream: io.BufferedReader) -> bytes:
-    peeked = stream.peek(4096).lstrip()
-    return peeked[:1]
-
-
-def parse_file(raw: IO[bytes], name: str) -> Iterator[Parsed]:
-    """Every trace of the file in order, each one parsed or with the reason it was not."""
-    return parse_stream(decompressed(raw), name)
-
-
-def parse_stream(stream: io.BufferedReader, name: str) -> Iterator[Parsed]:
-    """As `parse_file`, from the decompressed stream (which the caller keeps open)."""
-    try:
-        if file_format(name, stream) == "jsonl":
-            yield from parse_lines(stream)
-        else:
-            yield from parse_json(stream)
-    except (OSError, EOFError, zlib.error) as error:
-        raise UnreadableFile(f"the file cannot be read: {error}") from error
-
-
-def parse_lines(stream: IO[bytes]) -> Iterator[Parsed]:
-    """JSON Lines: one trace a line; a line over the trace limit is refused without being kept."""
-    limit = settings.KINDGI_MAX_TRACE_BYTES
-    number = 0
-    while True:
-        line = stream.readline(limit + 1)
-        if not line:
-            return
-        number += 1
-        if len(line) > limit and not line.endswith(b"\n"):
-            _skip_rest_of_line(stream)
-            yield Parsed(line=number, error=f"the line is over the limit of {limit} bytes")
-            continue
-        if not line.strip():
-            continue
-        yield _loads(line, Parsed(line=number))
-
-
-def _skip_rest_of_line(stream: IO[bytes]) -> None:
-    while True:
-        piece = stream.readline(64 * 1024)
-        if not piece or piece.endswith(b"\n"):
-            return
-
-
-def _loads(text: bytes, parsed: Parsed) -> Parsed:
-    try:
-        parsed.document = orjson.loads(text)
-    except orjson.JSONDecodeError as error:
-        parsed.error = f"not valid JSON: {error}"
-    return parsed
-
-
-def parse_json(stream: io.BufferedReader) -> Iterator[Parsed]:
-    """A JSON file: an array read one element at a time, or a single trace."""
-    if _first_byte(stream) != b"[":
-        text = stream.read(settings.KINDGI_MAX_TRACE_BYTES + 1)
-        if len(text) > settings.KINDGI_MAX_TRACE_BYTES:
-            yield Parsed(line=1, error="a single trace over the limit of "
-                                       f"{settings.KINDGI_MAX_TRACE_BYTES} bytes")
-            return
-        yield _loads(text, Parsed(line=1))
-        return
-    number = 0
-    try:
-        for number, document in enumerate(ijson.items(stream, "item", use_float=True), 1):
-            yield Parsed(item=number, document=document)
-    except ijson.JSONError as error:
-        yield Parsed(item=number + 1, error=f"not valid JSON from here on ({error}): the rest of the file is not read")
 
 
 # ---------------------------------------------------------------------------- processing
@@ -188,6 +83,15 @@ class Progress:
         if len(self.errors) < settings.KINDGI_UPLOAD_MAX_ERRORS:
             self.errors.append({**parsed.where, "path": path, "message": message})
 
+    @classmethod
+    def of(cls, upload: Upload) -> Progress:
+        """The counts the upload's earlier pieces stored."""
+        return cls(
+            total=upload.lines_total, stored=upload.lines_stored, duplicate=upload.lines_duplicate,
+            conflict=upload.lines_conflict, invalid=upload.lines_invalid, errors=list(upload.errors),
+            errors_total=upload.errors_total,
+        )
+
     def columns(self) -> dict[str, Any]:
         return {
             "lines_total": self.total,
@@ -202,10 +106,7 @@ class Progress:
 
 def save_upload(file: UploadedFile, tenant: Tenant, user: Any, *, evaluate_after: bool = False) -> Upload:
     """Store an uploaded file (copied in chunks, never read whole) and queue its processing."""
-    from django.db import transaction
-
     from traces.evaluations import lease
-    from traces.tasks import process_upload as process_task
 
     name = file.name or "traces.jsonl"
     upload = Upload(
@@ -214,41 +115,95 @@ def save_upload(file: UploadedFile, tenant: Tenant, user: Any, *, evaluate_after
     )
     upload.file.save(name.rsplit("/", 1)[-1][:200], file, save=False)
     upload.save()
-    transaction.on_commit(lambda: process_task.delay(upload.pk))
+    transaction.on_commit(lambda: _send(upload.pk))
     return upload
 
 
+def _send(upload_id: int) -> None:
+    """Send the upload's next task; a broker that cannot be reached leaves it to the
+    periodic check, which sends it once its lease has run out."""
+    from traces.tasks import process_upload as process_task
+
+    try:
+        process_task.apply_async((upload_id,), retry=False)
+    except UNREACHABLE as error:
+        logger.warning("upload %s waits for the broker: %s", upload_id, error)
+
+
+class LostClaim(Exception):
+    """Another task took the upload over (this one's lease ran out): it writes nothing more."""
+
+
 def claim_upload(upload_id: int) -> Upload | None:
+    """Take the upload for one piece: queued, or running with a lease that ran out."""
     from traces.evaluations import lease
 
     now = timezone.now()
     claimable = Q(status=Upload.Status.QUEUED) | Q(status=Upload.Status.RUNNING, lease_until__lt=now)
     claimed = Upload.objects.filter(claimable, pk=upload_id).update(
-        status=Upload.Status.RUNNING, started_at=now, lease_until=now + lease(), bytes_read=0,
+        status=Upload.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now)),
+        lease_until=now + lease(), claim=F("claim") + 1, attempts=F("attempts") + 1,
     )
     return Upload.objects.select_related("tenant").filter(pk=upload_id).first() if claimed else None
 
 
 def process_upload(upload_id: int) -> None:
-    """Read the upload's file batch by batch; every count is visible as it goes."""
+    """Read the next piece of the upload; send the piece after it, or finish the upload."""
     upload = claim_upload(upload_id)
     if upload is None:
         return
-    progress = Progress()
-    caller = UploadCaller(upload.tenant)
-    try:
-        with upload.file.open("rb") as raw:
-            stream = decompressed(raw)  # held here: dropping it would close the file
-            traces = parse_stream(stream, upload.original_name)
-            while batch := list(islice(traces, settings.KINDGI_UPLOAD_BATCH)):
-                store_batch(upload, caller, batch, progress)
-                _save_progress(upload, progress, bytes_read=raw.tell())
-    except (UnreadableFile, OSError) as error:
-        _finish(upload, progress, Upload.Status.FAILED, failure=str(error))
+    if upload.attempts > settings.KINDGI_CHUNK_MAX_ATTEMPTS:
+        _finish(upload, Progress.of(upload), Upload.Status.FAILED, failure=_given_up(upload))
         return
-    _finish(upload, progress, Upload.Status.SUCCEEDED)
-    if upload.evaluate_after:
+    try:
+        finished, progress = read_piece(upload)
+    except LostClaim:
+        logger.warning("upload %s was taken over by another task", upload_id)
+        return
+    except (UnreadableFile, OSError) as error:
+        stored = Progress.of(Upload.objects.get(pk=upload.pk))  # the counts of the stored batches
+        _finish(upload, stored, Upload.Status.FAILED, failure=str(error))
+        return
+    except SoftTimeLimitExceeded:
+        finished, progress = False, Progress()
+    if not finished:
+        _next_piece(upload)
+        return
+    if _finish(upload, progress, Upload.Status.SUCCEEDED) and upload.evaluate_after:
         start_evaluation_of(upload, progress)
+
+
+def _given_up(upload: Upload) -> str:
+    where = f"after {upload.resume_at} traces" if upload.resume_at else "at its start"
+    return (f"the worker reading this file was lost {upload.attempts - 1} times in a row {where} "
+            "(it may have run out of memory or time): the rest of the file is not read")
+
+
+def read_piece(upload: Upload) -> tuple[bool, Progress]:
+    """Store batches from where the last piece stopped; whether the file was read to its end.
+
+    A piece ends after KINDGI_UPLOAD_PIECE_LINES traces or KINDGI_UPLOAD_PIECE_SECONDS,
+    whichever comes first, at the end of a batch.
+    """
+    progress = Progress.of(upload)
+    caller = UploadCaller(upload.tenant)
+    ends = time.monotonic() + settings.KINDGI_UPLOAD_PIECE_SECONDS
+    left = settings.KINDGI_UPLOAD_PIECE_LINES
+    start = Position(offset=upload.resume_offset, count=upload.resume_at)
+    with upload.file.open("rb") as raw:
+        traces = parse_file(raw, upload.original_name, start)
+        while batch := _next_batch(traces, size := min(settings.KINDGI_UPLOAD_BATCH, left)):
+            with transaction.atomic():
+                store_batch(upload, caller, batch.traces, progress)
+                _save_progress(upload, progress, batch.traces[-1].position, bytes_read=raw.tell())
+            if batch.fault is not None:
+                raise batch.fault
+            if len(batch.traces) < size:  # the file ended
+                break
+            left -= size
+            if left <= 0 or time.monotonic() >= ends:
+                return False, progress
+    return True, progress
 
 
 def store_batch(upload: Upload, caller: Caller, batch: list[Parsed], progress: Progress) -> None:
@@ -285,19 +240,98 @@ def _count(parsed: Parsed, item: ingest.Item, progress: Progress) -> None:
         progress.add_error(parsed, issue.path, issue.message)
 
 
-def _save_progress(upload: Upload, progress: Progress, *, bytes_read: int) -> None:
+@dataclass
+class Batch:
+    """The next traces of the file; `fault`, when the file could not be read further."""
+
+    traces: list[Parsed]
+    fault: UnreadableFile | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.traces)
+
+
+def _next_batch(traces: Iterator[Parsed], size: int) -> Batch | None:
+    """Up to `size` traces; those read before the file turned unreadable are kept."""
+    batch = Batch([])
+    try:
+        batch.traces.extend(islice(traces, size))
+    except UnreadableFile as fault:
+        if not batch.traces:
+            raise
+        batch.fault = fault
+    return batch if batch.traces else None
+
+
+def _save_progress(upload: Upload, progress: Progress, position: Position, *, bytes_read: int) -> None:
+    """The counts and where the next batch starts, in the batch's transaction (or nothing)."""
     from traces.evaluations import lease
 
-    Upload.objects.filter(pk=upload.pk).update(
-        **progress.columns(), bytes_read=bytes_read, lease_until=timezone.now() + lease()
+    saved = Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
+        **progress.columns(), resume_offset=position.offset, resume_at=position.count,
+        bytes_read=min(bytes_read, upload.size), lease_until=timezone.now() + lease(), attempts=0,
     )
+    if not saved:
+        raise LostClaim(upload.pk)
 
 
-def _finish(upload: Upload, progress: Progress, status: str, failure: str = "") -> None:
-    Upload.objects.filter(pk=upload.pk).update(
+def _next_piece(upload: Upload) -> None:
+    """Hand the upload to the next task (the lease covers the message on its way)."""
+    from traces.evaluations import lease
+
+    released = Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
+        status=Upload.Status.QUEUED, lease_until=timezone.now() + lease(),
+    )
+    if released:
+        _send(upload.pk)
+
+
+def _finish(upload: Upload, progress: Progress, status: str, failure: str = "") -> bool:
+    finished = bool(Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
         **progress.columns(), status=status, failure=failure, finished_at=timezone.now(),
         bytes_read=upload.size, lease_until=None,
+    ))
+    if finished and status == Upload.Status.FAILED:
+        _announce_failure(upload.pk, upload.tenant_id, failure)
+    return finished
+
+
+def _announce_failure(upload_id: int, tenant_id: int, failure: str) -> None:
+    """Tell the apps that listen (alerts) that an upload failed for good."""
+    signals.upload_failed.send(Upload, upload_id=upload_id, tenant_id=tenant_id, error=failure)
+
+
+def fail_upload(upload_id: int, reason: str) -> None:
+    """The upload's reading failed for good: failed, with the counts of its stored batches."""
+    failure = f"the file could not be read to its end: {reason}"
+    failed = Upload.objects.filter(pk=upload_id, status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING]).update(
+        status=Upload.Status.FAILED, failure=failure, finished_at=timezone.now(), lease_until=None,
     )
+    tenant_id = Upload.objects.filter(pk=upload_id).values_list("tenant_id", flat=True).first()
+    if failed and tenant_id is not None:
+        _announce_failure(upload_id, tenant_id, failure)
+
+
+def requeue_stale_uploads(now: datetime) -> int:
+    """Send again the uploads whose lease ran out (their worker was lost, or their message).
+
+    Each goes back to `queued` so that the task sent claims it; a running upload with a
+    fresh lease would be skipped. Returns how many were sent.
+    """
+    from traces.evaluations import lease
+
+    stale = Upload.objects.filter(
+        status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now
+    ).values_list("pk", flat=True)
+    sent = 0
+    for upload_id in list(stale):
+        renewed = Upload.objects.filter(pk=upload_id, lease_until__lt=now).update(
+            status=Upload.Status.QUEUED, lease_until=now + lease(),
+        )
+        if renewed:
+            _send(upload_id)
+            sent += 1
+    return sent
 
 
 def start_evaluation_of(upload: Upload, progress: Progress) -> None:

@@ -28,6 +28,7 @@ from rest_framework.response import Response
 from guardrails.engine.judge import JUDGE_MODEL_SCHEMA, JUDGE_POLICY_SCHEMA
 from guardrails.engine.types import Issue
 from guardrails.judge import (
+    delete_registration,
     registration_doc,
     save_policy,
     save_registration,
@@ -126,7 +127,7 @@ class JudgeModelDetailView(ConsoleAPIView):
                    responses={204: None, **error_responses(401, 403, 404)})
     def delete(self, request: Request, model_id: str) -> Response:
         superuser_only(self)
-        self.registration(model_id).delete()
+        delete_registration(self.registration(model_id).model_id)
         return Response(status=204)
 
 

@@ -6,7 +6,7 @@ Every path (the REST verdict, ingestion, batch runs, the CI command) goes throug
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from time import monotonic, perf_counter
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 from guardrails.engine.registry import CheckRegistry, default_registry
 from guardrails.engine.strategies import StrategyRegistry, default_strategies
 from guardrails.engine.types import (
+    PASSED,
     CheckOutcome,
     Context,
     Guardrail,
@@ -22,6 +23,8 @@ from guardrails.engine.types import (
     StrategyError,
     Trace,
     TurnVerdict,
+    describe_exception,
+    returned_name,
 )
 
 #: A verdict without the bookkeeping of a Result: status, reason and details.
@@ -83,17 +86,19 @@ class Engine:
     def _verdict(self, guardrail: Guardrail, trace: Trace, context: Context) -> Verdict:
         try:
             outcome = self._run_check(guardrail, trace, context)
-        except StrategyError as exc:
-            return ("error", str(exc) or type(exc).__name__, exc.details)
         except Exception as exc:  # a check that raises gives error, never a crash of the run
-            return ("error", f"check '{guardrail.check}' raised {type(exc).__name__}: {exc}", {})
-        if not isinstance(outcome, CheckOutcome):
-            return ("error", f"check '{guardrail.check}' returned {type(outcome).__name__}", {})
-        if outcome.passed:
-            return _PASSED if not outcome.details else ("pass", None, outcome.details)
-        return ("fail", outcome.reason or f"check '{guardrail.check}' failed", outcome.details)
+            return _error_verdict(guardrail.check, exc)
+        return _outcome_verdict(guardrail.check, outcome)
 
     def _run_check(self, guardrail: Guardrail, trace: Trace, context: Context) -> CheckOutcome:
+        return self._resolve(guardrail, context)(trace)
+
+    def _resolve(self, guardrail: Guardrail, context: Context) -> Callable[[Trace], CheckOutcome]:
+        """The guardrail's check as a function of the trace (StrategyError when it has none).
+
+        A strategy with an `inline(guardrail, check)` method may hand back the check's own
+        prepared function, which the plan then calls with nothing in between.
+        """
         check = self.registry.get(guardrail.check)
         if check is None:
             raise StrategyError(f"check '{guardrail.check}' is not registered")
@@ -102,7 +107,91 @@ class Engine:
         strategy = self.strategies.get(guardrail.kind)
         if strategy is None:
             raise StrategyError(f"no strategy is registered for kind '{guardrail.kind}'")
-        return strategy.evaluate(guardrail, check, trace, context)
+        inline = getattr(strategy, "inline", None)
+        prepared: Callable[[Trace], CheckOutcome] | None = inline(guardrail, check) if inline else None
+        if prepared is not None:
+            return prepared
+
+        def run(trace: Trace) -> CheckOutcome:
+            return strategy.evaluate(guardrail, check, trace, context)
+
+        return run
+
+    def plan(self, guardrails: Sequence[Guardrail], context: Context) -> Plan:
+        """The guardrails' verdicts for every trace of one context, with scope and checks
+        resolved once: what a loop over many traces of one (tenant, agent, flow) calls."""
+        steps: list[tuple[str, Step]] = []
+        for guardrail in guardrails:
+            miss = scope_miss(guardrail, context)
+            if miss is not None:  # the same skip, with its reason, for every trace of the context
+                steps.append((guardrail.check, skipped_verdict(miss, context)))
+                continue
+            try:
+                steps.append((guardrail.check, self._resolve(guardrail, context)))
+            except Exception as exc:  # each trace gets the error Engine.verdict would give
+                steps.append((guardrail.check, _raiser(exc)))
+        return Plan(steps, self.redact)
+
+
+#: A plan's step: the check as a function of the trace, or the skipped verdict of its scope.
+Step = Callable[[Trace], CheckOutcome] | Verdict
+
+
+class Plan:
+    """Guardrails resolved for one context: `verdicts(trace)` is Engine.verdict for each of
+    them, in order (errors redacted as the engine redacts them), with nothing allocated for
+    a pass or a skip."""
+
+    __slots__ = ("redact", "steps")
+
+    def __init__(
+        self,
+        steps: list[tuple[str, Step]],
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
+        self.steps = steps
+        self.redact = redact
+
+    def verdicts(self, trace: Trace) -> list[Verdict]:
+        verdicts: list[Verdict] = []
+        append = verdicts.append
+        for check_id, run in self.steps:
+            if isinstance(run, tuple):
+                append(run)
+                continue
+            try:
+                outcome = run(trace)
+            except Exception as exc:  # a check that raises gives error, never a crash of the run
+                append(self._shown(_error_verdict(check_id, exc)))
+                continue
+            append(_PASSED if outcome is PASSED else self._shown(_outcome_verdict(check_id, outcome)))
+        return verdicts
+
+    def _shown(self, verdict: Verdict) -> Verdict:
+        if verdict[0] == "error" and self.redact is not None:
+            return _redacted(verdict, self.redact)
+        return verdict
+
+
+def _raiser(exc: Exception) -> Callable[[Trace], CheckOutcome]:
+    def run(trace: Trace) -> CheckOutcome:
+        raise exc.with_traceback(None)  # each raise would otherwise lengthen its traceback
+
+    return run
+
+
+def _error_verdict(check_id: str, exc: Exception) -> Verdict:
+    if isinstance(exc, StrategyError):
+        return ("error", str(exc) or type(exc).__name__, exc.details)
+    return ("error", f"check '{check_id}' raised {describe_exception(exc)}", {})
+
+
+def _outcome_verdict(check_id: str, outcome: object) -> Verdict:
+    if not isinstance(outcome, CheckOutcome) or not isinstance(outcome.passed, bool):
+        return ("error", f"check '{check_id}' returned {returned_name(outcome)}", {})
+    if outcome.passed:
+        return _PASSED if not outcome.details else ("pass", None, outcome.details)
+    return ("fail", outcome.reason or f"check '{check_id}' failed", outcome.details)
 
 
 def _redacted(verdict: Verdict, redact: Callable[[str], str]) -> Verdict:

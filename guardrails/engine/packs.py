@@ -9,6 +9,13 @@ name; `load_pack` stamps it (and the version) on every check, so authors need no
 A check's evaluate function must be a module-level function for the check to run in the
 sandbox: a worker imports it by module and name (Check.module / Check.function).
 
+With a `describe` function (the deployment passes the sandbox's), a pack module is imported
+only inside a sandbox, under its limits: the console learns each check's id, kind, config
+schema and handler as data, and builds checks whose evaluate function imports the module
+in the evaluating process only when a guardrail with `sandbox: none` calls it. A check that
+validates its config with Python code (`validate_config`) is refused there: the console
+does not run a pack's code to register a guardrail.
+
 A `filesystem` code artifact (development only) names a pack-shaped module by its path:
 `load_filesystem_check` loads it, and such a check's `module` is that absolute path.
 """
@@ -20,14 +27,14 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 
-from guardrails.engine.registry import CheckRegistry, InvalidCheckDefinition
+from guardrails.engine.registry import CheckRegistry, InvalidCheckDefinition, define_check
 from guardrails.engine.schema import escape_pointer
-from guardrails.engine.types import Check, Issue
+from guardrails.engine.types import Check, Issue, StrategyError
 
 
 class PackError(Exception):
@@ -81,12 +88,72 @@ def _version(module: ModuleType, pack: str) -> str | None:
     return version
 
 
-def load_pack(module_name: str) -> Pack:
-    """Import a pack module and collect its checks; PackError names the pack and the check."""
+#: Imports a pack in a sandbox and describes it; None where the host has no sandbox.
+Describe = Callable[[str], "Mapping[str, Any] | None"]
+
+
+class _ImportedOnFirstCall:
+    """A described check's evaluate function for `sandbox: none`: imports its module then."""
+
+    def __init__(self, module: str, function: str) -> None:
+        self.module, self.function = module, function
+
+    def __call__(self, config: Any, trace: Any) -> Any:
+        target: Any = importlib.import_module(self.module)
+        for part in self.function.split("."):
+            target = getattr(target, part)
+        return target(config, trace)
+
+
+def describe_pack(module_name: str, describe: Describe) -> Pack | None:
+    """The pack as a sandbox described it (its module imported only there), or None."""
+    try:
+        description = describe(module_name)
+    except StrategyError as error:
+        if str(error).startswith(f"pack '{module_name}'"):  # the pack's own error, from inside
+            raise PackError(str(error)) from None
+        raise PackError(f"pack '{module_name}' cannot be imported in the sandbox: {error}") from None
+    if description is None:
+        return None
+    checks = []
+    for item in description.get("checks") or ():
+        if item.get("validatesInCode"):
+            raise PackError(
+                f"pack '{module_name}': check '{item.get('id')}' validates its config with Python "
+                "code; the console does not run a pack's code: give it a config_schema"
+            )
+        checks.append(_described_check(item))
+    version = description.get("version")
+    return Pack(module_name, version, _stamp(checks, module_name, version))
+
+
+def _described_check(item: Mapping[str, Any]) -> Check:
+    module, function = str(item.get("module") or ""), str(item.get("function") or "")
+    try:
+        check = define_check(
+            str(item.get("id")), str(item.get("kind")), _ImportedOnFirstCall(module, function),
+            config_schema=item.get("configSchema"), description=str(item.get("description") or ""),
+        )
+    except InvalidCheckDefinition as error:
+        raise PackError(f"a described check is invalid: {error}") from error
+    return dataclasses.replace(check, module=module or None, function=function or None)
+
+
+def load_pack(module_name: str, describe: Describe | None = None) -> Pack:
+    """Collect a pack's checks (described in a sandbox when `describe` is given, else imported
+    here); PackError names the pack and the check."""
+    if describe is not None:
+        described = describe_pack(module_name, describe)
+        if described is not None:
+            return described
     try:
         module = importlib.import_module(module_name)
     except InvalidCheckDefinition as error:
         raise PackError(f"pack '{module_name}' has an invalid check: {error}") from error
+    except MemoryError:
+        raise PackError(
+            f"pack '{module_name}' cannot be imported: memory limit exceeded while importing"
+        ) from None
     except Exception as error:
         raise PackError(
             f"pack '{module_name}' cannot be imported: {type(error).__name__}: {error}"
@@ -104,7 +171,10 @@ def _pack_from_module(module: ModuleType, name: str) -> Pack:
 
 
 def load_packs(
-    names: Iterable[str], registry: CheckRegistry, strategies: _Strategies | None = None
+    names: Iterable[str],
+    registry: CheckRegistry,
+    strategies: _Strategies | None = None,
+    describe: Describe | None = None,
 ) -> list[Issue]:
     """Load the named packs into `registry`; the warnings, or PackError on an invalid pack.
 
@@ -114,7 +184,7 @@ def load_packs(
     """
     warnings: list[Issue] = []
     for name in names:
-        pack = load_pack(name)
+        pack = load_pack(name, describe)
         for check in pack.checks:
             warning = _register_pack_check(pack, check, registry, strategies)
             if warning is not None:

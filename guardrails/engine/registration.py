@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from guardrails.engine.judge import validate_judge_capabilities
 from guardrails.engine.packs import check_needs, code_artifact_issues, resolve_filesystem_artifact
 from guardrails.engine.registry import CheckRegistry
 from guardrails.engine.schema import (
@@ -124,6 +123,8 @@ def _judge_issues(doc: Mapping[str, Any]) -> list[Issue]:
     """An llm-judge guardrail's judgeCapabilities against the keys routing defines."""
     if doc["kind"] != "llm-judge" or "judgeCapabilities" not in doc:
         return []
+    from guardrails.engine.judge import validate_judge_capabilities  # only llm-judge needs it
+
     return validate_judge_capabilities(doc["judgeCapabilities"], base_path="/judgeCapabilities")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from guardrails.engine import checks
@@ -69,6 +69,7 @@ def define_check(
         module=module,
         function=function,
         prepare=prepare,
+        validates_in_code=validate_config is not None,
     )
 
 
@@ -115,12 +116,34 @@ class CheckRegistry:
     def __init__(self, checks: list[Check] | None = None) -> None:
         self._checks: dict[str, Check] = {}
         self._declared_schemas: dict[str, Mapping[str, Any]] = {}
+        self._lazy: dict[str, Callable[[], list[Check]]] = {}
         for check in checks or ():
             self.register(check)
+
+    def register_lazily(self, ids: list[str], load: Callable[[], list[Check]]) -> None:
+        """Checks of these ids that `load` defines when one of them is first needed (the
+        built-in llm-judge checks: a run without them never imports the judge)."""
+        for id in ids:
+            self._lazy[id] = load
+
+    def _load(self, id: str) -> None:
+        load = self._lazy.get(id)
+        if load is None:
+            return
+        for check in load():
+            self._lazy.pop(check.id, None)
+            if check.id not in self._checks:
+                self._checks[check.id] = check
+        self._lazy.pop(id, None)
+
+    def _load_all(self) -> None:
+        while self._lazy:
+            self._load(next(iter(self._lazy)))
 
     def register(self, check: Check, *, replace: bool = False) -> Check:
         """Add `check`. A duplicate id is refused unless `replace`; a built-in is never
         replaced by a pack check (the seed: the built-in replaces it)."""
+        self._load(check.id)
         existing = self._checks.get(check.id)
         if existing is not None:
             if existing.builtin and not check.builtin:
@@ -133,21 +156,28 @@ class CheckRegistry:
         return check
 
     def get(self, id: str) -> Check | None:
-        return self._checks.get(id)
+        check = self._checks.get(id)
+        if check is None and id in self._lazy:
+            self._load(id)
+            check = self._checks.get(id)
+        return check
 
     def __iter__(self) -> Iterator[Check]:
+        self._load_all()
         return iter(list(self._checks.values()))
 
     def __contains__(self, id: object) -> bool:
-        return id in self._checks
+        return id in self._checks or id in self._lazy
 
     def __len__(self) -> int:
+        self._load_all()
         return len(self._checks)
 
     def copy(self) -> CheckRegistry:
         other = CheckRegistry()
         other._checks = dict(self._checks)
         other._declared_schemas = dict(self._declared_schemas)
+        other._lazy = dict(self._lazy)
         return other
 
     def keep_config_schema(self, check_id: str, schema: Mapping[str, Any]) -> None:
@@ -233,6 +263,13 @@ def builtin_judge_checks() -> list[Check]:
     return judge_checks()
 
 
+#: The ids of builtin_judge_checks(), known without importing the judge.
+JUDGE_CHECK_IDS = ["rubric"]
+
+
 def default_registry() -> CheckRegistry:
-    """A fresh registry holding the built-in checks, zero-llm and llm-judge."""
-    return CheckRegistry(builtin_checks() + builtin_judge_checks())
+    """A fresh registry holding the built-in checks, zero-llm and llm-judge (the judge's
+    imported when one of its checks is first needed)."""
+    registry = CheckRegistry(builtin_checks())
+    registry.register_lazily(JUDGE_CHECK_IDS, builtin_judge_checks)
+    return registry

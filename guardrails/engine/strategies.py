@@ -9,10 +9,9 @@ strategies for kinds of their own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from guardrails.engine.judge import LlmJudgeStrategy
 from guardrails.engine.types import (
     Check,
     CheckOutcome,
@@ -26,27 +25,45 @@ from guardrails.engine.types import (
 
 
 class StrategyRegistry:
-    """Strategies by kind; registering a kind again replaces its strategy."""
+    """Strategies by kind; registering a kind again replaces its strategy.
+
+    A strategy may be registered `lazily`: made by a function on its first use, so that a
+    run without llm-judge guardrails never imports the judge and its HTTP client.
+    """
 
     def __init__(self, strategies: Mapping[str, Strategy] | None = None) -> None:
         self._strategies: dict[str, Strategy] = dict(strategies or {})
+        self._factories: dict[str, Callable[[], Strategy]] = {}
 
     def register(self, kind: str, strategy: Strategy) -> None:
         if not isinstance(kind, str) or not kind.strip():
             raise ValueError("a strategy's kind must be a non-empty string")
+        self._factories.pop(kind, None)
         self._strategies[kind] = strategy
 
+    def register_lazily(self, kind: str, factory: Callable[[], Strategy]) -> None:
+        """Register the strategy `factory` makes, made when the kind is first evaluated."""
+        if not isinstance(kind, str) or not kind.strip():
+            raise ValueError("a strategy's kind must be a non-empty string")
+        self._strategies.pop(kind, None)
+        self._factories[kind] = factory
+
     def get(self, kind: str) -> Strategy | None:
-        return self._strategies.get(kind)
+        strategy = self._strategies.get(kind)
+        if strategy is None and kind in self._factories:
+            strategy = self._strategies[kind] = self._factories.pop(kind)()
+        return strategy
 
     def kinds(self) -> list[str]:
-        return sorted(self._strategies)
+        return sorted({*self._strategies, *self._factories})
 
     def __contains__(self, kind: object) -> bool:
-        return kind in self._strategies
+        return kind in self._strategies or kind in self._factories
 
     def copy(self) -> StrategyRegistry:
-        return StrategyRegistry(self._strategies)
+        other = StrategyRegistry(self._strategies)
+        other._factories = dict(self._factories)
+        return other
 
 
 class ZeroLlmStrategy:
@@ -64,6 +81,10 @@ class ZeroLlmStrategy:
 
     def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
         return self.prepared(guardrail, check)(trace)
+
+    def inline(self, guardrail: Guardrail, check: Check) -> PreparedFn:
+        """The function Engine.plan calls for each trace: the prepared check itself."""
+        return self.prepared(guardrail, check)
 
     def prepared(self, guardrail: Guardrail, check: Check) -> PreparedFn:
         """The check's function over one trace, with this guardrail's config compiled in."""
@@ -104,12 +125,15 @@ class ExternalStrategy:
         )
 
 
+def _llm_judge_strategy() -> Strategy:
+    from guardrails.engine.judge import LlmJudgeStrategy
+
+    return LlmJudgeStrategy()
+
+
 def default_strategies() -> StrategyRegistry:
-    """The built-in strategies: zero-llm, llm-judge (guardrails.engine.judge) and external."""
-    return StrategyRegistry(
-        {
-            "zero-llm": ZeroLlmStrategy(),
-            "llm-judge": LlmJudgeStrategy(),
-            "external": ExternalStrategy(),
-        }
-    )
+    """The built-in strategies: zero-llm, llm-judge (guardrails.engine.judge, imported on
+    first use) and external."""
+    strategies = StrategyRegistry({"zero-llm": ZeroLlmStrategy(), "external": ExternalStrategy()})
+    strategies.register_lazily("llm-judge", _llm_judge_strategy)
+    return strategies

@@ -52,6 +52,23 @@ def failed(reason: str, **details: Any) -> CheckOutcome:
     return CheckOutcome(passed=False, reason=reason, details=details)
 
 
+def returned_name(outcome: object) -> str:
+    """What a check returned instead of a CheckOutcome (or with a `passed` not a bool)."""
+    if isinstance(outcome, CheckOutcome):
+        return f"a CheckOutcome whose passed is {type(outcome.passed).__name__}, not bool"
+    return type(outcome).__name__
+
+
+def describe_exception(error: BaseException) -> str:
+    """`Type: message` of an exception, even one whose str() itself raises."""
+    name = type(error).__name__
+    try:
+        text = str(error)
+    except Exception:
+        return f"{name} (its message cannot be shown)"
+    return f"{name}: {text}"
+
+
 class StrategyError(Exception):
     """A strategy could not give a verdict: the result is `error` with this message."""
 
@@ -116,6 +133,8 @@ class Check:
     module: str | None = None
     function: str | None = None
     prepare: PrepareFn | None = None
+    #: Whether a hand-written validate_config (code, not a schema) checks the config.
+    validates_in_code: bool = False
 
     @property
     def builtin(self) -> bool:

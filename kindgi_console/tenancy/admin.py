@@ -1,5 +1,8 @@
 from django.contrib import admin
+from django.db import transaction
 
+from kindgi_console.audit import log as audit
+from kindgi_console.audit.admin import AuditedAdmin
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
 
 
@@ -10,20 +13,20 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(AuditedAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(AuditedAdmin):
     list_display = ["user", "tenant", "role"]
     list_filter = ["role", "tenant"]
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(AuditedAdmin):
     """Keys are issued by create_api_key (the secret is shown once); here they are revoked."""
 
     list_display = ["prefix", "name", "tenant", "scopes", "last_used_at", "revoked_at"]
@@ -36,6 +39,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: object, queryset: object) -> None:
-        from django.utils import timezone
 
-        queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())  # type: ignore[attr-defined]
+        with transaction.atomic():
+            for key in queryset.filter(revoked_at__isnull=True):  # type: ignore[attr-defined]
+                key.revoke()
+                audit.record("apikey.revoke", key, before={"revoked": False}, after={"revoked": True},
+                             object_id=key.prefix, actor=getattr(request, "user", None))

@@ -12,7 +12,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -21,6 +21,7 @@ from django.utils.http import urlencode
 from django.utils.text import slugify
 from django.views import View
 
+from kindgi_console.tenancy import changes
 from kindgi_console.tenancy.models import SCOPES, ApiKey, Membership, Tenant
 from kindgi_console.tenancy.views import current_tenant
 
@@ -91,9 +92,7 @@ class TenantListView(AdminPageMixin, View):
             form["errors"]["slug"] = f"A tenant {slug!r} already exists."
         if form["errors"]:
             return self.get(request, form, status=400)
-        tenant = Tenant.objects.create(slug=slug, name=name)
-        Membership.objects.get_or_create(user=request.user, tenant=tenant,
-                                         defaults={"role": Membership.Role.ADMIN})
+        tenant = changes.create_tenant(slug, name, admin=request.user)
         messages.success(request, f"Tenant {tenant.slug} created; you are its admin.")
         return HttpResponseRedirect(f"{reverse('member-list')}?{urlencode({'tenant': tenant.slug})}")
 
@@ -144,8 +143,7 @@ class MemberListView(AdminPageMixin, View):
             request.GET["tenant"] = tenant.slug
             return self.get(request, form, status=400)
         try:
-            with transaction.atomic():
-                Membership.objects.create(user=user, tenant=tenant, role=role)
+            changes.add_member(user, tenant, role)
         except IntegrityError:
             messages.error(request, f"{username} is already a member of {tenant.slug}.")
             return self.back(tenant)
@@ -159,8 +157,7 @@ class MemberListView(AdminPageMixin, View):
         elif self.last_admin(tenant, membership) and role != Membership.Role.ADMIN:
             messages.error(request, f"{membership.user} is the last admin of {tenant.slug}: add another admin first.")
         else:
-            membership.role = role
-            membership.save(update_fields=["role"])
+            changes.change_role(membership, role)
             messages.success(request, f"{membership.user} is now {role} of {tenant.slug}.")
         return self.back(tenant)
 
@@ -168,7 +165,7 @@ class MemberListView(AdminPageMixin, View):
         if self.last_admin(tenant, membership):
             messages.error(request, f"{membership.user} is the last admin of {tenant.slug}: add another admin first.")
         else:
-            membership.delete()
+            changes.remove_member(membership)
             messages.success(request, f"{membership.user} no longer belongs to {tenant.slug}.")
         return self.back(tenant)
 
@@ -224,7 +221,7 @@ class ApiKeyListView(AdminPageMixin, View):
             form["errors"]["tenant"] = "Choose a tenant you administer."
         if form["errors"]:
             return self.get(request, form, status=400)
-        key, secret = ApiKey.issue(scopes=scopes, tenant=tenant, name=name, created_by=request.user)
+        key, secret = changes.issue_key(scopes=scopes, tenant=tenant, name=name, created_by=request.user)
         # The secret is in this one response only: it is not stored, and the page is not cached.
         response = self.get(request, secret=secret, issued=key)
         response["Cache-Control"] = "no-store"
@@ -235,6 +232,6 @@ class ApiKeyListView(AdminPageMixin, View):
         if key is None:
             raise Http404("no such key")
         if not key.revoked:
-            key.revoke()
+            changes.revoke_key(key)
             messages.success(request, f"Key {key.prefix}… is revoked: it no longer authenticates.")
         return HttpResponseRedirect(reverse("apikey-list"))

@@ -13,7 +13,7 @@ from django.utils import timezone
 #: Roles in the order of what they allow: each one allows what the earlier ones do.
 ROLES = ("reviewer", "author", "admin")
 #: What an API key may be allowed to do.
-SCOPES = ("ingest", "evaluate", "read", "review", "author")
+SCOPES = ("ingest", "evaluate", "read", "review", "author", "audit")
 #: The role a user needs for what a key needs the scope of the same name for. `review`
 #: (moving violations through their review states) is what a reviewer is for; a key needs
 #: the scope explicitly, `read` alone does not allow it.
@@ -24,6 +24,7 @@ ROLE_FOR_SCOPE = {
     "ingest": "author",
     "evaluate": "author",
     "author": "author",
+    "audit": "admin",  # reading the audit log
 }
 #: Capabilities of people that a key has through another scope: starting evaluation runs
 #: and previews (`run`) is a reviewer's for people, the `evaluate` scope's for keys.

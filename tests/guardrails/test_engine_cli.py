@@ -300,7 +300,10 @@ def test_junit_shows_errors_and_bad_input(tmp_path: Path) -> None:
 
 
 def test_junit_error_status(tmp_path: Path) -> None:
-    from guardrails.engine import cli
+    from guardrails.engine.cli.batches import Evaluator
+    from guardrails.engine.cli.files import iter_entries
+    from guardrails.engine.cli.reports import Report
+    from guardrails.engine.cli.validate import register_all
     from guardrails.engine.evaluate import Engine
     from guardrails.engine.registry import define_check
 
@@ -308,14 +311,14 @@ def test_junit_error_status(tmp_path: Path) -> None:
     engine = Engine.default()
     engine.registry.register(define_check("acme.ext", "external", config_schema={}, pack="acme"))
     g = {**GUARDRAIL, "kind": "external", "check": "acme.ext", "config": {}}
-    report = cli.CiReport(guardrails=[], keep_passes=True)
-    loaded = cli.register_all([("g.json", g)], engine)
-    report.guardrails = [
-        entry.registration.guardrail for entry in loaded if entry.registration.guardrail
-    ]
+    loaded = register_all([("g.json", g)], engine)
+    guardrails = [entry.registration.guardrail for entry in loaded if entry.registration.guardrail]
     t = jsonl(tmp_path / "t.jsonl", {"id": "a"})
-    cli._evaluate_file(t, engine, report, 1 << 20, 64)
-    root = ET.fromstring("".join(cli._junit_report(report)))
+    out = io.StringIO()
+    report = Report(guardrails, "junit", out)
+    report.add(Evaluator(engine, guardrails, {}, "junit", (1 << 20, 64)).run(t, list(iter_entries(t, 1 << 20))))
+    report.finish()
+    root = ET.fromstring(out.getvalue())
     error = root.find("testsuite/testcase/error")
     assert error is not None and "evaluated outside the engine" in (error.get("message") or "")
     assert root.get("errors") == "1"

@@ -297,3 +297,19 @@ def test_validate_against_takes_any_schema_with_formats_on() -> None:
 
 def test_the_runtrace_schema_is_published_with_its_id() -> None:
     assert RUNTRACE_SCHEMA["$id"].endswith("runtrace.schema.json")
+
+
+@pytest.mark.parametrize(
+    ("started", "ended", "in_order"),
+    [
+        ("2026-11-29T10:00:00Z", "2026-11-29T10:00:04Z", True),
+        ("2026-11-29T10:00:05Z", "2026-11-29T10:00:04Z", False),
+        ("2026-11-29T10:00:00.50Z", "2026-11-29T10:00:00.49Z", False),  # compared as text
+        ("2026-11-29T10:00:00.5Z", "2026-11-29T10:00:00Z", False),  # parsed: lengths differ
+        ("2026-11-29T11:00:00+01:00", "2026-11-29T10:30:00Z", True),  # parsed: offsets
+        ("2026-11-29t10:00:01z", "2026-11-29T10:00:00Z", False),  # parsed: lower case
+    ],
+)
+def test_ended_at_is_compared_with_started_at_in_time(started: str, ended: str, in_order: bool) -> None:
+    issues = validate_runtrace({"id": "t", "startedAt": started, "endedAt": ended})
+    assert (Issue("/endedAt", "must not be before startedAt") not in issues) is in_order

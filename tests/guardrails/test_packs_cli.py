@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from guardrails.engine import cli
+from guardrails.engine.cli import ci, environment
 from guardrails.engine.sandbox import SandboxPool
 
 TRACE = {"id": "t1", "agent": "a", "startedAt": "2026-01-01T00:00:00Z", "output": "hello world"}
@@ -125,7 +126,7 @@ class RecordingPools:
 
 def test_the_pool_starts_only_for_a_sandboxed_guardrail_and_is_shut_down(files, monkeypatch):
     pools = RecordingPools()
-    monkeypatch.setattr(cli, "_sandbox_pool", pools)
+    monkeypatch.setattr(ci, "sandbox_pool", pools)
     pack = ("--pack", "tests.packs.generated")
     g, t = files(guardrail("sandboxed-says-hello", config={"word": "hello"}))
     assert run(cli.run_guardrail_ci, *pack, "--guardrails", g, "--traces", t)[0] == 0
@@ -143,8 +144,8 @@ def test_the_pool_starts_only_for_a_sandboxed_guardrail_and_is_shut_down(files, 
 def test_the_sandbox_limits_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("KINDGI_SANDBOX_MEM_MB", "96")
     monkeypatch.setenv("KINDGI_SANDBOX_CPU_MS", "300")
-    pool = cli._sandbox_pool()
+    pool = environment.sandbox_pool()
     assert (pool.defaults.mem_mb, pool.defaults.cpu_ms, pool.defaults.pool_size) == (96, 300, 2)
     monkeypatch.setenv("KINDGI_SANDBOX_MEM_MB", "8")
     with pytest.raises(cli.BadInput, match="KINDGI_SANDBOX_MEM_MB=8 must be at least 16"):
-        cli._sandbox_pool()
+        environment.sandbox_pool()

@@ -145,6 +145,7 @@ def test_production_accepts_the_packaged_check_with_an_oci_artifact(api: Any, al
 # --- every evaluation path gets the sandbox ------------------------------------------------
 
 
+@pytest.mark.django_db
 def test_evaluation_services_hand_out_the_deployment_pool(deployment_pool: SandboxPool) -> None:
     services = deployment.evaluation_services("acme")
     assert services["sandbox"] is deployment_pool

@@ -22,7 +22,7 @@ def engine():
     registry = default_registry()
     strategies = default_strategies()
     strategies.register("zero-llm", SandboxedZeroLlmStrategy(ZeroLlmStrategy()))
-    load_packs(["tests.packs.generated"], registry, strategies)
+    load_packs(["tests.packs.generated", "tests.packs.hostile"], registry, strategies)
     return Engine(registry, strategies)
 
 
@@ -98,7 +98,7 @@ def test_a_raising_handler_is_an_error(engine, pool):
     result = run(engine, pool, guardrail(engine, "sandboxed-raises", sandbox="strict"))
     assert (result.status, result.reason) == (
         "error",
-        "check raised ValueError: the check's own bug",
+        "check 'sandboxed-raises' raised ValueError: the check's own bug",
     )
 
 
@@ -161,3 +161,16 @@ def test_an_author_tries_a_filesystem_check_under_strict_limits(engine, pool, tm
         document, registry=registry, policy=RegistrationPolicy(production=True)
     )
     assert [error.path for error in production.errors] == ["/codeArtifactRef/kind"]
+
+
+@pytest.mark.parametrize("check", [
+    "hostile-returns-a-pretender",
+    "hostile-raises-unprintable",
+    "hostile-passed-is-a-string",
+    "sandboxed-raises",
+])
+def test_odd_results_give_the_same_verdict_in_process_and_sandboxed(engine, pool, check):
+    in_process = run(engine, None, guardrail(engine, check, sandbox="none"))
+    sandboxed = run(engine, pool, guardrail(engine, check, sandbox="strict"))
+    assert in_process.status == "error"
+    assert (sandboxed.status, sandboxed.reason) == (in_process.status, in_process.reason)

@@ -40,6 +40,17 @@ def connects(config: Any, trace: Any) -> CheckOutcome:
     return PASSED if answer == b"pong\n" else failed(f"answer {answer!r}")
 
 
+def half_closes(config: Any, trace: Any) -> CheckOutcome:
+    """Send a line, close the sending side, then read the answer to its end."""
+    with socket.create_connection((config["host"], config["port"]), timeout=5) as sock:
+        sock.sendall(b"ping\n")
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(100):
+            answer += chunk
+    return PASSED if answer == b"pong\n" else failed(f"answer {answer!r}")
+
+
 def reads_environment(config: Any, trace: Any) -> CheckOutcome:
     """Fail with the environment's names, so that the test sees exactly what was visible."""
     return failed("environment", names=sorted(os.environ), values=dict(os.environ))

@@ -13,7 +13,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.conftest import make_trace
 from traces.models import Evaluation, RunTrace, Upload
-from traces.uploads import parse_file, process_upload, save_upload
+from traces.trace_files import parse_file
+from traces.uploads import process_upload, save_upload
 
 
 def jsonl(*documents: Any) -> bytes:
@@ -52,6 +53,14 @@ def test_a_broken_array_reports_where_it_broke() -> None:
     data = b'[' + orjson.dumps(make_trace("a")) + b', {"id": '
     rows = parsed(data, "broken.json")
     assert rows[0][:2] == (1, "a") and rows[1][0] == 2 and "not valid JSON" in rows[1][2]
+
+
+def test_a_broken_array_read_again_from_past_the_break_reports_it_once() -> None:
+    from traces.trace_files import Position
+
+    data = b'[' + orjson.dumps(make_trace("a")) + b', {"id": '
+    assert list(parse_file(io.BytesIO(data), "broken.json", Position(count=2))) == []
+    assert [p.item for p in parse_file(io.BytesIO(data), "broken.json", Position(count=1))] == [2]
 
 
 def test_a_line_over_the_limit_is_refused_alone(settings: Any) -> None:

@@ -1,17 +1,17 @@
-"""The network allowlist: the kernel cuts the worker off, the pool connects on its behalf.
+"""The network allowlist: the kernel cuts the worker off, the pool relays bytes for it.
 
 A worker under `network: allowlist` lives in a network namespace of its own with no
 interface up, so no socket it makes can reach anything: that part is the kernel's, and no
-code in the handler (ctypes, a subprocess, the raw `_socket` module) gets around it. To reach
+code in the check (ctypes, a child process, the raw `_socket` module) gets around it. To reach
 a listed host, the worker's `socket.connect` and `socket.getaddrinfo` ask the pool over
-their private channel; the pool checks the host against the allowlist, opens the connection
-in its own namespace and passes the connected descriptor back (SCM_RIGHTS), which the worker
-puts in place of its own socket's. Whatever the handler sends down the channel, the pool
-only ever connects to a listed host.
+their channel. The pool checks the host against the allowlist, opens the connection itself
+and hands the worker one end of a Unix socket pair, whose other end a relay thread joins to
+the connection. The worker never holds a socket of the console's network: it can send only
+down that pair, so only to the host the pool connected to. UDP goes the same way (a datagram
+pair relayed to a connected UDP socket); `sendto` to any other address fails.
 
 Listed hosts are names (matched exactly, case-insensitively, and resolved by the pool) or IP
-addresses. Connected TCP and UDP sockets are brokered; `sendto` without `connect` and any
-other family stay cut off.
+addresses.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from __future__ import annotations
 import errno
 import ipaddress
 import os
+import selectors
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +29,75 @@ from typing import Any
 from guardrails.engine.sandbox.protocol import Channel, Message
 
 _INET = (socket.AF_INET, socket.AF_INET6)
+#: Relayed connections a worker may hold open at once.
+MAX_RELAYS = 16
+_CHUNK = 65536
+
+
+class Relays:
+    """Relay threads copying bytes between a worker's socket pair and real connections.
+
+    They end when both directions are closed, or within half a second of `stop()` (called
+    when the worker's sandbox is killed: a datagram pair has no end-of-file to wait for).
+    """
+
+    def __init__(self) -> None:
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+
+    def active(self) -> int:
+        self._threads = [thread for thread in self._threads if thread.is_alive()]
+        return len(self._threads)
+
+    def start(self, remote: socket.socket, local: socket.socket) -> None:
+        thread = threading.Thread(
+            target=_relay, args=(remote, local, self._stop), name="kindgi-sandbox-relay",
+            daemon=True,
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _relay(remote: socket.socket, local: socket.socket, stop: threading.Event) -> None:
+    """Copy both ways; a stream's end-of-file in one direction is passed on as a shutdown."""
+    remote.settimeout(None)
+    peers = {remote: local, local: remote}
+    stream = remote.type == socket.SOCK_STREAM
+    reading = set(peers)
+    try:
+        with selectors.DefaultSelector() as selector:
+            for sock in peers:
+                selector.register(sock, selectors.EVENT_READ)
+            while reading and not stop.is_set():
+                for key, _ in selector.select(timeout=0.5):
+                    source: socket.socket = key.fileobj  # type: ignore[assignment]
+                    _copy(source, peers[source], stream, selector, reading)
+    except OSError:
+        return
+    finally:
+        remote.close()
+        local.close()
+
+
+def _copy(
+    source: socket.socket,
+    target: socket.socket,
+    stream: bool,
+    selector: selectors.BaseSelector,
+    reading: set[socket.socket],
+) -> None:
+    data = source.recv(_CHUNK)
+    if not stream:
+        target.send(data)
+    elif data:
+        target.sendall(data)
+    else:
+        selector.unregister(source)
+        reading.discard(source)
+        target.shutdown(socket.SHUT_WR)
 
 
 def _is_ip(host: str) -> bool:
@@ -45,6 +116,7 @@ class AllowlistBroker:
         self.names = frozenset(host for host in normalized if not _is_ip(host))
         self.addresses = frozenset(str(ipaddress.ip_address(h)) for h in normalized if _is_ip(h))
         self._resolved: frozenset[str] | None = None
+        self.relays = Relays()
 
     def allows(self, host: str) -> bool:
         host = host.strip().lower().rstrip(".")
@@ -89,17 +161,21 @@ class AllowlistBroker:
         return {"op": "resolved", "infos": [list(info) for info in infos]}
 
     def _connect(self, message: Message, host: str, deadline: float) -> tuple[Message, list[int]]:
-        family = int(message["family"])
-        if family not in _INET:
-            return _refusal(errno.EAFNOSUPPORT, "only internet sockets can be brokered"), []
-        sock = socket.socket(family, int(message["type"]), int(message.get("proto", 0)))
+        family, kind = int(message["family"]), int(message["type"]) & 0xF
+        if family not in _INET or kind not in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+            return _refusal(errno.EAFNOSUPPORT, "only TCP and UDP can be relayed"), []
+        if self.relays.active() >= MAX_RELAYS:
+            return _refusal(errno.EMFILE, f"at most {MAX_RELAYS} connections at a time"), []
+        remote = socket.socket(family, kind)
         try:
-            sock.settimeout(max(0.01, deadline - time.monotonic()))
-            sock.connect((host, int(message["port"])))
+            remote.settimeout(max(0.01, deadline - time.monotonic()))
+            remote.connect((host, int(message["port"])))
         except OSError as error:
-            sock.close()
+            remote.close()
             return _refusal(error.errno or errno.ECONNREFUSED, str(error)), []
-        return {"op": "connected"}, [sock.detach()]
+        ours, theirs = socket.socketpair(socket.AF_UNIX, kind)
+        self.relays.start(remote, ours)
+        return {"op": "connected"}, [theirs.detach()]
 
 
 def _refusal(code: int, text: str) -> Message:
@@ -112,7 +188,7 @@ def install_brokered_sockets(channel: Channel) -> None:
     real_getaddrinfo = socket.getaddrinfo
 
     def ask(request: Message) -> tuple[Message, list[int]]:
-        channel.send(request)
+        channel.send({**request, "id": channel.call_id})
         return channel.receive()
 
     def brokered_connect(self: socket.socket, address: Any) -> None:
@@ -124,7 +200,6 @@ def install_brokered_sockets(channel: Channel) -> None:
                 "op": "connect",
                 "family": int(self.family),
                 "type": int(self.type),
-                "proto": self.proto,
                 "host": str(address[0]),
                 "port": int(address[1]),
             }

@@ -1,181 +1,49 @@
-"""A pool of warm sandbox workers, keyed by posture and handler.
+"""A pool of warm sandbox workers, keyed by tenant, posture and handler.
 
-A worker is a fresh interpreter (`python -I`, empty environment, only its channel open)
-that isolates itself once and then evaluates its handler as often as it is asked, so a
-sandboxed call costs a round trip over a Unix socket, not a process start. A worker that
-hit a limit, crashed, was killed or overran its wall-clock bound is killed and forgotten;
-the next call starts a new one, and the other workers go on. Thread-safe.
+A worker (process.py) is a fresh interpreter behind the OS boundary (boundary.py) that
+imports its handler once and then evaluates it as often as it is asked, so a sandboxed call
+costs a round trip over a Unix socket, not a process start. A warm worker serves one tenant
+only: what a check keeps in a module global never reaches another tenant's result. A worker
+that hit a limit, crashed, overran its wall-clock bound, sent a reply over the size limit or
+left anything running after its reply is killed (its whole namespace) and forgotten; the
+next call starts a new one, and the other workers go on. Thread-safe.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from guardrails.engine.sandbox.network import AllowlistBroker
+from guardrails.engine.sandbox.boundary import SOURCE_ROOT, Boundary
 from guardrails.engine.sandbox.posture import HandlerRef, Posture, SandboxDefaults
-from guardrails.engine.sandbox.protocol import Channel, ChannelClosed, Message
-from guardrails.engine.types import CheckOutcome, StrategyError
+from guardrails.engine.sandbox.process import SandboxError, WorkerProcess
+from guardrails.engine.sandbox.protocol import MAX_REASON_CHARS, ChannelClosed, Message
+from guardrails.engine.types import CheckOutcome
 
-_BOOTSTRAP = (
-    "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
-    "from guardrails.engine.sandbox.worker import main; sys.exit(main(sys.argv[2:]))"
-)
-_CPU_SIGNALS = (signal.SIGPROF, signal.SIGXCPU)
-
-
-class SandboxError(StrategyError):
-    """The sandbox could not give a verdict: a limit, a crash, a posture it cannot enforce."""
+__all__ = ["PoolKey", "SandboxError", "SandboxPool"]
 
 
 @dataclass(frozen=True, slots=True)
 class PoolKey:
+    tenant: str
     posture: Posture
     handler: HandlerRef
-
-
-class _Worker:
-    """One worker process and the pool's end of its channel."""
-
-    def __init__(
-        self, key: PoolKey, python: str, sys_path: Sequence[str], timeout_s: float
-    ) -> None:
-        self.key = key
-        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        setup = {
-            "module": key.handler.module,
-            "function": key.handler.function,
-            "memMB": key.posture.mem_mb,
-            "cpuMs": key.posture.cpu_ms,
-            "network": key.posture.network.kind,
-        }
-        try:
-            self.process = subprocess.Popen(
-                [
-                    python,
-                    "-I",
-                    "-c",
-                    _BOOTSTRAP,
-                    json.dumps(list(sys_path)),
-                    str(child_end.fileno()),
-                    json.dumps(setup),
-                ],
-                env={},
-                cwd="/",
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                pass_fds=(child_end.fileno(),),
-                close_fds=True,
-            )
-        finally:
-            child_end.close()
-        self.channel = Channel(parent_end)
-        self.broker = (
-            AllowlistBroker(key.posture.network.hosts)
-            if key.posture.network.kind == "allowlist"
-            else None
-        )
-        self._await_ready(time.monotonic() + timeout_s)
-
-    def _await_ready(self, deadline: float) -> None:
-        try:
-            message, _ = self.channel.receive(deadline)
-        except (TimeoutError, ChannelClosed) as error:
-            self.kill()
-            raise SandboxError(f"the sandbox worker did not start: {self._death(error)}") from None
-        if not message.get("ok"):
-            self.kill()
-            raise SandboxError(str(message.get("error") or "the sandbox worker did not start"))
-
-    def call(self, config: Any, trace: Any, env: Mapping[str, str]) -> Message:
-        """Evaluate once; raises SandboxError (and leaves the worker dead) on a limit or crash."""
-        deadline = time.monotonic() + self.key.posture.wall_ms / 1000
-        try:
-            self.channel.send({"op": "call", "config": config, "trace": trace, "env": dict(env)})
-            while True:
-                message, fds = self.channel.receive(deadline)
-                for fd in fds:
-                    os.close(fd)
-                if message.get("op") == "result":
-                    return message
-                self._serve_broker(message, deadline)
-        except TimeoutError:
-            self.kill()
-            raise SandboxError(self._wall_reason()) from None
-        except ChannelClosed as error:
-            self.kill()
-            raise SandboxError(self._death(error)) from None
-
-    def _serve_broker(self, message: Message, deadline: float) -> None:
-        if self.broker is None or message.get("op") not in ("connect", "resolve"):
-            raise ChannelClosed(f"unexpected message {message.get('op')!r} from the worker")
-        reply, fds = self.broker.handle(message, deadline)
-        try:
-            self.channel.send(reply, fds)
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-    def _wall_reason(self) -> str:
-        posture = self.key.posture
-        return (
-            f"CPU limit {posture.cpu_ms} ms exceeded: the check ran past its wall-clock bound "
-            f"of {posture.wall_ms} ms and was stopped"
-        )
-
-    def _death(self, error: BaseException) -> str:
-        try:
-            code = self.process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            return f"the sandbox worker stopped answering ({error})"
-        posture = self.key.posture
-        if -code in _CPU_SIGNALS:
-            return f"CPU limit {posture.cpu_ms} ms exceeded"
-        if code < 0:
-            name = signal.Signals(-code).name
-            return f"the sandbox worker was killed by {name} while running the check"
-        return f"the sandbox worker exited with status {code} while running the check"
-
-    @property
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
-        self.channel.close()
-
-    def close(self) -> None:
-        """Ask the worker to leave (it exits when its channel closes), then make sure."""
-        self.channel.close()
-        try:
-            self.process.wait(timeout=1)
-        except subprocess.TimeoutExpired:
-            self.kill()
 
 
 @dataclass
 class _Slot:
     """The workers of one key: idle ones, and how many exist (idle or busy)."""
 
-    idle: list[_Worker] = field(default_factory=list)
+    idle: list[WorkerProcess] = field(default_factory=list)
     count: int = 0
 
 
 class SandboxPool:
-    """Warm workers per (posture, handler), at most `size` per key."""
+    """Warm workers per (tenant, posture, handler), at most `pool_size` per key."""
 
     def __init__(
         self,
@@ -184,15 +52,18 @@ class SandboxPool:
         environ: Mapping[str, str] | None = None,
         python: str | None = None,
         sys_path: Sequence[str] | None = None,
+        bwrap: str | None = None,
     ) -> None:
         self.defaults = defaults or SandboxDefaults()
         #: Where declared env variables and secrets are read from (the console's environment).
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
-        self.python = python or sys.executable
-        self.sys_path = [p for p in (sys_path if sys_path is not None else sys.path) if p]
+        self.boundary = Boundary(bwrap, python)
+        paths = sys_path if sys_path is not None else [str(SOURCE_ROOT), *sys.path]
+        self.sys_path = [p for p in paths if p and os.path.isabs(p)]
         self._slots: dict[PoolKey, _Slot] = {}
         self._lock = threading.Condition()
         self._closed = False
+        self._lru: dict[PoolKey, None] = {}
         self.started = 0
 
     def run(
@@ -202,19 +73,51 @@ class SandboxPool:
         config: Any,
         trace: Any,
         env: Mapping[str, str] | None = None,
+        *,
+        tenant: str | None = None,
+        check_id: str | None = None,
     ) -> CheckOutcome:
         """Evaluate `handler` under `posture`; SandboxError when no verdict can be had."""
-        key = PoolKey(posture, handler)
+        unavailable = self.boundary.unavailable()
+        if unavailable is not None:
+            raise SandboxError(f"{unavailable}; the check is not run without its sandbox")
+        key = PoolKey(tenant or "", posture, handler)
         worker = self._acquire(key)
         healthy = False
         try:
-            message = worker.call(config, trace, env or {})
-            healthy = message.get("status") in ("ok", "raised")
-            return _outcome(message)
+            message = self._call(worker, config, trace, env or {})
+            # A worker out of memory leaves after its reply (and is replaced): not checked.
+            if message.get("status") != "limit" and worker.left_running():
+                raise SandboxError(
+                    "the check kept a thread or a process running after its verdict; "
+                    "its sandbox was stopped"
+                )
+            # A check that raised or returned something odd keeps its worker; a malformed
+            # frame or a limit does not.
+            healthy = message.get("status") in ("raised", "returned")
+            outcome = _outcome(message, check_id)
+            healthy = True
+            return outcome
         finally:
             self._release(key, worker, healthy)
 
-    def _acquire(self, key: PoolKey) -> _Worker:
+    @staticmethod
+    def _call(worker: WorkerProcess, config: Any, trace: Any, env: Mapping[str, str]) -> Message:
+        try:
+            return worker.call(config, trace, env)
+        except TimeoutError:
+            worker.kill()
+            posture = worker.posture
+            raise SandboxError(
+                f"CPU limit {posture.cpu_ms} ms exceeded: the check ran past its wall-clock "
+                f"bound of {posture.wall_ms} ms and was stopped"
+            ) from None
+        except ChannelClosed as error:
+            reason = worker.death_reason(error)
+            worker.kill()
+            raise SandboxError(reason) from None
+
+    def _acquire(self, key: PoolKey) -> WorkerProcess:
         with self._lock:
             slot = self._slots.setdefault(key, _Slot())
             self._drop_dead(slot)
@@ -227,7 +130,9 @@ class SandboxPool:
                 return slot.idle.pop()
             slot.count += 1
         try:
-            worker = _Worker(key, self.python, self.sys_path, self.defaults.start_timeout_s)
+            worker = WorkerProcess(
+                key.posture, key.handler, self.boundary, self.sys_path, self.defaults
+            )
         except BaseException:
             self._forget(key)
             raise
@@ -241,16 +146,37 @@ class SandboxPool:
         for worker in [worker for worker in slot.idle if not worker.alive]:
             slot.idle.remove(worker)
             slot.count -= 1
-            worker.channel.close()
+            worker.kill()
 
-    def _release(self, key: PoolKey, worker: _Worker, healthy: bool) -> None:
+    def _release(self, key: PoolKey, worker: WorkerProcess, healthy: bool) -> None:
         if healthy and worker.alive and not self._closed:
             with self._lock:
                 self._slots[key].idle.append(worker)
+                self._lru.pop(key, None)
+                self._lru[key] = None
+                evicted = self._evict_beyond_max_idle()
                 self._lock.notify()
+            for old in evicted:
+                old.close()
             return
         worker.kill()
         self._forget(key)
+
+    def _evict_beyond_max_idle(self) -> list[WorkerProcess]:
+        """The least recently used idle workers beyond `max_idle` (called under the lock)."""
+        evicted: list[WorkerProcess] = []
+        idle = sum(len(slot.idle) for slot in self._slots.values())
+        for key in list(self._lru):
+            if idle <= self.defaults.max_idle:
+                break
+            slot = self._slots[key]
+            while slot.idle and idle > self.defaults.max_idle:
+                evicted.append(slot.idle.pop(0))
+                slot.count -= 1
+                idle -= 1
+            if not slot.idle:
+                del self._lru[key]
+        return evicted
 
     def _forget(self, key: PoolKey) -> None:
         with self._lock:
@@ -284,11 +210,24 @@ class SandboxPool:
         self.shutdown()
 
 
-def _outcome(message: Message) -> CheckOutcome:
+def _outcome(message: Message, check_id: str | None) -> CheckOutcome:
+    """The verdict of a result frame; SandboxError for anything else, checked field by field."""
     status = message.get("status")
+    name = f"check '{check_id}'" if check_id else "check"
     if status == "ok":
-        details = message.get("details") or {}
-        return CheckOutcome(
-            passed=bool(message["passed"]), reason=message.get("reason"), details=details
-        )
-    raise SandboxError(str(message.get("reason") or "the sandboxed check gave no verdict"))
+        passed, reason, details = message.get("passed"), message.get("reason"), message.get("details")
+        if not isinstance(passed, bool):
+            raise SandboxError(f"{name} returned a result whose passed is not a bool")
+        if reason is not None and not isinstance(reason, str):
+            raise SandboxError(f"{name} returned a reason that is not text")
+        reason = reason if reason is None or len(reason) <= MAX_REASON_CHARS else reason[:MAX_REASON_CHARS]
+        return CheckOutcome(passed=passed, reason=reason, details=details if isinstance(details, dict) else {})
+    if status == "raised":
+        raise SandboxError(f"{name} raised {_text(message.get('error'))}")
+    if status == "returned":
+        raise SandboxError(f"{name} returned {_text(message.get('what'))}")
+    raise SandboxError(_text(message.get("reason")) or "the sandboxed check gave no verdict")
+
+
+def _text(value: object) -> str:
+    return str(value or "")[:MAX_REASON_CHARS]

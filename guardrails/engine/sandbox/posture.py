@@ -24,14 +24,18 @@ class SandboxDefaults:
     """The deployment's limits for sandboxed guardrails that declare none (settings).
 
     `wall_grace_ms` is added to a call's CPU limit to give its wall-clock bound: a handler
-    that sleeps or blocks uses no CPU, and the pool kills it at that bound.
+    that sleeps or blocks uses no CPU, and the pool kills it at that bound. `max_tasks`
+    bounds the processes and threads of one sandbox; `max_idle` the warm workers kept in
+    all (the least recently used is stopped beyond it).
     """
 
     mem_mb: int = 256
     cpu_ms: int = 1000
     pool_size: int = 2
     wall_grace_ms: int = 1000
-    start_timeout_s: float = 30.0
+    start_timeout_s: float = 10.0
+    max_tasks: int = 16
+    max_idle: int = 32
 
 
 @dataclass(frozen=True, slots=True)

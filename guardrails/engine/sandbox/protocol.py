@@ -15,8 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 _HEADER = struct.Struct("!I")
-#: A trace is at most a few MB (KINDGI_MAX_TRACE_BYTES); anything larger is a broken peer.
+#: What the worker accepts from the pool: a trace is at most a few MB (KINDGI_MAX_TRACE_BYTES).
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+#: What the pool accepts from a worker: a verdict, or a broker request. A larger frame is an
+#: error and the worker is replaced; reasons are cut to MAX_REASON_CHARS.
+MAX_REPLY_BYTES = 64 * 1024
+MAX_REASON_CHARS = 4096
 _FD_SPACE = socket.CMSG_SPACE(4 * array.array("i").itemsize)
 
 Message = dict[str, Any]
@@ -24,6 +28,10 @@ Message = dict[str, Any]
 
 class ChannelClosed(Exception):
     """The other end went away (the worker died or the pool shut down)."""
+
+
+class MessageTooLarge(ChannelClosed):
+    """The other end sent a frame over this end's limit; the channel cannot be trusted."""
 
 
 def _encode(message: Mapping[str, Any]) -> bytes:
@@ -35,8 +43,11 @@ def _encode(message: Mapping[str, Any]) -> bytes:
 class Channel:
     """One end of the pool-worker socket: send and receive whole messages, with deadlines."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.sock = sock
+        self.max_bytes = max_bytes
+        #: The call this end is serving; a worker tags its broker requests with it.
+        self.call_id: object = None
         self._buffer = bytearray()
         self._fds: list[int] = []
 
@@ -64,14 +75,19 @@ class Channel:
         if len(self._buffer) < _HEADER.size:
             return None
         (length,) = _HEADER.unpack_from(self._buffer)
-        if length > MAX_MESSAGE_BYTES:
-            raise ChannelClosed(f"message of {length} bytes is larger than the channel allows")
+        if length > self.max_bytes:
+            raise MessageTooLarge(
+                f"a message of {length} bytes is over the limit of {self.max_bytes} bytes"
+            )
         end = _HEADER.size + length
         if len(self._buffer) < end:
             return None
         data = bytes(self._buffer[_HEADER.size : end])
         del self._buffer[:end]
-        decoded = json.loads(data)
+        try:
+            decoded = json.loads(data)
+        except ValueError as error:
+            raise ChannelClosed(f"a message is not JSON: {error}") from None
         if not isinstance(decoded, dict):
             raise ChannelClosed("a message is not a JSON object")
         return decoded

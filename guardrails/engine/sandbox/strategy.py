@@ -65,4 +65,6 @@ class SandboxedZeroLlmStrategy:
             _plain(guardrail.config),
             _plain(trace),
             env,
+            tenant=context.tenant or str(trace.get("tenant") or ""),
+            check_id=check.id,
         )

@@ -1,27 +1,24 @@
-"""A sandbox worker process: isolates itself once, then evaluates one handler on request.
+"""A sandbox worker process: takes its limits, imports one handler, evaluates it on request.
 
-Started by the pool (pool.py) with an empty environment and only its channel descriptor
-open. On start it takes its posture, in this order:
+Started by the pool inside the OS boundary (boundary.py: bubblewrap, namespaces, seccomp,
+a control group) with an empty environment and its channel as standard input (no
+descriptor number or path in its argv). The boundary is the kernel's; this process adds, in
+this order, before any of the check's code runs:
 
-1. network: `none` and `allowlist` move it into a new network namespace with no interface
-   up (unshare(CLONE_NEWNET)); where the kernel refuses, it reports why and exits, so that
-   the check is not run (fail closed). `allowlist` then brokers connects through the pool.
-2. the guard: a Python audit hook that refuses what would reach outside the worker's own
-   process: ctypes, starting programs or forking, signalling another process, changing
-   resource limits, reading another process's /proc entries (the console's environment is
-   in /proc/<pid>/environ), and Unix-socket connects when the network is restricted. It is a
-   Python-level guard: the kernel-level boundaries (namespace, memory rlimit, CPU timer,
-   the pool's wall-clock kill, the cleared environment) do not depend on it.
-3. the handler's module is imported (warm: once per worker).
-4. memory: RLIMIT_AS is set to the warm worker's address space plus `memMB`.
+1. per-process limits: RLIMIT_AS (its start-up size plus `memMB`, so that an allocation
+   beyond it is a clean MemoryError), RLIMIT_NPROC, RLIMIT_CORE 0; a child inherits them;
+2. under `allowlist`, connects and name lookups brokered by the pool (network.py);
+3. the guard: a Python audit hook refusing ctypes, starting programs and signalling other
+   processes, so that a check that tries gets a clear PermissionError. It is a second
+   layer for messages only; nothing depends on it;
+4. the handler's module is imported under a CPU timer of `cpuMs` (the pool's wall clock and
+   the control group bound it too).
 
-Each call then sets os.environ to exactly the declared variables, arms a CPU timer
-(ITIMER_PROF, whose default action ends the process) and calls the handler.
+Each call carries an id; the reply carries it back, with the reason cut to 4 KB.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import importlib.util
 import json
@@ -34,35 +31,25 @@ from collections.abc import Callable
 from typing import Any
 
 from guardrails.engine.sandbox.network import install_brokered_sockets
-from guardrails.engine.sandbox.protocol import Channel, ChannelClosed, Message
+from guardrails.engine.sandbox.protocol import (
+    MAX_REASON_CHARS,
+    MAX_REPLY_BYTES,
+    Channel,
+    ChannelClosed,
+    Message,
+)
+from guardrails.engine.types import CheckOutcome, describe_exception, returned_name
 
-CLONE_NEWNET = 0x40000000
 #: Exit status of a worker that ran out of memory (it reports first, then leaves).
 EXIT_RETIRED = 3
 
-# Taken before any handler code runs, so that a handler cannot swap them out.
 _setrlimit = resource.setrlimit
-_getpid = os.getpid
 
 Handler = Callable[[Any, Any], Any]
 
 
 class SetupError(Exception):
     """The worker cannot take the posture it was asked for."""
-
-
-def _isolate_network(kind: str, channel: Channel) -> None:
-    if kind == "unrestricted":
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNET) != 0:
-        code = ctypes.get_errno()
-        raise SetupError(
-            f"network {kind} cannot be enforced on this platform: unshare(CLONE_NEWNET) failed "
-            f"({os.strerror(code)}); the check is not run without isolation"
-        )
-    if kind == "allowlist":
-        install_brokered_sockets(channel)
 
 
 _BLOCKED_EVENTS = (
@@ -74,30 +61,11 @@ _BLOCKED_EVENTS = (
     "os.spawn",
     "os.fork",
     "os.forkpty",
-    "os.setuid",
-    "os.setgid",
 )
 
 
-def _another_process_entry(path: object) -> bool:
-    if isinstance(path, int):
-        return False
-    try:
-        resolved = os.path.realpath(os.fsdecode(path))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OSError):
-        return True
-    parts = resolved.split("/")
-    return (
-        len(parts) > 2
-        and parts[1] == "proc"
-        and parts[2] != str(_getpid())
-        and (parts[2].isdigit() or parts[2] in ("thread-self",))
-    )
-
-
-def _install_guard(network_kind: str, sealed: list[bool]) -> None:
-    pid = _getpid()
-    restricted = network_kind != "unrestricted"
+def _install_guard() -> None:
+    pid = os.getpid()
 
     def guard(event: str, args: tuple[Any, ...]) -> None:
         if event.startswith(_BLOCKED_EVENTS):
@@ -106,12 +74,6 @@ def _install_guard(network_kind: str, sealed: list[bool]) -> None:
             event != "os.kill" or args[0] != pid
         ):
             raise PermissionError(f"the sandbox does not allow {event} outside the worker")
-        if event in ("resource.setrlimit", "resource.prlimit") and sealed[0]:
-            raise PermissionError("the sandbox does not allow changing resource limits")
-        if event == "open" and _another_process_entry(args[0]):
-            raise PermissionError(f"the sandbox does not allow opening {args[0]!r}")
-        if event == "socket.connect" and restricted and isinstance(args[1], (str, bytes)):
-            raise PermissionError("the sandbox's network policy does not allow Unix sockets")
 
     sys.addaudithook(guard)
 
@@ -129,9 +91,10 @@ def _import_handler(module: str, function: str) -> Handler:
         target: Any = loaded
         for part in function.split("."):
             target = getattr(target, part)
-    except Exception as error:
-        reason = f"{type(error).__name__}: {error}"
-        raise SetupError(f"cannot import {module}:{function}: {reason}") from None
+    except MemoryError:
+        raise SetupError("memory limit exceeded while importing the check") from None
+    except BaseException as error:
+        raise SetupError(f"cannot import {module}:{function}: {describe_exception(error)}") from None
     if not callable(target):
         raise SetupError(f"{module}:{function} is not callable")
     handler: Handler = target
@@ -146,25 +109,33 @@ def _address_space_bytes() -> int:
     raise SetupError("cannot read the worker's address space size")
 
 
-def _cap_memory(mem_mb: int) -> None:
-    limit = _address_space_bytes() + mem_mb * 1024 * 1024
+def _take_limits(setup: Message) -> None:
+    limit = _address_space_bytes() + int(setup["memMB"]) * 1024 * 1024
     _setrlimit(resource.RLIMIT_AS, (limit, limit))
+    _setrlimit(resource.RLIMIT_CORE, (0, 0))
+    tasks = int(setup["maxTasks"])
+    _setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+
+
+def _cut(text: object) -> str | None:
+    if text is None:
+        return None
+    try:
+        value = str(text)
+    except Exception:
+        return "(the check's reason cannot be shown)"
+    return value if len(value) <= MAX_REASON_CHARS else value[: MAX_REASON_CHARS - 1] + "…"
 
 
 def _outcome_message(outcome: object) -> Message:
-    passed = getattr(outcome, "passed", None)
-    if not isinstance(passed, bool):
-        return {
-            "op": "result",
-            "status": "raised",
-            "reason": f"check returned {type(outcome).__name__}, not a CheckOutcome",
-        }
+    if not isinstance(outcome, CheckOutcome) or not isinstance(outcome.passed, bool):
+        return {"op": "result", "status": "returned", "what": returned_name(outcome)}
     return {
         "op": "result",
         "status": "ok",
-        "passed": passed,
-        "reason": getattr(outcome, "reason", None),
-        "details": dict(getattr(outcome, "details", {}) or {}),
+        "passed": outcome.passed,
+        "reason": _cut(outcome.reason),
+        "details": dict(outcome.details or {}),
     }
 
 
@@ -179,21 +150,30 @@ def _call(handler: Handler, message: Message, setup: Message) -> tuple[Message, 
     except MemoryError:
         out_of_memory = True  # replied below, once the handler's frames are gone
     except BaseException as error:
-        reply = {
-            "op": "result",
-            "status": "raised",
-            "reason": f"check raised {type(error).__name__}: {error}",
-        }
+        reply = {"op": "result", "status": "raised", "error": _cut(describe_exception(error))}
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         os.environ.clear()
     if out_of_memory:
-        return {
-            "op": "result",
-            "status": "limit",
-            "reason": f"memory limit {setup['memMB']} MB exceeded",
-        }, True
+        reason = f"memory limit {setup['memMB']} MB exceeded"
+        return {"op": "result", "status": "limit", "reason": reason}, True
     return reply, False
+
+
+def _send_reply(channel: Channel, reply: Message) -> None:
+    try:
+        size = len(json.dumps(reply, default=repr))
+    except Exception as error:
+        reply = {"op": "result", "status": "raised", "error": _cut(describe_exception(error))}
+        size = 0
+    if size > MAX_REPLY_BYTES - 1024:
+        reply = {
+            "op": "result",
+            "status": "error",
+            "reason": f"the check's result is larger than {MAX_REPLY_BYTES // 1024} KB",
+            "id": reply.get("id"),
+        }
+    channel.send(reply)
 
 
 def serve(channel: Channel, handler: Handler, setup: Message) -> int:
@@ -204,29 +184,58 @@ def serve(channel: Channel, handler: Handler, setup: Message) -> int:
             return 0
         if message.get("op") != "call":
             continue
+        channel.call_id = message.get("id")
         reply, retire = _call(handler, message, setup)
+        reply["id"] = message.get("id")
         try:
-            channel.send(reply)
+            _send_reply(channel, reply)
         except ChannelClosed:
             return 0
         if retire:
             return EXIT_RETIRED
 
 
-def main(argv: list[str]) -> int:
-    """argv: the channel descriptor and the setup (JSON: handler, posture)."""
-    channel = Channel(socket.socket(fileno=int(argv[0])))
-    setup: Message = json.loads(argv[1])
-    os.environ.clear()
-    sealed = [False]
+def _describe(module: str) -> Message:
+    """Import a pack here, in the sandbox, and describe its checks as data for the console."""
+    from guardrails.engine.packs import PackError, load_pack
+
     try:
-        _isolate_network(setup["network"], channel)
-        _install_guard(setup["network"], sealed)
+        pack = load_pack(module)
+    except PackError as error:
+        return {"op": "described", "ok": False, "error": _cut(str(error))}
+    except MemoryError:
+        return {"op": "described", "ok": False, "error": "memory limit exceeded while importing"}
+    checks = [
+        {"id": check.id, "kind": check.kind, "configSchema": check.config_schema,
+         "description": check.description, "module": check.module, "function": check.function,
+         "validatesInCode": check.validates_in_code}
+        for check in pack.checks
+    ]
+    return {"op": "described", "ok": True, "version": pack.version, "checks": checks}
+
+
+def main() -> int:
+    """Standard input is the channel; the first message is the setup (handler, posture)."""
+    channel = Channel(socket.socket(fileno=os.dup(0)))
+    os.close(0)
+    os.open(os.devnull, os.O_RDONLY)
+    setup, _ = channel.receive()
+    sys.path[:0] = [p for p in setup.get("sysPath") or () if p not in sys.path]
+    os.environ.clear()
+    channel.call_id = "setup"
+    try:
+        _take_limits(setup)
+        if setup["network"] == "allowlist":
+            install_brokered_sockets(channel)
+        _install_guard()
+        signal.setitimer(signal.ITIMER_PROF, setup["cpuMs"] / 1000)
+        if setup["op"] == "describe":
+            channel.send({**_describe(setup["module"]), "id": "setup"})
+            return 0
         handler = _import_handler(setup["module"], setup["function"])
-        _cap_memory(setup["memMB"])
+        signal.setitimer(signal.ITIMER_PROF, 0)
     except SetupError as error:
-        channel.send({"op": "ready", "ok": False, "error": str(error)})
+        channel.send({"op": "ready", "ok": False, "error": str(error), "id": "setup"})
         return 1
-    sealed[0] = True
-    channel.send({"op": "ready", "ok": True})
+    channel.send({"op": "ready", "ok": True, "id": "setup"})
     return serve(channel, handler, setup)

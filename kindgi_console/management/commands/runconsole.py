@@ -2,8 +2,9 @@
 
 On the embedded default (no CELERY_BROKER_URL) the worker uses Celery's filesystem
 transport under var/broker, so evaluations and uploads run in the background with no
-service to install. A deployment runs `celery -A kindgi_console worker` processes
-against Redis instead, on as many machines as it needs.
+service to install; a worker that dies is started again (`WorkerSupervisor`). A
+deployment runs `celery -A kindgi_console worker` processes against Redis instead, on as
+many machines as it needs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import ctypes
 import signal
 import subprocess
 import sys
-from pathlib import Path
+import threading
+import time
 from typing import Any
 
 from django.conf import settings
@@ -33,33 +35,18 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         addrport: str = options["addrport"]
-        self._prepare_broker_folders()
-        worker = None if options["no_worker"] else self._start_worker()
-        self._print_banner(addrport, worker is not None)
+        supervisor = None if options["no_worker"] else WorkerSupervisor(self.stderr)
+        self._print_banner(addrport, supervisor is not None)
         # A SIGTERM (a service manager, `kill`) ends the server through `finally`, which
         # stops the worker too; a SIGKILL is covered by the worker's parent-death signal.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        if supervisor is not None:
+            supervisor.start()
         try:
             call_command("runserver", addrport, use_reloader=False)
         finally:
-            if worker is not None:
-                _stop(worker)
-
-    def _prepare_broker_folders(self) -> None:
-        for key in ("data_folder_in", "processed_folder", "control_folder"):
-            folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(key)
-            if isinstance(folder, str):
-                Path(folder).mkdir(parents=True, exist_ok=True)
-
-    def _start_worker(self) -> subprocess.Popen[bytes]:
-        # --beat runs the periodic check that sends again the chunks of a lost worker; a
-        # deployment runs one `celery -A kindgi_console beat` process instead.
-        command = [
-            sys.executable, "-m", "celery", "-A", "kindgi_console", "worker",
-            "--loglevel", "WARNING", "--concurrency", "2", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
-            "--beat", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME,
-        ]
-        return subprocess.Popen(command, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
+            if supervisor is not None:
+                supervisor.stop()
 
     def _print_banner(self, addrport: str, with_worker: bool) -> None:
         host, _, port = addrport.rpartition(":")
@@ -80,6 +67,59 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start_worker() -> subprocess.Popen[bytes]:
+    """A Celery worker beside the server, with the periodic check embedded (--beat); a
+    deployment runs one `celery -A kindgi_console beat` process instead."""
+    command = [
+        sys.executable, "-m", "celery", "-A", "kindgi_console", "worker",
+        "--loglevel", "WARNING", "--concurrency", "2", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
+        "--beat", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME,
+    ]
+    return subprocess.Popen(command, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
+
+
+class WorkerSupervisor(threading.Thread):
+    """Keeps a worker running beside the server: one that exits (killed, out of memory) is
+    started again, after a pause that grows while it keeps dying at once (up to a minute)."""
+
+    QUICK_EXIT_SECONDS = 30.0
+
+    def __init__(self, out: Any) -> None:
+        super().__init__(name="kindgi-worker-supervisor", daemon=True)
+        self.out = out
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.worker: subprocess.Popen[bytes] | None = start_worker()
+        self.started_at = time.monotonic()
+        self.quick_exits = 0
+
+    def run(self) -> None:
+        while not self.stopping.wait(1.0):
+            with self.lock:
+                worker = self.worker
+            if worker is None or worker.poll() is None:
+                continue
+            self._note_exit(worker.returncode)
+            if self.stopping.wait(min(60.0, 2.0 ** self.quick_exits - 1)):
+                return
+            with self.lock:
+                if not self.stopping.is_set():
+                    self.worker = start_worker()
+                    self.started_at = time.monotonic()
+
+    def _note_exit(self, code: int | None) -> None:
+        quick = time.monotonic() - self.started_at < self.QUICK_EXIT_SECONDS
+        self.quick_exits = self.quick_exits + 1 if quick else 0
+        self.out.write(f"The background worker exited (code {code}); starting a new one.")
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            if self.worker is not None:
+                _stop(self.worker)
+                self.worker = None
 
 
 def _stop(worker: subprocess.Popen[bytes]) -> None:

@@ -6,7 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kindgi_console.tenancy.models import SCOPES, ApiKey, Tenant
+from kindgi_console.audit.log import acting_as
+from kindgi_console.tenancy.changes import issue_key
+from kindgi_console.tenancy.models import SCOPES, Tenant
 
 
 class Command(BaseCommand):
@@ -29,7 +31,8 @@ class Command(BaseCommand):
                 raise CommandError(f"there is no tenant {tenant!r} (create it with create_tenant)")
         elif "ingest" in wanted:
             raise CommandError("a key with the ingest scope must be bound to a tenant: use --tenant")
-        key, secret = ApiKey.issue(scopes=wanted, tenant=bound, name=name)
+        with acting_as("command:create_api_key"):
+            key, secret = issue_key(scopes=wanted, tenant=bound, name=name)
         where = f"tenant {bound.slug}" if bound else "no tenant"
         self.stdout.write(f"created API key {key.prefix}… ({', '.join(key.scopes)}; {where})")
         self.stdout.write("This key is shown once; store it now:")

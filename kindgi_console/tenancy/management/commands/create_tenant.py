@@ -8,6 +8,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import validate_slug
 
+from kindgi_console.audit.log import acting_as
+from kindgi_console.tenancy.changes import create_tenant
 from kindgi_console.tenancy.models import Tenant
 
 
@@ -29,5 +31,6 @@ class Command(BaseCommand):
             raise CommandError("a tenant id has at most 100 characters")
         if Tenant.objects.filter(slug=slug).exists():
             raise CommandError(f"tenant {slug!r} already exists")
-        Tenant.objects.create(slug=slug, name=name or slug)
+        with acting_as("command:create_tenant"):
+            create_tenant(slug, name or slug)
         self.stdout.write(f"created tenant {slug}")

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('guardrails', '0004_guardrail_shadow'),
         ('tenancy', '0002_tenant_reviewer_judge_limit'),
-        ('traces', '0010_result_shadow'),
+        ('traces', '0012_result_shadow'),
     ]
 
     operations = [

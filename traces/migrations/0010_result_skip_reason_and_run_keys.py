@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('guardrails', '0003_judge_claim'),
         ('tenancy', '0001_initial'),
-        ('traces', '0007_otlp_pending_span'),
+        ('traces', '0009_outbox_and_worker_heartbeat'),
     ]
 
     operations = [

@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('guardrails', '0003_judge_claim'),
         ('tenancy', '0002_tenant_reviewer_judge_limit'),
-        ('traces', '0008_result_skip_reason_and_run_keys'),
+        ('traces', '0010_result_skip_reason_and_run_keys'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

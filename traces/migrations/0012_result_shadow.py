@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('traces', '0009_guardrail_preview'),
+        ('traces', '0011_guardrail_preview'),
     ]
 
     operations = [

@@ -1,0 +1,114 @@
+"""Firing and resolving: one firing per episode, its deliveries queued after commit.
+
+`evaluate_rules` runs from the periodic check (alerts.tasks.tick); `record_event` from the
+task that the write paths of failed runs and uploads queue. Both only write rows and queue
+deliveries once their transaction commits, so a slow receiver delays neither.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from alerts.models import AlertRule, Delivery, Firing
+from alerts.rules import CONDITION_KINDS, Observation, observe
+
+
+def evaluate_rules(now: datetime | None = None) -> dict[str, int]:
+    """Evaluate every enabled condition rule; how many fired and resolved."""
+    now = now or timezone.now()
+    counts = {"fired": 0, "resolved": 0}
+    rules = AlertRule.objects.filter(enabled=True, kind__in=CONDITION_KINDS).order_by("pk")
+    open_rules = set(Firing.objects.filter(state=Firing.State.FIRING).values_list("rule_id", flat=True))
+    for rule in rules:
+        seen = observe(rule, timezone.localdate(now))
+        if seen.breached == (rule.pk in open_rules):
+            continue  # nothing changed: no lock, no write
+        outcome = change_state(rule, seen, now)
+        if outcome:
+            counts[outcome] += 1
+    counts["resolved"] += resolve_disabled(now)
+    return counts
+
+
+def resolve_disabled(now: datetime) -> int:
+    """Resolve the open firings of rules that were disabled: nobody watches them any more."""
+    resolved = 0
+    for firing in Firing.objects.filter(state=Firing.State.FIRING, rule__enabled=False).select_related("rule"):
+        with transaction.atomic():
+            if Firing.objects.select_for_update().filter(pk=firing.pk, state=Firing.State.FIRING).exists():
+                resolve(firing, Observation(False, "the rule was disabled", {"ruleDisabled": True}), now)
+                resolved += 1
+    return resolved
+
+
+def change_state(rule: AlertRule, seen: Observation, now: datetime) -> str | None:
+    """Fire a rule whose condition holds, resolve one whose condition cleared (checked again
+    under the firing's lock: another evaluator may have been first)."""
+    try:
+        with transaction.atomic():
+            open_firing = Firing.objects.select_for_update().filter(rule=rule, state=Firing.State.FIRING).first()
+            if seen.breached and open_firing is None:
+                fire(rule, seen, now)
+                return "fired"
+            if not seen.breached and open_firing is not None:
+                resolve(open_firing, seen, now)
+                return "resolved"
+    except IntegrityError:
+        return None  # another evaluator fired it at the same moment: one firing it is
+    return None
+
+
+def fire(rule: AlertRule, seen: Observation, now: datetime, *, event_key: str = "") -> Firing:
+    """A new firing with what it saw, and a delivery to each of the rule's channels."""
+    firing = Firing.objects.create(
+        tenant_id=rule.tenant_id, rule=rule, event_key=event_key, summary=seen.summary[:500],
+        observed=seen.figures, fired_at=now,
+        state=Firing.State.RESOLVED if event_key else Firing.State.FIRING,
+        resolved_at=now if event_key else None,
+    )
+    queue_deliveries(firing, Delivery.Event.FIRED)
+    return firing
+
+
+def resolve(firing: Firing, seen: Observation, now: datetime) -> None:
+    firing.state = Firing.State.RESOLVED
+    firing.resolved_at = now
+    firing.resolved_observed = seen.figures
+    firing.save(update_fields=["state", "resolved_at", "resolved_observed"])
+    queue_deliveries(firing, Delivery.Event.RESOLVED)
+
+
+def queue_deliveries(firing: Firing, event: str) -> None:
+    """A delivery row per enabled channel, sent by a task once this transaction commits."""
+    channels = firing.rule.channels.filter(enabled=True)
+    ids = [
+        Delivery.objects.create(tenant_id=firing.tenant_id, firing=firing, channel=channel, event=event).pk
+        for channel in channels
+    ]
+    if ids:
+        transaction.on_commit(lambda: _send_later(ids), robust=True)
+
+
+def _send_later(ids: list[int]) -> None:
+    from alerts.tasks import deliver
+
+    for pk in ids:
+        deliver.delay(pk)
+
+
+def record_event(kind: str, tenant_id: int, key: str, summary: str, figures: dict[str, Any]) -> int:
+    """Fire each enabled rule of `kind` in the tenant for the event `key`, once; how many fired."""
+    fired = 0
+    seen = Observation(True, summary, figures)
+    for rule in AlertRule.objects.filter(tenant_id=tenant_id, kind=kind, enabled=True).order_by("pk"):
+        try:
+            with transaction.atomic():
+                fire(rule, seen, timezone.now(), event_key=key)
+                fired += 1
+        except IntegrityError:
+            continue  # this event already fired this rule (a task delivered twice)
+    return fired

@@ -1,0 +1,146 @@
+"""What a rule's `params` may hold, and what a condition rule sees in the daily roll-ups.
+
+A `violations` rule counts `ViolationDay` rows over its window (the last `windowDays` days,
+today included) against a threshold, or against `factor` times the same window just
+before it (the baseline). A `spend` rule sums `LedgerDay.cost_usd` over today or this
+month against `amountUsd`. Both read a few roll-up rows per day: never a raw row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Q, Sum
+from jsonschema import Draft202012Validator
+
+from alerts.models import AlertRule
+from guardrails.engine.types import Issue
+from traces.models import LedgerDay, ViolationDay
+
+_FILTERS = {
+    "guardrail": {"type": "string", "minLength": 1, "maxLength": 200},
+    "severity": {"enum": ["info", "warn", "error", "critical"]},
+    "action": {"type": "string", "minLength": 1, "maxLength": 100},
+}
+PARAMS_SCHEMAS: dict[str, dict[str, Any]] = {
+    AlertRule.Kind.VIOLATIONS: {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            **_FILTERS,
+            "windowDays": {"type": "integer", "minimum": 1, "maximum": 31},
+            "threshold": {"type": "integer", "minimum": 0, "maximum": 10**12},
+            "factor": {"type": "number", "exclusiveMinimum": 1, "maximum": 10**6},
+            "minCount": {"type": "integer", "minimum": 1, "maximum": 10**12},
+        },
+        "anyOf": [{"required": ["threshold"]}, {"required": ["factor"]}],
+    },
+    AlertRule.Kind.SPEND: {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "guardrail": _FILTERS["guardrail"],
+            "period": {"enum": ["day", "month"]},
+            "amountUsd": {"type": "number", "exclusiveMinimum": 0, "maximum": 10**9},
+            "overBudgetCalls": {"type": "integer", "minimum": 0, "maximum": 10**12},
+        },
+        "anyOf": [{"required": ["amountUsd"]}, {"required": ["overBudgetCalls"]}],
+    },
+    AlertRule.Kind.RUN_FAILED: {"type": "object", "additionalProperties": False, "maxProperties": 0},
+    AlertRule.Kind.UPLOAD_FAILED: {"type": "object", "additionalProperties": False, "maxProperties": 0},
+}
+CONDITION_KINDS = (AlertRule.Kind.VIOLATIONS, AlertRule.Kind.SPEND)
+
+
+def validate_params(kind: str, params: object, prefix: str = "/params") -> list[Issue]:
+    """The issues of `params` for a rule of `kind`, each with its JSON pointer."""
+    schema = PARAMS_SCHEMAS.get(kind)
+    if schema is None:
+        return [Issue("/kind", f"kind is one of {', '.join(PARAMS_SCHEMAS)}")]
+    validator = Draft202012Validator(schema)
+    return [
+        Issue(prefix + "".join(f"/{part}" for part in error.absolute_path), _message(error))
+        for error in sorted(validator.iter_errors(params), key=lambda e: list(e.absolute_path))
+    ]
+
+
+def _message(error: Any) -> str:
+    if error.validator == "anyOf" and "factor" in str(error.schema):
+        return "a violations rule needs a threshold or a factor"
+    if error.validator == "anyOf":
+        return "a spend rule needs amountUsd or overBudgetCalls"
+    if error.validator == "maxProperties":
+        return "this kind of rule takes no parameters"
+    return str(error.message)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a rule saw: whether its condition holds, in a sentence, and the figures."""
+
+    breached: bool
+    summary: str
+    figures: dict[str, Any]
+
+
+def observe(rule: AlertRule, today: date) -> Observation:
+    """Evaluate a condition rule on the roll-ups as of `today` (the console's date)."""
+    if rule.kind == AlertRule.Kind.SPEND:
+        return _spend(rule, today)
+    return _violations(rule, today)
+
+
+def _violations(rule: AlertRule, today: date) -> Observation:
+    params = rule.params
+    window = int(params.get("windowDays", 1))
+    start = today - timedelta(days=window - 1)
+    rows = ViolationDay.objects.filter(
+        tenant_id=rule.tenant_id, day__gte=start - timedelta(days=window), day__lte=today
+    )
+    if "guardrail" in params:
+        rows = rows.filter(guardrail__guardrail_id=params["guardrail"])
+    if "severity" in params:
+        rows = rows.filter(severity=params["severity"])
+    if "action" in params:
+        rows = rows.filter(guardrail__on_violation=params["action"])
+    sums = rows.aggregate(current=Sum("count", filter=Q(day__gte=start)),
+                          baseline=Sum("count", filter=Q(day__lt=start)))
+    current, baseline = int(sums["current"] or 0), int(sums["baseline"] or 0)
+    breached, reason = _violations_breached(params, current, baseline)
+    figures = {"count": current, "baseline": baseline, "windowDays": window,
+               "from": start.isoformat(), "to": today.isoformat()}
+    return Observation(breached, f"{current} violations in {window} day(s) ({reason})", figures)
+
+
+def _violations_breached(params: dict[str, Any], current: int, baseline: int) -> tuple[bool, str]:
+    if "threshold" in params and current > params["threshold"]:
+        return True, f"over {params['threshold']}"
+    factor = params.get("factor")
+    if factor is not None and current >= params.get("minCount", 1) and current > factor * baseline:
+        return True, f"over {factor}x the baseline of {baseline}"
+    return False, f"baseline {baseline}"
+
+
+def _spend(rule: AlertRule, today: date) -> Observation:
+    """Judge cost over `amountUsd`, or more judge calls over their guardrail's own `budget`
+    (its declared maxCostUsd / maxLatencyMs per call) than `overBudgetCalls`."""
+    params = rule.params
+    period = params.get("period", "day")
+    start = today.replace(day=1) if period == "month" else today
+    rows = LedgerDay.objects.filter(tenant_id=rule.tenant_id, day__gte=start, day__lte=today)
+    if "guardrail" in params:
+        rows = rows.filter(guardrail__guardrail_id=params["guardrail"])
+    sums = rows.aggregate(cost=Sum("cost_usd"), over=Sum("over_budget"))
+    spent, over = sums["cost"] or Decimal(0), int(sums["over"] or 0)
+    figures: dict[str, Any] = {"costUsd": str(spent.normalize()), "overBudgetCalls": over, "period": period,
+                               "from": start.isoformat(), "to": today.isoformat()}
+    reasons = []
+    if "amountUsd" in params and spent > Decimal(str(params["amountUsd"])):
+        reasons.append(f"over ${params['amountUsd']}")
+    if "overBudgetCalls" in params and over > params["overBudgetCalls"]:
+        reasons.append(f"{over} calls over their guardrail's budget")
+    summary = f"judge spend ${spent:.4f} this {period}" + (f" ({', '.join(reasons)})" if reasons else "")
+    return Observation(bool(reasons), summary, figures)

@@ -1,0 +1,33 @@
+"""Celery tasks of alerts: send a delivery, fire on an event, the periodic check.
+
+Tasks take primary keys, re-read their rows, are acknowledged late and are harmless when
+run twice (a claimed delivery is skipped, an event fires a rule once).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from alerts import delivery, firing
+
+
+@shared_task(acks_late=True, time_limit=120, soft_time_limit=90, ignore_result=True)
+def deliver(delivery_id: int) -> str:
+    """Try one delivery (a no-op unless it is pending, due and unclaimed)."""
+    return delivery.deliver(delivery_id)
+
+
+@shared_task(acks_late=True, time_limit=120, soft_time_limit=90, ignore_result=True)
+def record_event(kind: str, tenant_id: int, key: str, summary: str, figures: dict[str, Any]) -> int:
+    """Fire the tenant's rules of `kind` for a failed run or upload."""
+    return firing.record_event(kind, tenant_id, key, summary, figures)
+
+
+@shared_task(acks_late=True, time_limit=240, soft_time_limit=200, ignore_result=True)
+def tick() -> dict[str, int]:
+    """The periodic check: evaluate the condition rules, send what is due again."""
+    counts = firing.evaluate_rules()
+    counts["resent"] = delivery.resend_due()
+    return counts

@@ -1,0 +1,112 @@
+"""The CI commands' arguments, and their entry points: parse first, import the engine after.
+
+This module imports argparse and nothing of the engine, so that `guardrail_ci --help` and a
+usage error cost the interpreter's start and argparse alone; the command's own module (and
+with it the engine) is imported once the arguments are known to be good.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any, Protocol
+
+FORMATS = ("text", "json", "junit")
+
+
+class Writer(Protocol):
+    def write(self, text: str, /) -> Any: ...
+
+
+class UsageError(Exception):
+    """Bad command-line arguments (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that reports errors to the caller instead of exiting."""
+
+    def error(self, message: str) -> Any:
+        raise UsageError(message)
+
+
+def add_pack_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pack",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="load this check pack too (besides those of KINDGI_CHECK_PACKS); repeatable",
+    )
+
+
+def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="guardrail files (JSON)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_pack_argument(parser)
+
+
+def _jobs(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 64")
+    return int(text)
+
+
+def add_ci_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--guardrails", nargs="+", default=[], metavar="PATH")
+    parser.add_argument("--console", metavar="URL", help="read the console's export (API key: KINDGI_API_KEY)")
+    parser.add_argument("--traces", nargs="+", required=True, metavar="PATH")
+    parser.add_argument("--format", choices=FORMATS, default="text")
+    parser.add_argument("--output", metavar="FILE", help="write the report here, not stdout")
+    parser.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="N",
+        help="evaluate JSON Lines files in N processes (the report is the same, in the same order)",
+    )
+    parser.add_argument(
+        "--judge-models",
+        metavar="FILE",
+        help="judge models for llm-judge guardrails: a JSON array of registrations "
+        "(the shape of GET /api/v1/judge-models; keys from the environment variables they name)",
+    )
+    add_pack_argument(parser)
+
+
+Command = Callable[[argparse.Namespace, Writer, Writer], int]
+
+
+def run_validate_guardrail(argv: list[str], stdout: Writer, stderr: Writer) -> int:
+    """`validate_guardrail PATH... [--format text|json]`."""
+    parser = _Parser(prog="manage.py validate_guardrail", description="Validate guardrail files.")
+    add_validate_arguments(parser)
+    args = _parse(parser, argv, stderr)
+    if args is None:
+        return 2
+    from guardrails.engine.cli.validate import validate_guardrail
+
+    return validate_guardrail(args, stdout, stderr)
+
+
+def run_guardrail_ci(argv: list[str], stdout: Writer, stderr: Writer) -> int:
+    """`guardrail_ci --guardrails PATH... --traces PATH... [--format ...] [--output FILE]`."""
+    parser = _Parser(
+        prog="manage.py guardrail_ci",
+        description="Evaluate guardrails against trace files in mode ci.",
+    )
+    add_ci_arguments(parser)
+    args = _parse(parser, argv, stderr)
+    if args is None:
+        return 2
+    from guardrails.engine.cli.ci import guardrail_ci
+
+    return guardrail_ci(args, stdout, stderr)
+
+
+def _parse(parser: _Parser, argv: list[str], stderr: Writer) -> argparse.Namespace | None:
+    """The arguments, or None after saying what is wrong (bad arguments are bad input)."""
+    try:
+        return parser.parse_args(argv)
+    except UsageError as exc:
+        stderr.write(f"{parser.format_usage()}error: {exc}\n")
+        return None

@@ -1,0 +1,149 @@
+"""Evaluating trace files in batches, in this process or, with `--jobs N`, in N processes.
+
+Each trace is parsed once (orjson), validated, and evaluated through the engine's Plan for
+its (tenant, agent, flow), resolved once per distinct triple; its results are rendered into
+the batch at once. Batches come back in the order of the file whatever the number of
+processes, so that the report is the same, byte for byte, with or without `--jobs`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from guardrails.engine.cli.files import BLANK, Entry, is_jsonl, parse_line
+from guardrails.engine.cli.reports import Batch, Renderer
+from guardrails.engine.evaluate import Engine, Plan
+from guardrails.engine.schema import validate_runtrace, validate_runtrace_line
+from guardrails.engine.types import Context, Guardrail, Issue
+
+if TYPE_CHECKING:  # multiprocessing is imported for --jobs only
+    from concurrent.futures import Future
+
+BATCH_SIZE = 250
+_MAX_PLANS = 4096
+
+
+class Evaluator:
+    """Everything evaluating a batch needs; a worker process inherits it when forked."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        guardrails: Sequence[Guardrail],
+        services: Mapping[str, Any],
+        fmt: str,
+        limits: tuple[int, int],
+    ) -> None:
+        self.engine = engine
+        self.guardrails = guardrails
+        self.services = services
+        self.fmt = fmt
+        self.max_bytes, self.max_depth = limits
+        self._plans: dict[tuple[str | None, str | None, str | None], Plan] = {}
+
+    def plan(self, tenant: str | None, agent: str | None, flow: str | None) -> Plan:
+        """The guardrails resolved for traces of this tenant, agent and flow in mode ci."""
+        key = (tenant, agent, flow)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            context = Context(mode="ci", tenant=tenant, agent=agent, flow=flow, services=self.services)
+            plan = self._plans[key] = self.engine.plan(self.guardrails, context)
+        return plan
+
+    def run(self, path: str, entries: Sequence[Entry]) -> Batch:
+        """Parse, validate, evaluate and render a batch of one file's entries."""
+        renderer = Renderer(self.guardrails, self.fmt, path)
+        bad_input: list[str] = []
+        for line, raw, item in entries:
+            if raw is not None:
+                item = parse_line(raw, self.max_bytes)
+            if item is BLANK:
+                continue
+            if isinstance(item, Issue):
+                bad_input.append(_where(path, line, item))
+                continue
+            issues = (
+                validate_runtrace(item, max_depth=self.max_depth)
+                if raw is None
+                else validate_runtrace_line(raw, item, max_depth=self.max_depth)
+            )
+            if issues or not isinstance(item, Mapping):
+                bad_input.extend(_where(path, line, issue) for issue in issues)
+                continue
+            get = item.get
+            plan = self.plan(get("tenant"), get("agent"), get("flow"))
+            renderer.add(item["id"], line, plan.verdicts(item))
+        batch = renderer.take()
+        batch.bad_input = bad_input
+        return batch
+
+
+def _where(path: str, line: int, issue: Issue) -> str:
+    field_path = f" {issue.path}:" if issue.path else ""
+    return f"{path}:{line}:{field_path} {issue.message}"
+
+
+def batches(entries: Iterable[Entry], size: int = BATCH_SIZE) -> Iterator[list[Entry]]:
+    iterator = iter(entries)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+# --- --jobs: worker processes ------------------------------------------------------------
+
+_WORKER: Evaluator | None = None  # set before the pool forks, so each worker inherits it
+
+
+def _run_in_worker(path: str, entries: list[Entry]) -> Batch:
+    assert _WORKER is not None
+    return _WORKER.run(path, entries)
+
+
+class Workers:
+    """A pool of `jobs` forked processes evaluating the batches of JSON Lines files."""
+
+    def __init__(self, evaluator: Evaluator, jobs: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        global _WORKER
+        _WORKER = evaluator
+        self.jobs = jobs
+        self._pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+        # Fork every worker now, before the report has written anything: a worker flushes
+        # the standard streams it inherited when it exits, and must find them empty.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._pool.submit(int).result()
+
+    def map(self, path: str, entries: Iterable[Entry]) -> Iterator[Batch]:
+        """Each batch's result in the order of the file, with a bounded number in flight."""
+        pending: deque[Future[Batch]] = deque()
+        for batch in batches(entries):
+            pending.append(self._pool.submit(_run_in_worker, path, batch))
+            if len(pending) >= 2 * self.jobs:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+    def close(self) -> None:
+        global _WORKER
+        self._pool.shutdown(cancel_futures=True)
+        _WORKER = None
+
+
+def evaluate_file(
+    path: str, evaluator: Evaluator, entries: Iterable[Entry], workers: Workers | None
+) -> Iterator[Batch]:
+    """The batches of one file: in the workers for a JSON Lines file, else here."""
+    if workers is not None and is_jsonl(path):
+        yield from workers.map(path, entries)
+        return
+    for batch in batches(entries):
+        yield evaluator.run(path, batch)

@@ -1,0 +1,279 @@
+"""The CI reports, written as results come, in bounded memory.
+
+Evaluating a batch of traces renders its part of the report at once (`render_batch`, in a
+worker process under `--jobs`), so that a result is never kept as an object: the JSON report
+is written straight to its output, results first and the summary last; the text report
+writes each fail or error as it comes; the JUnit report keeps each guardrail's test cases in
+a temporary file (in memory until it grows) until the run is done, since a test suite's
+counts come before its cases.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+import orjson
+
+from guardrails.engine.cli.arguments import Writer
+from guardrails.engine.evaluate import Verdict
+from guardrails.engine.types import Guardrail
+
+STATUSES = ("pass", "fail", "error", "skipped")
+#: The most bad-input messages a report keeps (and shows); the rest are counted.
+MAX_BAD_INPUT = 1000
+
+
+@dataclass
+class Batch:
+    """A batch of traces evaluated and rendered: what a worker process sends back."""
+
+    traces: int = 0
+    #: Per guardrail, the count of each status.
+    counts: list[dict[str, int]] = field(default_factory=list)
+    bad_input: list[str] = field(default_factory=list)
+    #: text: the fail and error lines; json: the result objects, comma-separated.
+    text: str = ""
+    #: junit: per guardrail, its test cases.
+    suites: list[str] = field(default_factory=list)
+
+
+def new_counts(guardrails: Sequence[Guardrail]) -> list[dict[str, int]]:
+    return [dict.fromkeys(STATUSES, 0) for _ in guardrails]
+
+
+# --- rendering a batch -------------------------------------------------------------------
+
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    # html.escape gives XML-valid entities and, unlike xml.sax.saxutils, imports nothing
+    # heavy (saxutils pulls in urllib and http.client: a tenth of the command's start-up).
+    return html.escape(_XML_INVALID.sub("\ufffd", text))
+
+
+def _attr(text: str) -> str:
+    return f'"{_xml(text)}"'
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value).decode()
+
+
+class Renderer:
+    """Renders the verdicts of each trace in one format, into a Batch.
+
+    What does not change from one result to the next (a guardrail's id, action and
+    severity, a file's name) is rendered once, here.
+    """
+
+    def __init__(self, guardrails: Sequence[Guardrail], fmt: str, path: str) -> None:
+        self.fmt = fmt
+        self.path = path
+        self.batch = Batch(counts=new_counts(guardrails))
+        self._parts: list[str] = []
+        self._cases: list[list[str]] = [[] for _ in guardrails]
+        self._guardrails = guardrails
+        file = _json(path)
+        self._json_head = [f'{{"guardrail":{_json(g.id)},"trace":' for g in guardrails]
+        self._json_tail = [
+            f',"action":{_json(g.on_violation)},"severity":{_json(g.severity)},"file":{file},"line":'
+            for g in guardrails
+        ]
+        self._case_head = [f"    <testcase classname={_attr(g.id)} name=" for g in guardrails]
+        self._text_tail = [f" [on-violation {g.on_violation}, severity {g.severity or '-'}]\n" for g in guardrails]
+
+    def add(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
+        """Count and render one trace's verdicts (one per guardrail, in order)."""
+        self.batch.traces += 1
+        if self.fmt == "json":
+            self._add_json(trace_id, line, verdicts)
+        elif self.fmt == "junit":
+            self._add_junit(trace_id, line, verdicts)
+        else:
+            self._add_text(trace_id, line, verdicts)
+
+    def _add_text(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
+        counts = self.batch.counts
+        for index, (status, reason, _details) in enumerate(verdicts):
+            counts[index][status] += 1
+            if status == "fail" or status == "error":
+                guardrail_id = self._guardrails[index].id
+                self._parts.append(
+                    f"{status.upper():5} {guardrail_id} on {trace_id} ({self.path}:{line}): {reason}"
+                    + self._text_tail[index]
+                )
+
+    def _add_json(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
+        trace, where = _json(trace_id), f"{line}}}"
+        heads, tails, append, counts = self._json_head, self._json_tail, self._parts.append, self.batch.counts
+        for index, (status, reason, _details) in enumerate(verdicts):
+            counts[index][status] += 1
+            shown = "null" if reason is None else _json(reason)
+            append(f'{heads[index]}{trace},"status":"{status}","reason":{shown}{tails[index]}{where}')
+
+    def _add_junit(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
+        name, counts = _attr(trace_id), self.batch.counts
+        for index, (status, reason, _details) in enumerate(verdicts):
+            counts[index][status] += 1
+            case = self._case_head[index] + name
+            if status == "pass":
+                self._cases[index].append(case + "/>\n")
+                continue
+            outcome = _junit_outcome(self._guardrails[index], status, reason, f"{self.path}:{line}")
+            self._cases[index].append(f"{case}>\n{outcome}    </testcase>\n")
+
+    def take(self) -> Batch:
+        """The batch rendered so far; the renderer starts a new one."""
+        batch = self.batch
+        batch.text = ("," if self.fmt == "json" else "").join(self._parts)
+        batch.suites = ["".join(cases) for cases in self._cases] if self.fmt == "junit" else []
+        self.batch = Batch(counts=new_counts(self._guardrails))
+        self._parts = []
+        self._cases = [[] for _ in self._guardrails]
+        return batch
+
+
+def _junit_outcome(guardrail: Guardrail, status: str, reason: str | None, where: str) -> str:
+    if status == "skipped":
+        return '      <skipped message="the guardrail\'s scope does not select this trace"/>\n'
+    tag = "failure" if status == "fail" else "error"
+    kind = "guardrail-violation" if status == "fail" else "guardrail-error"
+    body = f"{reason}\ntrace: {where}\non-violation: {guardrail.on_violation}\nseverity: {guardrail.severity or '-'}"
+    return f'      <{tag} message={_attr(reason or "")} type="{kind}">{_xml(body)}</{tag}>\n'
+
+
+# --- writing the report ------------------------------------------------------------------
+
+
+class Report:
+    """A CI run's report, written to `out` batch by batch: counts, bad input, the verdict."""
+
+    def __init__(self, guardrails: Sequence[Guardrail], fmt: str, out: Writer) -> None:
+        self.guardrails = guardrails
+        self.fmt = fmt
+        self.out = out
+        self.counts = new_counts(guardrails)
+        self.bad_input: list[str] = []
+        self.more_bad_input = 0
+        self.traces = 0
+        self.seconds = 0.0
+        self._written = 0
+        self._spools: list[IO[str]] = []
+        if fmt == "junit":
+            size = max(16 * 1024, (1 << 20) // max(1, len(guardrails)))
+            # Open for the whole run, closed by close(): not a with block.
+            self._spools = [
+                tempfile.SpooledTemporaryFile(size, mode="w+", encoding="utf-8")  # noqa: SIM115
+                for _ in guardrails
+            ]
+
+    @property
+    def totals(self) -> dict[str, int]:
+        return {status: sum(counts[status] for counts in self.counts) for status in STATUSES}
+
+    @property
+    def blocks(self) -> bool:
+        totals = self.totals
+        return totals["fail"] + totals["error"] > 0
+
+    def add_bad_input(self, messages: list[str]) -> None:
+        """Keep the first MAX_BAD_INPUT messages; count the others."""
+        room = max(0, MAX_BAD_INPUT - len(self.bad_input))
+        self.bad_input.extend(messages[:room])
+        self.more_bad_input += len(messages[room:])
+
+    def add(self, batch: Batch) -> None:
+        self.traces += batch.traces
+        self.add_bad_input(batch.bad_input)
+        for mine, theirs in zip(self.counts, batch.counts, strict=True):
+            for status, count in theirs.items():
+                mine[status] += count
+        if self.fmt == "junit":
+            for spool, cases in zip(self._spools, batch.suites, strict=True):
+                spool.write(cases)
+        elif self.fmt == "json":
+            self._write_json_results(batch.text)
+        else:
+            self.out.write(batch.text)
+
+    def _write_json_results(self, text: str) -> None:
+        if not self._written:
+            self.out.write('{"results":[')
+        if text:
+            self.out.write(("," if self._written > 1 else "") + text)
+            self._written = 2
+        else:
+            self._written = max(self._written, 1)
+
+    def finish(self) -> None:
+        """Write what comes after the results: the summary (and, for JUnit, everything)."""
+        if self.more_bad_input:
+            self.bad_input.append(f"... and {self.more_bad_input} more traces of bad input, not shown")
+            self.more_bad_input = 0
+        if self.fmt == "json":
+            self._write_json_results("")
+            passed = not self.blocks and not self.bad_input
+            errors = [{"message": message} for message in self.bad_input]
+            tail = {"errors": errors, "summary": self.totals, "passed": passed}
+            self.out.write("]," + _json(tail)[1:] + "\n")
+        elif self.fmt == "junit":
+            self._write_junit()
+        else:
+            self.out.write(self.summary_line() + "\n")
+
+    def summary_line(self) -> str:
+        c = self.totals
+        verdict = "BLOCKED" if self.blocks else "PASSED"
+        return (
+            f"{verdict}: {len(self.guardrails)} guardrails x {self.traces} traces: "
+            f"{c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['skipped']} skipped"
+            f" ({self.seconds:.2f}s)"
+        )
+
+    def _write_junit(self) -> None:
+        """JUnit XML: a testsuite per guardrail, a testcase per guardrail and trace."""
+        c, bad = self.totals, len(self.bad_input)
+        self.out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
+        self.out.write(
+            f'<testsuites name="guardrail_ci" tests="{sum(c.values()) + bad}" '
+            f'failures="{c["fail"]}" errors="{c["error"] + bad}" '
+            f'skipped="{c["skipped"]}" time="{self.seconds:.3f}">\n'
+        )
+        for guardrail, counts, spool in zip(self.guardrails, self.counts, self._spools, strict=True):
+            self.out.write(
+                f'  <testsuite name={_attr(guardrail.id)} tests="{sum(counts.values())}" '
+                f'failures="{counts["fail"]}" errors="{counts["error"]}" skipped="{counts["skipped"]}">\n'
+            )
+            spool.seek(0)
+            while chunk := spool.read(1 << 16):
+                self.out.write(chunk)
+            spool.close()
+            self.out.write("  </testsuite>\n")
+        if self.bad_input:
+            self.out.write("".join(_junit_bad_input(self.bad_input)))
+        self.out.write("</testsuites>\n")
+
+    def close(self) -> None:
+        for spool in self._spools:
+            spool.close()
+
+
+def _junit_bad_input(messages: list[str]) -> list[str]:
+    parts = [
+        f'  <testsuite name="guardrail_ci input" tests="{len(messages)}" '
+        f'errors="{len(messages)}" failures="0" skipped="0">\n'
+    ]
+    for number, message in enumerate(messages, start=1):
+        parts.append(
+            f'    <testcase classname="guardrail_ci input" name="bad input {number}">\n'
+            f'      <error message={_attr(message)} type="bad-input">{_xml(message)}</error>\n'
+            "    </testcase>\n"
+        )
+    parts.append("  </testsuite>\n")
+    return parts

@@ -1,0 +1,66 @@
+"""Changes of tenants, members and API keys, each written with its audit entry.
+
+The admin pages and the commands call these rather than the models, so that no change
+of who may do what escapes the audit log (kindgi_console.audit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from kindgi_console.audit import log as audit
+from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
+
+
+def _member(membership: Membership) -> dict[str, Any]:
+    return {"object_id": membership.user.get_username(), "object_repr": f"{membership.user} in {membership.tenant}"}
+
+
+@transaction.atomic
+def create_tenant(slug: str, name: str, admin: Any = None) -> Tenant:
+    """A new tenant; `admin`, when given, becomes its first admin."""
+    tenant = Tenant.objects.create(slug=slug, name=name)
+    audit.record("tenant.create", tenant, after={"slug": slug, "name": name}, object_id=slug)
+    if admin is not None:
+        add_member(admin, tenant, Membership.Role.ADMIN)
+    return tenant
+
+
+@transaction.atomic
+def add_member(user: Any, tenant: Tenant, role: str) -> Membership:
+    membership = Membership.objects.create(user=user, tenant=tenant, role=role)
+    audit.record("member.add", membership, after={"role": role}, **_member(membership))
+    return membership
+
+
+@transaction.atomic
+def change_role(membership: Membership, role: str) -> None:
+    before = {"role": membership.role}
+    membership.role = role
+    membership.save(update_fields=["role"])
+    audit.record("member.role", membership, before=before, after={"role": role}, **_member(membership))
+
+
+@transaction.atomic
+def remove_member(membership: Membership) -> None:
+    audit.record("member.remove", membership, before={"role": membership.role}, **_member(membership))
+    membership.delete()
+
+
+@transaction.atomic
+def issue_key(
+    *, scopes: list[str], tenant: Tenant | None, name: str = "", created_by: Any = None
+) -> tuple[ApiKey, str]:
+    """A new key (and its secret, shown once); the log names it by its prefix, never the secret."""
+    key, secret = ApiKey.issue(scopes=scopes, tenant=tenant, name=name, created_by=created_by)
+    audit.record("apikey.create", key, after={"name": name, "scopes": key.scopes}, object_id=key.prefix,
+                 tenant=tenant)
+    return key, secret
+
+
+@transaction.atomic
+def revoke_key(key: ApiKey) -> None:
+    key.revoke()
+    audit.record("apikey.revoke", key, before={"revoked": False}, after={"revoked": True}, object_id=key.prefix)

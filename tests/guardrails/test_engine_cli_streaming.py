@@ -1,0 +1,234 @@
+"""guardrail_ci over many traces: --jobs, streamed reports, plans, and what it imports."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import subprocess
+import sys
+import traceback
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guardrails.engine.cli import run_guardrail_ci
+from guardrails.engine.cli.batches import BATCH_SIZE
+from guardrails.engine.cli.reports import Batch, Report
+from guardrails.engine.evaluate import Engine
+from guardrails.engine.registration import define_guardrail
+from guardrails.engine.registry import define_check
+from guardrails.engine.types import Context, Guardrail, failed
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_GUARDRAILS = sorted(str(p) for p in (ROOT / "examples" / "guardrails").glob("*.json"))
+EXAMPLE_LINES = (ROOT / "examples" / "traces.jsonl").read_text(encoding="utf-8").splitlines()
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    status = run_guardrail_ci(list(argv), stdout, stderr)
+    return status, stdout.getvalue(), stderr.getvalue()
+
+
+@pytest.fixture
+def many(tmp_path: Path) -> list[str]:
+    """Trace files of several batches: JSON Lines with bad lines, gzip, and a JSON array."""
+    lines = []
+    for number in range(3 * BATCH_SIZE + 17):
+        trace = json.loads(EXAMPLE_LINES[number % len(EXAMPLE_LINES)])
+        trace["id"] = f"t-{number}"
+        lines.append(json.dumps(trace))
+    lines[5] = "[not json"
+    lines[BATCH_SIZE + 1] = '{"id": 5}'
+    lines[2 * BATCH_SIZE] = ""
+    plain = tmp_path / "a.jsonl"
+    plain.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    packed = tmp_path / "b.jsonl.gz"
+    with gzip.open(packed, "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(lines[: BATCH_SIZE + 3]) + "\n")
+    array = tmp_path / "c.json"
+    array.write_text("[\n" + ",\n".join(lines[10:20]) + "\n]\n", encoding="utf-8")
+    return [str(plain), str(packed), str(array)]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "junit"])
+def test_jobs_give_the_same_report_in_the_same_order(many: list[str], fmt: str) -> None:
+    common = ["--guardrails", *EXAMPLE_GUARDRAILS, "--traces", *many, "--format", fmt]
+    alone = run(*common)
+    shared = run(*common, "--jobs", "2")
+    assert alone[0] == shared[0] == 2  # the bad lines are bad input
+    assert alone[2] == shared[2] and f"{many[0]}:6: not valid JSON" in alone[2]
+    # The text summary says how long the run took: the rest is the same, byte for byte.
+    assert _without_times(alone[1]) == _without_times(shared[1])
+
+
+def _without_times(report: str) -> str:
+    """The report without how long the run took (text and JUnit say it)."""
+    return re.sub(r'\(\d+\.\d+s\)|time="[\d.]+"', "", report)
+
+
+def test_the_json_report_of_many_batches_parses_and_adds_up(many: list[str]) -> None:
+    status, out, _ = run("--guardrails", *EXAMPLE_GUARDRAILS, "--traces", *many, "--format", "json")
+    assert status == 2
+    report = json.loads(out)
+    # Each JSON Lines file has two bad lines (and a.jsonl a blank one); c.json holds 10.
+    traces = (3 * BATCH_SIZE + 17 - 3) + (BATCH_SIZE + 3 - 2) + 10
+    assert len(report["results"]) == 7 * traces == sum(report["summary"].values())
+    statuses = [result["status"] for result in report["results"]]
+    assert {status: statuses.count(status) for status in report["summary"]} == report["summary"]
+    assert [result["trace"] for result in report["results"][:8:7]] == ["t-0", "t-1"]
+    assert report["passed"] is False and len(report["errors"]) == 4
+
+
+def test_the_junit_report_of_many_batches_parses_and_adds_up(many: list[str], tmp_path: Path) -> None:
+    output = tmp_path / "report.xml"
+    run("--guardrails", *EXAMPLE_GUARDRAILS, "--traces", *many, "--format", "junit", "--output", str(output))
+    root = ET.parse(output).getroot()
+    suites = root.findall("testsuite")
+    assert len(suites) == 8  # one per guardrail, and the bad input
+    for suite in suites:
+        cases = suite.findall("testcase")
+        assert int(suite.get("tests") or -1) == len(cases)
+        assert int(suite.get("failures") or -1) == sum(case.find("failure") is not None for case in cases)
+    assert int(root.get("tests") or -1) == sum(int(suite.get("tests") or 0) for suite in suites)
+
+
+@pytest.mark.parametrize("fmt", ["json", "junit"])
+def test_a_run_without_traces_writes_a_valid_report(tmp_path: Path, fmt: str) -> None:
+    empty = tmp_path / "none.jsonl"
+    empty.write_text("", encoding="utf-8")
+    status, out, _ = run("--guardrails", *EXAMPLE_GUARDRAILS, "--traces", str(empty), "--format", fmt)
+    assert status == 0
+    if fmt == "json":
+        assert json.loads(out)["results"] == []
+    else:
+        assert ET.fromstring(out).get("tests") == "0"
+
+
+def test_the_json_report_is_written_as_batches_come() -> None:
+    guardrail = Guardrail({"id": "g", "kind": "zero-llm", "check": "c", "action": {"on-violation": "halt"}})
+    out = io.StringIO()
+    report = Report([guardrail], "json", out)
+    report.add(Batch(traces=1, counts=[{"pass": 1, "fail": 0, "error": 0, "skipped": 0}], text='{"a":1}'))
+    assert out.getvalue() == '{"results":[{"a":1}'
+    report.add(Batch(traces=1, counts=[{"pass": 1, "fail": 0, "error": 0, "skipped": 0}], text='{"a":2}'))
+    report.finish()
+    assert json.loads(out.getvalue())["results"] == [{"a": 1}, {"a": 2}]
+
+
+def test_a_jobs_value_out_of_range_is_bad_input(many: list[str]) -> None:
+    status, _, err = run("--guardrails", *EXAMPLE_GUARDRAILS, "--traces", *many, "--jobs", "0")
+    assert status == 2 and "--jobs" in err
+
+
+# --- the engine's plan -------------------------------------------------------------------------
+
+
+def _raises(config: Any, trace: Any) -> Any:
+    raise ValueError("boom")
+
+
+def _fails(config: Any, trace: Any) -> Any:
+    return failed("no", score=1)
+
+
+def test_a_plan_gives_what_verdict_gives_for_every_guardrail() -> None:
+    engine = Engine.default()
+    engine.registry.register(define_check("acme.raises", "zero-llm", _raises, config_schema={}, pack="acme"))
+    engine.registry.register(define_check("acme.fails", "zero-llm", _fails, config_schema={}, pack="acme"))
+    base = {"kind": "zero-llm", "action": {"on-violation": "halt"}, "config": {}}
+    documents = [
+        {**base, "id": "raises", "check": "acme.raises"},
+        {**base, "id": "fails", "check": "acme.fails"},
+        {**base, "id": "scoped", "check": "acme.fails", "scope": {"agents": ["other"]}},
+        {**base, "id": "cite", "check": "must-cite", "config": {"min": 1}},
+        {**base, "id": "external", "kind": "external", "check": "acme.fails"},
+    ]
+    guardrails = []
+    for document in documents:
+        registration = define_guardrail(document, registry=engine.registry)
+        guardrails.append(registration.guardrail or Guardrail(document))
+    gone = Guardrail({**base, "id": "gone", "check": "no-such-check"})
+    guardrails.append(gone)
+    trace = {"id": "t", "agent": "bot", "output": "see [a]"}
+    context = Context("ci", agent="bot")
+    plan = engine.plan(guardrails, context)
+    assert plan.verdicts(trace) == [engine.verdict(g, trace, context) for g in guardrails]
+    assert [status for status, _, _ in plan.verdicts(trace)] == ["error", "fail", "skipped", "pass", "error", "error"]
+    # Errors are redacted as Engine.verdict redacts them.
+    engine.redact = lambda text: text.replace("boom", "[redacted]")
+    redacted = engine.plan(guardrails, context).verdicts(trace)
+    assert redacted == [engine.verdict(g, trace, context) for g in guardrails]
+    assert redacted[0][1] == "check 'acme.raises' raised ValueError: [redacted]"
+
+
+# --- start-up: what a run imports --------------------------------------------------------------
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    code = (
+        "import io, sys\n"
+        "from guardrails.engine.cli import main\n"
+        "out = io.StringIO()\n"
+        "try:\n"
+        f"    main('guardrail_ci', {argv!r}, out, out)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write(' '.join(sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(done.stderr.split())
+
+
+def test_help_imports_nothing_of_the_engine() -> None:
+    modules = _modules_after(["--help"])
+    assert not {m for m in modules if m.startswith(("guardrails.engine.evaluate", "jsonschema", "httpx", "re2"))}
+
+
+def test_a_run_of_built_in_checks_imports_neither_judge_nor_httpx_nor_sandbox() -> None:
+    modules = _modules_after(["--guardrails", *EXAMPLE_GUARDRAILS, "--traces", str(ROOT / "examples" / "traces.jsonl")])
+    assert "guardrails.engine.evaluate" in modules
+    assert not {m for m in modules if m.startswith(("httpx", "guardrails.engine.judge", "guardrails.engine.sandbox"))}
+
+
+def test_a_plan_error_raised_for_every_trace_keeps_a_short_traceback() -> None:
+    engine = Engine.default()
+    gone = Guardrail({"id": "gone", "kind": "zero-llm", "check": "no-such-check", "action": {"on-violation": "halt"}})
+    plan = engine.plan([gone], Context("ci"))
+    _, run_check = plan.steps[0]
+    assert run_check is not None
+    for _ in range(100):
+        try:
+            run_check({})
+        except Exception as exc:
+            depth = len(traceback.extract_tb(exc.__traceback__))
+    assert depth < 5
+
+
+def test_bad_input_beyond_a_thousand_lines_is_counted_not_kept(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("[oops\n" * 1500, encoding="utf-8")
+    status, out, err = run("--guardrails", *EXAMPLE_GUARDRAILS, "--traces", str(bad), "--format", "json")
+    assert status == 2
+    errors = json.loads(out)["errors"]
+    assert len(errors) == 1001
+    assert errors[-1]["message"] == "... and 500 more traces of bad input, not shown"
+    assert err.count("\n") == 1001
+
+
+def test_jobs_write_the_same_report_to_a_real_stdout(many: list[str]) -> None:
+    # The JSON array file is evaluated (and written) before the JSON Lines files' workers
+    # start: nothing written may be copied into them.
+    common = ["manage.py", "guardrail_ci", "--guardrails", *EXAMPLE_GUARDRAILS, "--format", "json", "--traces"]
+    outputs = [
+        subprocess.run(
+            [sys.executable, *common, many[2], many[0], "--jobs", jobs], cwd=ROOT, capture_output=True, check=False
+        ).stdout
+        for jobs in ("1", "2")
+    ]
+    assert outputs[0] == outputs[1]
+    assert json.loads(outputs[0])["summary"]

@@ -1,0 +1,153 @@
+"""The broker down at ingestion: the traces are stored and answered as usual, and their
+runtime evaluation happens once it is back (the outbox), over a real server, a Redis of
+its own and a real worker."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.db.models import Count
+
+from tests.conftest import make_trace
+from tests.traces import workers
+from tests.traces.workers import ROOT, Worker, wait_for
+from traces import outbox
+from traces.models import EvaluationResult, PendingRuntimeEvaluation, RunTrace
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class RedisServer:
+    """A redis-server of the test's own, on its own port, stopped and started at will."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_for(lambda: answers(self.port), 10, "redis-server to start")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        wait_for(lambda: not answers(self.port), 10, "redis-server to stop")
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def web(redis_server: RedisServer, tmp_path: Path) -> Iterator[str]:
+    """`manage.py runserver` on the test database, its broker the test's own Redis."""
+    port = free_port()
+    environ = {**os.environ, "DATABASE_URL": workers.test_database_url(), "CELERY_BROKER_URL": redis_server.url,
+               "CELERY_TASK_ALWAYS_EAGER": "false"}
+    with (tmp_path / "web.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+            cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: answers(port), 30, "the web server to start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_traces_stored_while_the_broker_is_down_are_evaluated_once_it_is_back(
+    web: str, redis_server: RedisServer, acme_key: str, halt_guardrail: Any, tmp_path: Path
+) -> None:
+    redis_server.stop()
+    headers = {"Authorization": f"Bearer {acme_key}"}
+    started = time.monotonic()
+    batch = httpx.post(f"{web}/api/v1/traces", headers=headers, timeout=30,
+                       json={"traces": [make_trace(f"b{n}") for n in range(20)]})
+    single = httpx.post(f"{web}/api/v1/traces", headers=headers, timeout=30, json=make_trace("single"))
+    assert (batch.status_code, single.status_code) == (207, 201), batch.text[:500]
+    assert {item["status"] for item in batch.json()["results"]} == {"created"}
+    assert time.monotonic() - started < 10
+    assert RunTrace.objects.count() == 21 and not EvaluationResult.objects.exists()
+    assert PendingRuntimeEvaluation.objects.count() == 2
+
+    redis_server.start()
+    worker = Worker("back", tmp_path, concurrency=1, CELERY_BROKER_URL=redis_server.url)
+    try:  # the worker's start-up check sends what waits in the outbox
+        wait_for(lambda: not PendingRuntimeEvaluation.objects.exists(), 60, "the outbox to drain", worker)
+    finally:
+        worker.stop()
+    results = EvaluationResult.objects.filter(evaluation=None, mode="runtime")
+    assert results.count() == 21
+    assert not results.values("trace_id").annotate(n=Count("id")).filter(n__gt=1).exists()
+    assert RunTrace.objects.filter(withheld=True).count() == 21  # the halt guardrail failed each turn
+
+
+def test_the_periodic_check_sends_what_waits_in_the_outbox_once(acme: Any, monkeypatch: Any) -> None:
+    from traces.tasks import evaluate_ingested
+
+    sent: list[Any] = []
+    monkeypatch.setattr(evaluate_ingested, "apply_async", lambda *args, **kwargs: sent.append(args))
+    pending = PendingRuntimeEvaluation.objects.create(trace_ids=[1, 2], lease_until=time_ago(1))
+    assert outbox.send_pending() == 1
+    assert outbox.send_pending() == 0  # the message on its way has the lease
+    assert sent == [(([1, 2],), {"pending_id": pending.pk})]
+
+
+def test_a_batch_whose_evaluation_keeps_failing_is_sent_a_bounded_number_of_times(
+    acme: Any, monkeypatch: Any, settings: Any
+) -> None:
+    from traces.tasks import evaluate_ingested
+
+    sent: list[Any] = []
+    monkeypatch.setattr(evaluate_ingested, "apply_async", lambda *args, **kwargs: sent.append(args))
+    PendingRuntimeEvaluation.objects.create(trace_ids=[1], lease_until=time_ago(1))
+    for _ in range(settings.KINDGI_CHUNK_MAX_ATTEMPTS + 2):
+        outbox.send_pending()
+        PendingRuntimeEvaluation.objects.update(lease_until=time_ago(1))  # its task failed again
+    assert len(sent) == settings.KINDGI_CHUNK_MAX_ATTEMPTS
+    assert PendingRuntimeEvaluation.objects.get().resent == settings.KINDGI_CHUNK_MAX_ATTEMPTS
+
+
+def time_ago(seconds: float) -> Any:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return timezone.now() - timedelta(seconds=seconds)

@@ -1,0 +1,90 @@
+"""Workers' heartbeats: pages of waiting work say when no worker has been seen, and
+`runconsole` starts again a worker that dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from tests.traces import workers
+from tests.traces.test_broker_down import answers, free_port
+from tests.traces.test_worker_recovery import real_broker  # noqa: F401 - a fixture
+from tests.traces.workers import ROOT, wait_for
+from traces import evaluations, heartbeat
+from traces.models import Upload, WorkerHeartbeat
+
+NOTICE = "No background worker has been seen"
+
+
+def page(user: Any, url: str) -> str:
+    client = Client()
+    client.force_login(user)
+    response = client.get(url)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_a_queued_run_says_when_no_worker_has_been_seen(alice: Any, acme: Any, halt_guardrail: Any) -> None:
+    run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
+    url = f"/evaluations/{run.pk}/"
+    assert f"{NOTICE} yet" in page(alice, url)
+    heartbeat.beat("celery@here", 123)
+    assert NOTICE not in page(alice, url)
+    WorkerHeartbeat.objects.update(seen_at=timezone.now() - timedelta(minutes=5))
+    assert f"{NOTICE} since" in page(alice, url)
+
+
+def test_a_waiting_upload_says_it_too_and_a_finished_one_does_not(alice: Any, acme: Any) -> None:
+    upload = Upload.objects.create(tenant=acme, uploaded_by=alice, original_name="a.jsonl", file="x")
+    assert NOTICE in page(alice, f"/uploads/{upload.pk}/")
+    Upload.objects.filter(pk=upload.pk).update(status="succeeded")
+    assert NOTICE not in page(alice, f"/uploads/{upload.pk}/")
+
+
+def test_charlie_sees_no_notice_of_acme(alice: Any, charlie: Any, acme: Any) -> None:
+    upload = Upload.objects.create(tenant=acme, uploaded_by=alice, original_name="a.jsonl", file="x")
+    client = Client()
+    client.force_login(charlie)
+    assert client.get(f"/uploads/{upload.pk}/").status_code == 404
+
+
+def beating_pid() -> int | None:
+    return WorkerHeartbeat.objects.order_by("-seen_at").values_list("pid", flat=True).first()
+
+
+def kill_tree(pid: int) -> None:
+    children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+    for process in [pid, *children]:
+        os.kill(process, signal.SIGKILL)
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("real_broker")
+def test_runconsole_starts_again_a_worker_that_dies(tmp_path: Path) -> None:
+    port = free_port()
+    environ = {**os.environ, "DATABASE_URL": workers.test_database_url(), "CELERY_TASK_ALWAYS_EAGER": "false",
+               "KINDGI_WORKER_HEARTBEAT_SECONDS": "1", "KINDGI_VAR_DIR": str(tmp_path / "var")}
+    with (tmp_path / "console.log").open("wb") as log:
+        console = subprocess.Popen([sys.executable, "manage.py", "runconsole", f"127.0.0.1:{port}"],
+                                   cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: answers(port) and beating_pid() is not None, 60, "the console and its worker")
+        first = beating_pid()
+        assert first is not None
+        kill_tree(first)
+        wait_for(lambda: beating_pid() not in (None, first), 60, "a new worker's heartbeat")
+        assert console.poll() is None
+    finally:
+        console.terminate()
+        console.wait(timeout=30)
+    assert "The background worker exited (code -9); starting a new one." in (tmp_path / "console.log").read_text()

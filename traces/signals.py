@@ -1,0 +1,20 @@
+"""Signals of the write paths, sent inside the transaction of the change they announce.
+
+`run_failed(evaluation_id, tenant_id, error)`: an evaluation run failed for good;
+`upload_failed(upload_id, tenant_id, error)`: an upload could not be read. Apps that
+depend on traces (alerts) listen, so traces imports none of them.
+"""
+
+from django.dispatch import Signal
+
+run_failed = Signal()
+upload_failed = Signal()
+
+
+def announce_run_failed(evaluation_id: int, error: str) -> None:
+    """Send `run_failed` for a run just marked failed (in the same transaction)."""
+    from traces.models import Evaluation
+
+    tenant_id = Evaluation.objects.filter(pk=evaluation_id).values_list("tenant_id", flat=True).first()
+    if tenant_id is not None:
+        run_failed.send(Evaluation, evaluation_id=evaluation_id, tenant_id=tenant_id, error=error)
