@@ -74,17 +74,17 @@ WITH new AS (
   RETURNING id, tenant_id
 ), old AS (
   INSERT INTO traces_evaluationresult (tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode,
-                                       status, reason, skip_reason, duration_ms, details, created_at)
+                                       status, reason, skip_reason, shadow, duration_ms, details, created_at)
   SELECT tenant_id, id, %(guardrail)s, %(rev1)s, %(old)s, 'ci',
          CASE WHEN id %% 5 = 0 THEN 'fail' WHEN id %% 10 = 1 THEN 'skipped' ELSE 'pass' END,
-         'called forbidden tool', CASE WHEN id %% 10 = 1 THEN 'flows' ELSE '' END, 0.01, '{}'::jsonb, now()
+         'called forbidden tool', CASE WHEN id %% 10 = 1 THEN 'flows' ELSE '' END, false, 0.01, '{}'::jsonb, now()
   FROM new
 ), results AS (
   INSERT INTO traces_evaluationresult (tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode,
-                                       status, reason, skip_reason, duration_ms, details, created_at)
+                                       status, reason, skip_reason, shadow, duration_ms, details, created_at)
   SELECT tenant_id, id, %(guardrail)s, %(rev2)s, %(new)s, 'ci',
          CASE WHEN id %% 5 = 0 OR id %% 7 = 0 THEN 'fail' WHEN id %% 10 = 1 THEN 'skipped' ELSE 'pass' END,
-         'called forbidden tool', CASE WHEN id %% 10 = 1 THEN 'flows' ELSE '' END, 0.01, '{}'::jsonb, now()
+         'called forbidden tool', CASE WHEN id %% 10 = 1 THEN 'flows' ELSE '' END, false, 0.01, '{}'::jsonb, now()
   FROM new
   RETURNING id, tenant_id, trace_id, status, created_at
 )
