@@ -1,6 +1,7 @@
 from django.urls import path
 
 from guardrails.api import judge, views
+from traces.api import previews
 
 urlpatterns = [
     path("guardrails", views.GuardrailListView.as_view(), name="api-guardrails"),
@@ -8,8 +9,14 @@ urlpatterns = [
          name="api-guardrail-validate"),
     path("guardrails/try", views.GuardrailTryView.as_view(), name="api-guardrail-try"),
     path("guardrails/export", views.GuardrailExportView.as_view(), name="api-guardrail-export"),
+    path("guardrails/preview", previews.PreviewStartView.as_view(), name="api-guardrail-preview"),
+    path("guardrails/previews/<int:pk>", previews.PreviewDetailView.as_view(), name="api-guardrail-preview-read"),
     path("guardrails/<str:guardrail_id>", views.GuardrailDetailView.as_view(),
          name="api-guardrail"),
+    path("guardrails/<str:guardrail_id>/shadow", views.GuardrailShadowView.as_view(),
+         name="api-guardrail-shadow"),
+    path("guardrails/<str:guardrail_id>/quality", views.GuardrailQualityView.as_view(),
+         name="api-guardrail-quality"),
     path("guardrails/<str:guardrail_id>/revisions", views.GuardrailRevisionListView.as_view(),
          name="api-guardrail-revisions"),
     path("checks", views.CheckListView.as_view(), name="api-checks"),

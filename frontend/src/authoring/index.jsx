@@ -40,6 +40,7 @@ function readConfig(element) {
     tracesUrl: data.tracesUrl || "",
     traceUrl: data.traceUrl || "",
     cancelUrl: data.cancelUrl || "",
+    previewUrl: data.previewUrl || "",
   };
 }
 
