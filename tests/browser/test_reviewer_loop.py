@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.conftest import screenshot
 from tests.traces.test_evaluations import store_traces
@@ -29,7 +30,7 @@ def test_a_reviewer_walks_from_a_run_to_a_guardrails_precision(
     page.locator("[data-selected-traces]", has_text="12").wait_for()
     page.get_by_role("button", name="Start evaluation").click()
     page.wait_for_url("**/evaluations/*/")
-    page.locator("[data-progress-status]", has_text="succeeded").wait_for()
+    page.locator("[data-progress-status]", has_text="succeeded").first.wait_for()
     page.reload()
     page.get_by_role("link", name="4 fail results of no-refunds").click()
     page.wait_for_url("**/results/?guardrail=no-refunds&status=fail")
@@ -73,7 +74,7 @@ def test_an_author_previews_an_edit_then_shadows_and_promotes_a_judge(
     draft.fill(draft.input_value().replace('"issue_refund"', '"issue_refund", "lookup_order"'))
     page.get_by_role("button", name="Preview impact").click()
     page.wait_for_url("**/guardrails/previews/*/")
-    page.locator("[data-progress-status]", has_text="succeeded").wait_for()
+    page.locator("[data-progress-status]", has_text="succeeded").first.wait_for()
     page.reload()
     assert page.locator("[data-newly-failing]").inner_text() == "8"
     screenshot(page, "preview-impact")
@@ -118,6 +119,7 @@ def test_a_reviewer_calibrates_a_judge_with_the_keyboard(page: Any, sign_in: Any
     for n in range(10):
         page.get_by_text(f"trace {n + 1} of 10").wait_for()
         assert "judge says" not in page.content()  # the judge's verdict stays hidden
+        expect(page.get_by_role("button", name="Pass")).to_be_focused()  # autofocus, once rendered
         if n % 4 == 3:
             page.keyboard.press("Tab")  # from Pass (focused) to Fail
         page.keyboard.press("Enter")
