@@ -12,6 +12,7 @@ const options = {
     authoring: path.join(here, "src/authoring/index.jsx"),
     charts: path.join(here, "src/charts/index.js"),
     console: path.join(here, "src/console/index.js"),
+    runform: path.join(here, "src/runform/index.js"),
   },
   outdir,
   bundle: true,

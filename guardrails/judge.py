@@ -253,6 +253,7 @@ class ConsoleJudgeServices:
 
     tenant: Any = None  # a Tenant, its slug, or None (each trace's own)
     evaluation: Any = None
+    preview: Any = None  # a GuardrailPreview: the ledger rows are that preview's spend
     until: float | None = None
     call_limit_s: float = 60.0
     _models: list[JudgeModel] | None = None
@@ -427,6 +428,7 @@ class ConsoleJudgeServices:
             trace_id=self._trace_pks.get((tenant.pk, trace_ref)),
             trace_ref=trace_ref,
             evaluation=self.evaluation,
+            preview=self.preview,
             **fields,
         )])
         self.recorded.append(entry.pk)

@@ -45,7 +45,8 @@ class Guardrail(models.Model):
 
     `document` is the wire document (schema 1.1.0) exactly as authored, so that export and
     import round-trip; the other columns are copied from it for the pages to filter on.
-    `enabled` is the console's switch, not part of the document. Deleting sets
+    `enabled` is the console's switch, not part of the document; so is `shadow` (with its
+    sampling rate), which the export does not show: the document stays 1.1.0. Deleting sets
     `deleted_at`, so that results and violations keep naming their revision.
     """
 
@@ -61,6 +62,10 @@ class Guardrail(models.Model):
     severity = models.CharField(max_length=20, blank=True, db_index=True)
     on_violation = models.CharField(max_length=100)
     enabled = models.BooleanField(default=True)
+    shadow = models.BooleanField(
+        default=False, help_text="evaluated and recorded, never halting and never a violation (llm-judge)")
+    shadow_sample_rate = models.FloatField(
+        null=True, blank=True, help_text="in shadow, the share of matching traces judged (none: every one)")
     revision = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)

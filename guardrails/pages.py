@@ -200,7 +200,7 @@ def pass_rate_chart(results: Any, days: int = 30) -> dict[str, Any]:
     today = timezone.now().date()
     since = today - timedelta(days=days - 1)
     rows = (
-        results.filter(created_at__date__gte=since)
+        results.filter(created_at__date__gte=since).exclude(status="skipped")
         .annotate(day=TruncDate("created_at"))
         .values("day")
         .annotate(total=Count("pk"), passed=Count("pk", filter=Q(status="pass")))

@@ -5,6 +5,7 @@ Views, commands and tasks call these functions; the engine itself stays free of 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -163,6 +164,20 @@ class Enforced:
 
     guardrail: EngineGuardrail
     revision: GuardrailRevision
+
+    @property
+    def shadow(self) -> bool:
+        """In shadow: recorded, never halting, never a violation (the guardrail row's state)."""
+        return bool(self.revision.guardrail.shadow)
+
+    def sampled(self, trace_id: object) -> bool:
+        """Whether a shadow guardrail judges this trace: a stable share of trace ids, so that
+        a retry of the same trace is judged (or not) again."""
+        rate = self.revision.guardrail.shadow_sample_rate
+        if not self.shadow or rate is None or rate >= 1:
+            return True
+        digest = hashlib.sha256(f"{self.guardrail.id}:{trace_id}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64 < rate
 
 
 def enforced_document(document: dict[str, Any], owner: str | None) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Case, Count, F, FloatField, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Cast, Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -25,7 +25,7 @@ from django.utils.http import urlencode
 from django.views import View
 from django.views.generic import TemplateView
 
-from guardrails import deployment
+from guardrails import deployment, quality
 from guardrails.engine.schema import GUARDRAIL_SCHEMA
 from guardrails.models import Guardrail
 from guardrails.pages import document_diff, import_files, pass_rate_chart, pretty_json
@@ -113,15 +113,25 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         params = {name: self.request.GET.get(name, "").strip() for name in self.filters}
         after = self.request.GET.get("after", "")
+        if self.request.GET.get("sort") == "precision":
+            # A short list (guardrails, not traces): the first page by precision, without keyset.
+            ranked = list(self.by_precision(self.filtered(params))[:PAGE_SIZE])
+            return {**super().get_context_data(**kwargs), **self.page_context(params, ranked, "", ""),
+                    "sort": "precision"}
         rows = list(self.filtered(params).filter(guardrail_id__gt=after)[: PAGE_SIZE + 1])
         page = rows[:PAGE_SIZE]
+        next_url = self.page_url(params, page[-1].guardrail_id) if len(rows) > PAGE_SIZE else ""
+        previous_url = self.page_url(params, "") if after else ""
+        return {**super().get_context_data(**kwargs), **self.page_context(params, page, next_url, previous_url),
+                "sort": "id"}
+
+    def page_context(self, params: dict[str, str], page: list[Any], next_url: str, previous_url: str) -> dict[str, Any]:
         return {
-            **super().get_context_data(**kwargs),
             "guardrails": page,
             "params": params,
             "filtered": any(params.values()),
-            "next_url": self.page_url(params, page[-1].guardrail_id) if len(rows) > PAGE_SIZE else "",
-            "previous_url": self.page_url(params, "") if after else "",
+            "next_url": next_url,
+            "previous_url": previous_url,
             "kinds": sorted(set(KINDS) | {check.kind for check in deployment.check_registry()}),
             "checks": sorted(check.id for check in deployment.check_registry()),
             "severities": SEVERITIES,
@@ -141,6 +151,21 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
             rows = rows.filter(Q(guardrail_id__icontains=q) | Q(name__icontains=q)
                                | Q(document__icontains=q))
         return rows.annotate(open_violations=self.open_violations()).order_by("guardrail_id")
+
+    def by_precision(self, rows: Any) -> Any:
+        """Worst precision first (guardrails without a review last), from the current
+        tenant's violations: the guardrails whose verdicts reviewers overturn the most."""
+        scoped = tenant_rows(self.request, Violation).filter(guardrail=OuterRef("pk")).order_by().values("guardrail")
+        reviewed = scoped.filter(quality.REVIEWED).annotate(n=Count("pk")).values("n")
+        wrong = scoped.filter(quality.FALSE_POSITIVE).annotate(n=Count("pk")).values("n")
+        reviewed_n = Coalesce(Subquery(reviewed, output_field=IntegerField()), Value(0))
+        wrong_n = Coalesce(Subquery(wrong, output_field=IntegerField()), Value(0))
+        precision = Case(When(reviewed_count=0, then=Value(None)),
+                         default=Value(1.0) - Cast(F("false_positive_count"), FloatField()) / F("reviewed_count"),
+                         output_field=FloatField())
+        return (rows.annotate(reviewed_count=reviewed_n, false_positive_count=wrong_n)
+                .annotate(precision=precision)
+                .order_by(F("precision").asc(nulls_last=True), "guardrail_id"))
 
     def open_violations(self) -> Any:
         """The current tenant's open violations of each guardrail, as one subquery."""
@@ -183,12 +208,26 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             .order_by("-created_at", "-pk")[:10]
         )
         chart = pass_rate_chart(tenant_rows(self.request, EvaluationResult).filter(guardrail=guardrail))
-        since = timezone.localdate() - timedelta(days=SPEND_DAYS - 1)
+        spend_since = timezone.localdate() - timedelta(days=SPEND_DAYS - 1)
         spend = ledger.summarise(
-            tenant_rows(self.request, JudgeLedgerEntry).filter(guardrail=guardrail, created_at__date__gte=since),
-            [], tenant_rows(self.request, LedgerDay).filter(guardrail=guardrail, day__gte=since))[0]
+            tenant_rows(self.request, JudgeLedgerEntry).filter(guardrail=guardrail, created_at__date__gte=spend_since),
+            [], tenant_rows(self.request, LedgerDay).filter(guardrail=guardrail, day__gte=spend_since))[0]
+        period = quality_period(self.request)
+        since = timezone.now() - timedelta(days=period) if period else None
+        overall, per_revision = quality.quality_of(quality.period_violations(
+            tenant_rows(self.request, Violation).filter(guardrail=guardrail), since))
+        shadow_stats = tenant_rows(self.request, EvaluationResult).filter(
+            guardrail=guardrail, shadow=True, created_at__gte=timezone.now() - timedelta(days=30),
+        ).aggregate(judged=Count("pk"), failing=Count("pk", filter=Q(status="fail")))
+        from traces.calibration_views import can_label, latest_calibration
+
         return {
             **super().get_context_data(**kwargs),
+            "calibration": latest_calibration(self.request, guardrail) if guardrail.kind == "llm-judge" else None,
+            "can_label": can_label(self.request),
+            "shadow_stats": shadow_stats,
+            "quality": overall, "quality_revisions": per_revision, "quality_period": period,
+            "quality_periods": QUALITY_PERIODS,
             "guardrail": guardrail,
             "doc": guardrail.document,
             "document_json": pretty_json(guardrail.document),
@@ -202,6 +241,15 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             "spend_url": f"{reverse('ledger')}?{urlencode({'guardrail': guardrail.guardrail_id})}",
             "tenant": current_tenant(self.request),
         }
+
+
+#: The periods the quality section offers, in days (0: every violation).
+QUALITY_PERIODS = (7, 30, 90, 0)
+
+
+def quality_period(request: HttpRequest) -> int:
+    raw = request.GET.get("period", "")
+    return int(raw) if raw.isdigit() and int(raw) in QUALITY_PERIODS else 30
 
 
 class GuardrailDiffView(GuardrailPageMixin, TemplateView):
@@ -248,6 +296,29 @@ class GuardrailToggleView(GuardrailPageMixin, View):
         set_enabled(guardrail, request.POST.get("enabled") == "true")
         state = "enabled" if guardrail.enabled else "disabled"
         messages.success(request, f"{guardrail.guardrail_id} is {state}.")
+        return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
+
+
+class GuardrailShadowView(GuardrailPageMixin, View):
+    """Put an llm-judge guardrail in shadow (with a sampling rate), or promote it to enforced."""
+
+    needs_author = True
+
+    def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
+        from guardrails.api.views import set_shadow, shadow_request
+        from kindgi_console.api import ApiError
+
+        guardrail = self.writable_guardrail(guardrail_id)
+        shadow = request.POST.get("shadow") == "true"
+        raw = request.POST.get("sample_percent", "").strip()
+        try:
+            rate = float(raw) / 100 if raw else None
+            set_shadow(guardrail, *shadow_request({"shadow": shadow, "sampleRate": rate}, guardrail.kind))
+        except (ValueError, ApiError) as error:
+            messages.error(request, f"Not changed: {getattr(error, 'detail', error)}")
+            return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
+        messages.success(request, f"{guardrail.guardrail_id} is in shadow: judged and recorded, never halting, "
+                                  "never a violation." if shadow else f"{guardrail.guardrail_id} is enforced.")
         return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
 
 

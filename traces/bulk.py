@@ -116,7 +116,8 @@ def record_results(
     while_running: bool = False,
     fresh: bool = False,
 ) -> bool:
-    """Store each result that is not `skipped`, and a violation for each new `fail`.
+    """Store each result, and a violation for each new `fail` not in shadow; a `skipped`
+    one only in a run (with why: `skip_reason`), for the run's results page.
 
     Repeating this for the same traces, revisions and run stores nothing twice. With
     `while_running` (a run's chunk), the batch is written only while the run is running
@@ -137,24 +138,36 @@ def evaluate_rows(engine: Engine, enforced: Sequence[Enforced], traces: Sequence
                   evaluation_id: int | None, services: Mapping[str, Any]) -> list[ResultRow]:
     """Evaluate each guardrail over each trace straight into the rows to store: the
     engine's verdict and its duration, as `evaluate_guardrail` gives them, without a Result
-    object per evaluation (a run makes millions); `skipped` gives no row."""
-    targets = [(item.guardrail, _target(item)) for item in enforced]
+    object per evaluation (a run makes millions); `skipped` gives a row in a run only. A
+    guardrail in shadow judges the traces it samples, and its fails are no violation."""
+    targets = [(item.guardrail, _target(item), item) for item in enforced]
+    keep_skipped = evaluation_id is not None
     verdict = engine.verdict
     now = timezone.now()
     rows: list[ResultRow] = []
     for trace in traces:
         document = trace.document
         context = Context.for_trace(document, mode, **services)
-        for guardrail, (guardrail_pk, revision_pk, action, severity) in targets:
+        for guardrail, (guardrail_pk, revision_pk, action, severity), item in targets:
+            shadow = item.shadow
+            if shadow and not item.sampled(trace.trace_id):
+                continue
             started = perf_counter()
             status, reason, details = verdict(guardrail, document, context)
-            if status != "skipped":
+            if status != "skipped" or keep_skipped:
+                skip, stored = _stored_details(status, details)
                 rows.append(ResultRow(
                     trace.tenant_id, trace.pk, guardrail_pk, revision_pk, evaluation_id, mode, status,
-                    reason or "", (perf_counter() - started) * 1000,
-                    orjson.dumps(dict(details)).decode() if details else "{}", now, action, severity,
-                    trace.agent or "", trace.flow or ""))
+                    reason or "", (perf_counter() - started) * 1000, stored, now, skip, shadow,
+                    action, severity, trace.agent or "", trace.flow or ""))
     return rows
+
+
+def _stored_details(status: str, details: Mapping[str, Any]) -> tuple[str, str]:
+    """A result's `skip_reason` and its details as JSON text: a skipped one keeps only why."""
+    if status == "skipped":
+        return str(details.get("skip", "")), "{}"
+    return "", orjson.dumps(dict(details)).decode() if details else "{}"
 
 
 def store_rows(rows: list[ResultRow], *, while_running: int | None = None, fresh: bool = False) -> bool:
@@ -210,6 +223,8 @@ class ResultRow(NamedTuple):
     duration_ms: float
     details: str
     created_at: datetime
+    skip_reason: str
+    shadow: bool
     action: str
     severity: str
     agent: str
@@ -219,16 +234,19 @@ class ResultRow(NamedTuple):
 def result_rows(items: Sequence[tuple[TraceRow, Sequence[Result]]], enforced: Sequence[Enforced],
                 mode: Mode, evaluation_id: int | None) -> list[ResultRow]:
     targets = {item.guardrail.id: _target(item) for item in enforced}
+    shadows = {item.guardrail.id for item in enforced if item.shadow}
     now = timezone.now()
-    return [
-        ResultRow(trace.tenant_id, trace.pk, *targets[result.guardrail][:2], evaluation_id, mode,
-                  result.status, result.reason or "", result.duration_ms,
-                  orjson.dumps(dict(result.details)).decode() if result.details else "{}", now,
-                  *targets[result.guardrail][2:], trace.agent or "", trace.flow or "")
-        for trace, results in items
-        for result in results
-        if result.status != "skipped" and result.guardrail in targets
-    ]
+    rows = []
+    for trace, results in items:
+        for result in results:
+            if result.guardrail not in targets or (result.status == "skipped" and evaluation_id is None):
+                continue
+            skip, details = _stored_details(result.status, result.details)
+            rows.append(ResultRow(
+                trace.tenant_id, trace.pk, *targets[result.guardrail][:2], evaluation_id, mode, result.status,
+                result.reason or "", result.duration_ms, details, now, skip, result.guardrail in shadows,
+                *targets[result.guardrail][2:], trace.agent or "", trace.flow or ""))
+    return rows
 
 
 def _target(item: Enforced) -> tuple[int, int, str, str]:
@@ -240,12 +258,13 @@ def _target(item: Enforced) -> tuple[int, int, str, str]:
 
 LOAD_TABLE = "kindgi_result_load"
 RESULT_COLUMNS = ("tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode, status, reason,"
-                  " duration_ms, details, created_at")
+                  " duration_ms, details, created_at, skip_reason, shadow")
 LOAD_COLUMNS = f"{RESULT_COLUMNS}, action, severity, agent, flow"
 CREATE_LOAD = (
     f"CREATE TEMPORARY TABLE IF NOT EXISTS {LOAD_TABLE} (tenant_id bigint, trace_id bigint,"
     " guardrail_id bigint, revision_id bigint, evaluation_id bigint, mode text, status text,"
     " reason text, duration_ms double precision, details jsonb, created_at timestamptz,"
+    " skip_reason text, shadow boolean,"
     " action text, severity text, agent text, flow text) ON COMMIT DELETE ROWS"
 )
 # The results not stored before, a violation for each new fail, and the violations counted
@@ -256,7 +275,7 @@ WITH {values}new AS (
   INSERT INTO {results} ({columns})
   SELECT {columns} FROM {load}
   ON CONFLICT DO NOTHING
-  RETURNING id, trace_id, revision_id, status
+  RETURNING id, trace_id, revision_id, status, shadow
 ), violations AS (
   INSERT INTO {violations} (tenant_id, trace_id, result_id, guardrail_id, revision_id,
       evaluation_id, action, severity, mode, reason, agent, flow, created_at, state,
@@ -264,7 +283,7 @@ WITH {values}new AS (
   SELECT l.tenant_id, l.trace_id, n.id, l.guardrail_id, l.revision_id, l.evaluation_id, l.action,
          l.severity, l.mode, l.reason, l.agent, l.flow, l.created_at, 'open', '', ''
   FROM new n JOIN {load} l ON l.trace_id = n.trace_id AND l.revision_id = n.revision_id
-  WHERE n.status = 'fail'
+  WHERE n.status = 'fail' AND NOT n.shadow
   ON CONFLICT DO NOTHING
   RETURNING tenant_id, guardrail_id, severity
 )
@@ -272,7 +291,7 @@ SELECT tenant_id, guardrail_id, severity, count(*) FROM violations
 GROUP BY tenant_id, guardrail_id, severity ORDER BY tenant_id, guardrail_id, severity
 """
 VALUE_TYPES = ("bigint", "bigint", "bigint", "bigint", "bigint", "text", "text", "text", "double precision",
-               "jsonb", "timestamptz", "text", "text", "text", "text")
+               "jsonb", "timestamptz", "text", "boolean", "text", "text", "text", "text")
 #: Up to this many results are written with one statement and no temporary table.
 FEW_ROWS = 64
 
@@ -317,8 +336,9 @@ def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
             keys = [key for (key,) in cursor.fetchall()]
             with cursor.cursor.copy(COPY_RESULTS) as copy:
                 for key, row in zip(keys, rows, strict=True):
-                    copy.write_row((key, *row[:11]))
-            failed = [(key, row) for key, row in zip(keys, rows, strict=True) if row.status == "fail"]
+                    copy.write_row((key, *row[:13]))
+            failed = [(key, row) for key, row in zip(keys, rows, strict=True)
+                      if row.status == "fail" and not row.shadow]
             if failed:
                 with cursor.cursor.copy(COPY_VIOLATIONS) as copy:
                     for key, row in failed:
@@ -362,7 +382,7 @@ def _write_with_orm(rows: list[ResultRow]) -> None:
     # key, need one. The key range keeps the look-up as cheap for the millionth result.
     floor = EvaluationResult.objects.aggregate(top=Max("pk"))["top"] or 0
     EvaluationResult.objects.bulk_create([_result(row) for row in rows], ignore_conflicts=True)
-    by_pair = {(row.trace_id, row.revision_id): row for row in rows if row.status == "fail"}
+    by_pair = {(row.trace_id, row.revision_id): row for row in rows if row.status == "fail" and not row.shadow}
     if not by_pair:
         return
     failures = EvaluationResult.objects.filter(
@@ -381,7 +401,7 @@ def _result(row: ResultRow) -> EvaluationResult:
         tenant_id=row.tenant_id, trace_id=row.trace_id, guardrail_id=row.guardrail_id,
         revision_id=row.revision_id, evaluation_id=row.evaluation_id, mode=row.mode, status=row.status,
         reason=row.reason, duration_ms=row.duration_ms, details=orjson.loads(row.details),
-        created_at=row.created_at,
+        created_at=row.created_at, skip_reason=row.skip_reason, shadow=row.shadow,
     )
 
 

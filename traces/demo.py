@@ -204,6 +204,10 @@ def ensure_guardrails(author: User) -> int:
             raise ValueError(f"demo guardrail {document['id']} does not register: {problems}")
         save_guardrail(document, Author(user=author, label=author.username))
         saved += 1
+    # A judge in shadow, so that its page shows what shadow is: judged and recorded, never a
+    # violation, until an author promotes it.
+    if "research-grounded-judge" not in existing:
+        Guardrail.objects.filter(guardrail_id="research-grounded-judge").update(shadow=True)
     return saved
 
 
@@ -471,7 +475,30 @@ def load(*, now: datetime | None = None, sizes: dict[str, int] | None = None) ->
         with transaction.atomic():
             _load_tenant(Tenant.objects.get(slug=slug), count, enforced, now, loaded,
                          reviewer=users[f"{slug}-reviewer"], judge_models=judge_models)
+    _calibrate(Tenant.objects.get(slug="acme"), "support-tone-judge", "acme-reviewer")
     return loaded
+
+
+def _calibrate(tenant: Tenant, guardrail_id: str, reviewer: str) -> None:
+    """A labelled calibration sample of a judge, so that its agreement with people shows.
+
+    The people mostly agree with the judge, and overturn one verdict in six either way.
+    """
+    from traces import calibration
+    from traces.models import CalibrationSample
+
+    guardrail = Guardrail.objects.filter(guardrail_id=guardrail_id).first()
+    if guardrail is None or CalibrationSample.objects.filter(tenant=tenant, guardrail=guardrail).exists():
+        return
+    try:
+        sample = calibration.create_sample(tenant, guardrail, 20, reviewer)
+    except calibration.RunRequestError:
+        return  # a demo too small to have verdicts to draw from
+    rng = random.Random("kindgi-demo-calibration")
+    for item in sample.items.order_by("pk"):
+        overturned = rng.random() < 1 / 6
+        label = {"pass": "fail", "fail": "pass"}[item.judge_status] if overturned else item.judge_status
+        calibration.label_item(item, label, reviewer)
 
 
 def _load_tenant(tenant: Tenant, count: int, enforced: list[Any], now: datetime,

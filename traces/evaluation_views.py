@@ -40,11 +40,21 @@ class EvaluationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
 
 
 def can_evaluate(request: HttpRequest) -> bool:
+    """Whether the person may start runs in the current tenant (a reviewer may)."""
+    return _may(request, "run")
+
+
+def is_author(request: HttpRequest) -> bool:
+    """Whether the person authors the current tenant (no judge limit on their runs)."""
+    return _may(request, "author")
+
+
+def _may(request: HttpRequest, scope: str) -> bool:
     tenant = current_tenant(request)
     if tenant is None:
         return False
     try:
-        Caller(user=request.user).tenant_for_write(tenant.slug, "evaluate")
+        Caller(user=request.user).tenant_for_write(tenant.slug, scope)
     except TenantDenied:
         return False
     return True
@@ -59,7 +69,7 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.user.is_authenticated and not can_evaluate(request):
-            raise PermissionDenied("starting an evaluation needs the author role in this tenant")
+            raise PermissionDenied("starting an evaluation needs a role in this tenant")
         return super().dispatch(request, *args, **kwargs)
 
     def get_form_kwargs(self) -> dict[str, Any]:
@@ -77,15 +87,31 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        preview = EvaluationForm(self.request.GET, tenant=self.tenant) if self.request.GET else None
+        preview = self.preview_form()
         valid = preview is not None and preview.is_valid()
         filters = preview.filters() if valid else {}
         chosen = list(preview.cleaned_data["guardrails"]) if valid else []
         mode = preview.cleaned_data["mode"] if valid else "ci"
         traces = evaluations.selected_traces(self.tenant.pk, filters) if self.tenant else RunTrace.objects.none()
-        context.update(selected_traces=traces.count(), filters=filters,
-                       judge_estimate=self.estimate_judge_cost(chosen, traces, mode))
+        estimate = self.estimate_judge_cost(chosen, traces, mode)
+        over = None if self.tenant is None or is_author(self.request) else (
+            evaluations.reviewer_limit_exceeded(self.tenant, estimate))
+        context.update(selected_traces=traces.count(), filters=filters, judge_estimate=estimate,
+                       limit_reason=over)
         return context
+
+    def preview_form(self) -> EvaluationForm | None:
+        """The form as the query string fills it (`?guardrail=` from a guardrail's page
+        ticks that one): what the count and the estimate are for."""
+        if self.request.method == "POST":
+            return EvaluationForm(self.request.POST, tenant=self.tenant)
+        if not self.request.GET:
+            return None
+        data = self.request.GET.copy()
+        if not data.getlist("guardrails") and data.getlist("guardrail"):
+            data.setlist("guardrails", data.getlist("guardrail"))
+        data.setdefault("mode", "ci")
+        return EvaluationForm(data, tenant=self.tenant)
 
     def estimate_judge_cost(self, chosen: list[Any], traces: Any, mode: Mode) -> dict[str, Any] | None:
         """What the run's llm-judge guardrails will cost (None: the run judges nothing).
@@ -110,6 +136,7 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
             mode=form.cleaned_data["mode"],
             started_by=self.request.user,
             label=self.request.user.get_username(),
+            by_author=is_author(self.request),
         )
         try:
             run = evaluations.create_run(request)
@@ -155,7 +182,7 @@ class EvaluationCancelView(TenantScopedMixin, SingleObjectMixin, View):  # type:
     """POST: cancel a run of the current tenant (an author's)."""
 
     model = Evaluation
-    scope = "evaluate"
+    scope = "run"
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         run = get_object_or_404(self.get_queryset(), pk=pk)

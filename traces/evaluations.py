@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -31,6 +32,7 @@ from kombu.exceptions import OperationalError as TRANSIENT_BROKER_ERRORS
 from guardrails.deployment import close_services, evaluation_services
 from guardrails.deployment import engine as deployment_engine
 from guardrails.engine.judge import KIND as JUDGE_KIND
+from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.engine.types import Issue, Mode
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
@@ -45,11 +47,15 @@ STATUSES = ("pass", "fail", "error", "skipped")
 
 
 class RunRequestError(Exception):
-    """A run that cannot start as asked; each issue names the field (JSON pointer)."""
+    """A run that cannot start as asked; each issue names the field (JSON pointer).
 
-    def __init__(self, issues: Sequence[Issue]) -> None:
+    `status` is 400 for a bad request, 403 for a run only an author may start.
+    """
+
+    def __init__(self, issues: Sequence[Issue], status: int = 400) -> None:
         super().__init__(issues[0].message if issues else "invalid evaluation")
         self.issues = list(issues)
+        self.status = status
 
 
 # ---------------------------------------------------------------------------- creating a run
@@ -65,6 +71,8 @@ class RunRequest:
     mode: Mode = "ci"
     started_by: Any = None
     label: str = ""
+    #: False for a reviewer: a run whose judge estimate is over the tenant's limit is refused.
+    by_author: bool = True
 
 
 def pinned_revisions(guardrail_ids: Sequence[str], tenant: Tenant) -> list[GuardrailRevision]:
@@ -137,6 +145,8 @@ def create_run(request: RunRequest) -> Evaluation:
     if not revisions:
         raise RunRequestError([Issue("/guardrails", "no guardrail is enabled: name the ones to evaluate")])
     filters = clean_filters(request.filters, request.tenant)
+    if not request.by_author:
+        check_reviewer_limit(request.tenant, [r.document for r in revisions], filters, request.mode)
     with transaction.atomic():
         run = Evaluation.objects.create(
             tenant=request.tenant,
@@ -149,6 +159,29 @@ def create_run(request: RunRequest) -> Evaluation:
         run.revisions.set(revisions)
         transaction.on_commit(lambda: send_start(run.pk))
     return run
+
+
+def reviewer_limit_exceeded(tenant: Tenant, estimate: dict[str, Any] | None) -> str | None:
+    """Why a reviewer may not start a run of this judge estimate (None: they may)."""
+    if not estimate:
+        return None
+    cost = Decimal(str(estimate.get("costUsd") or "0"))
+    limit = tenant.reviewer_judge_limit_usd
+    if cost <= limit:
+        return None
+    return (f"its llm-judge calls are estimated at ${cost:.2f}, above this tenant's ${limit:.2f} "
+            "for a reviewer's run: an author of the tenant starts it")
+
+
+def check_reviewer_limit(tenant: Tenant, documents: Sequence[Any], filters: dict[str, Any], mode: Mode) -> None:
+    """Raise RunRequestError (403) when the judge estimate is over the tenant's reviewer limit."""
+    from guardrails.judge import estimate_run
+
+    guardrails = [EngineGuardrail(document=document) for document in documents]
+    estimate = estimate_run(guardrails, selected_traces(tenant.pk, filters), tenant, mode=mode)
+    why = reviewer_limit_exceeded(tenant, estimate)
+    if why is not None:
+        raise RunRequestError([Issue("/guardrails", why)], status=403)
 
 
 def send_start(evaluation_id: int) -> None:
@@ -495,8 +528,8 @@ def fail_run_of_chunk(chunk_id: int, error: str) -> None:
 def run_summary(evaluation_id: int) -> dict[str, dict[str, int]]:
     """pass / fail / error / skipped per guardrail, over the traces evaluated so far.
 
-    Skipped results are not stored (the guardrail's scope did not select the trace), so
-    `skipped` is the traces done that have no result for that guardrail.
+    A run stores its skipped results; a run from before it did not, so `skipped` is also
+    at least the traces done that have no result for that guardrail.
     """
     run = Evaluation.objects.filter(pk=evaluation_id).values("done").first()
     done = run["done"] if run else 0
@@ -513,7 +546,7 @@ def run_summary(evaluation_id: int) -> dict[str, dict[str, int]]:
     for name, status, n in counts:
         summary.setdefault(name, dict.fromkeys(STATUSES, 0))[status] = n
     for row in summary.values():
-        row["skipped"] = max(0, done - row["pass"] - row["fail"] - row["error"])
+        row["skipped"] = max(row["skipped"], done - row["pass"] - row["fail"] - row["error"])
     return summary
 
 

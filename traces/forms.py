@@ -101,6 +101,7 @@ class ViolationFilterForm(FilterForm):
     mode = forms.ChoiceField(required=False, choices=_choices(MODES))
     agent = forms.CharField(required=False, max_length=200)
     flow = forms.CharField(required=False, max_length=200)
+    evaluation = forms.IntegerField(required=False, min_value=1, max_value=2**62, label="Run")
 
     def __init__(self, data: Any, *, guardrails: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(data, **kwargs)
@@ -108,6 +109,8 @@ class ViolationFilterForm(FilterForm):
 
     def apply(self, violations: QuerySet[Violation]) -> QuerySet[Violation]:
         violations = violations.filter(self.time_range())
+        if self.value("evaluation"):
+            violations = violations.filter(evaluation_id=self.value("evaluation"))
         if self.value("guardrail"):
             violations = violations.filter(guardrail__guardrail_id=self.value("guardrail"))
         for name in ("severity", "action", "state", "mode", "agent", "flow"):

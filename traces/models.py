@@ -163,12 +163,17 @@ class EvaluationResult(models.Model):
     by run (`result_evaluation_status`) and by trace, never by tenant, guardrail or revision
     alone (only deleting one of those, which the console does not do, would scan them), so
     those keys have no index of their own to keep up on every insert.
+
+    A run also stores its `skipped` results, with `skip_reason` naming the part of the
+    scope that did not select the trace (guardrails.engine.evaluate.SKIP_PARTS) and
+    `reason` the sentence; the runtime verdict stores none.
     """
 
     class Status(models.TextChoices):
         PASS = "pass"  # noqa: S105 (a result status, not a password)
         FAIL = "fail"
         ERROR = "error"
+        SKIPPED = "skipped"
 
     tenant = models.ForeignKey(
         Tenant, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
@@ -187,6 +192,9 @@ class EvaluationResult(models.Model):
     mode = models.CharField(max_length=10, choices=MODES)
     status = models.CharField(max_length=10, choices=Status.choices)
     reason = models.TextField(blank=True)
+    skip_reason = models.CharField(max_length=20, blank=True, default="",
+                                   help_text="of a skipped result: the scope part that did not select")
+    shadow = models.BooleanField(default=False, help_text="of a guardrail in shadow: never a violation")
     duration_ms = models.FloatField(default=0.0)
     details = models.JSONField(default=dict)
     created_at = models.DateTimeField(default=timezone.now)
@@ -206,7 +214,13 @@ class EvaluationResult(models.Model):
                 name="result_per_runtime_verdict",
             ),
         ]
-        indexes = [models.Index(fields=["evaluation", "status"], name="result_evaluation_status")]
+        indexes = [
+            models.Index(fields=["evaluation", "status"], name="result_evaluation_status"),
+            # A run's results page is a keyset on (status, id), filtered by guardrail or not:
+            # each of its pages reads one range of one of these two indexes.
+            models.Index(fields=["evaluation", "status", "id"], name="result_run_status_key"),
+            models.Index(fields=["evaluation", "guardrail", "status", "id"], name="result_run_guardrail_key"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.guardrail_id}@{self.revision_id} on {self.trace_id}: {self.status}"
@@ -318,6 +332,10 @@ class JudgeLedgerEntry(models.Model):
     trace_ref = models.CharField(max_length=200, blank=True)
     evaluation = models.ForeignKey(
         Evaluation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    preview = models.ForeignKey(
+        "GuardrailPreview", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="a preview's spend: a draft judged before it was saved",
     )
     model_id = models.CharField(max_length=200)
     provider = models.CharField(max_length=20, blank=True)
@@ -591,3 +609,112 @@ class RetentionPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}: {self.days} days"
+
+
+class GuardrailPreview(models.Model):
+    """An unsaved draft of a guardrail evaluated beside its current revision over stored traces.
+
+    What an author learns before saving: which traces the draft newly fails, which it no
+    longer fails, how many are unchanged. Read like a run (status, done / total) while a
+    worker evaluates it; nothing is stored as a result or a violation. `changes` keeps the
+    first PREVIEW_LISTED traces of each kind; judge calls are in the ledger under this
+    preview (`JudgeLedgerEntry.preview`), and `judge_cost_usd` sums what they cost.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    draft = models.JSONField(help_text="the guardrail document as edited, unsaved")
+    current = models.ForeignKey(
+        GuardrailRevision, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="the revision the draft is compared with (none: a new guardrail)",
+    )
+    trace_filters = models.JSONField(default=dict)
+    mode = models.CharField(max_length=10, choices=MODES, default="ci")
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    started_by_label = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict)
+    changes = models.JSONField(default=dict)
+    judge_estimate_usd = models.DecimalField(max_digits=24, decimal_places=12, null=True, blank=True)
+    judge_cost_usd = models.DecimalField(max_digits=24, decimal_places=12, default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    FINAL = (Status.SUCCEEDED, Status.FAILED)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="preview_tenant_time")]
+
+    def __str__(self) -> str:
+        return f"preview {self.pk} of {self.draft.get('id')} ({self.status})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL
+
+    @property
+    def percent(self) -> int:
+        if self.total == 0:
+            return 100 if self.is_final else 0
+        return min(100, self.done * 100 // self.total)
+
+
+class CalibrationSample(models.Model):
+    """Traces drawn from an llm-judge guardrail's recent verdicts for people to label.
+
+    Stratified: about half from its `fail` results and half from its `pass` results of
+    `revision` (the judge being calibrated); `judge_model` names the model that judged them
+    (the most common one), so that figures are known to be of that judge only.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
+    judge_model = models.CharField(max_length=200, blank=True)
+    size = models.PositiveIntegerField()
+    created_by_label = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["guardrail", "-created_at"], name="calibration_guardrail")]
+
+    def __str__(self) -> str:
+        return f"calibration {self.pk} of {self.guardrail_id}@{self.revision_id}"
+
+
+class CalibrationItem(models.Model):
+    """One trace of a calibration sample: the judge's verdict and, once labelled, a person's."""
+
+    class Label(models.TextChoices):
+        PASS = "pass"  # noqa: S105 (a label, not a password)
+        FAIL = "fail"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    sample = models.ForeignKey(CalibrationSample, on_delete=models.CASCADE, related_name="items")
+    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="+")
+    judge_status = models.CharField(max_length=10, choices=Label.choices)
+    judge_reason = models.TextField(blank=True)
+    label = models.CharField(max_length=10, choices=Label.choices, blank=True)
+    labelled_by_label = models.CharField(max_length=200, blank=True)
+    labelled_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["sample", "trace"], name="calibration_trace_once")]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}: judge {self.judge_status}, people {self.label or '-'}"

@@ -10,13 +10,14 @@ ingestion and evaluation runs share `record_results`; ingestion queues its trace
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.db import connection
 
 from guardrails import deployment
 from guardrails.deployment import close_services, evaluation_services
-from guardrails.engine.evaluate import evaluate_all
+from guardrails.engine.evaluate import evaluate_all, evaluate_guardrail
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Context, Mode, Trace, TurnVerdict
 from guardrails.models import Guardrail
@@ -90,11 +91,23 @@ def verdict_of(
     bound = evaluation_services(document.get("tenant")) if services is None else services
     try:
         context = Context.for_trace(document, mode, **bound)
-        guardrails = [item.guardrail for item in enforced]
-        return evaluate_all(guardrails, document, context, engine=deployment.engine(), deadline=deadline)
+        guardrails = [item.guardrail for item in enforced if not item.shadow]
+        verdict = evaluate_all(guardrails, document, context, engine=deployment.engine(), deadline=deadline)
+        return with_shadow(verdict, document, enforced, context)
     finally:
         if own:
             close_services(dict(bound))
+
+
+def with_shadow(verdict: TurnVerdict, document: Trace, enforced: Sequence[Enforced], context: Context) -> TurnVerdict:
+    """The verdict with the results of the shadow guardrails that sample this trace added
+    (marked `details.shadow`): they are recorded and shown, and never decide the turn."""
+    shadows = [item.guardrail for item in enforced if item.shadow and item.sampled(document.get("id"))]
+    if not shadows:
+        return verdict
+    extra = [evaluate_guardrail(g, document, context, engine=deployment.engine()) for g in shadows]
+    marked = [replace(result, details={**result.details, "shadow": True}) for result in extra]
+    return replace(verdict, results=[*verdict.results, *marked])
 
 
 def queue_runtime_evaluation(trace_ids: Sequence[int]) -> None:

@@ -157,3 +157,11 @@ def recover_on_worker_start(**_: Any) -> None:
         requeue_expired_work.apply_async(countdown=settings.KINDGI_CHUNK_LEASE_SECONDS + 1)
     except TRANSIENT:
         logger.exception("could not send the recovery check; the periodic check will run it")
+
+
+@shared_task(**TASK_OPTIONS)
+def run_preview(preview_id: int) -> None:
+    """Evaluate a guardrail draft beside its current revision (traces.previews)."""
+    from traces import previews
+
+    previews.run_preview(preview_id)

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from traces import evaluation_views, picker, queue_views, upload_views, views
+from traces import calibration_views, evaluation_views, picker, queue_views, run_result_views, upload_views, views
 
 urlpatterns = [
     path("traces/", views.TraceListView.as_view(), name="trace-list"),
@@ -11,6 +11,8 @@ urlpatterns = [
     path("evaluations/", evaluation_views.EvaluationListView.as_view(), name="evaluation-list"),
     path("evaluations/new/", evaluation_views.EvaluationCreateView.as_view(), name="evaluation-create"),
     path("evaluations/<int:pk>/", evaluation_views.EvaluationDetailView.as_view(), name="evaluation-detail"),
+    path("evaluations/<int:pk>/results/", run_result_views.RunResultsView.as_view(), name="evaluation-results"),
+    path("evaluations/<int:pk>/compare/", run_result_views.RunCompareView.as_view(), name="evaluation-compare"),
     path("evaluations/<int:pk>/cancel/", evaluation_views.EvaluationCancelView.as_view(),
          name="evaluation-cancel"),
     path("uploads/", upload_views.UploadListView.as_view(), name="upload-list"),
@@ -22,6 +24,8 @@ urlpatterns = [
     path("violations/review/", views.ViolationBulkReviewView.as_view(), name="violation-review-bulk"),
     path("violations/<int:pk>/", views.ViolationDetailView.as_view(), name="violation-detail"),
     path("violations/<int:pk>/review/", views.ViolationReviewView.as_view(), name="violation-review"),
+    path("guardrails/<str:guardrail_id>/calibrate/", calibration_views.CalibrateView.as_view(), name="calibrate"),
+    path("calibrations/<int:pk>/", calibration_views.LabelView.as_view(), name="calibration-label"),
     path("ledger/", views.LedgerView.as_view(), name="ledger"),
     path("ledger/export.csv", views.LedgerExportView.as_view(), name="ledger-export"),
 ]

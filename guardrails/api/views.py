@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db.models import F
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -19,12 +20,13 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from guardrails import deployment
+from guardrails import deployment, quality
 from guardrails.api import serializers
 from guardrails.engine.evaluate import evaluate_guardrail
+from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.sandbox.posture import sandbox_level
 from guardrails.engine.schema import GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA, validate_runtrace
-from guardrails.engine.types import Context, Issue
+from guardrails.engine.types import Context, Issue, Result
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import (
     Author,
@@ -259,7 +261,7 @@ class GuardrailTryView(ConsoleAPIView):
         body = read_json_body(request)
         if not isinstance(body, dict):
             raise ApiError([Issue("", "the body is an object: {guardrail, trace or traceId, mode}")])
-        mode = body.get("mode", "ci")
+        mode = body.get("mode") or default_try_mode(body.get("guardrail"))
         issues = [] if mode in ("runtime", "ci") else [Issue("/mode", "mode is 'runtime' or 'ci'")]
         registration = register_document(body.get("guardrail"))
         issues += prefixed(registration.errors, "/guardrail")
@@ -267,10 +269,17 @@ class GuardrailTryView(ConsoleAPIView):
         issues += trace_issues
         if issues or registration.guardrail is None:
             raise ApiError(issues)
-        result = evaluate_guardrail(registration.guardrail, trace,
-                                    self.context(trace, mode, registration.guardrail.document),
-                                    engine=deployment.engine())
-        return Response({"result": result.as_dict(),
+        guardrail = registration.guardrail
+        services = self.services(trace, guardrail.document)
+        try:
+            if guardrail.kind == JUDGE_KIND and "judge" not in services:
+                result = no_judge_result(guardrail)
+            else:
+                result = evaluate_guardrail(guardrail, trace, self.context(trace, mode, services),
+                                            engine=deployment.engine())
+        finally:
+            deployment.close_services(services)
+        return Response({"result": result.as_dict(), "mode": mode,
                          "warnings": [w.as_dict() for w in registration.warnings]})
 
     def trace_of(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[Issue]]:
@@ -285,18 +294,57 @@ class GuardrailTryView(ConsoleAPIView):
         from traces.models import RunTrace
 
         stored = (RunTrace.objects.for_caller(self.caller).filter(trace_id=trace_id)
-                  .order_by("-received_at").first())
+                  .select_related("tenant").order_by("-received_at").first())
         if stored is None:
             return {}, [Issue("/traceId", f"no trace {trace_id!r} of yours is stored")]
-        return dict(stored.document), []
+        return {"tenant": stored.tenant.slug, **stored.document}, []
 
-    @staticmethod
-    def context(trace: dict[str, Any], mode: str, document: Any) -> Context:
-        """The trace's context; a sandboxed pack check gets the deployment's sandbox pool."""
+    def services(self, trace: dict[str, Any], document: Any) -> dict[str, Any]:
+        """A sandboxed pack check gets the deployment's sandbox pool; an llm-judge draft the
+        judge its tenant's policy routes to (the trace's tenant when the caller reads it, else
+        the caller's one tenant), charged to the ledger like any judgement of that tenant."""
         services: dict[str, Any] = {}
         if sandbox_level(document) != "none":
             services["sandbox"] = deployment.sandbox_pool()
+        if document.get("kind") == JUDGE_KIND:
+            tenant = self.judge_tenant(trace)
+            if tenant is not None:
+                services["judge"] = deployment.evaluation_services(tenant)["judge"]
+        return services
+
+    def judge_tenant(self, trace: dict[str, Any]) -> Any:
+        from kindgi_console.tenancy.models import Tenant
+
+        readable = Tenant.objects.annotate(tenant_id=F("pk"))
+        condition = self.caller.tenant_filter("read")
+        if condition is not None:
+            readable = readable.filter(condition)
+        named = trace.get("tenant")
+        if isinstance(named, str) and named:
+            return readable.filter(slug=named).first()
+        found = list(readable[:2])
+        return found[0] if len(found) == 1 else None
+
+    @staticmethod
+    def context(trace: dict[str, Any], mode: str, services: dict[str, Any]) -> Context:
         return Context.for_trace(trace, mode, **services)  # type: ignore[arg-type]
+
+
+def default_try_mode(document: object) -> str:
+    """The mode a draft is tried in when none is asked: runtime for a runtime-only scope."""
+    scope = document.get("scope") if isinstance(document, dict) else None
+    when = scope.get("when") if isinstance(scope, dict) else None
+    return "runtime" if when == "runtime-only" else "ci"
+
+
+def no_judge_result(guardrail: Any) -> Result:
+    """Why an llm-judge draft cannot be tried here, as a result that says it plainly."""
+    return Result(
+        guardrail=guardrail.id, revision=None, status="error", action=guardrail.on_violation,
+        severity=guardrail.severity,
+        reason="An llm-judge guardrail is tried with the judge its tenant's policy chooses: pick a "
+               "stored trace of your tenant, or give the pasted trace the tenant it belongs to.",
+    )
 
 
 class GuardrailExportView(ConsoleAPIView):
@@ -343,3 +391,140 @@ class SchemaView(ConsoleAPIView):
         if name not in self.schemas:
             raise Http404
         return Response(self.schemas[name])
+
+
+QUALITY_FIGURES = {
+    "violations": {"type": "integer"}, "reviewed": {"type": "integer"}, "falsePositives": {"type": "integer"},
+    "precision": {"type": "number", "nullable": True,
+                  "description": "1 - false positives / reviewed; null before any review."},
+    "precisionInterval": {"type": "array", "items": {"type": "number"}, "nullable": True,
+                          "description": "The 95% Wilson interval of the precision."},
+    "coverage": {"type": "number", "nullable": True, "description": "reviewed / violations"},
+}
+QUALITY_RESPONSE = OpenApiResponse({"type": "object", "properties": {
+    "guardrail": {"type": "string"}, "since": {"type": "string", "nullable": True},
+    "until": {"type": "string", "nullable": True}, **QUALITY_FIGURES,
+    "revisions": {"type": "array", "items": {"type": "object", "properties": {
+        "revision": {"type": "integer"}, **QUALITY_FIGURES}}},
+    "calibration": {"type": "object", "nullable": True, "description": "The newest calibration sample (an "
+                    "llm-judge against people's labels): accuracy, Cohen's kappa, false-positive and "
+                    "false-negative rates with 95% intervals, the disagreeing traces; `stale` when the "
+                    "guardrail has a newer revision."},
+}})
+
+
+class GuardrailQualityView(GuardrailBaseView):
+    """`GET guardrails/{id}/quality`: what reviewers said of its violations, per revision.
+
+    Of the violations of the caller's tenants (`tenant` narrows to one), created in
+    [`since`, `until`) when given (RFC 3339 date-times).
+    """
+
+    scopes = {"GET": "read"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="guardrails_quality", parameters=[
+        OpenApiParameter("since", OpenApiTypes.DATETIME), OpenApiParameter("until", OpenApiTypes.DATETIME),
+        OpenApiParameter("tenant", str)],
+        responses={200: QUALITY_RESPONSE, **error_responses(400, 401, 403, 404)})
+    def get(self, request: Request, guardrail_id: str) -> Response:
+        from traces.models import Violation
+
+        guardrail = self.get_queryset().filter(guardrail_id=guardrail_id).first()
+        if guardrail is None:
+            raise Http404
+        since, until = self.moment("since"), self.moment("until")
+        violations = Violation.objects.for_caller(self.caller).filter(guardrail=guardrail)
+        if request.query_params.get("tenant"):
+            violations = violations.filter(tenant__slug=request.query_params["tenant"])
+        overall, revisions = quality.quality_of(quality.period_violations(violations, since, until))
+        return Response({
+            "guardrail": guardrail.guardrail_id,
+            "since": since.isoformat() if since else None, "until": until.isoformat() if until else None,
+            **overall.as_dict(), "revisions": [item.as_dict() for item in revisions],
+            "calibration": self.calibration(guardrail),
+        })
+
+    def calibration(self, guardrail: Guardrail) -> dict[str, Any] | None:
+        """The newest calibration sample of the guardrail the caller reads, with its agreement."""
+        from traces.calibration import sample_as_dict
+        from traces.models import CalibrationSample
+
+        samples = CalibrationSample.objects.for_caller(self.caller).filter(guardrail=guardrail)
+        if self.request.query_params.get("tenant"):
+            samples = samples.filter(tenant__slug=self.request.query_params["tenant"])
+        sample = samples.select_related("guardrail", "revision").order_by("-pk").first()
+        return None if sample is None else sample_as_dict(sample)
+
+    def moment(self, name: str) -> Any:
+        from django.utils.dateparse import parse_datetime
+
+        raw = self.request.query_params.get(name)
+        if not raw:
+            return None
+        try:
+            moment = parse_datetime(raw)
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise ApiError([Issue(f"/{name}", f"{name} is an RFC 3339 date-time with a time zone")])
+        return moment
+
+
+SHADOW_BODY = {"application/json": {"type": "object", "required": ["shadow"], "additionalProperties": False,
+                                    "properties": {
+    "shadow": {"type": "boolean", "description": "true: in shadow; false: promoted to enforced."},
+    "sampleRate": {"type": "number", "nullable": True, "exclusiveMinimum": 0, "maximum": 1,
+                   "description": "In shadow, the share of matching traces judged; null: every one."},
+}}}
+SHADOW_RESPONSE = OpenApiResponse({"type": "object", "properties": {
+    "guardrail": {"type": "string"}, "shadow": {"type": "boolean"},
+    "sampleRate": {"type": "number", "nullable": True}}})
+
+
+class GuardrailShadowView(GuardrailBaseView):
+    """`POST guardrails/{id}/shadow`: put an llm-judge guardrail in shadow, or promote it.
+
+    The console's state beside the document, like `enabled`: no revision, and the export
+    still emits the 1.1.0 document unchanged.
+    """
+
+    scopes = {"POST": "author"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="guardrails_shadow", request=SHADOW_BODY,
+                   responses={200: SHADOW_RESPONSE, **error_responses(400, 401, 403, 404)})
+    def post(self, request: Request, guardrail_id: str) -> Response:
+        guardrail = self.get_queryset().filter(guardrail_id=guardrail_id).first()
+        if guardrail is None:
+            raise Http404
+        if not Guardrail.objects.for_caller(self.caller, "author").filter(pk=guardrail.pk).exists():
+            raise ApiError([Issue("", "a console-wide guardrail is changed only by console "
+                                      "admins")], status.HTTP_403_FORBIDDEN)
+        shadow, rate = shadow_request(read_json_body(request), guardrail.kind)
+        set_shadow(guardrail, shadow, rate)
+        return Response({"guardrail": guardrail.guardrail_id, "shadow": guardrail.shadow,
+                         "sampleRate": guardrail.shadow_sample_rate})
+
+
+def shadow_request(body: object, kind: str) -> tuple[bool, float | None]:
+    """(shadow, sample rate) from a request body; ApiError naming the field otherwise."""
+    if not isinstance(body, dict):
+        raise ApiError([Issue("", "the body is an object: {shadow, sampleRate}")])
+    unknown = sorted(set(body) - {"shadow", "sampleRate"})
+    if unknown:
+        raise ApiError([Issue(f"/{unknown[0]}", "unknown field; use shadow, sampleRate")])
+    shadow = body.get("shadow")
+    if not isinstance(shadow, bool):
+        raise ApiError([Issue("/shadow", "shadow is true or false")])
+    if shadow and kind != JUDGE_KIND:
+        raise ApiError([Issue("/shadow", "only an llm-judge guardrail is put in shadow")])
+    rate = body.get("sampleRate")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= 1):
+        raise ApiError([Issue("/sampleRate", "sampleRate is a number above 0 and at most 1, or null")])
+    return shadow, (float(rate) if rate is not None and shadow else None)
+
+
+def set_shadow(guardrail: Guardrail, shadow: bool, rate: float | None) -> None:
+    guardrail.shadow, guardrail.shadow_sample_rate = shadow, rate
+    guardrail.save(update_fields=["shadow", "shadow_sample_rate"])

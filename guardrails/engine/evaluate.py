@@ -31,13 +31,25 @@ from guardrails.engine.types import (
 Verdict = tuple[Status, str | None, Mapping[str, Any]]
 
 _NO_DETAILS: Mapping[str, Any] = {}
-_SKIPPED: Verdict = ("skipped", None, _NO_DETAILS)
 _PASSED: Verdict = ("pass", None, _NO_DETAILS)
 
 _SCOPE_MODES = {
     "always": frozenset({"runtime", "ci"}),
     "ci-only": frozenset({"ci"}),
     "runtime-only": frozenset({"runtime"}),
+}
+
+#: Why a guardrail skipped a trace: the part of its scope that did not select it.
+#: `runtime-only` and `ci-only` are `when` in the other mode; `when` is a value the engine
+#: does not know (schema validation refuses it, a hand-built document may not).
+SKIP_PARTS = ("runtime-only", "ci-only", "when", "agents", "flows", "tenants")
+_SKIP_SENTENCES = {
+    "runtime-only": "the guardrail is runtime-only and this is a ci evaluation",
+    "ci-only": "the guardrail is ci-only and this is a runtime evaluation",
+    "when": "scope.when does not select mode {mode}",
+    "agents": "scope.agents does not list this trace's agent ({agent})",
+    "flows": "scope.flows does not list this trace's flow ({flow})",
+    "tenants": "scope.tenants does not list this trace's tenant ({tenant})",
 }
 
 
@@ -63,8 +75,9 @@ class Engine:
 
     def verdict(self, guardrail: Guardrail, trace: Trace, context: Context) -> Verdict:
         """The status of `guardrail` on `trace` in `context`; never raises."""
-        if not selects(guardrail, context):
-            return _SKIPPED
+        miss = scope_miss(guardrail, context)
+        if miss is not None:
+            return skipped_verdict(miss, context)
         verdict = self._verdict(guardrail, trace, context)
         if verdict[0] == "error" and self.redact is not None:
             return _redacted(verdict, self.redact)
@@ -107,16 +120,21 @@ class Engine:
     def plan(self, guardrails: Sequence[Guardrail], context: Context) -> Plan:
         """The guardrails' verdicts for every trace of one context, with scope and checks
         resolved once: what a loop over many traces of one (tenant, agent, flow) calls."""
-        steps: list[tuple[str, Callable[[Trace], CheckOutcome] | None]] = []
+        steps: list[tuple[str, Step]] = []
         for guardrail in guardrails:
-            if not selects(guardrail, context):
-                steps.append((guardrail.check, None))
+            miss = scope_miss(guardrail, context)
+            if miss is not None:  # the same skip, with its reason, for every trace of the context
+                steps.append((guardrail.check, skipped_verdict(miss, context)))
                 continue
             try:
                 steps.append((guardrail.check, self._resolve(guardrail, context)))
             except Exception as exc:  # each trace gets the error Engine.verdict would give
                 steps.append((guardrail.check, _raiser(exc)))
         return Plan(steps, self.redact)
+
+
+#: A plan's step: the check as a function of the trace, or the skipped verdict of its scope.
+Step = Callable[[Trace], CheckOutcome] | Verdict
 
 
 class Plan:
@@ -128,7 +146,7 @@ class Plan:
 
     def __init__(
         self,
-        steps: list[tuple[str, Callable[[Trace], CheckOutcome] | None]],
+        steps: list[tuple[str, Step]],
         redact: Callable[[str], str] | None = None,
     ) -> None:
         self.steps = steps
@@ -138,8 +156,8 @@ class Plan:
         verdicts: list[Verdict] = []
         append = verdicts.append
         for check_id, run in self.steps:
-            if run is None:
-                append(_SKIPPED)
+            if isinstance(run, tuple):
+                append(run)
                 continue
             try:
                 outcome = run(trace)
@@ -193,16 +211,30 @@ def _shared_engine() -> Engine:
 
 def selects(guardrail: Guardrail, context: Context) -> bool:
     """Whether the guardrail's scope selects this context (evaluation.md, Context and scope)."""
+    return scope_miss(guardrail, context) is None
+
+
+def scope_miss(guardrail: Guardrail, context: Context) -> str | None:
+    """The first part of the guardrail's scope that does not select this context (one of
+    SKIP_PARTS), or None when the scope selects it."""
     scope = guardrail.scope
     if not scope:
-        return True
-    if context.mode not in _SCOPE_MODES.get(scope.get("when", "always"), frozenset()):
-        return False
-    return (
-        _listed(scope.get("agents"), context.agent)
-        and _listed(scope.get("flows"), context.flow)
-        and _listed(scope.get("tenants"), context.tenant)
-    )
+        return None
+    when = scope.get("when", "always")
+    if context.mode not in _SCOPE_MODES.get(when, frozenset()):
+        return when if when in ("runtime-only", "ci-only") else "when"
+    for part, value in (("agents", context.agent), ("flows", context.flow), ("tenants", context.tenant)):
+        if not _listed(scope.get(part), value):
+            return part
+    return None
+
+
+def skipped_verdict(part: str, context: Context) -> Verdict:
+    """A `skipped` verdict whose reason says which part of the scope did not select the
+    trace; `details["skip"]` names the part (one of SKIP_PARTS) for those who store it."""
+    values = {"mode": context.mode, "agent": context.agent or "none",
+              "flow": context.flow or "none", "tenant": context.tenant or "none"}
+    return ("skipped", _SKIP_SENTENCES[part].format(**values), {"skip": part})
 
 
 def _listed(values: list[str] | None, value: str | None) -> bool:

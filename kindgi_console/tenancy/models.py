@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
@@ -19,11 +20,20 @@ SCOPES = ("ingest", "evaluate", "read", "review", "author", "audit")
 ROLE_FOR_SCOPE = {
     "read": "reviewer",
     "review": "reviewer",
+    "run": "reviewer",
     "ingest": "author",
     "evaluate": "author",
     "author": "author",
     "audit": "admin",  # reading the audit log
 }
+#: Capabilities of people that a key has through another scope: starting evaluation runs
+#: and previews (`run`) is a reviewer's for people, the `evaluate` scope's for keys.
+KEY_SCOPE_FOR = {"run": "evaluate"}
+
+
+def key_scope(scope: str) -> str:
+    """The key scope that allows the capability `scope`."""
+    return KEY_SCOPE_FOR.get(scope, scope)
 
 KEY_PREFIX = "kgi_"
 #: How often a key's last-used time is written at most: every request would be a write.
@@ -41,6 +51,11 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    reviewer_judge_limit_usd = models.DecimalField(
+        max_digits=12, decimal_places=4, default=Decimal("1.00"),
+        help_text="a reviewer starts a run or preview whose judge cost estimate is at most this; "
+                  "above it, an author does",
+    )
 
     class Meta:
         ordering = ["slug"]

@@ -18,6 +18,7 @@ from kindgi_console.tenancy.models import (
     ApiKey,
     Membership,
     Tenant,
+    key_scope,
     roles_at_least,
 )
 
@@ -79,7 +80,7 @@ class Caller:
         if not self.is_authenticated:
             return False
         if self.key is not None:
-            return scope in self.key.scopes
+            return key_scope(scope) in self.key.scopes
         if self.is_superuser:
             return True
         roles = roles_at_least(ROLE_FOR_SCOPE[scope])
@@ -90,7 +91,7 @@ class Caller:
         if self.is_superuser:
             return None
         if self.key is not None:
-            if self.key.tenant_id is None or scope not in self.key.scopes:
+            if self.key.tenant_id is None or key_scope(scope) not in self.key.scopes:
                 return NOTHING
             return models.Q(tenant_id=self.key.tenant_id)
         if not self.is_authenticated:
@@ -179,8 +180,8 @@ class Caller:
 
     @staticmethod
     def _key_tenant(key: ApiKey, slug: str | None, scope: str) -> Tenant:
-        if scope not in key.scopes:
-            raise TenantDenied(f"this API key lacks the {scope!r} scope")
+        if key_scope(scope) not in key.scopes:
+            raise TenantDenied(f"this API key lacks the {key_scope(scope)!r} scope")
         if key.tenant is None:
             raise TenantDenied("this API key is bound to no tenant: it cannot write traces")
         if slug and slug != key.tenant.slug:

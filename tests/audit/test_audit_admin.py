@@ -44,7 +44,8 @@ def test_admin_changes_deletions_and_the_revoke_action_are_audited(
 def test_the_admin_shows_the_log_but_cannot_change_it(root_client: Client, acme: Any) -> None:
     root_client.post("/admin/tenancy/tenant/add/", {"slug": "initech", "name": "Initech",
                                                    "created_at_0": "2026-11-30", "created_at_1": "10:00:00",
-                                                   "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"})
+                                                   "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
+                                                   "reviewer_judge_limit_usd": "1.00"})
     entry = AuditEntry.objects.get()
     assert entry.action == "tenant.admin-add" and entry.changes["slug"] == [None, "initech"]
     assert root_client.get("/admin/audit/auditentry/").status_code == 200

@@ -465,3 +465,25 @@ def test_blocks_ci_on_fail_or_error_only() -> None:
     )
     assert not blocks_ci([passing, skipped])
     assert blocks_ci([passing, evaluate_guardrail(g, TRACE, Context(mode="ci"))])
+
+
+@pytest.mark.parametrize(("scope", "mode", "part", "sentence"), [
+    ({"when": "runtime-only"}, "ci", "runtime-only", "the guardrail is runtime-only and this is a ci evaluation"),
+    ({"when": "ci-only"}, "runtime", "ci-only", "the guardrail is ci-only and this is a runtime evaluation"),
+    ({"agents": ["faq-bot"]}, "ci", "agents", "scope.agents does not list this trace's agent (support-bot)"),
+    ({"flows": ["returns"]}, "ci", "flows", "scope.flows does not list this trace's flow (refund)"),
+    ({"tenants": ["globex"]}, "ci", "tenants", "scope.tenants does not list this trace's tenant (acme)"),
+    ({"agents": ["support-bot"], "flows": ["x"]}, "ci", "flows",
+     "scope.flows does not list this trace's flow (refund)"),
+])
+def test_a_skipped_result_says_which_part_of_the_scope_did_not_select(
+    scope: dict[str, Any], mode: str, part: str, sentence: str
+) -> None:
+    context = Context(mode=mode, tenant="acme", agent="support-bot", flow="refund")  # type: ignore[arg-type]
+    result = evaluate_guardrail(guardrail(scope=scope), {"id": "t", "output": "fine"}, context)
+    assert (result.status, result.reason, dict(result.details)) == ("skipped", sentence, {"skip": part})
+
+
+def test_a_trace_without_an_agent_is_skipped_naming_none() -> None:
+    result = evaluate_guardrail(guardrail(scope={"agents": ["a"]}), {"id": "t"}, Context(mode="ci"))
+    assert result.reason == "scope.agents does not list this trace's agent (none)"

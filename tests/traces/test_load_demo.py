@@ -73,3 +73,21 @@ def test_load_demo_fills_every_page_and_is_idempotent(db: Any) -> None:
     assert all(model_id in page for model_id in registered)
     days = {moment.date() for moment in Violation.objects.values_list("created_at", flat=True)}
     assert len(days) >= 20  # spread over the last 30 days
+
+
+def test_the_demo_has_a_shadow_judge_skip_reasons_and_reviewed_precision(db: Any) -> None:
+    call_command("load_demo", stdout=io.StringIO())
+    shadow = Guardrail.objects.get(shadow=True)
+    assert shadow.kind == "llm-judge"
+    assert EvaluationResult.objects.filter(guardrail=shadow, shadow=True, status="fail").exists()
+    assert not Violation.objects.filter(guardrail=shadow).exists()
+    assert EvaluationResult.objects.filter(evaluation__isnull=False, status="skipped").exclude(skip_reason="").exists()
+    reviewer = Client()
+    reviewer.force_login(User.objects.get(username="acme-reviewer"))
+    reviewed = Violation.objects.filter(tenant__slug="acme", state="false-positive").values_list(
+        "guardrail__guardrail_id", flat=True).first()
+    html = reviewer.get(f"/guardrails/{reviewed}/").content.decode()
+    assert "no review yet" not in html.split('data-quality-overall')[1].split("</tr>")[0]
+    assert "In shadow" in reviewer.get(f"/guardrails/{shadow.guardrail_id}/").content.decode()
+    calibrated = reviewer.get("/guardrails/support-tone-judge/").content.decode()
+    assert "data-kappa" in calibrated and "20 of 20 traces labelled" in calibrated

@@ -10,14 +10,16 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from guardrails.engine.evaluate import SKIP_PARTS
 from guardrails.engine.types import Issue
 from kindgi_console import idempotency
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
-from traces import evaluations
+from kindgi_console.tenancy.scoping import TenantDenied
+from traces import evaluations, run_results
 from traces.models import Evaluation, Upload
 
 ERRORS = OpenApiResponse({"type": "object", "properties": {"errors": {"type": "array"}}})
@@ -99,7 +101,7 @@ class EvaluationListView(ConsoleAPIView):
     """`GET evaluations` lists the caller's tenants' runs, newest first; `POST` starts one."""
 
     queryset = run_queryset()
-    scopes = {"GET": "read", "POST": "evaluate"}
+    scopes = {"GET": "read", "POST": "run"}
     filter_backends: list[Any] = []
 
     @extend_schema(operation_id="evaluations_list",
@@ -132,17 +134,28 @@ class EvaluationListView(ConsoleAPIView):
             raise ApiError([Issue("/guardrails", "guardrails is an array of guardrail ids")])
         mode = body.get("mode", "ci")
         request = evaluations.RunRequest(
-            tenant=self.caller.tenant_for_write(tenant, "evaluate"),
+            tenant=self.caller.tenant_for_write(tenant, "run"),
             guardrails=list(dict.fromkeys(guardrails)),
             filters=body.get("filters"),
             mode=mode,
             started_by=self.caller.user_or_none,
             label=self.caller.label,
+            by_author=self._is_author(tenant),
         )
         try:
             return evaluations.create_run(request)
         except evaluations.RunRequestError as error:
-            raise ApiError(error.issues) from None
+            raise ApiError(error.issues, status_code=error.status) from None
+
+    def _is_author(self, tenant: str | None) -> bool:
+        """Whether the caller authors the tenant (a key with `evaluate` counts as one)."""
+        if self.caller.key is not None:
+            return True
+        try:
+            self.caller.tenant_for_write(tenant, "author")
+        except TenantDenied:
+            return False
+        return True
 
 
 class EvaluationDetailView(ConsoleAPIView):
@@ -161,13 +174,13 @@ class EvaluationCancelView(ConsoleAPIView):
     """`POST evaluations/{id}/cancel`: chunks not yet evaluated are not; a finished run is 409."""
 
     queryset = run_queryset()
-    scopes = {"POST": "evaluate"}
+    scopes = {"POST": "run"}
     filter_backends: list[Any] = []
 
     @extend_schema(operation_id="evaluations_cancel", request=None,
                    responses={200: OpenApiResponse(RUN_SCHEMA), 404: ERRORS, 409: ERRORS})
     def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(self.get_queryset().for_caller(self.caller, "evaluate"), pk=pk)
+        run = get_object_or_404(self.get_queryset().for_caller(self.caller, "run"), pk=pk)
         if not evaluations.cancel_run(run):
             raise ApiError([Issue("/status", f"the run has already {run.status}")], status_code=409)
         return Response(run_as_dict(run))
@@ -204,3 +217,108 @@ class UploadDetailView(ConsoleAPIView):
     @extend_schema(operation_id="uploads_read", responses={200: OpenApiResponse({"type": "object"}), 404: ERRORS})
     def get(self, request: Request, pk: int) -> Response:
         return Response(upload_as_dict(get_object_or_404(self.get_queryset(), pk=pk)))
+
+
+RESULT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"}, "trace": {"type": "string"}, "traceUrl": {"type": "string"},
+        "guardrail": {"type": "string"}, "revision": {"type": "integer"},
+        "status": {"type": "string", "enum": list(run_results.STATUSES)},
+        "reason": {"type": "string"},
+        "skipReason": {"type": "string", "nullable": True, "enum": [*SKIP_PARTS, None],
+                       "description": "Of a skipped result: the part of the scope that did not select the trace."},
+        "action": {"type": "string"}, "severity": {"type": "string", "nullable": True},
+        "violation": {"type": "integer", "nullable": True}, "reviewState": {"type": "string", "nullable": True},
+    },
+}
+RESULT_PAGE_SCHEMA = {
+    "type": "object",
+    "required": ["next", "results"],
+    "properties": {
+        "next": {"type": "string", "nullable": True},
+        "results": {"type": "array", "items": RESULT_SCHEMA},
+    },
+}
+RESULT_PARAMETERS = [
+    OpenApiParameter("guardrail", str, description="Only this guardrail's results."),
+    OpenApiParameter("status", str, enum=list(run_results.STATUSES), description="Only results of this status."),
+    OpenApiParameter("cursor", str, description="The `next` of the previous page."),
+    OpenApiParameter("limit", int, description=f"Page size, at most {run_results.MAX_PAGE_SIZE}."),
+]
+COMPARE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "evaluation": {"type": "integer"}, "with": {"type": "integer"},
+        "guardrails": {"type": "array", "items": {"type": "object"}},
+    },
+}
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None or raw == "":
+        return run_results.PAGE_SIZE
+    if not raw.isdigit() or not 1 <= int(raw) <= run_results.MAX_PAGE_SIZE:
+        raise ApiError([Issue("/limit", f"limit is an integer from 1 to {run_results.MAX_PAGE_SIZE}")])
+    return int(raw)
+
+
+class EvaluationResultsView(ConsoleAPIView):
+    """`GET evaluations/{id}/results`: the run's results, by status then as stored; cursor paged."""
+
+    queryset = Evaluation.objects.all()
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="evaluations_results", parameters=RESULT_PARAMETERS,
+                   responses={200: OpenApiResponse(RESULT_PAGE_SCHEMA), 400: ERRORS, 404: ERRORS})
+    def get(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(self.get_queryset(), pk=pk)
+        status = request.query_params.get("status", "")
+        if status and status not in run_results.STATUSES:
+            raise ApiError([Issue("/status", f"status is one of {', '.join(run_results.STATUSES)}")])
+        results = run_results.run_results(run, guardrail=request.query_params.get("guardrail", ""), status=status)
+        try:
+            page = run_results.results_page(results, after=request.query_params.get("cursor"),
+                                            size=_limit(request.query_params.get("limit")))
+        except run_results.BadCursor as error:
+            raise ApiError([Issue("/cursor", str(error))]) from None
+        next_url = None
+        if page.next_cursor:
+            query = request.query_params.copy()
+            query["cursor"] = page.next_cursor
+            next_url = f"{request.path}?{query.urlencode()}"
+        return Response({"next": next_url, "results": [run_results.result_as_dict(r) for r in page.rows]})
+
+
+class EvaluationCompareView(ConsoleAPIView):
+    """`GET evaluations/{id}/compare?with={other}`: per shared guardrail, what changed.
+
+    Without `with`, the tenant's previous run that shares a guardrail; 404 when there is none.
+    """
+
+    queryset = Evaluation.objects.all()
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="evaluations_compare",
+                   parameters=[OpenApiParameter("with", int, description="The other run (default: the previous one).")],
+                   responses={200: OpenApiResponse(COMPARE_SCHEMA), 400: ERRORS, 404: ERRORS})
+    def get(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(self.get_queryset(), pk=pk)
+        other = self._other(run, request.query_params.get("with"))
+        return Response({
+            "evaluation": run.pk, "with": other.pk,
+            "guardrails": [item.as_dict() for item in run_results.compare_runs(run, other)],
+        })
+
+    def _other(self, run: Evaluation, raw: str | None) -> Evaluation:
+        if raw is None or raw == "":
+            other = run_results.previous_run(run)
+            if other is None:
+                raise ApiError([Issue("/with", "no earlier run of this tenant shares a guardrail")], status_code=404)
+            return other
+        if not raw.isdigit():
+            raise ApiError([Issue("/with", "with is a run's id")])
+        other = get_object_or_404(self.get_queryset(), pk=int(raw))
+        if other.tenant_id != run.tenant_id:
+            raise ApiError([Issue("/with", "the runs compared are of the same tenant")])
+        return other

@@ -66,6 +66,7 @@ class ViolationFilter(StrictFilterSet):
     mode = django_filters.ChoiceFilter(choices=MODES)
     tenant = django_filters.CharFilter(field_name="tenant__slug")
     state = django_filters.ChoiceFilter(choices=Violation.State.choices)
+    evaluation = django_filters.NumberFilter(field_name="evaluation_id", help_text="the run that found it")
     since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
     until = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 

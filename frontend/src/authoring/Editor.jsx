@@ -6,7 +6,7 @@
 import Form from "@rjsf/core";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { clientErrors, fieldDomId, mergeErrors, visibleErrors } from "./errors.js";
-import { listItems, requestJson } from "../shared/http.js";
+import { csrfToken, listItems, requestJson } from "../shared/http.js";
 import { advancedFields, composeSchema, composeUiSchema, findCheck } from "./schema.js";
 import { deepEqual, errorsToErrorSchema, formatJson, parseDocument, pointerTokens, pruneFormData, withOpenSections } from "./document.js";
 import { validator } from "./validator.js";
@@ -295,6 +295,13 @@ export function Editor({ config, initialDoc }) {
         <footer className="card__footer kg-savebar">
           <span className="kg-savebar__message" role="status">{saveState.message}</span>
           {config.cancelUrl ? <a className="btn btn--ghost" href={config.cancelUrl}>Cancel</a> : null}
+          {config.previewUrl ? (
+            <form method="post" action={config.previewUrl} target="_blank" className="kg-preview-form">
+              <input type="hidden" name="csrfmiddlewaretoken" value={csrfToken()} />
+              <input type="hidden" name="draft" value={formatJson(doc)} />
+              <button type="submit" className="btn" disabled={Boolean(rawError)}>Preview impact</button>
+            </form>
+          ) : null}
           <button type="button" className="btn btn--primary" onClick={save} disabled={saveState.busy || Boolean(rawError)}>
             {saveState.busy ? "Saving…" : "Save guardrail"}
           </button>

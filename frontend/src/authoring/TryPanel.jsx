@@ -36,12 +36,32 @@ function unwrapTrace(body) {
   return body;
 }
 
+/** The mode a draft is tried in by default: runtime for a runtime-only scope, else ci. */
+function defaultMode(doc) {
+  return doc && doc.scope && doc.scope.when === "runtime-only" ? "runtime" : "ci";
+}
+
+/** What the judge said and cost, when an llm-judge draft was judged. */
+function JudgeView({ details }) {
+  if (!details || !details.model) return null;
+  const tokens = [details.inputTokens, details.outputTokens].every((n) => n !== undefined && n !== null)
+    ? `${details.inputTokens} in / ${details.outputTokens} out tokens` : "tokens not reported";
+  return (
+    <p className="kg-muted kg-try-judge">
+      {`Judge ${details.model}: ${details.verdict || (details.score !== null && details.score !== undefined ? `score ${details.score}` : "no verdict")}`}
+      {details.judgeReason ? ` (${String(details.judgeReason)})` : ""}
+      {details.cached ? " · answered from the cache, no cost" : ` · ${tokens} · $${details.costUsd || "0"}`}
+    </p>
+  );
+}
+
 function ResultView({ result }) {
   const status = STATUSES.has(result.status) ? result.status : "error";
   return (
     <div className="kg-try-result" role="status">
       <span className={`pill pill--${status}`}>{status}</span>
       <p className="kg-try-reason">{result.reason ? String(result.reason) : status === "pass" ? "The trace satisfies this guardrail." : "No reason given."}</p>
+      <JudgeView details={result.details} />
       {result.durationMs !== undefined || result.costUsd !== undefined ? (
         <p className="kg-muted">
           {result.durationMs !== undefined ? `${result.durationMs} ms` : ""}
@@ -108,6 +128,9 @@ export function TryPanel({ config, doc, onGuardrailErrors }) {
   const [busy, setBusy] = useState(false);
   const [result, setResult] = useState(null);
   const [problems, setProblems] = useState([]);
+  const [mode, setMode] = useState(defaultMode(doc));
+  const scopeWhen = doc && doc.scope ? doc.scope.when : undefined;
+  useEffect(() => setMode(defaultMode(doc)), [scopeWhen]);
 
   const pickTrace = async (event) => {
     const id = event.target.value;
@@ -136,7 +159,7 @@ export function TryPanel({ config, doc, onGuardrailErrors }) {
     setProblems([]);
     setResult(null);
     try {
-      const { status, body } = await requestJson(config.tryUrl, { method: "POST", body: { guardrail: doc, trace } });
+      const { status, body } = await requestJson(config.tryUrl, { method: "POST", body: { guardrail: doc, trace, mode } });
       if (status >= 400) {
         const errors = (body && body.errors) || [];
         onGuardrailErrors(errors.filter((error) => !String(error.path || "").startsWith("/trace")));
@@ -188,6 +211,13 @@ export function TryPanel({ config, doc, onGuardrailErrors }) {
             value={traceText}
             onChange={(event) => setTraceText(event.target.value)}
           />
+        </div>
+        <div className="form-group">
+          <label className="control-label" htmlFor="kg-try-mode">Mode</label>
+          <select id="kg-try-mode" className="form-control" value={mode} onChange={(event) => setMode(event.target.value)}>
+            <option value="ci">ci: as the CI command and evaluation runs evaluate</option>
+            <option value="runtime">runtime: as a runtime's verdict evaluates</option>
+          </select>
         </div>
         <div className="kg-try-actions">
           <button type="button" className="btn btn--secondary" onClick={run} disabled={busy || !traceText.trim()}>

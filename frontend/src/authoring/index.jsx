@@ -42,6 +42,7 @@ function readConfig(element) {
     traceUrl: data.traceUrl || "",
     cancelUrl: data.cancelUrl || "",
     cspNonce: data.cspNonce || "",
+    previewUrl: data.previewUrl || "",
   };
 }
 

@@ -1,0 +1,162 @@
+"""How a run's results, two runs compared and a guardrail's quality scale: 10k against 1M results.
+
+Run: `python bench/run_results.py [--small 10000] [--large 1000000] [--db kindgi_review_bench]`.
+It (re)creates a PostgreSQL database (DATABASE_URL's server, the named database), migrates
+it, and bulk-generates with `generate_series` two runs of one guardrail over the same traces
+(an older run at revision 1, a newer one at revision 2: a fifth of the traces fail in the
+older, more in the newer), a violation per failure of the newer run, a fifth of them reviewed
+as false positives. It times each endpoint in process (the median of several requests after
+a warm-up), grows to the large size, times again, and prints both with their ratio.
+
+The results list is a keyset on (status, id) over an index, so its pages cost the same at
+any size (ratio about 1). Compare counts every changed failure and quality counts every
+violation of the period: they read index ranges whose length grows with the data, so their
+ratio is above 1; the figures say by how much. Prints, never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def setup_django(database: str) -> None:
+    server = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
+    os.environ["DATABASE_URL"] = f"{server}/{database}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kindgi_console.settings")
+    import psycopg
+
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{database}"')
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def arrange() -> dict[str, Any]:
+    from guardrails.services import Author, save_guardrail
+    from kindgi_console.tenancy.models import ApiKey, Tenant
+    from traces.models import Evaluation
+
+    acme = Tenant.objects.create(slug="acme")
+    document = {"id": "no-refunds", "kind": "zero-llm", "check": "never-call-tool",
+                "config": {"tools": ["issue_refund"]}, "action": {"on-violation": "halt"}, "severity": "critical"}
+    author = Author(user=None, label="bench")
+    guardrail = save_guardrail(document, author)
+    old = Evaluation.objects.create(tenant=acme, status="succeeded")
+    old.revisions.set([guardrail.revisions.get(number=1)])
+    guardrail = save_guardrail({**document, "config": {"tools": ["issue_refund", "lookup_order"]}}, author)
+    new = Evaluation.objects.create(tenant=acme, status="succeeded")
+    new.revisions.set([guardrail.revisions.get(number=2)])
+    key = ApiKey.issue(scopes=["read"], tenant=acme, name="bench")[1]
+    return {"tenant": acme.pk, "guardrail": guardrail.pk, "old": old.pk, "new": new.pk, "key": key,
+            "rev1": guardrail.revisions.get(number=1).pk, "rev2": guardrail.revisions.get(number=2).pk}
+
+
+GROW_SQL = """
+WITH new AS (
+  INSERT INTO traces_runtrace (tenant_id, trace_id, agent, flow, document, content_hash, withheld, received_at)
+  SELECT %(tenant)s, 'bench-' || n, 'support-bot', 'refund', jsonb_build_object('id', 'bench-' || n),
+         md5(n::text) || md5(n::text), false, now() - (n %% 86400) * interval '1 second'
+  FROM generate_series(%(start)s, %(stop)s) AS n
+  RETURNING id, tenant_id
+), old AS (
+  INSERT INTO traces_evaluationresult (tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode,
+                                       status, reason, skip_reason, shadow, duration_ms, details, created_at)
+  SELECT tenant_id, id, %(guardrail)s, %(rev1)s, %(old)s, 'ci',
+         CASE WHEN id %% 5 = 0 THEN 'fail' WHEN id %% 10 = 1 THEN 'skipped' ELSE 'pass' END,
+         'called forbidden tool', CASE WHEN id %% 10 = 1 THEN 'flows' ELSE '' END, false, 0.01, '{}'::jsonb, now()
+  FROM new
+), results AS (
+  INSERT INTO traces_evaluationresult (tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode,
+                                       status, reason, skip_reason, shadow, duration_ms, details, created_at)
+  SELECT tenant_id, id, %(guardrail)s, %(rev2)s, %(new)s, 'ci',
+         CASE WHEN id %% 5 = 0 OR id %% 7 = 0 THEN 'fail' WHEN id %% 10 = 1 THEN 'skipped' ELSE 'pass' END,
+         'called forbidden tool', CASE WHEN id %% 10 = 1 THEN 'flows' ELSE '' END, false, 0.01, '{}'::jsonb, now()
+  FROM new
+  RETURNING id, tenant_id, trace_id, status, created_at
+)
+INSERT INTO traces_violation (tenant_id, trace_id, result_id, guardrail_id, revision_id, evaluation_id, action,
+                              severity, mode, reason, agent, flow, created_at, state, reviewed_by_label, review_note)
+SELECT tenant_id, trace_id, id, %(guardrail)s, %(rev2)s, %(new)s, 'halt', 'critical', 'ci', 'called forbidden tool',
+       'support-bot', 'refund', created_at,
+       (ARRAY['open','open','acknowledged','resolved','false-positive'])[1 + id %% 5], '', ''
+FROM results WHERE status = 'fail'
+"""
+
+
+def grow(ids: dict[str, Any], start: int, stop: int) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET session_replication_role = replica")  # a consistent bulk load
+        for low in range(start, stop + 1, 200_000):
+            cursor.execute(GROW_SQL, {**ids, "start": low, "stop": min(stop, low + 199_999)})
+        cursor.execute("SET session_replication_role = DEFAULT")
+        cursor.execute("VACUUM ANALYZE")
+
+
+def endpoints(ids: dict[str, Any], client: Any) -> list[tuple[str, str]]:
+    base = f"/api/v1/evaluations/{ids['new']}"
+    first = client.get(f"{base}/results?status=pass&limit=50").json()
+    return [
+        ("results, first page", f"{base}/results"),
+        ("results, failures of one guardrail", f"{base}/results?guardrail=no-refunds&status=fail"),
+        ("results, page 2 of passes", first["next"]),
+        ("results, skipped", f"{base}/results?status=skipped"),
+        ("compare with the older run", f"{base}/compare?with={ids['old']}"),
+        ("guardrail quality", "/api/v1/guardrails/no-refunds/quality"),
+    ]
+
+
+def time_all(ids: dict[str, Any], repeats: int) -> dict[str, float]:
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {ids['key']}")
+    timings = {}
+    for name, url in endpoints(ids, client):
+        assert client.get(url).status_code == 200, url
+        samples = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            client.get(url)
+            samples.append(time.perf_counter() - started)
+        timings[name] = statistics.median(samples) * 1000
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", type=int, default=10_000, help="traces (each run has one result per trace)")
+    parser.add_argument("--large", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--db", default="kindgi_review_bench")
+    args = parser.parse_args()
+    setup_django(args.db)
+    ids = arrange()
+    grow(ids, 1, args.small)
+    small = time_all(ids, args.repeats)
+    started = time.perf_counter()
+    grow(ids, args.small + 1, args.large)
+    print(f"grown to {args.large:,} results per run in {time.perf_counter() - started:.0f} s")
+    large = time_all(ids, args.repeats)
+    print(f"{'endpoint':<36} {f'{args.small:,}':>10} {f'{args.large:,}':>12} {'ratio':>7}")
+    for name in small:
+        print(f"{name:<36} {small[name]:>7.1f} ms {large[name]:>9.1f} ms {large[name] / small[name]:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""How good a guardrail is: precision from reviews with its Wilson interval, review coverage,
+per revision and period; the guardrail page's section, the list's sort, and tenants apart."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from guardrails.quality import wilson
+from guardrails.services import Author, save_guardrail
+from tests.conftest import make_guardrail
+from tests.traces.test_evaluations import run_for, store_traces
+from traces.models import Violation
+
+URL = "/api/v1/guardrails/no-refunds/quality"
+
+
+def signed_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def review(api: Any, who: Any, violation: Violation, state: str) -> None:
+    answer = api(who).post(f"/api/v1/violations/{violation.pk}/review", {"state": state}, format="json")
+    assert answer.status_code == 200, answer.json()
+
+
+@pytest.fixture
+def reviewed(api: Any, bob: Any, acme: Any, halt_guardrail: Any) -> list[Violation]:
+    """Six violations over two revisions: two false positives, two confirmed, two open."""
+    store_traces(acme, 9)
+    run_for(acme)
+    save_guardrail(make_guardrail(config={"tools": ["issue_refund", "lookup_order"]}), Author(user=None, label="t"))
+    store_traces(acme, 0)
+    run_for(acme, guardrails=["no-refunds"], filters={"agent": "support-bot"})
+    violations = list(Violation.objects.order_by("pk"))
+    first = [v for v in violations if v.revision.number == 1]
+    second = [v for v in violations if v.revision.number == 2]
+    review(api, bob, first[0], "false-positive")
+    review(api, bob, first[1], "acknowledged")
+    review(api, bob, second[0], "false-positive")
+    review(api, bob, second[1], "resolved")
+    return violations
+
+
+def test_the_wilson_interval_matches_the_textbook() -> None:
+    low, high = wilson(8, 10)  # type: ignore[misc]
+    assert (round(low, 3), round(high, 3)) == (0.49, 0.943)
+    assert wilson(0, 0) is None
+    assert wilson(5, 5)[1] == 1.0  # type: ignore[index]
+
+
+def test_quality_counts_reviews_per_revision(api: Any, acme_key: str, reviewed: list[Violation]) -> None:
+    body = api(acme_key).get(URL).json()
+    assert (body["violations"], body["reviewed"], body["falsePositives"]) == (len(reviewed), 4, 2)
+    assert body["precision"] == 0.5 and body["coverage"] == round(4 / len(reviewed), 4)
+    low, high = body["precisionInterval"]
+    assert 0 < low < 0.5 < high < 1
+    revisions = {row["revision"]: row for row in body["revisions"]}
+    assert sorted(revisions) == [1, 2]
+    assert (revisions[1]["reviewed"], revisions[1]["falsePositives"], revisions[1]["precision"]) == (2, 1, 0.5)
+
+
+def test_a_false_positive_moves_the_precision(api: Any, bob: Any, acme_key: str, reviewed: list[Violation]) -> None:
+    before = api(acme_key).get(URL).json()["precision"]
+    still_open = next(v for v in Violation.objects.filter(state="open"))
+    review(api, bob, still_open, "false-positive")
+    after = api(acme_key).get(URL).json()
+    assert after["precision"] < before and after["falsePositives"] == 3
+
+
+def test_quality_is_over_the_chosen_period(api: Any, acme_key: str, reviewed: list[Violation]) -> None:
+    Violation.objects.filter(pk=reviewed[0].pk).update(created_at=timezone.now() - timedelta(days=60))
+    since = (timezone.now() - timedelta(days=30)).isoformat().replace("+00:00", "Z")
+    body = api(acme_key).get(URL, {"since": since}).json()
+    assert body["violations"] == len(reviewed) - 1
+    assert api(acme_key).get(URL, {"since": "yesterday"}).json()["errors"][0]["path"] == "/since"
+
+
+def test_another_tenant_sees_none_of_acmes_reviews(
+    api: Any, charlie: Any, charlie_key: str, reviewed: list[Violation]
+) -> None:
+    for outsider in (api(charlie), api(charlie_key)):
+        body = outsider.get(URL).json()
+        assert (body["violations"], body["reviewed"], body["revisions"]) == (0, 0, [])
+        assert outsider.get(f"{URL}?tenant=acme").json()["violations"] == 0
+    html = signed_in(charlie).get("/guardrails/no-refunds/").content.decode()
+    assert "no review yet" in html
+    assert api(charlie).get("/api/v1/guardrails/ghost/quality").status_code == 404
+
+
+def test_the_guardrail_page_shows_quality_and_the_list_sorts_by_it(
+    bob: Any, reviewed: list[Violation], acme: Any
+) -> None:
+    save_guardrail(make_guardrail("cite", check="must-cite", config={"min": 1}), Author(user=None, label="t"))
+    client = signed_in(bob)
+    html = client.get("/guardrails/no-refunds/").content.decode()
+    assert "Quality" in html and "50%" in html and "Revision 2" in html
+    listing = client.get("/guardrails/?sort=precision").content.decode()
+    assert "Precision" in listing and listing.index("no-refunds") < listing.index(">cite<")

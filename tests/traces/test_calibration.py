@@ -1,0 +1,104 @@
+"""Calibrating a judge against people: a stratified sample, a queue that hides the judge's
+verdict, agreement (accuracy, Cohen's kappa, FP/FN rates with intervals), per revision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from guardrails.models import Guardrail
+from guardrails.services import Author, save_guardrail
+from tests.traces.test_evaluations import store_traces
+from tests.traces.test_judge_ledger import judge_document
+from traces.calibration import cohen_kappa
+from traces.models import CalibrationItem, CalibrationSample, EvaluationResult
+
+
+def signed_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def judged(acme: Any) -> Guardrail:
+    return judge_with_verdicts(acme)
+
+
+def judge_with_verdicts(acme: Any) -> Guardrail:
+    """A judge guardrail whose current revision passed 10 traces and failed 10 (stored results)."""
+    guardrail = save_guardrail(judge_document(), Author(user=None, label="t"))
+    revision = guardrail.revisions.get()
+    EvaluationResult.objects.bulk_create([
+        EvaluationResult(tenant=acme, trace=trace, guardrail=guardrail, revision=revision, mode="runtime",
+                         status="fail" if n % 2 else "pass", reason=f"judge says {n}", details={"model": "local"})
+        for n, trace in enumerate(store_traces(acme, 20))])
+    return guardrail
+
+
+def test_cohens_kappa_matches_the_textbook() -> None:
+    pairs = ([("fail", "fail")] * 8 + [("pass", "pass")] * 7 + [("fail", "pass")] * 2 + [("pass", "fail")] * 3)
+    assert cohen_kappa(pairs) == pytest.approx(0.5)
+    assert cohen_kappa([("pass", "pass")] * 3) is None and cohen_kappa([]) is None
+
+
+def test_a_reviewer_draws_a_stratified_sample_labels_it_and_sees_agreement(
+    bob: Any, api: Any, acme_key: str, judged: Guardrail
+) -> None:
+    client = signed_in(bob)
+    answer = client.post("/guardrails/no-refund-promises/calibrate/", {"size": "10"})
+    sample = CalibrationSample.objects.get()
+    assert answer["Location"] == f"/calibrations/{sample.pk}/"
+    assert sorted(sample.items.values_list("judge_status", flat=True)) == ["fail"] * 5 + ["pass"] * 5
+    assert sample.judge_model == "local"
+    for _ in range(10):
+        page = client.get(f"/calibrations/{sample.pk}/").content.decode()
+        item = CalibrationItem.objects.filter(sample=sample, label="").order_by("pk").first()
+        assert item is not None and "judge says" not in page and "never promises a refund" in page
+        people = "pass" if item.judge_status == "pass" or item.pk % 3 == 0 else "fail"  # some disagreement
+        client.post(f"/calibrations/{sample.pk}/", {"item": item.pk, "label": people})
+    assert client.get(f"/calibrations/{sample.pk}/")["Location"].endswith("#calibration")
+    agreement = api(acme_key).get("/api/v1/guardrails/no-refund-promises/quality").json()["calibration"]
+    labels = list(sample.items.values_list("judge_status", "label"))
+    assert agreement["agreement"]["labelled"] == 10
+    assert agreement["agreement"]["agreed"] == sum(a == b for a, b in labels)
+    expected = cohen_kappa(labels)
+    assert agreement["agreement"]["kappa"] == (None if expected is None else round(expected, 4))
+    fp = agreement["agreement"]["falsePositiveRate"]
+    assert fp["of"] == sum(b == "pass" for _, b in labels) and fp["interval"] is not None
+    assert len(agreement["agreement"]["disagreements"]) == 10 - agreement["agreement"]["agreed"]
+    html = client.get("/guardrails/no-refund-promises/").content.decode()
+    assert "Cohen" in html and "data-accuracy" in html and "another judge" not in html
+    save_guardrail(judge_document(config={"criteria": "Something else."}), Author(user=None, label="t"))
+    assert "another judge" in client.get("/guardrails/no-refund-promises/").content.decode()
+
+
+def test_bad_samples_and_labels_are_refused(bob: Any, acme: Any, judged: Guardrail, halt_guardrail: Any) -> None:
+    client = signed_in(bob)
+    client.post("/guardrails/no-refunds/calibrate/", {"size": "10"})
+    client.post("/guardrails/no-refund-promises/calibrate/", {"size": "1"})
+    assert not CalibrationSample.objects.exists()
+    client.post("/guardrails/no-refund-promises/calibrate/", {"size": "4"})
+    sample = CalibrationSample.objects.get()
+    item = sample.items.first()
+    client.post(f"/calibrations/{sample.pk}/", {"item": item.pk, "label": "maybe"})
+    item.refresh_from_db()
+    assert item.label == ""
+
+
+def test_another_tenant_sees_no_sample_and_labels_nothing(
+    bob: Any, charlie: Any, charlie_key: str, api: Any, judged: Guardrail
+) -> None:
+    signed_in(bob).post("/guardrails/no-refund-promises/calibrate/", {"size": "4"})
+    sample = CalibrationSample.objects.get()
+    item = sample.items.first()
+    outsider = signed_in(charlie)
+    assert outsider.get(f"/calibrations/{sample.pk}/").status_code == 404
+    assert outsider.post(f"/calibrations/{sample.pk}/", {"item": item.pk, "label": "pass"}).status_code == 404
+    item.refresh_from_db()
+    assert item.label == ""
+    assert api(charlie_key).get("/api/v1/guardrails/no-refund-promises/quality").json()["calibration"] is None
+    outsider.post("/guardrails/no-refund-promises/calibrate/", {"size": "4"})  # globex has no verdicts
+    assert CalibrationSample.objects.count() == 1

@@ -1,0 +1,164 @@
+"""A run's results one click away: the results list, the run filter of violations, two runs
+compared; pages and API, and another tenant sees none of it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from guardrails.services import Author, save_guardrail
+from tests.conftest import make_guardrail
+from tests.traces.test_evaluations import guardrails, run_for, store_traces  # noqa: F401 (a fixture)
+from traces.models import Evaluation
+
+
+def signed_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def all_pages(api: Any, url: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    while url:
+        body = api.get(url).json()
+        rows += body["results"]
+        url = body["next"]
+    return rows
+
+
+@pytest.fixture
+def two_runs(acme: Any, guardrails: Any) -> tuple[Evaluation, Evaluation]:  # noqa: F811
+    """A run, then no-refunds edited to also forbid lookup_order (every trace), a run again."""
+    store_traces(acme, 9)
+    before = run_for(acme)
+    save_guardrail(make_guardrail(config={"tools": ["issue_refund", "lookup_order"]}), Author(user=None, label="t"))
+    return before, run_for(acme)
+
+
+def test_the_results_list_filters_by_guardrail_and_status_and_pages_to_the_end(
+    api: Any, acme_key: str, acme: Any, guardrails: Any  # noqa: F811
+) -> None:
+    store_traces(acme, 9)
+    run = run_for(acme)
+    url = f"/api/v1/evaluations/{run.pk}/results"
+    rows = all_pages(api(acme_key), f"{url}?limit=4")
+    assert len(rows) == 27 and len({r["id"] for r in rows}) == 27
+    assert [r["status"] for r in rows] == sorted(r["status"] for r in rows)
+    fails = api(acme_key).get(f"{url}?guardrail=no-refunds&status=fail").json()["results"]
+    assert len(fails) == 3
+    first = fails[0]
+    assert (first["guardrail"], first["revision"], first["action"], first["severity"]) == (
+        "no-refunds", 1, "halt", "critical")
+    assert first["reason"] and first["violation"] and first["reviewState"] == "open"
+    assert first["traceUrl"].startswith("/traces/")
+
+
+def test_a_skipped_result_says_which_part_of_the_scope_did_not_select(
+    api: Any, acme_key: str, acme: Any, guardrails: Any  # noqa: F811
+) -> None:
+    store_traces(acme, 2)
+    run = run_for(acme)
+    rows = api(acme_key).get(f"/api/v1/evaluations/{run.pk}/results?status=skipped").json()["results"]
+    assert {(r["guardrail"], r["skipReason"], r["reason"]) for r in rows} == {
+        ("billing-only", "flows", "scope.flows does not list this trace's flow (refund)")}
+
+
+@pytest.mark.parametrize(("query", "pointer"), [
+    ("status=maybe", "/status"), ("cursor=bm9wZQ", "/cursor"), ("limit=0", "/limit"), ("limit=501", "/limit")])
+def test_a_bad_results_query_is_a_400_naming_the_parameter(
+    api: Any, acme_key: str, acme: Any, guardrails: Any, query: str, pointer: str  # noqa: F811
+) -> None:
+    run = run_for(acme)
+    answer = api(acme_key).get(f"/api/v1/evaluations/{run.pk}/results?{query}")
+    assert answer.status_code == 400 and answer.json()["errors"][0]["path"] == pointer
+
+
+def test_violations_filter_by_run(api: Any, acme_key: str, two_runs: Any) -> None:
+    before, after = two_runs
+    rows = api(acme_key).get(f"/api/v1/violations?evaluation={before.pk}").json()["results"]
+    assert len(rows) == 3
+    assert len(api(acme_key).get(f"/api/v1/violations?evaluation={after.pk}").json()["results"]) == 9
+
+
+def test_the_violations_page_filters_by_run(alice: Any, two_runs: Any) -> None:
+    before, _ = two_runs
+    html = signed_in(alice).get(f"/violations/?evaluation={before.pk}").content.decode()
+    assert html.count('href="/violations/') - html.count('href="/violations/?') >= 3
+    assert f'name="evaluation" id="id_evaluation" value="{before.pk}"' in html
+
+
+def test_compare_counts_newly_and_no_longer_failing_traces(api: Any, acme_key: str, two_runs: Any) -> None:
+    before, after = two_runs
+    body = api(acme_key).get(f"/api/v1/evaluations/{after.pk}/compare").json()
+    assert body["with"] == before.pk  # the previous run sharing a guardrail, by default
+    rows = {row["guardrail"]: row for row in body["guardrails"]}
+    refunds = rows["no-refunds"]
+    assert (refunds["revision"], refunds["withRevision"]) == (2, 1)
+    assert (refunds["failing"], refunds["withFailing"], refunds["newlyFailing"], refunds["noLongerFailing"]) == (
+        9, 3, 6, 0)
+    assert len(refunds["newlyFailingTraces"]) == 6
+    assert rows["cite"]["newlyFailing"] == rows["cite"]["noLongerFailing"] == 0
+    back = api(acme_key).get(f"/api/v1/evaluations/{before.pk}/compare?with={after.pk}").json()
+    assert {r["guardrail"]: r["noLongerFailing"] for r in back["guardrails"]}["no-refunds"] == 6
+
+
+def test_the_first_run_has_nothing_to_compare_with(api: Any, acme_key: str, two_runs: Any) -> None:
+    before, _ = two_runs
+    answer = api(acme_key).get(f"/api/v1/evaluations/{before.pk}/compare")
+    assert answer.status_code == 404 and answer.json()["errors"][0]["path"] == "/with"
+
+
+def test_the_run_page_counts_link_to_the_results(alice: Any, two_runs: Any) -> None:
+    _, after = two_runs
+    html = signed_in(alice).get(f"/evaluations/{after.pk}/").content.decode()
+    assert f"/evaluations/{after.pk}/results/?guardrail=no-refunds&amp;status=fail" in html
+    assert f"/evaluations/{after.pk}/results/?guardrail=billing-only&amp;status=skipped" in html
+
+
+def test_the_results_page_shows_failures_only_by_default_and_every_status_on_asking(
+    bob: Any, two_runs: Any
+) -> None:
+    _, after = two_runs
+    client = signed_in(bob)
+    html = client.get(f"/evaluations/{after.pk}/results/").content.decode()
+    assert html.count("pill--fail") == 9 and "pill--pass" not in html
+    skipped = client.get(f"/evaluations/{after.pk}/results/?status=skipped").content.decode()
+    assert "skipped by scope: flows" in skipped and "scope.flows does not list" in skipped
+
+
+def test_the_results_page_pages_forward(alice: Any, acme: Any, guardrails: Any) -> None:  # noqa: F811
+    store_traces(acme, 30)
+    run = run_for(acme)
+    client = signed_in(alice)
+    html = client.get(f"/evaluations/{run.pk}/results/?status=all").content.decode()
+    assert 'rel="next"' in html and html.count("<tr>") == 51
+
+
+def test_the_compare_page_lists_what_changed(alice: Any, two_runs: Any) -> None:
+    before, after = two_runs
+    html = signed_in(alice).get(f"/evaluations/{after.pk}/compare/").content.decode()
+    assert f"against #{before.pk}" in html and "run-00001" in html
+
+
+@pytest.mark.parametrize("path", ["/evaluations/{pk}/results/", "/evaluations/{pk}/compare/",
+                                  "/evaluations/{other}/compare/?with={pk}"])
+def test_another_tenants_pages_are_404(charlie: Any, globex: Any, two_runs: Any, path: str) -> None:
+    _, after = two_runs
+    theirs = Evaluation.objects.create(tenant=globex)
+    assert signed_in(charlie).get(path.format(pk=after.pk, other=theirs.pk)).status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/api/v1/evaluations/{pk}/results", "/api/v1/evaluations/{pk}/compare",
+                                  "/api/v1/evaluations/{other}/compare?with={pk}",
+                                  "/api/v1/violations?evaluation={pk}"])
+def test_another_tenants_key_gets_nothing(api: Any, charlie_key: str, globex: Any, two_runs: Any, path: str) -> None:
+    _, after = two_runs
+    theirs = Evaluation.objects.create(tenant=globex)
+    answer = api(charlie_key).get(path.format(pk=after.pk, other=theirs.pk))
+    if "violations" in path:
+        assert answer.status_code == 200 and answer.json()["results"] == []
+    else:
+        assert answer.status_code == 404

@@ -1,0 +1,93 @@
+"""`POST guardrails/preview` and `GET guardrails/previews/{id}`: an edit's impact before it ships.
+
+The draft and the selection are checked at once (400 naming the field); the preview is then
+evaluated by a worker and read like a run: status, progress, and what changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from guardrails.engine.types import Issue
+from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.tenancy.scoping import TenantDenied
+from traces import previews
+from traces.evaluations import RunRequestError
+from traces.models import GuardrailPreview
+
+ERRORS = OpenApiResponse({"type": "object", "properties": {"errors": {"type": "array"}}})
+PREVIEW_SCHEMA = OpenApiResponse({"type": "object", "properties": {
+    "id": {"type": "integer"}, "url": {"type": "string"}, "page": {"type": "string"}, "tenant": {"type": "string"},
+    "guardrail": {"type": "string"}, "currentRevision": {"type": "integer", "nullable": True},
+    "status": {"type": "string", "enum": [s.value for s in GuardrailPreview.Status]},
+    "mode": {"type": "string"}, "traces": {"type": "object"}, "progress": {"type": "object"},
+    "counts": {"type": "object", "properties": {name: {"type": "integer"} for name in (
+        "newlyFailing", "noLongerFailing", "unchanged")}},
+    "newlyFailing": {"type": "array", "items": {"type": "object"}},
+    "noLongerFailing": {"type": "array", "items": {"type": "object"}},
+    "judgeEstimateUsd": {"type": "string", "nullable": True}, "judgeCostUsd": {"type": "string"},
+    "error": {"type": "string"}, "createdAt": {"type": "string", "format": "date-time"},
+}})
+START_BODY = {"application/json": {"type": "object", "required": ["guardrail"], "additionalProperties": False,
+                                   "properties": {
+    "guardrail": {"type": "object", "description": "The unsaved draft, in the wire format of schema 1.1.0."},
+    "traces": {"type": "object", "description": "The selection, as a run's filters (agent, flow, since, until, "
+               f"upload); without since, the last {previews.PREVIEW_DAYS} days; at most {previews.PREVIEW_MAX}."},
+    "tenant": {"type": "string"}, "mode": {"type": "string", "enum": ["ci", "runtime"], "default": "ci"},
+}}}
+FIELDS = {"guardrail", "traces", "tenant", "mode"}
+
+
+class PreviewStartView(ConsoleAPIView):
+    """`POST guardrails/preview`: 202 and the preview to read; reviewers may start one."""
+
+    queryset = GuardrailPreview.objects.all()
+    scopes = {"POST": "run"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="guardrails_preview", request=START_BODY,
+                   responses={202: PREVIEW_SCHEMA, 400: ERRORS, 403: ERRORS})
+    def post(self, request: Request) -> Response:
+        body = read_json_body(request)
+        if not isinstance(body, dict):
+            raise ApiError([Issue("", "the body is an object: {guardrail, traces}")])
+        unknown = sorted(set(body) - FIELDS)
+        if unknown:
+            raise ApiError([Issue(f"/{unknown[0]}", f"unknown field; use {', '.join(sorted(FIELDS))}")])
+        tenant = body.get("tenant")
+        if tenant is not None and not isinstance(tenant, str):
+            raise ApiError([Issue("/tenant", "tenant is a tenant's slug")])
+        try:
+            preview = previews.create_preview(previews.PreviewRequest(
+                tenant=self.caller.tenant_for_write(tenant, "run"), draft=body.get("guardrail"),
+                filters=body.get("traces"), mode=body.get("mode", "ci"), started_by=self.caller.user_or_none,
+                label=self.caller.label, by_author=self._is_author(tenant)))
+        except RunRequestError as error:
+            raise ApiError(error.issues, status_code=error.status) from None
+        preview = GuardrailPreview.objects.select_related("tenant", "current").get(pk=preview.pk)
+        return Response(previews.preview_as_dict(preview), status=202)
+
+    def _is_author(self, tenant: str | None) -> bool:
+        if self.caller.key is not None:
+            return True
+        try:
+            self.caller.tenant_for_write(tenant, "author")
+        except TenantDenied:
+            return False
+        return True
+
+
+class PreviewDetailView(ConsoleAPIView):
+    """`GET guardrails/previews/{id}`: status, progress, and what changed."""
+
+    queryset = GuardrailPreview.objects.select_related("tenant", "current")
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="guardrails_preview_read", responses={200: PREVIEW_SCHEMA, 404: ERRORS})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(previews.preview_as_dict(get_object_or_404(self.get_queryset(), pk=pk)))

@@ -1,0 +1,85 @@
+"""Pages of a run's results and of two runs compared: what a run page's counts link to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.generic import View
+
+from kindgi_console.tenancy.views import TenantScopedMixin
+from traces import evaluations, run_results
+from traces.models import Evaluation
+
+
+class RunResultsView(TenantScopedMixin, View):
+    """A run's results: trace, guardrail, revision, status, reason, action, severity.
+
+    Filtered by guardrail and status; with no status asked, failures only when the run has
+    any (`?status=all` shows every status). Cursor-paged forward, first page one click away.
+    """
+
+    model = Evaluation
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        run = get_object_or_404(scoped_runs(self), pk=pk)
+        summary = evaluations.live_summary(run)
+        guardrail = request.GET.get("guardrail", "")
+        status = chosen_status(request.GET.get("status"), summary, guardrail)
+        results = run_results.run_results(run, guardrail=guardrail, status=status)
+        try:
+            page = run_results.results_page(results, after=request.GET.get("after"))
+        except run_results.BadCursor:
+            page = run_results.results_page(results, after=None)
+        query = request.GET.copy()
+        query.pop("after", None)
+        query["status"] = status or "all"
+        first_url = f"{request.path}?{query.urlencode()}"
+        query["after"] = page.next_cursor or ""
+        return render(request, "traces/evaluation_results.html", {
+            "run": run, "rows": [run_results.result_as_dict(r) for r in page.rows],
+            "guardrails": sorted(summary), "guardrail": guardrail, "status": status or "all",
+            "statuses": run_results.STATUSES, "first_url": first_url if request.GET.get("after") else None,
+            "next_url": f"{request.path}?{query.urlencode()}" if page.next_cursor else None,
+            "nav_active": "evaluations",
+        })
+
+
+def scoped_runs(view: TenantScopedMixin) -> Any:
+    """The current tenant's runs, as every run page sees them (another tenant's: 404)."""
+    runs = Evaluation.objects.for_caller(view.caller, view.scope)
+    tenant = view.tenant
+    return runs.filter(tenant=tenant) if tenant is not None else runs.none()
+
+
+def chosen_status(asked: str | None, summary: dict[str, dict[str, int]], guardrail: str) -> str:
+    """The status filter: the one asked for, `all` for none, else failures when there are."""
+    if asked == "all":
+        return ""
+    if asked in run_results.STATUSES:
+        return asked
+    rows = [counts for name, counts in summary.items() if not guardrail or name == guardrail]
+    return "fail" if any(counts.get("fail", 0) for counts in rows) else ""
+
+
+class RunCompareView(TenantScopedMixin, View):
+    """Two runs of the tenant compared per shared guardrail (default: the previous run)."""
+
+    model = Evaluation
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        runs = scoped_runs(self)
+        run = get_object_or_404(runs, pk=pk)
+        raw = request.GET.get("with", "")
+        if raw:
+            if not raw.isdigit():
+                raise Http404("there is no such run")
+            other = get_object_or_404(runs, pk=int(raw))
+        else:
+            other = run_results.previous_run(run)
+        rows = run_results.compare_runs(run, other) if other is not None else []
+        choices = runs.exclude(pk=run.pk).order_by("-pk").values_list("pk", "created_at")[:50]
+        return render(request, "traces/evaluation_compare.html", {
+            "run": run, "other": other, "rows": rows, "choices": choices, "nav_active": "evaluations",
+        })
