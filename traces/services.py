@@ -26,10 +26,11 @@ from kindgi_console.tenancy.models import Tenant
 from traces import bulk
 from traces.models import Evaluation, RunTrace
 
-# What selects the enforced guardrails, and each one's revision and last change: when
-# these rows are the same as at the last read, so are the enforced guardrails.
+# What selects the enforced guardrails, and each one's revision, last change, owner and shadow
+# state: when these rows are the same as at the last read, so are the enforced guardrails.
 ENFORCED_STAMP = (
-    f"SELECT id, revision, updated_at, tenant_id FROM {Guardrail._meta.db_table} "  # noqa: S608
+    "SELECT id, revision, updated_at, tenant_id, shadow, shadow_sample_rate "
+    f"FROM {Guardrail._meta.db_table} "  # noqa: S608
     "WHERE enabled = %s AND deleted_at IS NULL ORDER BY id"
 )
 _enforced: tuple[tuple[Any, ...], list[Enforced]] | None = None
