@@ -29,8 +29,8 @@ from traces.models import Evaluation, RunTrace
 # What selects the enforced guardrails, and each one's revision, last change, owner and shadow
 # state: when these rows are the same as at the last read, so are the enforced guardrails.
 ENFORCED_STAMP = (
-    "SELECT id, revision, updated_at, tenant_id, shadow, shadow_sample_rate "
-    f"FROM {Guardrail._meta.db_table} "  # noqa: S608
+    "SELECT id, revision, updated_at, tenant_id, shadow, shadow_sample_rate "  # noqa: S608
+    f"FROM {Guardrail._meta.db_table} "
     "WHERE enabled = %s AND deleted_at IS NULL ORDER BY id"
 )
 _enforced: tuple[tuple[Any, ...], list[Enforced]] | None = None
