@@ -115,3 +115,15 @@ def test_the_pages_start_a_preview_from_a_draft_and_show_what_changed(
     assert 'data-newly-failing>4<' in html and "run-00001" in html
     bad = client.post("/guardrails/previews/new/", {"draft": "{nope", "start": "1"}).content.decode()
     assert "/guardrail: not JSON" in bad
+
+
+def test_a_retried_preview_with_its_idempotency_key_starts_one(
+    api: Any, alice: Any, acme: Any, halt_guardrail: Any
+) -> None:
+    store_traces(acme, 3)
+    body = {"tenant": "acme", "guardrail": STRICTER}
+    first = api(alice).post(URL, body, format="json", HTTP_IDEMPOTENCY_KEY="preview-1")
+    again = api(alice).post(URL, body, format="json", HTTP_IDEMPOTENCY_KEY="preview-1")
+    assert first.status_code == again.status_code == 202, first.json()
+    assert again.json()["id"] == first.json()["id"] and again["Idempotent-Replayed"] == "true"
+    assert GuardrailPreview.objects.count() == 1

@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from guardrails.engine.types import Issue
+from kindgi_console import idempotency
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import previews
@@ -50,8 +51,9 @@ class PreviewStartView(ConsoleAPIView):
     scopes = {"POST": "run"}
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="guardrails_preview", request=START_BODY,
-                   responses={202: PREVIEW_SCHEMA, 400: ERRORS, 403: ERRORS})
+    @extend_schema(operation_id="guardrails_preview", request=START_BODY, parameters=[idempotency.PARAMETER],
+                   responses={202: PREVIEW_SCHEMA, 400: ERRORS, 403: ERRORS, 422: ERRORS})
+    @idempotency.idempotent
     def post(self, request: Request) -> Response:
         body = read_json_body(request)
         if not isinstance(body, dict):
