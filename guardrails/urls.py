@@ -12,8 +12,26 @@ urlpatterns = [
     path("guardrails/export.json", views.GuardrailExportView.as_view(), name="guardrail-export"),
     path("guardrails/previews/new/", preview_views.PreviewCreateView.as_view(), name="guardrail-preview-create"),
     path("guardrails/previews/<int:pk>/", preview_views.PreviewDetailView.as_view(), name="guardrail-preview"),
-    # `path`, not `str`: an id stored before the id alphabet (console-limits.schema.json)
-    # may hold a "/"; the longer routes come first so that they are not read as an id.
+    path("guardrails/<str:guardrail_id>/edit/", views.GuardrailEditorView.as_view(),
+         name="guardrail-edit"),
+    path("guardrails/<str:guardrail_id>/diff/", views.GuardrailDiffView.as_view(),
+         name="guardrail-diff"),
+    path("guardrails/<str:guardrail_id>/revisions/<int:number>/restore/", views.GuardrailRestoreView.as_view(),
+         name="guardrail-restore"),
+    path("guardrails/<str:guardrail_id>/toggle/", views.GuardrailToggleView.as_view(),
+         name="guardrail-toggle"),
+    path("guardrails/<str:guardrail_id>/shadow/", views.GuardrailShadowView.as_view(),
+         name="guardrail-shadow"),
+    path("guardrails/<str:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(),
+         name="guardrail-delete"),
+    path("guardrails/<str:guardrail_id>/", views.GuardrailDetailView.as_view(),
+         name="guardrail-detail"),
+]
+
+#: The same pages for an id stored before the id alphabet (console-limits.schema.json), which
+#: may hold a "/": `path` converters, included last by the root URLconf so that they never
+#: shadow another app's `guardrails/<id>/...` page; reverse() finds them by the same names.
+legacy_urlpatterns = [
     path("guardrails/<path:guardrail_id>/edit/", views.GuardrailEditorView.as_view(),
          name="guardrail-edit"),
     path("guardrails/<path:guardrail_id>/diff/", views.GuardrailDiffView.as_view(),

@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from guardrails import urls as guardrail_pages
 from kindgi_console.api import json_not_found
 from kindgi_console.audit.api import AuditListView
 from kindgi_console.overview import OverviewView
@@ -33,10 +34,10 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch-tenant/", switch_tenant, name="switch-tenant"),
     path("api/v1/", include(api_v1)),
-    path("", include("traces.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("traces.urls")),
+    path("", include(guardrail_pages.legacy_urlpatterns)),
     re_path(r"^api/", json_not_found),  # an unknown /api/ URL outside v1 too
 ]
 

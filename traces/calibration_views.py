@@ -35,7 +35,8 @@ class CalibrateView(TenantScopedMixin, View):
     def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
         if not can_label(request):
             raise PermissionDenied("calibrating needs a reviewer's role in this tenant")
-        guardrail = get_object_or_404(Guardrail.objects.live(), guardrail_id=guardrail_id)
+        guardrail = get_object_or_404(Guardrail.objects.live().for_caller(Caller(user=request.user)),
+                                      guardrail_id=guardrail_id)
         raw = request.POST.get("size", "")
         try:
             sample = calibration.create_sample(self.tenant, guardrail, int(raw) if raw.isdigit() else raw,

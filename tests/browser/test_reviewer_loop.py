@@ -59,14 +59,14 @@ def test_a_reviewer_walks_from_a_run_to_a_guardrails_precision(
 
 @pytest.mark.django_db(transaction=True)
 def test_an_author_previews_an_edit_then_shadows_and_promotes_a_judge(
-    page: Any, sign_in: Any, alice: Any, acme: Any, halt_guardrail: Any
+    page: Any, sign_in: Any, alice: Any, acme: Any, acme_guardrail: Any
 ) -> None:
     from guardrails.models import Guardrail
     from guardrails.services import Author, save_guardrail
     from tests.traces.test_judge_ledger import judge_document
 
     store_traces(acme, 12)
-    save_guardrail(judge_document(), Author(user=None, label="t"))
+    save_guardrail(judge_document(), Author(user=None, label="t"), owner=acme)
     sign_in("alice", PASSWORD)
     page.goto("/guardrails/no-refunds/")
     page.get_by_role("link", name="Preview an edit").click()
@@ -93,7 +93,7 @@ def test_an_author_previews_an_edit_then_shadows_and_promotes_a_judge(
 
 @pytest.mark.django_db(transaction=True)
 def test_the_editors_preview_button_posts_the_unsaved_draft(
-    page: Any, sign_in: Any, alice: Any, acme: Any, halt_guardrail: Any
+    page: Any, sign_in: Any, alice: Any, acme: Any, acme_guardrail: Any
 ) -> None:
     sign_in("alice", PASSWORD)
     page.goto("/guardrails/no-refunds/edit/")

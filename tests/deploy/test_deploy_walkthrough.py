@@ -249,6 +249,14 @@ def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
     _people_are_there(deployment)
 
 
+def _pending_runtime_evaluations(deployment: Deployment) -> int:
+    import psycopg
+
+    with psycopg.connect(deployment.environ["DATABASE_URL"]) as connection:
+        row = connection.execute("SELECT count(*) FROM traces_pendingruntimeevaluation").fetchone()
+    return int(row[0]) if row else 0
+
+
 def _follow(proxy: Proxy, words: list[str], deployment: Deployment) -> httpx.Response:
     """One command of the README's use block: an assignment or a curl, through the proxy."""
     if words[0] != "curl":
@@ -258,6 +266,11 @@ def _follow(proxy: Proxy, words: list[str], deployment: Deployment) -> httpx.Res
     assert response.status_code < 400, f"{shlex.join(words)}: {response.status_code} {response.text}"
     if response.request.method == "POST" and response.request.url.path == "/api/v1/evaluations":
         proxy.variables["RUN"] = str(response.json()["id"])
+    if response.request.method == "POST" and response.request.url.path == "/api/v1/traces":
+        # The traces' runtime evaluation runs on the worker; as the README says, a guardrail
+        # added before it has run would already apply to them (halting run-0002).
+        wait_for(lambda: _pending_runtime_evaluations(deployment) == 0, 120,
+                 "the runtime evaluation of the ingested traces", deployment.folder)
     if "$RUN" in " ".join(words):
         wait_for(lambda: proxy.curl(words).json()["status"] in ("succeeded", "failed"), 180,
                  "the evaluation run to finish", deployment.folder)

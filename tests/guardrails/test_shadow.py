@@ -17,8 +17,17 @@ from traces.models import EvaluationResult, Violation
 FAIL = '{"verdict": "FAIL", "reason": "promises a refund"}'
 
 
+def acme_tenant() -> Any:
+    """acme, which owns the judge here: its authors (alice) change it; a console-wide one is
+    for console admins."""
+    from kindgi_console.tenancy.models import Tenant
+
+    return Tenant.objects.get(slug="acme")
+
+
 def halting_judge() -> Guardrail:
-    return save_guardrail(judge_document(action={"on-violation": "halt"}), Author(user=None, label="t"))
+    return save_guardrail(judge_document(action={"on-violation": "halt"}), Author(user=None, label="t"),
+                          owner=acme_tenant())
 
 
 def evaluate(api: Any, key: str, trace_id: str) -> dict[str, Any]:
@@ -80,7 +89,7 @@ def test_promote_from_the_page_and_the_export_is_unchanged(
 
 
 def test_only_a_judge_goes_in_shadow_and_bad_bodies_name_the_field(
-    api: Any, alice: Any, bob: Any, charlie_key: str, halt_guardrail: Any, local_judge: Any,  # noqa: F811
+    api: Any, alice: Any, bob: Any, charlie_key: str, acme_guardrail: Any, local_judge: Any,  # noqa: F811
 ) -> None:
     halting_judge()
     url = "/api/v1/guardrails/{}/shadow"
