@@ -276,3 +276,9 @@ def test_charlie_sees_no_acme_ledger(
         assert outsider.get("/api/v1/ledger/entries").json()["results"] == []
         assert outsider.get("/api/v1/ledger?group_by=tenant").json()["groups"] == []
         assert outsider.get("/api/v1/ledger").json()["groups"][0]["calls"] == 0
+
+
+@pytest.mark.parametrize("value", ["1.7976931348623157e+308", "99999999999999999999", "0", "1.5"])
+def test_a_run_filter_that_is_no_row_id_is_a_400_naming_it(api: Any, acme_key: str, value: str) -> None:
+    answer = api(acme_key).get(f"/api/v1/violations?evaluation={value}")
+    assert answer.status_code == 400 and "evaluation" in str(answer.json()), answer.content

@@ -6,12 +6,25 @@ from datetime import UTC, datetime, time
 from typing import Any
 
 import django_filters
+from django import forms
 from django.db.models import QuerySet
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
 
 from traces.models import MODES, JudgeLedgerEntry, LedgerDay, RunTrace, Violation
 
+MAX_ID = 2**63 - 1
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
+class IdFilter(django_filters.NumberFilter):
+    """A row's id: a whole number the database's key can hold (a 400 otherwise, never a 500)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, min_value=1, max_value=MAX_ID, **kwargs)
 
 class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
     """An RFC 3339 time, compared in UTC (PostgreSQL refuses offsets beyond 15:59)."""
@@ -66,7 +79,7 @@ class ViolationFilter(StrictFilterSet):
     mode = django_filters.ChoiceFilter(choices=MODES)
     tenant = django_filters.CharFilter(field_name="tenant__slug")
     state = django_filters.ChoiceFilter(choices=Violation.State.choices)
-    evaluation = django_filters.NumberFilter(field_name="evaluation_id", help_text="the run that found it")
+    evaluation = IdFilter(field_name="evaluation_id", help_text="the run that found it")
     since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
     until = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
