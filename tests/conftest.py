@@ -271,3 +271,9 @@ def fake_provider() -> Iterator[FakeProvider]:
     """A judge provider on 127.0.0.1 speaking the OpenAI and Anthropic protocols."""
     with FakeProvider(no_temperature_models=["fake-reasoner"]) as provider:
         yield provider
+
+
+def app_queries(captured: Any) -> int:
+    """The queries a request made, less those of the throttle's cache: on the embedded
+    default (no Redis) that cache is a database table (`kindgi_cache`), on Redis it is none."""
+    return sum(1 for query in captured.captured_queries if "kindgi_cache" not in query["sql"])

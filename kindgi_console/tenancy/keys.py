@@ -7,6 +7,7 @@ import functools
 from typing import Any
 
 from django.db import connection
+from django.db.models.expressions import Col
 
 from kindgi_console.tenancy.models import ApiKey, Tenant
 
@@ -36,12 +37,21 @@ def active_key(digest: str) -> ApiKey | None:
     if row is None:
         return None
     names = _key_fields()
-    values: list[Any] = list(row[:len(names)])
-    for index, name in enumerate(names):
-        field = ApiKey._meta.get_field(name)
-        if hasattr(field, "from_db_value"):  # the JSON of scopes
-            values[index] = field.from_db_value(values[index], None, connection)
+    values = _converted(ApiKey, names, row[:len(names)])
     key = ApiKey.from_db(connection.alias, list(names), values)
     tenant = row[len(names):]
-    key.tenant = None if tenant[0] is None else Tenant.from_db(connection.alias, list(TENANT_FIELDS), list(tenant))
+    key.tenant = None if tenant[0] is None else Tenant.from_db(
+        connection.alias, list(TENANT_FIELDS), _converted(Tenant, TENANT_FIELDS, tenant))
     return key
+
+
+def _converted(model: Any, names: tuple[str, ...], row: tuple[Any, ...]) -> list[Any]:
+    """The row's values as the ORM reads them: each field's and the database backend's
+    converters applied (aware datetimes on SQLite, the JSON of scopes)."""
+    values = list(row)
+    for index, name in enumerate(names):
+        field = model._meta.get_field(name)
+        column = Col(model._meta.db_table, field)
+        for convert in connection.ops.get_db_converters(column) + field.get_db_converters(connection):
+            values[index] = convert(values[index], column, connection)
+    return values

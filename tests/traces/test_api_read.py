@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from guardrails.models import Guardrail
 from kindgi_console.tenancy.models import ApiKey, Tenant
-from tests.conftest import make_trace
+from tests.conftest import app_queries, make_trace
 from traces.ledger import record as record_ledger
 from traces.models import JudgeLedgerEntry, RunTrace, Violation
 
@@ -123,8 +123,10 @@ def test_a_list_costs_the_same_queries_whatever_the_page_size(
         with CaptureQueriesContext(connection) as queries:
             body = client.get(f"{url}?limit={limit}").json()
         assert len(body["results"]) == limit
-        counts.append(len(queries))
-    assert counts[0] == counts[1] <= 3
+        counts.append(app_queries(queries))
+    assert counts[0] == counts[1]
+    if connection.vendor == "postgresql":  # SQLite adds the database cache's savepoints
+        assert counts[1] <= 3
 
 
 def test_it_reads_a_trace_by_the_runtimes_id(api: Any, acme_key: str, halt_guardrail: Any) -> None:
