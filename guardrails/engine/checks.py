@@ -11,8 +11,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import re2
-
 from guardrails.engine.types import PASSED, CheckOutcome, Config, Issue, PreparedFn, Trace, failed
 
 # The citation marker of must-cite: `[`, one or more characters other than `]`, `]`.
@@ -196,7 +194,12 @@ def compile_re2(pattern: str, flags: str = "") -> Any:
     The checks need a yes or no, never a group: compiling without capture lets RE2 answer
     with its DFA alone, where groups force its slower engines (`(.*a){100}` over 1 MB takes
     1.7 s with groups and 0.01 s without).
+
+    re2 is imported here, not with the module: a run without output-matches guardrails
+    does not load it (with the C++ runtime it needs, about 3 MB of the CI command's memory).
     """
+    import re2
+
     options = re2.Options()
     options.log_errors = False  # an invalid pattern is reported to the author, not logged
     options.never_capture = True
@@ -232,6 +235,8 @@ def validate_output_matches(config: Config) -> list[Issue]:
     pattern, flags = config.get("pattern"), config.get("flags", "")
     if not isinstance(pattern, str) or not pattern or not isinstance(flags, str):
         return []  # the config schema has already said what is wrong
+    import re2  # compile_re2 has imported it: this names its error
+
     try:
         size = int(compile_re2(pattern, flags).programsize)
     except re2.error as exc:

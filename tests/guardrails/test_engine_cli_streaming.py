@@ -195,6 +195,16 @@ def test_a_run_of_built_in_checks_imports_neither_judge_nor_httpx_nor_sandbox() 
     assert not {m for m in modules if m.startswith(("httpx", "guardrails.engine.judge", "guardrails.engine.sandbox"))}
 
 
+def test_a_run_without_a_regular_expression_does_not_load_re2() -> None:
+    without_regex = [path for path in EXAMPLE_GUARDRAILS if not path.endswith("output-matches.json")]
+    traces = str(ROOT / "examples" / "traces.jsonl")
+    modules = _modules_after(["--guardrails", *without_regex, "--traces", traces, "--format", "json"])
+    assert "guardrails.engine.checks" in modules
+    # re2 (and the C++ runtime it brings), httpx, and the modules only JUnit or .gz files need.
+    assert not {m for m in modules if m.split(".")[0] in {"re2", "httpx", "tempfile", "gzip", "html"}}
+    assert "re2" in _modules_after(["--guardrails", *EXAMPLE_GUARDRAILS, "--traces", traces])
+
+
 def test_a_plan_error_raised_for_every_trace_keeps_a_short_traceback() -> None:
     engine = Engine.default()
     gone = Guardrail({"id": "gone", "kind": "zero-llm", "check": "no-such-check", "action": {"on-violation": "halt"}})

@@ -7,15 +7,17 @@ file holds one trace or an array of them and is read whole.
 
 from __future__ import annotations
 
-import gzip
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import orjson
 
 from guardrails.engine.types import Issue
+
+if TYPE_CHECKING:  # gzip is imported for .gz files only
+    import gzip
 
 
 class BadInput(Exception):
@@ -36,6 +38,8 @@ def _os_reason(exc: BaseException) -> str:
 def _read_bytes(path: str) -> bytes:
     try:
         if path.endswith(".gz"):
+            import gzip
+
             with gzip.open(path, "rb") as handle:
                 return handle.read()
         return Path(path).read_bytes()
@@ -80,6 +84,8 @@ def iter_entries(path: str, max_bytes: int) -> Iterator[Entry]:
 def _open_lines(path: str) -> IO[bytes] | gzip.GzipFile:
     try:
         if path.endswith(".gz"):
+            import gzip
+
             return gzip.open(path, "rb")
         return open(path, "rb")
     except OSError as exc:
