@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from traces.models import ComparisonChange, Evaluation, EvaluationResult, RunComparison
+from traces.models import ComparisonChange, Evaluation, EvaluationResult, RunComparison, RunTrace
 from traces.run_results import shared_guardrails
 
 logger = logging.getLogger(__name__)
@@ -67,10 +68,15 @@ def comparison_for(run: Evaluation, other: Evaluation) -> RunComparison | None:
 
 
 def _needs_sending(comparison: RunComparison) -> bool:
+    """Failed, queued for long (its message lost), or running for longer than a task may
+    run (its worker lost: the task's time limit has killed any that was still going)."""
+    now = timezone.now()
     if comparison.status == RunComparison.Status.FAILED:
         return True
-    return (comparison.status == RunComparison.Status.QUEUED
-            and comparison.created_at < timezone.now() - RESEND_AFTER)
+    if comparison.status == RunComparison.Status.QUEUED:
+        return comparison.created_at < now - RESEND_AFTER
+    lost = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT) - RESEND_AFTER
+    return comparison.status == RunComparison.Status.RUNNING and (comparison.started_at or now) < lost
 
 
 def send(comparison_id: int) -> None:
@@ -126,7 +132,7 @@ def _compare_one(comparison: RunComparison, guardrail_pk: int, name: str,
     failing = EvaluationResult.objects.filter(evaluation_id=run, guardrail_id=guardrail_pk, status="fail")
     other_failing = EvaluationResult.objects.filter(evaluation_id=other, guardrail_id=guardrail_pk, status="fail")
     return {
-        "guardrail": name, "revision": revision, "withRevision": other_revision,
+        "guardrail": name, "key": guardrail_pk, "revision": revision, "withRevision": other_revision,
         "failing": failing.count(), "withFailing": other_failing.count(),
         "newlyFailing": _keep_changed(comparison.pk, guardrail_pk, run, other, Kind.NEWLY_FAILING),
         "noLongerFailing": _keep_changed(comparison.pk, guardrail_pk, other, run, Kind.NO_LONGER_FAILING),
@@ -178,18 +184,30 @@ def decode_cursor(raw: str) -> int:
 
 def changes_page(comparison: RunComparison, guardrail: str, kind: str, *, after: str | None = None,
                  size: int = LISTED) -> ChangePage:
-    """One keyset page of the traces of one list (a guardrail's newly or no longer failing)."""
-    rows = ComparisonChange.objects.filter(comparison=comparison, guardrail__guardrail_id=guardrail, kind=kind)
+    """One keyset page of the traces of one list (a guardrail's newly or no longer failing):
+    one range of the index `comparison_change_key`, then those traces' ids."""
+    guardrail_pk = next((row["key"] for row in comparison.guardrails if row["guardrail"] == guardrail), None)
+    if guardrail_pk is None:
+        return ChangePage([], None)
+    rows = ComparisonChange.objects.filter(comparison=comparison, guardrail_id=guardrail_pk, kind=kind)
     if after:
         rows = rows.filter(pk__gt=decode_cursor(after))
-    found = list(rows.order_by("pk").values("pk", "trace_id", "trace__trace_id", "reason")[: size + 1])
+    # No join here: the planner's estimate of a freshly filled list may be far off, and
+    # a join could then read the whole list to sort it; the index gives its order.
+    found = list(rows.order_by("pk").values_list("pk", "trace_id", "reason")[: size + 1])
     more = len(found) > size
     found = found[:size]
+    names = dict(RunTrace.objects.filter(pk__in=[trace for _, trace, _ in found]).values_list("pk", "trace_id"))
     return ChangePage(
-        [{"trace": row["trace__trace_id"], "traceUrl": f"/traces/{row['trace_id']}/", "reason": row["reason"]}
-         for row in found],
-        encode_cursor(found[-1]["pk"]) if more else None,
+        [{"trace": names.get(trace, ""), "traceUrl": f"/traces/{trace}/", "reason": reason}
+         for _, trace, reason in found],
+        encode_cursor(found[-1][0]) if more else None,
     )
+
+
+def public(figures: dict[str, Any]) -> dict[str, Any]:
+    """A guardrail's figures as answered (without the guardrail's row key)."""
+    return {name: value for name, value in figures.items() if name != "key"}
 
 
 def figures_with_traces(comparison: RunComparison, listed: int = LISTED) -> list[dict[str, Any]]:
@@ -197,7 +215,7 @@ def figures_with_traces(comparison: RunComparison, listed: int = LISTED) -> list
     the cursor of the next (two queries per guardrail, whatever the runs' size)."""
     answer = []
     for figures in comparison.guardrails:
-        item = dict(figures)
+        item = public(figures)
         for kind, key in ((Kind.NEWLY_FAILING, "newlyFailing"), (Kind.NO_LONGER_FAILING, "noLongerFailing")):
             page = changes_page(comparison, figures["guardrail"], kind, size=listed)
             item[f"{key}Traces"], item[f"{key}Cursor"] = page.rows, page.next_cursor

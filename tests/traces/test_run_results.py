@@ -210,6 +210,31 @@ def test_a_comparison_is_computing_until_its_task_ran(
     assert done["status"] == "succeeded" and done["progress"]["percent"] == 100 and len(sent) == 1
 
 
+def test_a_comparison_whose_worker_was_lost_is_sent_again(
+    api: Any, acme_key: str, two_runs: Any, monkeypatch: Any, settings: Any
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces import comparisons
+    from traces.models import RunComparison
+
+    _, after = two_runs
+    sent: list[int] = []
+    monkeypatch.setattr(comparisons, "send", sent.append)
+    url = f"/api/v1/evaluations/{after.pk}/compare"
+    api(acme_key).get(url)
+    RunComparison.objects.update(status="running", started_at=timezone.now())
+    assert api(acme_key).get(url).json()["status"] == "running" and len(sent) == 1
+    lost = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT) - 2 * comparisons.RESEND_AFTER
+    RunComparison.objects.update(started_at=lost)
+    assert api(acme_key).get(url).json()["status"] == "queued" and len(sent) == 2
+    comparisons.compute(sent[1])
+    rows = {r["guardrail"]: r for r in api(acme_key).get(url).json()["guardrails"]}
+    assert rows["no-refunds"]["newlyFailing"] == 6 and len(rows["no-refunds"]["newlyFailingTraces"]) == 6
+
+
 def test_a_run_still_going_is_compared_when_it_has_finished(api: Any, acme_key: str, two_runs: Any) -> None:
     _, after = two_runs
     Evaluation.objects.filter(pk=after.pk).update(status=Evaluation.Status.RUNNING)
