@@ -9,9 +9,16 @@ as false positives. It times each endpoint in process (the median of several req
 a warm-up), grows to the large size, times again, and prints both with their ratio.
 
 The results list is a keyset on (status, id) over an index, so its pages cost the same at
-any size (ratio about 1). Compare counts every changed failure and quality counts every
-violation of the period: they read index ranges whose length grows with the data, so their
-ratio is above 1; the figures say by how much. Prints, never asserts.
+any size (ratio about 1). Compare reads a comparison computed once in the background and
+kept (`traces.comparisons`: its figures and a keyset page of changed traces), and quality
+reads the daily roll-up (`ViolationDay`) that the writers and the review keep: neither
+reads the results or the violations at request time, so their ratio is about 1 too. The
+one-off computation of the comparison grows with the runs; it is printed apart.
+
+The bulk load writes rows around the console's write paths, so it then does what those
+paths would have done: recounts the roll-up (`violation_days.rebuild`) and drops the kept
+comparisons of the runs it grew. Tasks run in process (CELERY_TASK_ALWAYS_EAGER).
+Prints, never asserts.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ def setup_django(database: str) -> None:
     server = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
     os.environ["DATABASE_URL"] = f"{server}/{database}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kindgi_console.settings")
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"  # the comparison is computed in this process
     import psycopg
 
     with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
@@ -105,6 +113,12 @@ def grow(ids: dict[str, Any], start: int, stop: int) -> None:
         for low in range(start, stop + 1, 200_000):
             cursor.execute(GROW_SQL, {**ids, "start": low, "stop": min(stop, low + 199_999)})
         cursor.execute("SET session_replication_role = DEFAULT")
+    from traces import violation_days
+    from traces.models import RunComparison
+
+    violation_days.rebuild()
+    RunComparison.objects.all().delete()
+    with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
 
 
@@ -117,8 +131,38 @@ def endpoints(ids: dict[str, Any], client: Any) -> list[tuple[str, str]]:
         ("results, page 2 of passes", first["next"]),
         ("results, skipped", f"{base}/results?status=skipped"),
         ("compare with the older run", f"{base}/compare?with={ids['old']}"),
+        ("compare, a later page of traces", f"{base}/compare/traces?with={ids['old']}&guardrail=no-refunds"
+                                            f"&change=newly-failing&cursor={later_cursor(ids, client)}"),
         ("guardrail quality", "/api/v1/guardrails/no-refunds/quality"),
+        ("guardrail quality, last 30 days", f"/api/v1/guardrails/no-refunds/quality?since={month_ago()}"),
     ]
+
+
+def month_ago() -> str:
+    """Midnight 29 days before today, as the guardrail page's 30-day period starts."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from guardrails.quality import midnight
+
+    return midnight(timezone.localdate() - timedelta(days=29)).isoformat().replace("+00:00", "Z").replace("+", "%2B")
+
+
+def later_cursor(ids: dict[str, Any], client: Any) -> str:
+    """Computes the comparison once (timed and printed) and gives the cursor of a page
+    after the first few, as a reader paging through the list would have."""
+    url = f"/api/v1/evaluations/{ids['new']}/compare?with={ids['old']}"
+    started = time.perf_counter()
+    body = client.get(url).json()
+    print(f"  comparison computed once in {time.perf_counter() - started:.1f} s ({body['status']}): "
+          + ", ".join(f"{row['guardrail']} {row['newlyFailing']:,} newly failing" for row in body["guardrails"]))
+    cursor = body["guardrails"][0]["newlyFailingCursor"]
+    for _ in range(3):
+        page = client.get(f"/api/v1/evaluations/{ids['new']}/compare/traces?with={ids['old']}"
+                          f"&guardrail=no-refunds&change=newly-failing&cursor={cursor}").json()
+        cursor = page["next"].split("cursor=")[1]
+    return str(cursor)
 
 
 def time_all(ids: dict[str, Any], repeats: int) -> dict[str, float]:
@@ -128,7 +172,8 @@ def time_all(ids: dict[str, Any], repeats: int) -> dict[str, float]:
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {ids['key']}")
     timings = {}
     for name, url in endpoints(ids, client):
-        assert client.get(url).status_code == 200, url
+        answer = client.get(url)
+        assert answer.status_code == 200, (url, answer.content[:300])
         samples = []
         for _ in range(repeats):
             started = time.perf_counter()

@@ -15,7 +15,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.db.models import Case, Count, F, FloatField, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, Count, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
@@ -43,7 +43,7 @@ from guardrails.services import (
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from kindgi_console.tenancy.views import current_tenant
 from traces import ledger
-from traces.models import EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation
+from traces.models import EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation, ViolationDay
 
 PAGE_SIZE = 50
 #: The guardrail page shows its judge spend over this many days.
@@ -155,9 +155,9 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
     def by_precision(self, rows: Any) -> Any:
         """Worst precision first (guardrails without a review last), from the current
         tenant's violations: the guardrails whose verdicts reviewers overturn the most."""
-        scoped = tenant_rows(self.request, Violation).filter(guardrail=OuterRef("pk")).order_by().values("guardrail")
-        reviewed = scoped.filter(quality.REVIEWED).annotate(n=Count("pk")).values("n")
-        wrong = scoped.filter(quality.FALSE_POSITIVE).annotate(n=Count("pk")).values("n")
+        scoped = tenant_rows(self.request, ViolationDay).filter(guardrail=OuterRef("pk")).order_by().values("guardrail")
+        reviewed = scoped.annotate(n=Sum("reviewed")).values("n")
+        wrong = scoped.annotate(n=Sum("false_positives")).values("n")
         reviewed_n = Coalesce(Subquery(reviewed, output_field=IntegerField()), Value(0))
         wrong_n = Coalesce(Subquery(wrong, output_field=IntegerField()), Value(0))
         precision = Case(When(reviewed_count=0, then=Value(None)),
@@ -213,9 +213,11 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
             tenant_rows(self.request, JudgeLedgerEntry).filter(guardrail=guardrail, created_at__date__gte=spend_since),
             [], tenant_rows(self.request, LedgerDay).filter(guardrail=guardrail, day__gte=spend_since))[0]
         period = quality_period(self.request)
-        since = timezone.now() - timedelta(days=period) if period else None
-        overall, per_revision = quality.quality_of(quality.period_violations(
-            tenant_rows(self.request, Violation).filter(guardrail=guardrail), since))
+        # The last `period` days, today included, from their midnight: whole days of the roll-up.
+        since = quality.midnight(timezone.localdate() - timedelta(days=period - 1)) if period else None
+        overall, per_revision = quality.rolled_up_quality(
+            tenant_rows(self.request, ViolationDay).filter(guardrail=guardrail),
+            tenant_rows(self.request, Violation).filter(guardrail=guardrail), since)
         shadow_stats = tenant_rows(self.request, EvaluationResult).filter(
             guardrail=guardrail, shadow=True, created_at__gte=timezone.now() - timedelta(days=30),
         ).aggregate(judged=Count("pk"), failing=Count("pk", filter=Q(status="fail")))

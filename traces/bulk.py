@@ -285,10 +285,10 @@ WITH {values}new AS (
   FROM new n JOIN {load} l ON l.trace_id = n.trace_id AND l.revision_id = n.revision_id
   WHERE n.status = 'fail' AND NOT n.shadow
   ON CONFLICT DO NOTHING
-  RETURNING tenant_id, guardrail_id, severity
+  RETURNING tenant_id, guardrail_id, revision_id, severity
 )
-SELECT tenant_id, guardrail_id, severity, count(*) FROM violations
-GROUP BY tenant_id, guardrail_id, severity ORDER BY tenant_id, guardrail_id, severity
+SELECT tenant_id, guardrail_id, revision_id, severity, count(*) FROM violations
+GROUP BY tenant_id, guardrail_id, revision_id, severity ORDER BY tenant_id, guardrail_id, revision_id, severity
 """
 VALUE_TYPES = ("bigint", "bigint", "bigint", "bigint", "bigint", "text", "text", "text", "double precision",
                "jsonb", "timestamptz", "text", "boolean", "text", "text", "text", "text")
@@ -311,7 +311,8 @@ def _write_with_copy(rows: list[ResultRow], fresh: bool = False) -> None:
     if counted is None:
         counted = _insert_with_copy(rows)
     day = timezone.localdate(rows[0].created_at)
-    violation_days.add_counts([(tenant, guardrail, severity, day, n) for tenant, guardrail, severity, n in counted])
+    violation_days.add_counts([(tenant, guardrail, revision, severity, day, n)
+                               for tenant, guardrail, revision, severity, n in counted])
 
 
 NEW_RESULT_KEYS = (
@@ -347,7 +348,7 @@ def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
                                         row.agent, row.flow, row.created_at, "open", "", ""))
     except (IntegrityError, psycopg.IntegrityError):  # COPY speaks psycopg's errors, not Django's
         return None
-    counts = Counter((row.tenant_id, row.guardrail_id, row.severity) for _, row in failed)
+    counts = Counter((row.tenant_id, row.guardrail_id, row.revision_id, row.severity) for _, row in failed)
     return [(*key, n) for key, n in sorted(counts.items())]
 
 

@@ -429,33 +429,39 @@ class LedgerDay(models.Model):
 
 
 class ViolationDay(models.Model):
-    """Violations counted per tenant, guardrail, severity and day (a roll-up for the chart).
+    """Violations counted per tenant, guardrail, revision, severity and day, with how many of
+    them reviewers have reviewed and marked false positive (a roll-up for the chart and quality).
 
-    Kept by `traces.violation_days`, in the same transaction as the violations it counts,
-    so that the violation chart reads a few rows per day instead of every violation when it
-    is filtered by nothing but guardrail, severity and dates. `day` is the violation's
-    `created_at` date in the console's time zone, as `TruncDate` gives it; review state is
-    not counted here (a chart filtered by it reads the violations).
+    Kept by `traces.violation_days`, in the same transaction as the violations it counts and
+    as their review changes, so that the violation chart and a guardrail's quality
+    (`guardrails.quality`) read a few rows per day instead of every violation. `day` is the
+    violation's `created_at` date in the console's time zone, as `TruncDate` gives it.
+    `reviewed` counts the violations out of `open` (acknowledged, resolved, false positive),
+    `false_positives` those marked false positive; the other review states are not counted
+    here (a chart filtered by them reads the violations).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
     severity = models.CharField(max_length=20, blank=True)
     day = models.DateField()
     count = models.BigIntegerField(default=0)
+    reviewed = models.BigIntegerField(default=0)
+    false_positives = models.BigIntegerField(default=0)
 
     objects = TenantScopedQuerySet.as_manager()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "guardrail", "severity", "day"], name="violation_day_unique"
+                fields=["tenant", "guardrail", "revision", "severity", "day"], name="violation_day_unique"
             ),
         ]
         indexes = [models.Index(fields=["tenant", "day"], name="violation_day_tenant_day")]
 
     def __str__(self) -> str:
-        return f"{self.day} {self.guardrail_id} {self.severity}: {self.count}"
+        return f"{self.day} {self.guardrail_id}@{self.revision_id} {self.severity}: {self.count}"
 
 
 class Upload(models.Model):
@@ -718,3 +724,73 @@ class CalibrationItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id}: judge {self.judge_status}, people {self.label or '-'}"
+
+
+class RunComparison(models.Model):
+    """Two runs of a tenant compared, computed once in the background and kept (`traces.comparisons`).
+
+    Per guardrail both runs evaluated: its failures in each and how many traces newly fail
+    and no longer fail (`guardrails`, a list of figures), each such trace kept as a
+    `ComparisonChange` so that the lists page by a keyset. The pages and the API read this
+    row and those, never the runs' results, so they answer in the same time for runs of
+    any size; the task that fills them writes its progress here, like a run. Only finished
+    runs are compared (their results no longer change); deleting results (retention)
+    deletes the comparisons of their runs, which are computed again when next asked for.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="comparisons")
+    other = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0, help_text="guardrails to compare")
+    done = models.PositiveIntegerField(default=0)
+    guardrails = models.JSONField(default=list, help_text="per shared guardrail: failures and changes counted")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["evaluation", "other"], name="comparison_once")]
+
+    def __str__(self) -> str:
+        return f"evaluation {self.evaluation_id} against {self.other_id} ({self.status})"
+
+    @property
+    def percent(self) -> int:
+        if self.total == 0:
+            return 100 if self.status == self.Status.SUCCEEDED else 0
+        return min(100, self.done * 100 // self.total)
+
+
+class ComparisonChange(models.Model):
+    """A trace that newly fails, or no longer fails, a guardrail from one compared run to the other."""
+
+    class Kind(models.TextChoices):
+        NEWLY_FAILING = "newly-failing"
+        NO_LONGER_FAILING = "no-longer-failing"
+
+    comparison = models.ForeignKey(RunComparison, on_delete=models.CASCADE, related_name="changes",
+                                   db_index=False)
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+", db_constraint=False,
+                                  db_index=False)
+    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="+", db_constraint=False)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            # The lists are a keyset on id per guardrail and kind: each page reads one range.
+            models.Index(fields=["comparison", "guardrail", "kind", "id"], name="comparison_change_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id} {self.kind} {self.guardrail_id}"

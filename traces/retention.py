@@ -6,7 +6,8 @@ those (a result is never older than its trace, so no older result outlives them)
 the judge ledger entries created before it. Each batch of
 KINDGI_RETENTION_BATCH rows is one short transaction, so no lock is held for long and the
 pages keep answering while a large backlog is deleted. The daily roll-ups (`ViolationDay`,
-`LedgerDay`) lose exactly what is deleted, in the same transaction.
+`LedgerDay`) lose exactly what is deleted, in the same transaction, and the kept
+comparisons of the runs whose results go are dropped.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from traces import ledger, violation_days
+from traces import comparisons, ledger, violation_days
 from traces.models import EvaluationResult, JudgeLedgerEntry, RetentionPolicy, RunTrace, Violation, ViolationReview
 
 
@@ -52,6 +53,9 @@ def delete_old_traces(tenant_id: int, cutoff: datetime) -> int:
     with transaction.atomic():
         _delete_violations(Violation.objects.filter(trace_id__in=ids))
         results = EvaluationResult.objects.filter(trace_id__in=ids)
+        # The runs' kept comparisons counted these results: computed again when next asked for.
+        comparisons.forget_runs(list(results.filter(evaluation__isnull=False).order_by()
+                                     .values_list("evaluation_id", flat=True).distinct()))
         results._raw_delete(results.db)  # type: ignore[attr-defined]  (their violations are gone)
         JudgeLedgerEntry.objects.filter(trace_id__in=ids).update(trace=None)
         RunTrace.objects.filter(pk__in=ids).only("pk").delete()

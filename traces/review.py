@@ -3,8 +3,9 @@
 A violation is `open` when recorded. Reviewers acknowledge it (seen, being looked at), then
 close it as `resolved` (the agent was fixed or the harm handled) or `false-positive` (the
 guardrail was wrong). A closed violation can be reopened. Every change is written to the
-violation (its current state, who, when, the note) and to its `ViolationReview` history,
-in one transaction, by `review` below: the pages and the API both call it.
+violation (its current state, who, when, the note), to its `ViolationReview` history and to
+the quality roll-up (`traces.violation_days`), in one transaction, by `review` below: the
+pages and the API both call it.
 
 Who may review: a user with a role in the violation's tenant (reviewer, author or admin),
 or an API key with the `review` scope bound to that tenant (`read` alone only reads).
@@ -22,6 +23,7 @@ from django.utils import timezone
 from guardrails.engine.types import Issue
 from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.scoping import Caller
+from traces import violation_days
 from traces.models import Violation, ViolationReview
 
 State = Violation.State
@@ -123,17 +125,23 @@ def review(selection: QuerySet[Violation], state: str, note: str, caller: Caller
     now = timezone.now()
     user = caller.user_or_none
     with transaction.atomic():
-        current = list(
-            selection.select_for_update().order_by("pk").values_list("pk", "state", "tenant_id")[
-                : MAX_BULK + 1
-            ]
+        locked = list(
+            selection.select_for_update().order_by("pk").values_list(
+                "pk", "state", "tenant_id", "guardrail_id", "revision_id", "severity", "created_at"
+            )[: MAX_BULK + 1]
         )
-        if len(current) > MAX_BULK:
+        if len(locked) > MAX_BULK:
             raise ReviewError([Issue("/ids", f"a review acts on at most {MAX_BULK} violations: "
                                              "narrow the filter")])
+        current = [(pk, old, tenant) for pk, old, tenant, *_ in locked]
         movable = [(pk, old, tenant) for pk, old, tenant in current if allowed(old, state)]
         outcome.refused = [(pk, refusal(old, state)) for pk, old, _ in current
                            if not allowed(old, state)]
+        # The quality roll-up moves with the states, in this transaction.
+        violation_days.count_reviews(
+            (violation_days.key_of(tenant, guardrail, revision, severity, created), old, state)
+            for _, old, tenant, guardrail, revision, severity, created in locked if allowed(old, state)
+        )
         if movable:
             Violation.objects.filter(pk__in=[pk for pk, _, _ in movable]).update(
                 state=state, reviewed_by=user, reviewed_by_label=caller.label,

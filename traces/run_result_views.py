@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.generic import View
 
 from kindgi_console.tenancy.views import TenantScopedMixin
-from traces import evaluations, run_results
-from traces.models import Evaluation
+from traces import comparisons, evaluations, run_results
+from traces.models import Evaluation, RunComparison
 
 
 class RunResultsView(TenantScopedMixin, View):
@@ -64,22 +65,63 @@ def chosen_status(asked: str | None, summary: dict[str, dict[str, int]], guardra
 
 
 class RunCompareView(TenantScopedMixin, View):
-    """Two runs of the tenant compared per shared guardrail (default: the previous run)."""
+    """Two runs of the tenant compared per shared guardrail (default: the previous run).
+
+    Computed once in the background (`traces.comparisons`): while it is, the page shows its
+    progress and reloads when it is done; then the figures and the first traces of each list.
+    """
 
     model = Evaluation
 
     def get(self, request: HttpRequest, pk: int) -> HttpResponse:
         runs = scoped_runs(self)
         run = get_object_or_404(runs, pk=pk)
-        raw = request.GET.get("with", "")
-        if raw:
-            if not raw.isdigit():
-                raise Http404("there is no such run")
-            other = get_object_or_404(runs, pk=int(raw))
-        else:
-            other = run_results.previous_run(run)
-        rows = run_results.compare_runs(run, other) if other is not None else []
+        other = chosen_other(runs, run, request.GET.get("with", ""))
+        comparison = comparisons.comparison_for(run, other) if other is not None else None
+        done = comparison is not None and comparison.status == RunComparison.Status.SUCCEEDED
         choices = runs.exclude(pk=run.pk).order_by("-pk").values_list("pk", "created_at")[:50]
         return render(request, "traces/evaluation_compare.html", {
-            "run": run, "other": other, "rows": rows, "choices": choices, "nav_active": "evaluations",
+            "run": run, "other": other, "comparison": comparison,
+            "rows": comparisons.figures_with_traces(comparison) if done else [], "done": done,
+            "status_url": f"/api/v1/evaluations/{run.pk}/compare?with={other.pk}" if other is not None else "",
+            "choices": choices, "nav_active": "evaluations",
+        })
+
+
+def chosen_other(runs: Any, run: Evaluation, raw: str) -> Evaluation | None:
+    """The run to compare with: the one asked for (another tenant's: 404), else the previous one."""
+    if not raw:
+        return run_results.previous_run(run)
+    if not raw.isdigit():
+        raise Http404("there is no such run")
+    other: Evaluation = get_object_or_404(runs, pk=int(raw))
+    return other
+
+
+class RunCompareTracesView(TenantScopedMixin, View):
+    """One list of a comparison (a guardrail's newly or no longer failing traces), keyset paged."""
+
+    model = Evaluation
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        runs = scoped_runs(self)
+        run = get_object_or_404(runs, pk=pk)
+        other = chosen_other(runs, run, request.GET.get("with", ""))
+        guardrail, kind = request.GET.get("guardrail", ""), request.GET.get("change", "")
+        if other is None or kind not in comparisons.Kind.values:
+            raise Http404("there is no such list")
+        comparison = comparisons.comparison_for(run, other)
+        if comparison is None or comparison.status != RunComparison.Status.SUCCEEDED:
+            return redirect(f"{reverse('evaluation-compare', args=[run.pk])}?with={other.pk}")
+        try:
+            page = comparisons.changes_page(comparison, guardrail, kind, after=request.GET.get("after"))
+        except comparisons.BadCursor:
+            page = comparisons.changes_page(comparison, guardrail, kind)
+        query = request.GET.copy()
+        query["after"] = page.next_cursor or ""
+        figures = next((row for row in comparison.guardrails if row["guardrail"] == guardrail), None)
+        return render(request, "traces/evaluation_compare_traces.html", {
+            "run": run, "other": other, "guardrail": guardrail, "kind": kind, "figures": figures,
+            "rows": page.rows, "next_url": f"{request.path}?{query.urlencode()}" if page.next_cursor else None,
+            "nav_active": "evaluations",
         })

@@ -4,27 +4,24 @@ The results are paged by a keyset on (status, id), filtered by guardrail or not:
 page reads one range of the index `result_run_status_key` or `result_run_guardrail_key`,
 so the last page of a run of a million results costs what its first page costs.
 
-Two runs are compared per guardrail they share, over the traces both evaluated for it:
-a trace *newly fails* when it fails in the run and did not fail in the other, and *no
-longer fails* the other way round. A run that stored no skipped results (before skip
-reasons were kept) evaluated only the traces it has rows for.
+Two runs are compared per guardrail they share (`traces.comparisons`): the run compared
+with by default, and the guardrails both evaluated, are found here.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from traces.models import Evaluation, EvaluationResult
 
 STATUSES = ("error", "fail", "pass", "skipped")
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
-COMPARE_LISTED = 50
 
 
 class BadCursor(ValueError):
@@ -105,30 +102,6 @@ def result_as_dict(result: EvaluationResult) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- compare
 
 
-@dataclass
-class GuardrailComparison:
-    """One shared guardrail in two runs: failures in each, and which traces changed."""
-
-    guardrail: str
-    revision: int | None
-    other_revision: int | None
-    failing: int = 0
-    other_failing: int = 0
-    newly_failing: int = 0
-    no_longer_failing: int = 0
-    newly_failing_traces: list[dict[str, Any]] = field(default_factory=list)
-    no_longer_failing_traces: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "guardrail": self.guardrail, "revision": self.revision, "withRevision": self.other_revision,
-            "failing": self.failing, "withFailing": self.other_failing,
-            "newlyFailing": self.newly_failing, "noLongerFailing": self.no_longer_failing,
-            "newlyFailingTraces": self.newly_failing_traces,
-            "noLongerFailingTraces": self.no_longer_failing_traces,
-        }
-
-
 def previous_run(run: Evaluation) -> Evaluation | None:
     """The tenant's latest run before `run` that evaluated one of its guardrails."""
     guardrails = run.revisions.values("guardrail_id")
@@ -146,42 +119,3 @@ def shared_guardrails(run: Evaluation, other: Evaluation) -> list[tuple[int, str
         ((pk, rev.guardrail.guardrail_id, rev.number, theirs[pk]) for pk, rev in mine.items() if pk in theirs),
         key=lambda item: item[1],
     )
-
-
-def compare_runs(run: Evaluation, other: Evaluation, *, listed: int = COMPARE_LISTED) -> list[GuardrailComparison]:
-    """Per shared guardrail: failures in each run, newly and no longer failing traces
-    (counted, and the first `listed` of each)."""
-    return [
-        _compare_one(run, other, pk, name, revision, other_revision, listed)
-        for pk, name, revision, other_revision in shared_guardrails(run, other)
-    ]
-
-
-def _compare_one(
-    run: Evaluation, other: Evaluation, guardrail_pk: int, name: str,
-    revision: int | None, other_revision: int | None, listed: int,
-) -> GuardrailComparison:
-    mine = EvaluationResult.objects.filter(evaluation=run, guardrail_id=guardrail_pk)
-    theirs = EvaluationResult.objects.filter(evaluation=other, guardrail_id=guardrail_pk)
-    newly = _changed(mine, theirs)
-    gone = _changed(theirs, mine)
-    return GuardrailComparison(
-        guardrail=name, revision=revision, other_revision=other_revision,
-        failing=mine.filter(status="fail").count(), other_failing=theirs.filter(status="fail").count(),
-        newly_failing=newly.count(), no_longer_failing=gone.count(),
-        newly_failing_traces=_listed(newly, listed), no_longer_failing_traces=_listed(gone, listed),
-    )
-
-
-def _changed(
-    failing_in: QuerySet[EvaluationResult], passing_in: QuerySet[EvaluationResult]
-) -> QuerySet[EvaluationResult]:
-    """Failures of `failing_in` whose trace the other side evaluated without a failure."""
-    not_failing = passing_in.filter(trace_id=OuterRef("trace_id")).exclude(status="fail")
-    return failing_in.filter(status="fail").filter(Exists(not_failing))
-
-
-def _listed(results: QuerySet[EvaluationResult], limit: int) -> list[dict[str, Any]]:
-    rows = results.order_by("pk").values("trace_id", "trace__trace_id", "reason")[:limit]
-    return [{"trace": row["trace__trace_id"], "traceUrl": f"/traces/{row['trace_id']}/", "reason": row["reason"]}
-            for row in rows]

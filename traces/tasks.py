@@ -165,3 +165,22 @@ def run_preview(preview_id: int) -> None:
     from traces import previews
 
     previews.run_preview(preview_id)
+
+
+class CompareTask(Task):  # type: ignore[misc]
+    """A comparison that fails for good (not a transient fault) fails, with the reason; it is
+    sent again when next asked for."""
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        from traces import comparisons
+
+        comparison_id = args[0] if args else kwargs.get("comparison_id")
+        comparisons.fail(comparison_id, reason_of(exc))
+
+
+@shared_task(base=CompareTask, **TASK_OPTIONS)
+def compare_runs(comparison_id: int) -> None:
+    """Compare two finished runs per shared guardrail, keeping the figures (traces.comparisons)."""
+    from traces import comparisons
+
+    comparisons.compute(comparison_id)

@@ -13,6 +13,8 @@ urlpatterns = [
     path("evaluations/<int:pk>/", evaluation_views.EvaluationDetailView.as_view(), name="evaluation-detail"),
     path("evaluations/<int:pk>/results/", run_result_views.RunResultsView.as_view(), name="evaluation-results"),
     path("evaluations/<int:pk>/compare/", run_result_views.RunCompareView.as_view(), name="evaluation-compare"),
+    path("evaluations/<int:pk>/compare/traces/", run_result_views.RunCompareTracesView.as_view(),
+         name="evaluation-compare-traces"),
     path("evaluations/<int:pk>/cancel/", evaluation_views.EvaluationCancelView.as_view(),
          name="evaluation-cancel"),
     path("uploads/", upload_views.UploadListView.as_view(), name="upload-list"),

@@ -1,19 +1,24 @@
-"""The violations' daily roll-up (`ViolationDay`): kept where violations are written, read by the chart.
+"""The violations' daily roll-up (`ViolationDay`): kept where violations are written and reviewed,
+read by the chart and by a guardrail's quality.
 
-Every write of violations that changes what the chart counts (their creation, the demo's
-re-dating) goes through `add` (and `subtract`) in the same transaction: an aggregate of the
-changed violations, then one upsert per (tenant, guardrail, severity, day) that increments,
-on PostgreSQL and SQLite alike. The chart (`chart_rows`) reads it when its filter names no
-more than guardrail, severity and dates, and the violations otherwise; both give the same rows.
+Every write of violations that changes what the roll-up counts (their creation, the demo's
+re-dating, their deletion, a review that moves them in or out of `reviewed` or `false
+positive`) goes through this module in the same transaction: an aggregate of the changed
+violations, then one upsert per (tenant, guardrail, revision, severity, day) that adds to
+its counts, on PostgreSQL and SQLite alike. The chart (`chart_rows`) reads it when its
+filter names no more than guardrail, severity and dates, and the violations otherwise;
+both give the same rows. `guardrails.quality.rolled_up_quality` reads its review counts.
 """
 
 from __future__ import annotations
 
-from datetime import date
+from collections import Counter
+from collections.abc import Iterable
+from datetime import date, datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, F, QuerySet, Sum
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -22,31 +27,43 @@ from traces.models import Violation, ViolationDay
 _TABLE = ViolationDay._meta.db_table
 # Built from the model's own table and column names only; values go as parameters.
 _UPSERT = (
-    f"INSERT INTO {_TABLE} (tenant_id, guardrail_id, severity, day, count) "  # noqa: S608
-    "VALUES (%s, %s, %s, %s, %s) "
-    "ON CONFLICT (tenant_id, guardrail_id, severity, day) DO UPDATE SET "
-    f"count = {_TABLE}.count + excluded.count"
+    f"INSERT INTO {_TABLE} (tenant_id, guardrail_id, revision_id, severity, day, count, reviewed, "  # noqa: S608
+    "false_positives) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (tenant_id, guardrail_id, revision_id, severity, day) DO UPDATE SET "
+    f"count = {_TABLE}.count + excluded.count, reviewed = {_TABLE}.reviewed + excluded.reviewed, "
+    f"false_positives = {_TABLE}.false_positives + excluded.false_positives"
 )
 
 #: The chart filters the roll-up can answer: the others (state, action, mode, agent, flow) need the violations.
 ROLLED_UP_FILTERS = frozenset({"guardrail", "severity", "since", "until"})
+
+#: The review states counted as reviewed (out of `open`), and the one counted as a false positive.
+REVIEWED_STATES = frozenset({Violation.State.ACKNOWLEDGED, Violation.State.RESOLVED, Violation.State.FALSE_POSITIVE})
+REVIEWED = Q(state__in=sorted(REVIEWED_STATES))
+FALSE_POSITIVE = Q(state=Violation.State.FALSE_POSITIVE)
+
+#: A roll-up key: (tenant, guardrail, revision, severity, day).
+Key = tuple[int, int, int, str, date]
+#: A key's counts: (violations, reviewed, false positives).
+Figures = tuple[int, int, int]
 
 
 def _counts(violations: QuerySet[Violation]) -> list[tuple[Any, ...]]:
     rows = (
         violations.order_by()
         .annotate(g_day=TruncDate("created_at"))
-        .values_list("tenant_id", "guardrail_id", "severity", "g_day")
-        .annotate(n=Count("pk"))
+        .values_list("tenant_id", "guardrail_id", "revision_id", "severity", "g_day")
+        .annotate(n=Count("pk"), reviewed=Count("pk", filter=REVIEWED), wrong=Count("pk", filter=FALSE_POSITIVE))
     )
     return sorted(rows)
 
 
-def _upsert(rows: list[tuple[Any, ...]], sign: int) -> None:
-    if rows:
+def _upsert(rows: Iterable[tuple[Any, ...]], sign: int) -> None:
+    # In key order, so that two writers never wait on each other crosswise.
+    values = [(*key, sign * n, sign * reviewed, sign * wrong) for *key, n, reviewed, wrong in sorted(rows)]
+    if values:
         with connection.cursor() as cursor:
-            # In key order, so that two writers never wait on each other crosswise.
-            cursor.executemany(_UPSERT, [(*key, sign * n) for *key, n in rows])
+            cursor.executemany(_UPSERT, values)
 
 
 def add(violations: QuerySet[Violation]) -> None:
@@ -55,20 +72,43 @@ def add(violations: QuerySet[Violation]) -> None:
 
 
 def add_counts(rows: list[tuple[Any, ...]]) -> None:
-    """Count violations already counted by the writer: (tenant, guardrail, severity, day, n) rows."""
-    _upsert(sorted(rows), +1)
+    """Count new (open) violations already counted by the writer: (tenant, guardrail,
+    revision, severity, day, n) rows."""
+    _upsert([(*key, n, 0, 0) for *key, n in rows], +1)
 
 
 def subtract(violations: QuerySet[Violation]) -> None:
-    """Uncount `violations` (about to change their day, in this transaction)."""
+    """Uncount `violations` (about to be deleted or change their day, in this transaction)."""
     _upsert(_counts(violations), -1)
+
+
+def figures_of(state: str) -> Figures:
+    """What one violation in `state` adds to its key's counts."""
+    return 1, int(state in REVIEWED_STATES), int(state == Violation.State.FALSE_POSITIVE)
+
+
+def key_of(tenant: int, guardrail: int, revision: int, severity: str, created_at: datetime) -> Key:
+    return tenant, guardrail, revision, severity, timezone.localdate(created_at)
 
 
 def uncount(violation: Violation) -> None:
     """Take a deleted violation out of its day (a trace or a run deleted with its violations)."""
-    key = (violation.tenant_id, violation.guardrail_id, violation.severity,
-           timezone.localdate(violation.created_at))
-    _upsert([(*key, 1)], -1)
+    key = key_of(violation.tenant_id, violation.guardrail_id, violation.revision_id, violation.severity,
+                 violation.created_at)
+    _upsert([(*key, *figures_of(violation.state))], -1)
+
+
+def count_reviews(moves: Iterable[tuple[Key, str, str]]) -> None:
+    """Count review changes, (key, old state, new state) of each violation reviewed in this
+    transaction: out of `reviewed` or `false positive` and into them, back and forth."""
+    deltas: Counter[tuple[Key, int]] = Counter()
+    for key, old, new in moves:
+        before, after = figures_of(old), figures_of(new)
+        deltas[(key, 1)] += after[1] - before[1]
+        deltas[(key, 2)] += after[2] - before[2]
+    keys = sorted({key for key, _ in deltas})
+    _upsert([(*key, 0, deltas[(key, 1)], deltas[(key, 2)]) for key in keys
+             if deltas[(key, 1)] or deltas[(key, 2)]], +1)
 
 
 def redate(violations: QuerySet[Violation], created_at: Any) -> None:
@@ -86,8 +126,9 @@ def rebuild() -> int:
     with transaction.atomic():
         ViolationDay.objects.all().delete()
         created = ViolationDay.objects.bulk_create(
-            [ViolationDay(tenant_id=tenant, guardrail_id=guardrail, severity=severity, day=day, count=n)
-             for tenant, guardrail, severity, day, n in _counts(Violation.objects.all())],
+            [ViolationDay(tenant_id=tenant, guardrail_id=guardrail, revision_id=revision, severity=severity,
+                          day=day, count=n, reviewed=reviewed, false_positives=wrong)
+             for tenant, guardrail, revision, severity, day, n, reviewed, wrong in _counts(Violation.objects.all())],
             batch_size=1000,
         )
     return len(created)

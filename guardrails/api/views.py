@@ -428,16 +428,18 @@ class GuardrailQualityView(GuardrailBaseView):
         OpenApiParameter("tenant", str)],
         responses={200: QUALITY_RESPONSE, **error_responses(400, 401, 403, 404)})
     def get(self, request: Request, guardrail_id: str) -> Response:
-        from traces.models import Violation
+        from traces.models import Violation, ViolationDay
 
         guardrail = self.get_queryset().filter(guardrail_id=guardrail_id).first()
         if guardrail is None:
             raise Http404
         since, until = self.moment("since"), self.moment("until")
         violations = Violation.objects.for_caller(self.caller).filter(guardrail=guardrail)
+        days = ViolationDay.objects.for_caller(self.caller).filter(guardrail=guardrail)
         if request.query_params.get("tenant"):
             violations = violations.filter(tenant__slug=request.query_params["tenant"])
-        overall, revisions = quality.quality_of(quality.period_violations(violations, since, until))
+            days = days.filter(tenant__slug=request.query_params["tenant"])
+        overall, revisions = quality.rolled_up_quality(days, violations, since, until)
         return Response({
             "guardrail": guardrail.guardrail_id,
             "since": since.isoformat() if since else None, "until": until.isoformat() if until else None,

@@ -151,7 +151,8 @@ def test_disabling_a_firing_rule_resolves_its_firing(acme: Any, halt_guardrail: 
     channel = save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f")
     fields = {"name": "any", "kind": "violations", "channels": [channel], "params": {"threshold": 0}}
     rule = save_rule(acme, dict(fields), "f")
-    ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, severity="critical",
+    ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
+                                severity="critical",
                                 day=date(2026, 11, 30), count=1)
     with django_capture_on_commit_callbacks(execute=True):
         assert evaluate_rules(datetime(2026, 11, 30, 9, tzinfo=UTC))["fired"] == 1
@@ -170,7 +171,8 @@ def test_violation_rules_filter_by_severity_and_action_and_read_only_their_windo
     save_rule(acme, {"name": "infos", "kind": "violations", "channels": [channel],
                      "params": {"severity": "info", "threshold": 0}}, "f")
     for day, count in ((date(2026, 11, 27), 100), (date(2026, 11, 29), 4), (date(2026, 11, 30), 6)):
-        ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, severity="critical", day=day, count=count)
+        ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
+                                severity="critical", day=day, count=count)
     assert evaluate_rules(datetime(2026, 11, 30, tzinfo=UTC)) == {"fired": 1, "resolved": 0}
     assert Firing.objects.get().observed["count"] == 10
 
@@ -193,7 +195,8 @@ def test_the_periodic_task_evaluates_and_sends_what_is_due(acme: Any, halt_guard
 
     channel = save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f")
     save_rule(acme, {"name": "any", "kind": "violations", "channels": [channel], "params": {"threshold": 0}}, "f")
-    ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, severity="critical",
+    ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
+                                severity="critical",
                                 day=timezone.localdate(), count=1)
     assert tick.delay().get() == {"fired": 1, "resolved": 0, "resent": 1}  # on_commit does not run here
     assert Delivery.objects.get().state == "delivered" and len(mail.outbox) == 1

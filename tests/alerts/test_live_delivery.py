@@ -45,9 +45,11 @@ def test_a_spike_fires_once_resolves_and_fires_again_with_signed_retried_deliver
         params = {"guardrail": "no-refunds", "windowDays": 1, "factor": 3, "minCount": 5}
         save_rule(acme, {"name": "refund spike", "kind": "violations", "params": params,
                          "channels": [hook, stuck]}, "fixture")
-        ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, severity="critical",
+        ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
+                                severity="critical",
                                     day=DAY - timedelta(days=1), count=2)
-        ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, severity="critical", day=DAY, count=20)
+        ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
+                                severity="critical", day=DAY, count=20)
         worker = Worker("alerts", tmp_path, concurrency=2, **WORKER_SETTINGS)
         try:
             assert evaluate_rules(NOON) == {"fired": 1, "resolved": 0}
@@ -71,7 +73,8 @@ def test_a_spike_fires_once_resolves_and_fires_again_with_signed_retried_deliver
             wait_for(lambda: delivered(hook, "resolved", first), 30, "the resolution delivered", worker)
             assert good.requests[-1].json["type"] == "alert.resolved"
 
-            ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, severity="critical",
+            ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
+                                severity="critical",
                                         day=DAY + timedelta(days=2), count=30)
             assert evaluate_rules(NOON + timedelta(days=2)) == {"fired": 1, "resolved": 0}
             second = Firing.objects.exclude(pk=first.pk).get()

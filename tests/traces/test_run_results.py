@@ -11,7 +11,7 @@ from django.test import Client
 from guardrails.services import Author, save_guardrail
 from tests.conftest import make_guardrail
 from tests.traces.test_evaluations import guardrails, run_for, store_traces  # noqa: F401 (a fixture)
-from traces.models import Evaluation
+from traces.models import Evaluation, RunTrace
 
 
 def signed_in(user: Any) -> Client:
@@ -144,7 +144,10 @@ def test_the_compare_page_lists_what_changed(alice: Any, two_runs: Any) -> None:
 
 
 @pytest.mark.parametrize("path", ["/evaluations/{pk}/results/", "/evaluations/{pk}/compare/",
-                                  "/evaluations/{other}/compare/?with={pk}"])
+                                  "/evaluations/{other}/compare/?with={pk}",
+                                  "/evaluations/{pk}/compare/traces/?guardrail=no-refunds&change=newly-failing",
+                                  "/evaluations/{other}/compare/traces/?with={pk}&guardrail=no-refunds"
+                                  "&change=newly-failing"])
 def test_another_tenants_pages_are_404(charlie: Any, globex: Any, two_runs: Any, path: str) -> None:
     _, after = two_runs
     theirs = Evaluation.objects.create(tenant=globex)
@@ -153,6 +156,9 @@ def test_another_tenants_pages_are_404(charlie: Any, globex: Any, two_runs: Any,
 
 @pytest.mark.parametrize("path", ["/api/v1/evaluations/{pk}/results", "/api/v1/evaluations/{pk}/compare",
                                   "/api/v1/evaluations/{other}/compare?with={pk}",
+                                  "/api/v1/evaluations/{pk}/compare/traces?guardrail=no-refunds&change=newly-failing",
+                                  "/api/v1/evaluations/{other}/compare/traces?with={pk}&guardrail=no-refunds"
+                                  "&change=newly-failing",
                                   "/api/v1/violations?evaluation={pk}"])
 def test_another_tenants_key_gets_nothing(api: Any, charlie_key: str, globex: Any, two_runs: Any, path: str) -> None:
     _, after = two_runs
@@ -162,3 +168,118 @@ def test_another_tenants_key_gets_nothing(api: Any, charlie_key: str, globex: An
         assert answer.status_code == 200 and answer.json()["results"] == []
     else:
         assert answer.status_code == 404
+
+
+def test_the_compare_lists_page_by_a_keyset_to_the_counted_end(
+    api: Any, acme_key: str, alice: Any, acme: Any, guardrails: Any  # noqa: F811
+) -> None:
+    store_traces(acme, 30)
+    before = run_for(acme)
+    save_guardrail(make_guardrail(config={"tools": ["issue_refund", "lookup_order"]}), Author(user=None, label="t"))
+    after = run_for(acme)
+    body = api(acme_key).get(f"/api/v1/evaluations/{after.pk}/compare").json()
+    refunds = next(row for row in body["guardrails"] if row["guardrail"] == "no-refunds")
+    assert body["status"] == "succeeded" and refunds["newlyFailing"] == 20
+    url = f"/api/v1/evaluations/{after.pk}/compare/traces?guardrail=no-refunds&change=newly-failing&limit=6"
+    listed = [row["trace"] for row in all_pages(api(acme_key), url)]
+    assert len(listed) == len(set(listed)) == 20
+    client = signed_in(alice)
+    html = client.get(f"/evaluations/{after.pk}/compare/traces/?with={before.pk}&guardrail=no-refunds"
+                      "&change=newly-failing").content.decode()
+    assert html.count("/traces/") >= 20 and 'rel="next"' not in html
+    bad = api(acme_key).get(f"{url}&cursor=nonsense")
+    assert bad.status_code == 400 and bad.json()["errors"][0]["path"] == "/cursor"
+    wrong = api(acme_key).get(f"/api/v1/evaluations/{after.pk}/compare/traces?guardrail=no-refunds&change=x")
+    assert wrong.status_code == 400 and wrong.json()["errors"][0]["path"] == "/change"
+
+
+def test_a_comparison_is_computing_until_its_task_ran(
+    api: Any, acme_key: str, alice: Any, two_runs: Any, monkeypatch: Any
+) -> None:
+    from traces import comparisons
+
+    _, after = two_runs
+    sent: list[int] = []
+    monkeypatch.setattr(comparisons, "send", sent.append)
+    answer = api(acme_key).get(f"/api/v1/evaluations/{after.pk}/compare")
+    assert answer.status_code == 202 and answer.json()["status"] == "queued" and answer.json()["guardrails"] == []
+    html = signed_in(alice).get(f"/evaluations/{after.pk}/compare/").content.decode()
+    assert "Computing the comparison" in html and "data-progress-url" in html
+    comparisons.compute(sent[0])
+    done = api(acme_key).get(f"/api/v1/evaluations/{after.pk}/compare").json()
+    assert done["status"] == "succeeded" and done["progress"]["percent"] == 100 and len(sent) == 1
+
+
+def test_a_comparison_whose_worker_was_lost_is_sent_again(
+    api: Any, acme_key: str, two_runs: Any, monkeypatch: Any, settings: Any
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces import comparisons
+    from traces.models import RunComparison
+
+    _, after = two_runs
+    sent: list[int] = []
+    monkeypatch.setattr(comparisons, "send", sent.append)
+    url = f"/api/v1/evaluations/{after.pk}/compare"
+    api(acme_key).get(url)
+    RunComparison.objects.update(status="running", started_at=timezone.now())
+    assert api(acme_key).get(url).json()["status"] == "running" and len(sent) == 1
+    lost = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT) - 2 * comparisons.RESEND_AFTER
+    RunComparison.objects.update(started_at=lost)
+    assert api(acme_key).get(url).json()["status"] == "queued" and len(sent) == 2
+    comparisons.compute(sent[1])
+    rows = {r["guardrail"]: r for r in api(acme_key).get(url).json()["guardrails"]}
+    assert rows["no-refunds"]["newlyFailing"] == 6 and len(rows["no-refunds"]["newlyFailingTraces"]) == 6
+
+
+def test_a_run_still_going_is_compared_when_it_has_finished(api: Any, acme_key: str, two_runs: Any) -> None:
+    _, after = two_runs
+    Evaluation.objects.filter(pk=after.pk).update(status=Evaluation.Status.RUNNING)
+    answer = api(acme_key).get(f"/api/v1/evaluations/{after.pk}/compare")
+    assert answer.status_code == 202 and answer.json()["status"] == "waiting"
+
+
+def test_compare_reads_the_same_queries_for_small_and_larger_runs(
+    api: Any, acme_key: str, acme: Any, guardrails: Any  # noqa: F811
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries(traces: int) -> int:
+        store_traces(acme, traces)
+        run_for(acme)
+        save_guardrail(make_guardrail(config={"tools": ["issue_refund", f"tool-{traces}"]}),
+                       Author(user=None, label="t"))
+        after = run_for(acme)
+        client = api(acme_key)
+        url = f"/api/v1/evaluations/{after.pk}/compare"
+        assert client.get(url).json()["status"] == "succeeded"
+        with CaptureQueriesContext(connection) as captured:
+            client.get(url)
+        RunTrace.objects.all().delete()
+        return len(captured)
+
+    assert queries(6) == queries(60)
+
+
+def test_retention_drops_the_comparisons_of_the_runs_it_thins(
+    api: Any, acme_key: str, acme: Any, two_runs: Any
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces import retention
+    from traces.models import RunComparison
+
+    _, after = two_runs
+    api(acme_key).get(f"/api/v1/evaluations/{after.pk}/compare")
+    assert RunComparison.objects.count() == 1
+    RunTrace.objects.filter(trace_id="run-00000").update(received_at=timezone.now() - timedelta(days=90))
+    retention.delete_old_traces(acme.pk, timezone.now() - timedelta(days=30))
+    assert RunComparison.objects.count() == 0
+    body = api(acme_key).get(f"/api/v1/evaluations/{after.pk}/compare").json()
+    assert {r["guardrail"]: r["failing"] for r in body["guardrails"]}["no-refunds"] == 8

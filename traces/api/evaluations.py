@@ -19,8 +19,8 @@ from guardrails.engine.types import Issue
 from kindgi_console import idempotency
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.tenancy.scoping import TenantDenied
-from traces import evaluations, run_results
-from traces.models import Evaluation, Upload
+from traces import comparisons, evaluations, run_results
+from traces.models import Evaluation, RunComparison, Upload
 
 ERRORS = OpenApiResponse({"type": "object", "properties": {"errors": {"type": "array"}}})
 RUN_SCHEMA = {
@@ -246,12 +246,35 @@ RESULT_PARAMETERS = [
     OpenApiParameter("cursor", str, description="The `next` of the previous page."),
     OpenApiParameter("limit", int, description=f"Page size, at most {run_results.MAX_PAGE_SIZE}."),
 ]
+_TRACES = {"type": "array", "items": {"type": "object", "properties": {
+    "trace": {"type": "string"}, "traceUrl": {"type": "string"}, "reason": {"type": "string"}}}}
 COMPARE_SCHEMA = {
     "type": "object",
+    "required": ["evaluation", "with", "status", "progress", "guardrails"],
     "properties": {
         "evaluation": {"type": "integer"}, "with": {"type": "integer"},
-        "guardrails": {"type": "array", "items": {"type": "object"}},
+        "status": {"type": "string", "enum": ["waiting", *[s.value for s in RunComparison.Status]],
+                   "description": "`succeeded`: the figures are complete. `waiting`: a run has not "
+                                  "finished. `queued`, `running`: being computed (answered 202)."},
+        "progress": {"type": "object", "properties": {
+            "done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}}},
+        "error": {"type": "string"},
+        "guardrails": {"type": "array", "items": {"type": "object", "properties": {
+            "guardrail": {"type": "string"}, "revision": {"type": "integer", "nullable": True},
+            "withRevision": {"type": "integer", "nullable": True},
+            "failing": {"type": "integer"}, "withFailing": {"type": "integer"},
+            "newlyFailing": {"type": "integer"}, "noLongerFailing": {"type": "integer"},
+            "newlyFailingTraces": _TRACES, "noLongerFailingTraces": _TRACES,
+            "newlyFailingCursor": {"type": "string", "nullable": True,
+                                   "description": "The next page's cursor for compare/traces."},
+            "noLongerFailingCursor": {"type": "string", "nullable": True},
+        }}},
     },
+}
+CHANGES_SCHEMA = {
+    "type": "object",
+    "required": ["next", "results"],
+    "properties": {"next": {"type": "string", "nullable": True}, "results": _TRACES},
 }
 
 
@@ -294,6 +317,8 @@ class EvaluationCompareView(ConsoleAPIView):
     """`GET evaluations/{id}/compare?with={other}`: per shared guardrail, what changed.
 
     Without `with`, the tenant's previous run that shares a guardrail; 404 when there is none.
+    Computed once in the background (`traces.comparisons`): 202 with the progress until the
+    figures are complete, then 200 with them and the first traces of each list.
     """
 
     queryset = Evaluation.objects.all()
@@ -301,14 +326,22 @@ class EvaluationCompareView(ConsoleAPIView):
 
     @extend_schema(operation_id="evaluations_compare",
                    parameters=[OpenApiParameter("with", int, description="The other run (default: the previous one).")],
-                   responses={200: OpenApiResponse(COMPARE_SCHEMA), 400: ERRORS, 404: ERRORS})
+                   responses={200: OpenApiResponse(COMPARE_SCHEMA), 202: OpenApiResponse(COMPARE_SCHEMA),
+                              400: ERRORS, 404: ERRORS})
     def get(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(self.get_queryset(), pk=pk)
         other = self._other(run, request.query_params.get("with"))
+        comparison = comparisons.comparison_for(run, other)
+        body: dict[str, Any] = {"evaluation": run.pk, "with": other.pk}
+        if comparison is None:
+            return Response({**body, "status": "waiting", "progress": {"done": 0, "total": 0, "percent": 0},
+                             "guardrails": []}, status=202)
+        done = comparison.status == RunComparison.Status.SUCCEEDED
         return Response({
-            "evaluation": run.pk, "with": other.pk,
-            "guardrails": [item.as_dict() for item in run_results.compare_runs(run, other)],
-        })
+            **body, "status": comparison.status, "progress": comparisons.progress(comparison),
+            **({"error": comparison.error} if comparison.error else {}),
+            "guardrails": comparisons.figures_with_traces(comparison) if done else [],
+        }, status=200 if done else 202)
 
     def _other(self, run: Evaluation, raw: str | None) -> Evaluation:
         if raw is None or raw == "":
@@ -322,3 +355,53 @@ class EvaluationCompareView(ConsoleAPIView):
         if other.tenant_id != run.tenant_id:
             raise ApiError([Issue("/with", "the runs compared are of the same tenant")])
         return other
+
+
+class EvaluationCompareTracesView(EvaluationCompareView):
+    """`GET evaluations/{id}/compare/traces?with=&guardrail=&change=`: one list of a comparison,
+    keyset paged (`cursor`: the `next` of the previous page, or a list's cursor in compare)."""
+
+    @extend_schema(operation_id="evaluations_compare_traces", parameters=[
+        OpenApiParameter("with", int, description="The other run (default: the previous one)."),
+        OpenApiParameter("guardrail", str, required=True),
+        OpenApiParameter("change", str, required=True, enum=list(comparisons.Kind.values)),
+        OpenApiParameter("cursor", str),
+        OpenApiParameter("limit", int, description=f"At most {comparisons.MAX_LISTED}.")],
+        responses={200: OpenApiResponse(CHANGES_SCHEMA), 400: ERRORS, 404: ERRORS, 409: ERRORS})
+    def get(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(self.get_queryset(), pk=pk)
+        other = self._other(run, request.query_params.get("with"))
+        guardrail, kind = self._list(request)
+        comparison = comparisons.comparison_for(run, other)
+        if comparison is None or comparison.status != RunComparison.Status.SUCCEEDED:
+            raise ApiError([Issue("/with", "the comparison is still being computed: see compare")], status_code=409)
+        try:
+            page = comparisons.changes_page(comparison, guardrail, kind, after=request.query_params.get("cursor"),
+                                            size=_compare_limit(request.query_params.get("limit")))
+        except comparisons.BadCursor as error:
+            raise ApiError([Issue("/cursor", str(error))]) from None
+        next_url = None
+        if page.next_cursor:
+            query = request.query_params.copy()
+            query["cursor"] = page.next_cursor
+            next_url = f"{request.path}?{query.urlencode()}"
+        return Response({"next": next_url, "results": page.rows})
+
+    def _list(self, request: Request) -> tuple[str, str]:
+        guardrail, kind = request.query_params.get("guardrail", ""), request.query_params.get("change", "")
+        issues = []
+        if not guardrail:
+            issues.append(Issue("/guardrail", "guardrail is the id of a guardrail both runs evaluated"))
+        if kind not in comparisons.Kind.values:
+            issues.append(Issue("/change", f"change is one of {', '.join(comparisons.Kind.values)}"))
+        if issues:
+            raise ApiError(issues)
+        return guardrail, kind
+
+
+def _compare_limit(raw: str | None) -> int:
+    if raw is None or raw == "":
+        return comparisons.LISTED
+    if not raw.isdigit() or not 1 <= int(raw) <= comparisons.MAX_LISTED:
+        raise ApiError([Issue("/limit", f"limit is an integer from 1 to {comparisons.MAX_LISTED}")])
+    return int(raw)

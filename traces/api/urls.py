@@ -24,6 +24,8 @@ urlpatterns = [
          name="api-evaluation-results"),
     path("evaluations/<int:pk>/compare", evaluations.EvaluationCompareView.as_view(),
          name="api-evaluation-compare"),
+    path("evaluations/<int:pk>/compare/traces", evaluations.EvaluationCompareTracesView.as_view(),
+         name="api-evaluation-compare-traces"),
     path("evaluations/<int:pk>/cancel", evaluations.EvaluationCancelView.as_view(),
          name="api-evaluation-cancel"),
     path("uploads/<int:pk>", evaluations.UploadDetailView.as_view(), name="api-upload"),
