@@ -20,6 +20,7 @@ from django.utils import timezone
 from alerts.models import AlertRule, Channel
 from alerts.rules import validate_params
 from guardrails.engine.types import Issue
+from guardrails.models import Guardrail
 from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.models import Tenant
 
@@ -88,6 +89,9 @@ def check_rule(body: object, tenant: Tenant) -> Checked:
     kind, params = body.get("kind"), body.get("params", {})
     issues = validate_params(str(kind), params)
     checked.issues.extend(issues)
+    if not issues and kind == AlertRule.Kind.PRECISION:
+        issues = _guardrail_issues(params["guardrail"], tenant)
+        checked.issues.extend(issues)
     if not issues:
         checked.fields.update(kind=kind, params=params)
     channels = body.get("channels", [])
@@ -102,6 +106,14 @@ def check_rule(body: object, tenant: Tenant) -> Checked:
         checked.issues.append(Issue(f"/channels/{index}", f"there is no channel {missing[0]} in {tenant.slug}"))
     checked.fields["channels"] = found
     return checked
+
+
+def _guardrail_issues(guardrail_id: str, tenant: Tenant) -> list[Issue]:
+    """A precision rule watches a live guardrail that applies to its tenant (its own or a
+    console-wide one); another tenant's is answered as one that does not exist."""
+    if Guardrail.objects.live().applying_to(tenant.pk).filter(guardrail_id=guardrail_id).exists():
+        return []
+    return [Issue("/params/guardrail", f"there is no guardrail {guardrail_id!r} in {tenant.slug}")]
 
 
 def check_channel(body: object) -> Checked:

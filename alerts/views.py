@@ -30,6 +30,7 @@ PARAMS_EXAMPLES = {
     "spend": {"period": "month", "amountUsd": 50},
     "run_failed": {},
     "upload_failed": {},
+    "precision": {"guardrail": "no-refund-promises", "threshold": 0.8, "minReviewed": 10, "windowDays": 30},
 }
 MAX_PARAMS_CHARS = 4000
 
