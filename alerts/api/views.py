@@ -120,7 +120,7 @@ class AlertRuleDetailView(TenantObjectView):
                    responses={200: RULE, **WRITE_ERRORS})
     def put(self, request: Request, pk: int) -> Response:
         rule = self.one(pk, write=True)
-        checked = services.check_rule(self.body(), rule.tenant)
+        checked = services.check_rule(self.body(), rule.tenant, rule)
         if checked.issues:
             raise ApiError(checked.issues)
         rule = services.save_rule(rule.tenant, checked.fields, self.caller, rule)
@@ -148,7 +148,7 @@ class ChannelListView(TenantObjectView):
     def post(self, request: Request) -> Response:
         body = self.body()
         tenant = self.caller.tenant_for_write(self.tenant_slug(body), "author")
-        checked = services.check_channel(body)
+        checked = services.check_channel(body, tenant)
         if checked.issues:
             raise ApiError(checked.issues)
         channel = services.save_channel(tenant, checked.fields, self.caller)
@@ -168,7 +168,7 @@ class ChannelDetailView(TenantObjectView):
                    responses={200: OBJECT, **WRITE_ERRORS})
     def put(self, request: Request, pk: int) -> Response:
         channel = self.one(pk, write=True)
-        checked = services.check_channel(self.body())
+        checked = services.check_channel(self.body(), channel.tenant, channel)
         if checked.issues:
             raise ApiError(checked.issues)
         return Response(channel_json(services.save_channel(channel.tenant, checked.fields, self.caller, channel)))
