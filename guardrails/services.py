@@ -151,8 +151,11 @@ def delete_guardrail(guardrail: Guardrail) -> None:
 
 @transaction.atomic
 def set_enabled(guardrail: Guardrail, enabled: bool) -> None:
-    """Turn a guardrail on or off (not a new revision: the document is unchanged)."""
+    """Turn a guardrail on or off (not a new revision: the document is unchanged); audited
+    as `guardrail.toggle`, and a switch to the state it is in writes nothing."""
     before = guardrail.enabled
+    if before == enabled:
+        return
     guardrail.enabled = enabled
     guardrail.save(update_fields=["enabled"])
     audit.record("guardrail.toggle", guardrail, before={"enabled": before}, after={"enabled": enabled})

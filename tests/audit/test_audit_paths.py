@@ -68,6 +68,7 @@ def test_every_path_writes_one_entry_per_change(acme: Any, globex: Any, alice: A
     (toggled,) = log.step(lambda: signed_in(alice).post("/guardrails/no-refunds/toggle/", {"enabled": "false"}),
                           "guardrail.toggle")
     assert toggled.changes == {"enabled": [True, False]}
+    log.step(lambda: signed_in(alice).post("/guardrails/no-refunds/toggle/", {"enabled": "false"}))  # no change
     upload = SimpleUploadedFile("g.json", json.dumps(make_guardrail("cite", check="must-cite", config={"min": 1},
                                                                     action={"on-violation": "log-only"})).encode())
     log.step(lambda: signed_in(alice).post("/guardrails/import/", {"files": [upload]}), "guardrail.import")
