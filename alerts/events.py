@@ -1,8 +1,9 @@
-"""The write paths' events that alert rules fire on: a run failed, an upload failed.
+"""The write paths' events that alert rules act on: a run failed, an upload failed, a
+review changed a guardrail's precision.
 
-traces sends its signals (traces.signals) inside the transaction that marks the failure;
-the receivers here only queue `alerts.tasks.record_event` once that transaction commits,
-so the failing path does no alert work itself.
+traces sends its signals (traces.signals) inside the transaction of the change; the
+receivers here only queue a task (`record_event`, `evaluate_precision`) once that
+transaction commits, so the write path does no alert work itself.
 """
 
 from __future__ import annotations
@@ -31,8 +32,16 @@ def on_upload_failed(sender: Any, *, upload_id: int, tenant_id: int, error: str,
            f"upload {upload_id} failed: {error[:300]}", {"upload": upload_id, "error": error[:1000]})
 
 
+def on_violations_reviewed(sender: Any, *, tenant_ids: list[int], violation_ids: list[int], **kwargs: Any) -> None:
+    """A review changed precision: evaluate the tenants' precision rules once it commits."""
+    from alerts.tasks import evaluate_precision
+
+    transaction.on_commit(lambda: evaluate_precision.delay(tenant_ids, violation_ids), robust=True)
+
+
 def connect() -> None:
     from traces import signals
 
     signals.run_failed.connect(on_run_failed, dispatch_uid="alerts.run_failed")
     signals.upload_failed.connect(on_upload_failed, dispatch_uid="alerts.upload_failed")
+    signals.violations_reviewed.connect(on_violations_reviewed, dispatch_uid="alerts.violations_reviewed")

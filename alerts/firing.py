@@ -1,12 +1,14 @@
 """Firing and resolving: one firing per episode, its deliveries queued after commit.
 
-`evaluate_rules` runs from the periodic check (alerts.tasks.tick); `record_event` from the
-task that the write paths of failed runs and uploads queue. Both only write rows and queue
-deliveries once their transaction commits, so a slow receiver delays neither.
+`evaluate_rules` runs from the periodic check (alerts.tasks.tick); `evaluate_precision`
+from the task a review queues; `record_event` from the task that the write paths of
+failed runs and uploads queue. Each only writes rows and queues deliveries once its
+transaction commits, so a slow receiver delays none of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -15,22 +17,45 @@ from django.utils import timezone
 
 from alerts.models import AlertRule, Delivery, Firing
 from alerts.rules import CONDITION_KINDS, Observation, observe
+from traces.models import Violation
 
 
 def evaluate_rules(now: datetime | None = None) -> dict[str, int]:
     """Evaluate every enabled condition rule; how many fired and resolved."""
     now = now or timezone.now()
+    counts = evaluate(AlertRule.objects.filter(enabled=True, kind__in=CONDITION_KINDS), now)
+    counts["resolved"] += resolve_disabled(now)
+    return counts
+
+
+def evaluate_precision(tenant_ids: list[int], violation_ids: list[int], now: datetime | None = None) -> dict[str, int]:
+    """Evaluate the tenants' enabled precision rules on the guardrails of the reviewed
+    violations (the write path's evaluation; the periodic one covers every rule)."""
+    rules = AlertRule.objects.filter(tenant_id__in=tenant_ids, kind=AlertRule.Kind.PRECISION, enabled=True)
+    if not rules.exists():
+        return {"fired": 0, "resolved": 0}
+    guardrails = set(Violation.objects.filter(pk__in=violation_ids, tenant_id__in=tenant_ids)
+                     .values_list("guardrail__guardrail_id", flat=True))
+    wanted = [rule for rule in rules if rule.params.get("guardrail") in guardrails]
+    return evaluate(wanted, now or timezone.now(), tenant_ids)
+
+
+def evaluate(rules: Iterable[AlertRule], now: datetime, tenant_ids: list[int] | None = None) -> dict[str, int]:
+    """Fire the rules whose condition holds and that have no open firing; resolve the open
+    ones whose condition cleared; how many of each. `tenant_ids`: the rules' tenants, when
+    they are not every tenant."""
     counts = {"fired": 0, "resolved": 0}
-    rules = AlertRule.objects.filter(enabled=True, kind__in=CONDITION_KINDS).order_by("pk")
-    open_rules = set(Firing.objects.filter(state=Firing.State.FIRING).values_list("rule_id", flat=True))
-    for rule in rules:
+    firings = Firing.objects.filter(state=Firing.State.FIRING)
+    if tenant_ids is not None:
+        firings = firings.filter(tenant_id__in=tenant_ids)
+    open_rules = set(firings.values_list("rule_id", flat=True))
+    for rule in sorted(rules, key=lambda rule: rule.pk):
         seen = observe(rule, timezone.localdate(now))
         if seen.breached == (rule.pk in open_rules):
             continue  # nothing changed: no lock, no write
         outcome = change_state(rule, seen, now)
         if outcome:
             counts[outcome] += 1
-    counts["resolved"] += resolve_disabled(now)
     return counts
 
 

@@ -48,13 +48,15 @@ class Channel(models.Model):
 
 
 class AlertRule(models.Model):
-    """A condition on a tenant's violations, spend or failures, and the channels told of it."""
+    """A condition on a tenant's violations, spend, failures or a guardrail's precision from
+    reviews, and the channels told of it."""
 
     class Kind(models.TextChoices):
         VIOLATIONS = "violations"
         SPEND = "spend"
         RUN_FAILED = "run_failed"
         UPLOAD_FAILED = "upload_failed"
+        PRECISION = "precision"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     name = models.CharField(max_length=200)

@@ -3,22 +3,28 @@
 A `violations` rule counts `ViolationDay` rows over its window (the last `windowDays` days,
 today included) against a threshold, or against `factor` times the same window just
 before it (the baseline). A `spend` rule sums `LedgerDay.cost_usd` over today or this
-month against `amountUsd`. Both read a few roll-up rows per day: never a raw row.
+month against `amountUsd`. Both read a few roll-up rows per day: never a raw row. A
+`precision` rule asks `guardrails.quality` (the quality page's figures) for a guardrail's
+precision from the tenant's reviews over its window, and fires under `threshold` once
+`minReviewed` violations were reviewed; it is also evaluated when a review changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import Q, Sum
+from django.utils import timezone
 from jsonschema import Draft202012Validator
 
 from alerts.models import AlertRule
+from guardrails import quality
 from guardrails.engine.types import Issue
-from traces.models import LedgerDay, ViolationDay
+from guardrails.models import Guardrail
+from traces.models import LedgerDay, Violation, ViolationDay
 
 _FILTERS = {
     "guardrail": {"type": "string", "minLength": 1, "maxLength": 200},
@@ -49,10 +55,23 @@ PARAMS_SCHEMAS: dict[str, dict[str, Any]] = {
         },
         "anyOf": [{"required": ["amountUsd"]}, {"required": ["overBudgetCalls"]}],
     },
+    AlertRule.Kind.PRECISION: {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "guardrail": _FILTERS["guardrail"],
+            "threshold": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            "minReviewed": {"type": "integer", "minimum": 1, "maximum": 10**9},
+            "windowDays": {"type": "integer", "minimum": 1, "maximum": 366},
+        },
+        "required": ["guardrail", "threshold"],
+    },
     AlertRule.Kind.RUN_FAILED: {"type": "object", "additionalProperties": False, "maxProperties": 0},
     AlertRule.Kind.UPLOAD_FAILED: {"type": "object", "additionalProperties": False, "maxProperties": 0},
 }
-CONDITION_KINDS = (AlertRule.Kind.VIOLATIONS, AlertRule.Kind.SPEND)
+CONDITION_KINDS = (AlertRule.Kind.VIOLATIONS, AlertRule.Kind.SPEND, AlertRule.Kind.PRECISION)
+#: A precision rule's defaults: reviews needed before it may fire, and its period.
+MIN_REVIEWED, PRECISION_WINDOW_DAYS = 10, 30
 
 
 def validate_params(kind: str, params: object, prefix: str = "/params") -> list[Issue]:
@@ -62,9 +81,17 @@ def validate_params(kind: str, params: object, prefix: str = "/params") -> list[
         return [Issue("/kind", f"kind is one of {', '.join(PARAMS_SCHEMAS)}")]
     validator = Draft202012Validator(schema)
     return [
-        Issue(prefix + "".join(f"/{part}" for part in error.absolute_path), _message(error))
+        Issue(prefix + "".join(f"/{part}" for part in _pointer(error)), _message(error))
         for error in sorted(validator.iter_errors(params), key=lambda e: list(e.absolute_path))
     ]
+
+
+def _pointer(error: Any) -> list[Any]:
+    """The path of the field at fault: a missing required field's own, not its object's."""
+    path = list(error.absolute_path)
+    if error.validator == "required" and isinstance(error.instance, dict):
+        path += [name for name in error.validator_value if name not in error.instance][:1]
+    return path
 
 
 def _message(error: Any) -> str:
@@ -90,7 +117,40 @@ def observe(rule: AlertRule, today: date) -> Observation:
     """Evaluate a condition rule on the roll-ups as of `today` (the console's date)."""
     if rule.kind == AlertRule.Kind.SPEND:
         return _spend(rule, today)
+    if rule.kind == AlertRule.Kind.PRECISION:
+        return _precision(rule, today)
     return _violations(rule, today)
+
+
+def _precision(rule: AlertRule, today: date) -> Observation:
+    """The guardrail's precision from the tenant's reviews of its violations over the last
+    `windowDays` days (today included), as `guardrails.quality` computes it for the quality
+    page: under `threshold` once at least `minReviewed` violations were reviewed."""
+    params = rule.params
+    window = int(params.get("windowDays", PRECISION_WINDOW_DAYS))
+    needed = int(params.get("minReviewed", MIN_REVIEWED))
+    start = today - timedelta(days=window - 1)
+    figures: dict[str, Any] = {"guardrail": params["guardrail"], "threshold": params["threshold"],
+                               "minReviewed": needed, "windowDays": window,
+                               "from": start.isoformat(), "to": today.isoformat()}
+    guardrail = Guardrail.objects.live().applying_to(rule.tenant_id).filter(guardrail_id=params["guardrail"]).first()
+    if guardrail is None:
+        return Observation(False, f"guardrail {params['guardrail']} is gone", {**figures, "guardrailGone": True})
+    since = timezone.make_aware(datetime.combine(start, time.min))
+    violations = Violation.objects.filter(tenant_id=rule.tenant_id, guardrail=guardrail)
+    days = ViolationDay.objects.filter(tenant_id=rule.tenant_id, guardrail=guardrail)
+    # The window starts at midnight, so only the daily roll-up is read: no scan of violations.
+    seen, _ = quality.rolled_up_quality(days, violations, since)
+    figures.update(seen.as_dict())
+    precision = seen.precision
+    if precision is None or seen.reviewed < needed:
+        return Observation(False, f"{seen.reviewed} of {needed} reviews needed for {guardrail.guardrail_id}'s "
+                                  "precision", figures)
+    breached = precision < params["threshold"]
+    relation = "under" if breached else "at or over"
+    return Observation(breached, f"{guardrail.guardrail_id}'s precision {precision:.0%} is {relation} "
+                                 f"{params['threshold']:.0%} ({seen.false_positives} false positives "
+                                 f"of {seen.reviewed} reviewed in {window} day(s))", figures)
 
 
 def _violations(rule: AlertRule, today: date) -> Observation:

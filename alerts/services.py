@@ -15,11 +15,13 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import EmailValidator, URLValidator
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from alerts.models import AlertRule, Channel
 from alerts.rules import validate_params
 from guardrails.engine.types import Issue
+from guardrails.models import Guardrail
 from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.models import Tenant
 
@@ -61,12 +63,21 @@ def _common(body: object, what: str) -> Checked | None:
     return Checked(issues=issues) if issues else None
 
 
-def _name(body: dict[str, Any], checked: Checked) -> None:
+def _name(body: dict[str, Any], checked: Checked, taken: QuerySet[Any]) -> None:
+    """A name of 1 to 200 characters that no other row of `taken` (the tenant's) has."""
     name = body.get("name")
     if not isinstance(name, str) or not 1 <= len(name.strip()) <= 200:
         checked.issues.append(Issue("/name", "name is a text of 1 to 200 characters"))
+    elif taken.filter(name=name.strip()).exists():
+        checked.issues.append(Issue("/name", f"another {taken.model._meta.verbose_name} has the name "
+                                             f"{name.strip()!r}: choose another"))
     else:
         checked.fields["name"] = name.strip()
+
+
+def _others(model: Any, tenant: Tenant, current: Any) -> QuerySet[Any]:
+    rows: QuerySet[Any] = model.objects.filter(tenant=tenant)
+    return rows.exclude(pk=current.pk) if current is not None else rows
 
 
 def _enabled(body: dict[str, Any], checked: Checked) -> None:
@@ -77,17 +88,21 @@ def _enabled(body: dict[str, Any], checked: Checked) -> None:
         checked.fields["enabled"] = enabled
 
 
-def check_rule(body: object, tenant: Tenant) -> Checked:
-    """A rule's `name`, `kind`, `params`, `channels` (ids of the tenant's) and `enabled`."""
+def check_rule(body: object, tenant: Tenant, current: AlertRule | None = None) -> Checked:
+    """A rule's `name` (unique in the tenant), `kind`, `params`, `channels` (ids of the
+    tenant's) and `enabled`; `current` is the rule being replaced, if any."""
     failed = _common(body, "a rule")
     if failed is not None or not isinstance(body, dict):
         return failed or Checked()
     checked = Checked()
-    _name(body, checked)
+    _name(body, checked, _others(AlertRule, tenant, current))
     _enabled(body, checked)
     kind, params = body.get("kind"), body.get("params", {})
     issues = validate_params(str(kind), params)
     checked.issues.extend(issues)
+    if not issues and kind == AlertRule.Kind.PRECISION:
+        issues = _guardrail_issues(params["guardrail"], tenant)
+        checked.issues.extend(issues)
     if not issues:
         checked.fields.update(kind=kind, params=params)
     channels = body.get("channels", [])
@@ -104,13 +119,22 @@ def check_rule(body: object, tenant: Tenant) -> Checked:
     return checked
 
 
-def check_channel(body: object) -> Checked:
-    """A channel's `name`, `kind`, `url` (webhook, slack) or `emails` (email) and `enabled`."""
+def _guardrail_issues(guardrail_id: str, tenant: Tenant) -> list[Issue]:
+    """A precision rule watches a live guardrail that applies to its tenant (its own or a
+    console-wide one); another tenant's is answered as one that does not exist."""
+    if Guardrail.objects.live().applying_to(tenant.pk).filter(guardrail_id=guardrail_id).exists():
+        return []
+    return [Issue("/params/guardrail", f"there is no guardrail {guardrail_id!r} in {tenant.slug}")]
+
+
+def check_channel(body: object, tenant: Tenant, current: Channel | None = None) -> Checked:
+    """A channel's `name` (unique in the tenant), `kind`, `url` (webhook, slack) or `emails`
+    (email) and `enabled`; `current` is the channel being replaced, if any."""
     failed = _common(body, "a channel")
     if failed is not None or not isinstance(body, dict):
         return failed or Checked()
     checked = Checked()
-    _name(body, checked)
+    _name(body, checked, _others(Channel, tenant, current))
     _enabled(body, checked)
     kind = body.get("kind")
     if kind not in Channel.Kind.values:

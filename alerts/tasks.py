@@ -1,4 +1,5 @@
-"""Celery tasks of alerts: send a delivery, fire on an event, the periodic check.
+"""Celery tasks of alerts: send a delivery, fire on an event, evaluate precision rules
+after a review, the periodic check.
 
 Tasks take primary keys, re-read their rows, are acknowledged late and are harmless when
 run twice (a claimed delivery is skipped, an event fires a rule once).
@@ -23,6 +24,12 @@ def deliver(delivery_id: int) -> str:
 def record_event(kind: str, tenant_id: int, key: str, summary: str, figures: dict[str, Any]) -> int:
     """Fire the tenant's rules of `kind` for a failed run or upload."""
     return firing.record_event(kind, tenant_id, key, summary, figures)
+
+
+@shared_task(acks_late=True, time_limit=120, soft_time_limit=90, ignore_result=True)
+def evaluate_precision(tenant_ids: list[int], violation_ids: list[int]) -> dict[str, int]:
+    """Evaluate the precision rules of the guardrails whose violations were just reviewed."""
+    return firing.evaluate_precision(tenant_ids, violation_ids)
 
 
 @shared_task(acks_late=True, time_limit=240, soft_time_limit=200, ignore_result=True)

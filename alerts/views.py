@@ -30,6 +30,7 @@ PARAMS_EXAMPLES = {
     "spend": {"period": "month", "amountUsd": 50},
     "run_failed": {},
     "upload_failed": {},
+    "precision": {"guardrail": "no-refund-promises", "threshold": 0.8, "minReviewed": 10, "windowDays": 30},
 }
 MAX_PARAMS_CHARS = 4000
 
@@ -125,7 +126,7 @@ class AlertListView(AlertPageMixin, View):
         return HttpResponseRedirect(reverse("alert-list"))
 
     def add_channel(self, request: HttpRequest, tenant: Tenant) -> HttpResponse:
-        checked = services.check_channel(channel_body(request.POST))
+        checked = services.check_channel(channel_body(request.POST), tenant)
         if checked.issues:
             return self.get(request, issues=checked.issues, channel_form=request.POST)
         channel = services.save_channel(tenant, checked.fields, self.caller)
@@ -165,7 +166,7 @@ class AlertRuleView(AlertPageMixin, View):
             services.delete_rule(rule, self.caller)
             messages.success(request, f"Rule {rule.name} deleted.")
             return HttpResponseRedirect(reverse("alert-list"))
-        checked = services.check_rule(rule_body(request.POST), tenant)
+        checked = services.check_rule(rule_body(request.POST), tenant, rule)
         if checked.issues:
             return self.get(request, pk, issues=checked.issues)
         services.save_rule(tenant, checked.fields, self.caller, rule)

@@ -151,11 +151,30 @@ def delete_guardrail(guardrail: Guardrail) -> None:
 
 @transaction.atomic
 def set_enabled(guardrail: Guardrail, enabled: bool) -> None:
-    """Turn a guardrail on or off (not a new revision: the document is unchanged)."""
+    """Turn a guardrail on or off (not a new revision: the document is unchanged); audited
+    as `guardrail.toggle`, and a switch to the state it is in writes nothing."""
     before = guardrail.enabled
+    if before == enabled:
+        return
     guardrail.enabled = enabled
     guardrail.save(update_fields=["enabled"])
     audit.record("guardrail.toggle", guardrail, before={"enabled": before}, after={"enabled": enabled})
+
+
+@transaction.atomic
+def set_shadow(guardrail: Guardrail, shadow: bool, rate: float | None) -> None:
+    """Put a guardrail in shadow (judged on a share `rate` of traces, None: all) or promote
+    it to enforced: the console's state beside the document, no new revision. Audited as
+    `guardrail.shadow` or `guardrail.promote`; a request that changes nothing writes nothing."""
+    locked = Guardrail.objects.select_for_update().get(pk=guardrail.pk)
+    before = {"shadow": locked.shadow, "sampleRate": locked.shadow_sample_rate}
+    after = {"shadow": shadow, "sampleRate": rate}
+    guardrail.shadow, guardrail.shadow_sample_rate = shadow, rate
+    if before == after:
+        return
+    guardrail.save(update_fields=["shadow", "shadow_sample_rate"])
+    verb = "promote" if before["shadow"] and not shadow else "shadow"
+    audit.record(f"guardrail.{verb}", guardrail, before=before, after=after)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from guardrails.services import (
     revision_authors,
     save_guardrail,
     set_enabled,
+    set_shadow,
 )
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from kindgi_console.tenancy.views import current_tenant
@@ -307,7 +308,7 @@ class GuardrailShadowView(GuardrailPageMixin, View):
     needs_author = True
 
     def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
-        from guardrails.api.views import set_shadow, shadow_request
+        from guardrails.api.views import shadow_request
         from kindgi_console.api import ApiError
 
         guardrail = self.writable_guardrail(guardrail_id)

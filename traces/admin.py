@@ -55,6 +55,8 @@ class JudgeLedgerEntryAdmin(admin.ModelAdmin):
 
 
 @admin.register(RetentionPolicy)
-class RetentionPolicyAdmin(admin.ModelAdmin):
+class RetentionPolicyAdmin(AuditedAdmin):
+    """A tenant's setting: its changes are in the audit log like the tenant's own."""
+
     list_display = ["tenant", "days", "updated_at"]
     list_select_related = ["tenant"]

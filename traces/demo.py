@@ -38,7 +38,8 @@ from guardrails.engine.types import CheckOutcome, Context
 from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.judge import outcome_text, save_registration, validate_registration
 from guardrails.models import Guardrail, JudgeModelRegistration
-from guardrails.services import Author, enforced_guardrails, register_document, save_guardrail
+from guardrails.services import Author, enforced_guardrails, register_document, save_guardrail, set_shadow
+from kindgi_console.tenancy import changes
 from kindgi_console.tenancy.models import Membership, Tenant
 from kindgi_console.tenancy.scoping import Caller
 from traces import ledger, review, violation_days
@@ -166,7 +167,9 @@ HOSTILE = [
 
 
 def ensure_people() -> dict[str, User]:
-    tenants = {slug: Tenant.objects.get_or_create(slug=slug, defaults={"name": name})[0]
+    """The demo's tenants, people and roles; what is missing is made through the services
+    that write the audit log, like any other tenant and member."""
+    tenants = {slug: Tenant.objects.filter(slug=slug).first() or changes.create_tenant(slug, name)
                for slug, name in TENANTS.items()}
     users = {}
     for username, (superuser, roles) in PEOPLE.items():
@@ -177,8 +180,8 @@ def ensure_people() -> dict[str, User]:
             user.set_password(PASSWORD)
             user.save(update_fields=["password"])
         for slug, role in roles.items():
-            Membership.objects.get_or_create(user=user, tenant=tenants[slug],
-                                             defaults={"role": role})
+            if not Membership.objects.filter(user=user, tenant=tenants[slug]).exists():
+                changes.add_member(user, tenants[slug], role)
         users[username] = user
     return users
 
@@ -206,8 +209,9 @@ def ensure_guardrails(author: User) -> int:
         saved += 1
     # A judge in shadow, so that its page shows what shadow is: judged and recorded, never a
     # violation, until an author promotes it.
-    if "research-grounded-judge" not in existing:
-        Guardrail.objects.filter(guardrail_id="research-grounded-judge").update(shadow=True)
+    judge = Guardrail.objects.filter(guardrail_id="research-grounded-judge").first()
+    if "research-grounded-judge" not in existing and judge is not None:
+        set_shadow(judge, True, None)
     return saved
 
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 from guardrails.engine.types import Issue
 from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.scoping import Caller
-from traces import violation_days
+from traces import signals, violation_days
 from traces.models import Violation, ViolationReview
 
 State = Violation.State
@@ -158,6 +158,8 @@ def review(selection: QuerySet[Violation], state: str, note: str, caller: Caller
                 audit.Change(tenant, str(pk), f"violation {pk}", {"state": old}, {"state": state, "note": note})
                 for pk, old, tenant in movable
             ], actor=caller)
+            signals.violations_reviewed.send(Violation, tenant_ids=sorted({t for _, _, t in movable}),
+                                             violation_ids=[pk for pk, _, _ in movable])
         outcome.reviewed = [pk for pk, _, _ in movable]
     return outcome
 

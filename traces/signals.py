@@ -1,7 +1,8 @@
 """Signals of the write paths, sent inside the transaction of the change they announce.
 
 `run_failed(evaluation_id, tenant_id, error)`: an evaluation run failed for good;
-`upload_failed(upload_id, tenant_id, error)`: an upload could not be read. Apps that
+`upload_failed(upload_id, tenant_id, error)`: an upload could not be read;
+`violations_reviewed(tenant_ids, violation_ids)`: reviewers moved violations. Apps that
 depend on traces (alerts) listen, so traces imports none of them.
 """
 
@@ -9,6 +10,7 @@ from django.dispatch import Signal
 
 run_failed = Signal()
 upload_failed = Signal()
+violations_reviewed = Signal()
 
 
 def announce_run_failed(evaluation_id: int, error: str) -> None:

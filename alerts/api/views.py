@@ -27,6 +27,27 @@ from kindgi_console.tenancy.scoping import TenantScopedQuerySet
 from traces.api.views import error_responses
 
 OBJECT = OpenApiResponse(OpenApiTypes.OBJECT)
+PARAMS_DESCRIPTION = (
+    "By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, "
+    "minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: "
+    "guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when "
+    "1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may "
+    "fire), windowDays (1-366, 30). run_failed, upload_failed: none."
+)
+RULE_FIELDS: dict[str, Any] = {
+    "tenant": {"type": "string", "description": "The tenant's slug (a tenant-bound key writes its own)."},
+    "name": {"type": "string", "minLength": 1, "maxLength": 200},
+    "kind": {"type": "string", "enum": list(AlertRule.Kind.values)},
+    "params": {"type": "object", "description": PARAMS_DESCRIPTION},
+    "channels": {"type": "array", "items": {"type": "integer"}, "maxItems": services.MAX_CHANNELS_PER_RULE,
+                 "description": "Ids of the tenant's channels."},
+    "enabled": {"type": "boolean", "default": True},
+}
+RULE_BODY = {"application/json": {"type": "object", "required": ["name", "kind"], "properties": RULE_FIELDS}}
+RULE = OpenApiResponse({"type": "object", "properties": {
+    "id": {"type": "integer"}, **RULE_FIELDS, "createdBy": {"type": "string"},
+    "createdAt": {"type": "string", "format": "date-time"}, "updatedAt": {"type": "string", "format": "date-time"},
+}})
 READ_ERRORS = error_responses(400, 401, 403)
 WRITE_ERRORS = error_responses(400, 401, 403, 404, 413, 415)
 
@@ -74,8 +95,8 @@ class AlertRuleListView(TenantObjectView):
         page = self.paginate_queryset(self.get_queryset()) or []
         return self.get_paginated_response([rule_json(rule) for rule in page])
 
-    @extend_schema(operation_id="alert_rules_create", request=OpenApiTypes.OBJECT,
-                   responses={201: OBJECT, **WRITE_ERRORS})
+    @extend_schema(operation_id="alert_rules_create", request=RULE_BODY,
+                   responses={201: RULE, **WRITE_ERRORS})
     def post(self, request: Request) -> Response:
         body = self.body()
         tenant = self.caller.tenant_for_write(self.tenant_slug(body), "author")
@@ -91,15 +112,15 @@ class AlertRuleDetailView(TenantObjectView):
 
     queryset = AlertRule.objects.select_related("tenant").prefetch_related("channels")
 
-    @extend_schema(operation_id="alert_rules_read", responses={200: OBJECT, **error_responses(401, 403, 404)})
+    @extend_schema(operation_id="alert_rules_read", responses={200: RULE, **error_responses(401, 403, 404)})
     def get(self, request: Request, pk: int) -> Response:
         return Response(rule_json(self.one(pk)))
 
-    @extend_schema(operation_id="alert_rules_replace", request=OpenApiTypes.OBJECT,
-                   responses={200: OBJECT, **WRITE_ERRORS})
+    @extend_schema(operation_id="alert_rules_replace", request=RULE_BODY,
+                   responses={200: RULE, **WRITE_ERRORS})
     def put(self, request: Request, pk: int) -> Response:
         rule = self.one(pk, write=True)
-        checked = services.check_rule(self.body(), rule.tenant)
+        checked = services.check_rule(self.body(), rule.tenant, rule)
         if checked.issues:
             raise ApiError(checked.issues)
         rule = services.save_rule(rule.tenant, checked.fields, self.caller, rule)
@@ -127,7 +148,7 @@ class ChannelListView(TenantObjectView):
     def post(self, request: Request) -> Response:
         body = self.body()
         tenant = self.caller.tenant_for_write(self.tenant_slug(body), "author")
-        checked = services.check_channel(body)
+        checked = services.check_channel(body, tenant)
         if checked.issues:
             raise ApiError(checked.issues)
         channel = services.save_channel(tenant, checked.fields, self.caller)
@@ -147,7 +168,7 @@ class ChannelDetailView(TenantObjectView):
                    responses={200: OBJECT, **WRITE_ERRORS})
     def put(self, request: Request, pk: int) -> Response:
         channel = self.one(pk, write=True)
-        checked = services.check_channel(self.body())
+        checked = services.check_channel(self.body(), channel.tenant, channel)
         if checked.issues:
             raise ApiError(checked.issues)
         return Response(channel_json(services.save_channel(channel.tenant, checked.fields, self.caller, channel)))

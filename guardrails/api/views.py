@@ -38,6 +38,7 @@ from guardrails.services import (
     register_document,
     revision_authors,
     save_guardrail,
+    set_shadow,
 )
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import ref
@@ -526,7 +527,3 @@ def shadow_request(body: object, kind: str) -> tuple[bool, float | None]:
         raise ApiError([Issue("/sampleRate", "sampleRate is a number above 0 and at most 1, or null")])
     return shadow, (float(rate) if rate is not None and shadow else None)
 
-
-def set_shadow(guardrail: Guardrail, shadow: bool, rate: float | None) -> None:
-    guardrail.shadow, guardrail.shadow_sample_rate = shadow, rate
-    guardrail.save(update_fields=["shadow", "shadow_sample_rate"])

@@ -191,3 +191,21 @@ def test_a_reviewer_cannot_write_on_the_pages(bob: Any, acme_rule: Any) -> None:
     client = signed_in(bob)
     assert client.post("/alerts/", {"action": "add-rule", "name": "x", "kind": "run_failed"}).status_code == 403
     assert client.post(f"/alerts/rules/{acme_rule.pk}/", {"action": "delete"}).status_code == 404
+
+
+def test_a_name_taken_in_the_tenant_is_a_400_naming_it_and_replacing_keeps_its_own(
+    alice: Any, charlie: Any, api: Any
+) -> None:
+    client = api(alice)
+    first = client.post("/api/v1/alert-rules", RULE, format="json").json()
+    again = client.post("/api/v1/alert-rules", RULE, format="json")
+    assert again.status_code == 400 and again.json()["errors"][0]["path"] == "/name"
+    assert client.put(f"/api/v1/alert-rules/{first['id']}", RULE, format="json").status_code == 200
+    channel = {"tenant": "acme", "name": "mail", "kind": "email", "emails": ["ops@example.org"]}
+    made = client.post("/api/v1/alert-channels", channel, format="json").json()
+    twice = client.post("/api/v1/alert-channels", channel, format="json")
+    assert twice.status_code == 400 and twice.json()["errors"][0]["path"] == "/name"
+    assert client.put(f"/api/v1/alert-channels/{made['id']}", channel, format="json").status_code == 200
+    other = api(charlie).post("/api/v1/alert-rules", {**RULE, "tenant": "globex"}, format="json")
+    assert other.status_code == 201  # names are per tenant
+    assert AlertRule.objects.count() == 2 and Channel.objects.count() == 1

@@ -125,3 +125,47 @@ def test_a_delivery_survives_its_worker_being_killed_mid_send(acme: Any, real_br
         assert [r.headers["webhook-id"] for r in receiver.requests] == [delivery.msg_id] * 2
         assert all(r.verified for r in receiver.requests)
         assert list(DeliveryAttempt.objects.values_list("number", "status_code")) == [(2, 200)]
+
+
+def test_a_precision_alert_fires_on_reviews_and_resolves_when_they_are_corrected(
+    acme: Any, acme_guardrail: Any, bob: Any, api: Any, real_broker: Any, tmp_path: Path
+) -> None:
+    """The write path end to end: each review queues the rule's evaluation on the worker,
+    which fires (two false positives of three reviewed: 33% under 80%) and, once the
+    reviewers correct themselves, resolves; both messages reach the receiver signed."""
+    from tests.traces import seed
+
+    with Receiver(statuses=[500, 200, 200]) as receiver:
+        hook = save_channel(acme, {"name": "ops", "kind": "webhook", "url": receiver.url}, "fixture")
+        receiver.secret = hook.secret
+        params = {"guardrail": "no-refunds", "threshold": 0.8, "minReviewed": 3}
+        save_rule(acme, {"name": "refund precision", "kind": "precision", "params": params,
+                         "channels": [hook]}, "fixture")
+        seed.traces(acme, 3)
+        first, second, third = seed.violations(acme)
+        client = api(bob)
+        worker = Worker("precision", tmp_path, concurrency=2, **WORKER_SETTINGS)
+        try:
+            for violation, state in ((first, "false-positive"), (second, "false-positive"), (third, "acknowledged")):
+                answer = client.post(f"/api/v1/violations/{violation.pk}/review", {"state": state}, format="json")
+                assert answer.status_code == 200, answer.json()
+            wait_for(lambda: Firing.objects.filter(state="firing").exists(), 30, "the precision alert fired", worker)
+            firing = Firing.objects.get()
+            assert (firing.observed["precision"], firing.observed["reviewed"]) == (0.3333, 3)
+            wait_for(lambda: delivered(hook, "fired", firing), 30, "the alert delivered", worker)
+            assert [r.status for r in receiver.requests] == [500, 200]
+            assert receiver.requests[1].json["type"] == "alert.fired"
+            assert receiver.requests[1].json["data"]["firing"]["observed"]["falsePositives"] == 2
+
+            for state in ("open", "acknowledged"):
+                answer = client.post("/api/v1/violations/review", {"ids": [first.pk, second.pk], "state": state},
+                                     format="json")
+                assert answer.status_code == 200, answer.json()
+            wait_for(lambda: delivered(hook, "resolved", firing), 30, "the resolution delivered", worker)
+            firing.refresh_from_db()
+            assert firing.state == "resolved" and firing.resolved_observed["precision"] == 1.0
+            assert receiver.requests[-1].json["type"] == "alert.resolved"
+            assert all(r.verified for r in receiver.requests)
+            assert Firing.objects.count() == 1
+        finally:
+            worker.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -50,3 +51,19 @@ def test_the_admin_shows_the_log_but_cannot_change_it(root_client: Client, acme:
     assert entry.action == "tenant.admin-add" and entry.changes["slug"] == [None, "initech"]
     assert root_client.get("/admin/audit/auditentry/").status_code == 200
     assert root_client.get(f"/admin/audit/auditentry/{entry.pk}/delete/").status_code == 403
+
+
+def test_tenant_settings_changed_on_the_admin_are_audited(root_client: Client, acme: Any) -> None:
+    """The reviewer's judge limit (on the tenant) and its retention policy: one entry each."""
+    answer = root_client.post(f"/admin/tenancy/tenant/{acme.pk}/change/", {
+        "slug": "acme", "name": "Acme", "created_at_0": "2026-11-30", "created_at_1": "10:00:00",
+        "reviewer_judge_limit_usd": "5.00", "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"})
+    assert answer.status_code == 302, answer.content[:500]
+    answer = root_client.post("/admin/traces/retentionpolicy/add/", {
+        "tenant": acme.pk, "days": "30", "updated_at_0": "2026-11-30", "updated_at_1": "10:00:00"})
+    assert answer.status_code == 302, answer.content[:500]
+    entries = list(AuditEntry.objects.order_by("pk").values_list("action", "tenant_id", "changes"))
+    assert [(action, tenant) for action, tenant, _ in entries] == [
+        ("tenant.admin-change", acme.pk), ("retentionpolicy.admin-add", acme.pk)]
+    assert [Decimal(v) for v in entries[0][2]["reviewer_judge_limit_usd"]] == [Decimal(1), Decimal(5)]
+    assert entries[1][2]["days"] == [None, 30]

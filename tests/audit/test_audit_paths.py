@@ -1,4 +1,4 @@
-"""Every path that changes guardrails, reviews, members and roles, API keys, judge models
+"""Every path that changes guardrails (shadow and promote included), reviews, members and roles, API keys, judge models
 and policies, alert rules and tenants writes exactly one audit entry per change, with who,
 the tenant, the object and the diff.
 
@@ -23,6 +23,7 @@ from kindgi_console.audit.models import AuditEntry
 from kindgi_console.tenancy.models import ApiKey, Membership
 from tests.conftest import make_guardrail, member
 from tests.traces import seed
+from tests.traces.test_judge_ledger import judge_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,12 +68,16 @@ def test_every_path_writes_one_entry_per_change(acme: Any, globex: Any, alice: A
     (toggled,) = log.step(lambda: signed_in(alice).post("/guardrails/no-refunds/toggle/", {"enabled": "false"}),
                           "guardrail.toggle")
     assert toggled.changes == {"enabled": [True, False]}
+    log.step(lambda: signed_in(alice).post("/guardrails/no-refunds/toggle/", {"enabled": "false"}))  # no change
     upload = SimpleUploadedFile("g.json", json.dumps(make_guardrail("cite", check="must-cite", config={"min": 1},
                                                                     action={"on-violation": "log-only"})).encode())
     log.step(lambda: signed_in(alice).post("/guardrails/import/", {"files": [upload]}), "guardrail.import")
     log.step(lambda: signed_in(alice).post("/guardrails/cite/delete/"), "guardrail.delete")
     log.step(lambda: api(alice).put("/api/v1/guardrails/no-refunds", make_guardrail(), format="json"),
              "guardrail.update")
+    (restored,) = log.step(lambda: signed_in(alice).post("/guardrails/no-refunds/revisions/2/restore/"),
+                           "guardrail.update")
+    assert restored.changes == {"severity": ["critical", "warn"]}
 
     # reviews: one violation, then a bulk review of two
     signed_in(alice).post("/guardrails/no-refunds/toggle/", {"enabled": "true"})
@@ -87,6 +92,10 @@ def test_every_path_writes_one_entry_per_change(acme: Any, globex: Any, alice: A
     log.step(lambda: api(bob).post("/api/v1/violations/review", {"ids": [v.pk for v in others],
                                                                  "state": "acknowledged"}, format="json"),
              "violation.review", "violation.review")
+    (on_page,) = log.step(lambda: signed_in(bob).post(f"/violations/{first.pk}/review/",
+                                                      {"state": "false-positive", "note": ""}),
+                          "violation.review")
+    assert on_page.actor == "bob" and on_page.changes["state"] == ["acknowledged", "false-positive"]
 
     # members and roles (acme's admin dora), tenants (a superuser, and the command)
     carol = User.objects.create_user("carol", "carol@example.org", "correct horse 42")
@@ -134,6 +143,25 @@ def test_every_path_writes_one_entry_per_change(acme: Any, globex: Any, alice: A
     (policy,) = log.step(lambda: api(dora).put("/api/v1/tenants/acme/judge-policy", {"allowedModels": []},
                                                format="json"), "judgepolicy.update")
     assert policy.tenant == acme and policy.changes == {"allowedModels": [None, []]}
+
+    # shadow and promote, through the API (a user, then a key) and the page
+    log.step(lambda: api(alice).post("/api/v1/guardrails", judge_document(), format="json"), "guardrail.create")
+    url = "/api/v1/guardrails/no-refund-promises/shadow"
+    (shadowed,) = log.step(lambda: api(alice).post(url, {"shadow": True}, format="json"), "guardrail.shadow")
+    assert (shadowed.actor, shadowed.tenant, shadowed.object_repr) == ("alice", acme, "no-refund-promises")
+    assert shadowed.changes == {"shadow": [False, True]}
+    page = "/guardrails/no-refund-promises/shadow/"
+    (sampled,) = log.step(lambda: signed_in(alice).post(page, {"shadow": "true", "sample_percent": "25"}),
+                          "guardrail.shadow")
+    assert (sampled.actor, sampled.changes) == ("alice", {"sampleRate": [None, 0.25]})
+    (promoted,) = log.step(lambda: signed_in(alice).post(page, {"shadow": "false"}), "guardrail.promote")
+    assert promoted.changes == {"shadow": [True, False], "sampleRate": [0.25, None]}
+    (by_key,) = log.step(lambda: api(author_key).post(url, {"shadow": True, "sampleRate": 0.5}, format="json"),
+                         "guardrail.shadow")
+    assert by_key.actor.startswith("key:kgi_") and by_key.tenant == acme
+    log.step(lambda: api(author_key).post(url, {"shadow": False}, format="json"), "guardrail.promote")
+    log.step(lambda: api(author_key).post(url, {"shadow": False}, format="json"))  # no change, no entry
+    log.step(lambda: signed_in(alice).post(page, {"shadow": "false"}))
 
     # alert rules and channels
     (channel_made,) = log.step(lambda: api(alice).post("/api/v1/alert-channels", {

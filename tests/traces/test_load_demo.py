@@ -8,10 +8,12 @@ from typing import Any
 from django.contrib.auth import authenticate
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db.models import Count
 from django.test import Client
 
 from guardrails.engine.registry import default_registry
 from guardrails.models import Guardrail, GuardrailRevision, JudgeModelRegistration
+from kindgi_console.audit.models import AuditEntry
 from kindgi_console.tenancy.models import Membership, Tenant
 from traces.models import (
     Evaluation,
@@ -23,7 +25,7 @@ from traces.models import (
 )
 
 MODELS = [Tenant, User, Membership, Guardrail, GuardrailRevision, RunTrace, Evaluation,
-          EvaluationResult, Violation, ViolationReview, JudgeLedgerEntry, JudgeModelRegistration]
+          EvaluationResult, Violation, ViolationReview, JudgeLedgerEntry, JudgeModelRegistration, AuditEntry]
 
 
 def counts() -> dict[str, int]:
@@ -47,6 +49,12 @@ def test_load_demo_fills_every_page_and_is_idempotent(db: Any) -> None:
             ("acme-reviewer", "acme", "reviewer"),
             ("globex-reviewer", "globex", "reviewer")} <= roles
     assert ("acme-reviewer", "globex", "reviewer") not in roles
+
+    # what the command made is in the audit log, once per change, under its name
+    audited = dict(AuditEntry.objects.filter(actor="command:load_demo").values_list("action").annotate(n=Count("pk")))
+    assert audited == {"tenant.create": 2, "member.add": Membership.objects.count(), "guardrail.shadow": 1,
+                       "judgemodel.create": JudgeModelRegistration.objects.count()}
+    assert AuditEntry.objects.filter(action="guardrail.create").count() == Guardrail.objects.count()
 
     checks = set(Guardrail.objects.values_list("check_name", flat=True))
     assert {check.id for check in default_registry()} <= checks  # every built-in, rubric too

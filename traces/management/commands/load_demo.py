@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from kindgi_console.audit.log import acting_as
 from traces import demo
 
 
@@ -21,7 +22,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.perf_counter()
-        loaded = demo.load()
+        with acting_as("command:load_demo"):
+            loaded = demo.load()
         seconds = time.perf_counter() - started
         self.stdout.write(
             f"demo loaded in {seconds:.1f} s: {loaded.guardrails} guardrails, {loaded.traces} "
