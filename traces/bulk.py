@@ -9,7 +9,8 @@ grow with its size:
 - on PostgreSQL the results go in with `COPY` into a temporary table, then one statement
   inserts them (skipping any stored before: results are unique per trace, revision and
   run), inserts a violation for each new `fail` and returns the violations to count in
-  the chart's daily roll-up; other databases use bulk inserts.
+  the chart's daily roll-up; on SQLite, multi-row INSERTs that return the new results do
+  the same in a few statements (as many rows in each as SQLite's limits allow).
 
 Table and column names in the SQL here are the models' own; no input reaches them.
 """
@@ -185,7 +186,7 @@ def write_rows(rows: list[ResultRow], *, fresh: bool = False) -> None:
     if rows and connection.vendor == "postgresql":
         _write_with_copy(rows, fresh)
     elif rows:
-        _write_with_orm(rows)
+        _write_with_inserts(rows)
 
 
 @contextmanager
@@ -375,51 +376,81 @@ def _insert_values(count: int) -> str:
     return _insert_results("load_rows", f"load_rows ({LOAD_COLUMNS}) AS (VALUES {', '.join([row] * count)}),\n")
 
 
-def _write_with_orm(rows: list[ResultRow]) -> None:
-    """Any database: bulk insert the results, then the violations of the new fails."""
-    from django.db.models import Max
+RESULT_COUNT = len(RESULT_COLUMNS.split(","))
+VIOLATION_COUNT = len(VIOLATION_COLUMNS.split(","))
+#: At most this many rows per statement on SQLite: within its statement length (1 MB by default).
+MANY_ROWS = 4000
 
-    # A result stored before got its violation then: only rows inserted now, above this
-    # key, need one. The key range keeps the look-up as cheap for the millionth result.
-    floor = EvaluationResult.objects.aggregate(top=Max("pk"))["top"] or 0
-    EvaluationResult.objects.bulk_create([_result(row) for row in rows], ignore_conflicts=True)
+
+def _write_with_inserts(rows: list[ResultRow]) -> None:
+    """SQLite: multi-row INSERTs of the results that return the new ones (skipping any stored
+    before), then of the violations of the new fails, then the daily roll-up: a few
+    statements per batch of thousands of rows, as on PostgreSQL."""
+    new = insert_rows(INSERT_RESULTS_SQLITE, [_sqlite_result(row) for row in rows], RESULT_COUNT)
     by_pair = {(row.trace_id, row.revision_id): row for row in rows if row.status == "fail" and not row.shadow}
-    if not by_pair:
-        return
-    failures = EvaluationResult.objects.filter(
-        pk__gt=floor, trace_id__in={trace for trace, _ in by_pair}, evaluation_id=rows[0].evaluation_id,
-        status="fail", violation__isnull=True,
-    ).values_list("pk", "trace_id", "revision_id")
-    violations = [_violation(by_pair[(trace, revision)], pk) for pk, trace, revision in failures
-                  if (trace, revision) in by_pair]
-    Violation.objects.bulk_create(violations, ignore_conflicts=True)
-    violation_days.add(Violation.objects.filter(result_id__in=[v.result_id for v in violations],
-                                                created_at=rows[0].created_at))
+    violations = [_sqlite_violation(by_pair[(trace, revision)], pk)
+                  for pk, trace, revision in new if (trace, revision) in by_pair]
+    counted = Counter(insert_rows(INSERT_VIOLATIONS_SQLITE, violations, VIOLATION_COUNT))
+    day = timezone.localdate(rows[0].created_at)
+    violation_days.add_counts([(tenant, guardrail, revision, severity, day, n)
+                               for (tenant, guardrail, revision, severity), n in counted.items()])
 
 
-def _result(row: ResultRow) -> EvaluationResult:
-    return EvaluationResult(
-        tenant_id=row.tenant_id, trace_id=row.trace_id, guardrail_id=row.guardrail_id,
-        revision_id=row.revision_id, evaluation_id=row.evaluation_id, mode=row.mode, status=row.status,
-        reason=row.reason, duration_ms=row.duration_ms, details=orjson.loads(row.details),
-        created_at=row.created_at, skip_reason=row.skip_reason, shadow=row.shadow,
-    )
+INSERT_RESULTS_SQLITE = (
+    f"INSERT INTO {EvaluationResult._meta.db_table} ({RESULT_COLUMNS}) VALUES {{values}}"  # noqa: S608
+    " ON CONFLICT DO NOTHING RETURNING id, trace_id, revision_id"
+)
+INSERT_VIOLATIONS_SQLITE = (
+    f"INSERT INTO {Violation._meta.db_table} ({VIOLATION_COLUMNS}) VALUES {{values}}"  # noqa: S608
+    " ON CONFLICT DO NOTHING RETURNING tenant_id, guardrail_id, revision_id, severity"
+)
 
 
-def _violation(row: ResultRow, result_id: int) -> Violation:
-    return Violation(
-        tenant_id=row.tenant_id, trace_id=row.trace_id, result_id=result_id, guardrail_id=row.guardrail_id,
-        revision_id=row.revision_id, evaluation_id=row.evaluation_id, action=row.action,
-        severity=row.severity, mode=row.mode, reason=row.reason, agent=row.agent, flow=row.flow,
-        created_at=row.created_at,
-    )
+def insert_rows(statement: str, rows: Sequence[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
+    """SQLite: insert `rows` of `width` values with as few statements as its limits allow
+    (`statement` has `{values}` where the rows go); the rows the statements return."""
+    limit = min(MANY_ROWS, _sqlite_variable_limit() // width)
+    returned: list[tuple[Any, ...]] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), limit):
+            batch = rows[start:start + limit]
+            cursor.execute(statement.format(values=_value_lists(len(batch), width)),
+                           [value for row in batch for value in row])
+            returned.extend(tuple(row) for row in cursor.fetchall())
+    return returned
+
+
+def _sqlite_variable_limit() -> int:
+    """How many parameters one SQLite statement takes (250,000 in builds since 3.32; 999 before)."""
+    import sqlite3
+
+    connection.ensure_connection()
+    return int(connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+
+
+@functools.cache
+def _value_lists(count: int, width: int) -> str:
+    row = "(" + ", ".join(["%s"] * width) + ")"
+    return ", ".join([row] * count)
+
+
+def _sqlite_result(row: ResultRow) -> tuple[Any, ...]:
+    created = connection.ops.adapt_datetimefield_value(row.created_at)
+    return (*row[:10], created, row.skip_reason, row.shadow)
+
+
+def _sqlite_violation(row: ResultRow, result_id: int) -> tuple[Any, ...]:
+    created = connection.ops.adapt_datetimefield_value(row.created_at)
+    return (row.tenant_id, row.trace_id, result_id, row.guardrail_id, row.revision_id, row.evaluation_id,
+            row.action, row.severity, row.mode, row.reason, row.agent, row.flow, created, "open", "", "")
 
 
 # ---------------------------------------------------------------------------- withholding
 
 
 def withhold_outputs(trace_ids: Sequence[int]) -> None:
-    """Drop the stored responses of these traces (a halt guardrail failed), in one statement."""
+    """Drop the stored responses of these traces (a halt guardrail failed), in one statement
+    (on SQLite, one per as many keys as a statement takes)."""
     if not trace_ids:
         return
     if connection.vendor == "postgresql":
@@ -428,6 +459,10 @@ def withhold_outputs(trace_ids: Sequence[int]) -> None:
                 f"UPDATE {RunTrace._meta.db_table} SET document = document - 'output', withheld = true "  # noqa: S608
                 "WHERE id = ANY(%s)", [list(trace_ids)])
         return
-    for pk, document in RunTrace.objects.filter(pk__in=list(trace_ids)).values_list("pk", "document"):
-        kept = {key: value for key, value in document.items() if key != "output"}
-        RunTrace.objects.filter(pk=pk).update(document=kept, withheld=True)
+    limit = _sqlite_variable_limit()
+    with connection.cursor() as cursor:
+        for start in range(0, len(trace_ids), limit):
+            keys = list(trace_ids[start:start + limit])
+            cursor.execute(
+                f"UPDATE {RunTrace._meta.db_table} SET document = json_remove(document, '$.output'),"  # noqa: S608
+                f" withheld = 1 WHERE id IN ({', '.join(['%s'] * len(keys))})", keys)

@@ -1,10 +1,11 @@
 """Storing RunTraces: the fast path behind `POST /api/v1/traces` and `POST /api/v1/evaluate`.
 
 Parse once (the view), validate each trace with the engine's compiled validator, hash the
-canonical JSON, look up the ids already stored in one query per tenant, and write the
-new rows with one bulk insert in one transaction. Concurrent retries store nothing twice:
-the insert skips rows that the unique (tenant, trace id) constraint refuses, and the rows
-are read back to tell which were ours.
+canonical JSON, and write the rows with one insert in one transaction (COPY into a
+temporary table on PostgreSQL, multi-row INSERTs on SQLite). Concurrent retries store
+nothing twice: the insert skips rows that the unique (tenant, trace id) constraint
+refuses and returns the rows it created; the skipped ones are read to tell duplicates
+from conflicts.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from guardrails.engine.schema import validate_runtrace, validate_runtrace_line
 from guardrails.engine.types import Issue
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
+from traces import bulk
 from traces.models import RunTrace
 
 CREATED, DUPLICATE, CONFLICT, INVALID = "created", "duplicate", "conflict", "invalid"
@@ -133,7 +135,7 @@ def store(items: Iterable[Item], on_created: Callable[[list[int]], None] | None 
     if not pending:
         return
     pending, repeats = _split_repeats_within(pending)
-    write = _write_with_copy if connection.vendor == "postgresql" else _write_with_orm
+    write = _write_with_copy if connection.vendor == "postgresql" else _write_with_inserts
     with transaction.atomic():
         write(pending)
         _settle_repeats(repeats)
@@ -142,13 +144,20 @@ def store(items: Iterable[Item], on_created: Callable[[list[int]], None] | None 
             on_created(created)
 
 
-def _write_with_orm(items: list[Item]) -> None:
-    """Any database: look up the stored ids, bulk insert the others, read them back."""
-    fresh = _settle_already_stored(items)
-    if fresh:
-        now = timezone.now()
-        RunTrace.objects.bulk_create([_row(item, now) for item in fresh], ignore_conflicts=True)
-        _read_back(fresh)
+def _write_with_inserts(items: list[Item]) -> None:
+    """SQLite: multi-row INSERTs … ON CONFLICT DO NOTHING that return the rows they created
+    (as many rows a statement as SQLite's limits allow), then one read per tenant of the
+    rows skipped (stored before, or by a concurrent retry), as on PostgreSQL."""
+    now = timezone.now()
+    adapt = connection.ops.adapt_datetimefield_value
+    by_key = {(item.tenant.pk, item.id): item for item in items if item.tenant is not None}
+    rows = [(tenant, trace_id, agent, flow, adapt(started), adapt(ended), document, digest, withheld, adapt(at))
+            for tenant, trace_id, agent, flow, started, ended, document, digest, withheld, at
+            in (_copy_row(item, now) for item in items)]
+    for pk, tenant_id, trace_id in bulk.insert_rows(INSERT_MANY, rows, width=10):
+        by_key.pop((tenant_id, trace_id)).row_id = pk
+    if by_key:
+        _settle_already_stored(list(by_key.values()))
 
 
 LOAD_TABLE = "kindgi_trace_load"
@@ -160,6 +169,10 @@ LOAD_COLUMNS = (
 INSERT_LOADED = (
     f"INSERT INTO {RunTrace._meta.db_table} ({LOAD_COLUMNS}) "  # noqa: S608
     f"SELECT {LOAD_COLUMNS} FROM {LOAD_TABLE} "
+    "ON CONFLICT (tenant_id, trace_id) DO NOTHING RETURNING id, tenant_id, trace_id"
+)
+INSERT_MANY = (
+    f"INSERT INTO {RunTrace._meta.db_table} ({LOAD_COLUMNS}) VALUES {{values}} "  # noqa: S608
     "ON CONFLICT (tenant_id, trace_id) DO NOTHING RETURNING id, tenant_id, trace_id"
 )
 SELECT_SKIPPED = (
@@ -286,26 +299,6 @@ def _settle_already_stored(items: list[Item]) -> list[Item]:
     return fresh
 
 
-def _read_back(items: list[Item]) -> None:
-    """Which inserted rows are ours: a concurrent request may have stored the same id."""
-    by_tenant: dict[int, list[Item]] = defaultdict(list)
-    for item in items:
-        assert item.tenant is not None
-        by_tenant[item.tenant.pk].append(item)
-    for tenant_id, group in by_tenant.items():
-        rows = {
-            trace_id: (pk, digest)
-            for pk, trace_id, digest in RunTrace.objects.filter(
-                tenant_id=tenant_id, trace_id__in=[item.id for item in group]
-            ).values_list("pk", "trace_id", "content_hash")
-        }
-        for item in group:
-            pk, digest = rows[item.id]
-            item.row_id = pk
-            if digest != item.content_hash:
-                _compare(item, digest)
-
-
 def _compare(item: Item, stored_hash: str) -> None:
     item.stored_hash = stored_hash
     if stored_hash == item.content_hash:
@@ -313,23 +306,6 @@ def _compare(item: Item, stored_hash: str) -> None:
     else:
         item.status = CONFLICT
         item.errors = [Issue("/id", f"a different trace with id {item.id!r} is already stored")]
-
-
-def _row(item: Item, now: datetime) -> RunTrace:
-    doc = item.document
-    assert doc is not None and item.tenant is not None and item.id is not None
-    return RunTrace(
-        tenant=item.tenant,
-        trace_id=item.id,
-        agent=doc.get("agent") or "",
-        flow=doc.get("flow") or "",
-        started_at=_moment(doc.get("startedAt")),
-        ended_at=_moment(doc.get("endedAt")),
-        document=doc,
-        content_hash=item.content_hash,
-        withheld=item.withheld,
-        received_at=now,
-    )
 
 
 def _moment(value: Any) -> datetime | None:
