@@ -71,8 +71,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("CELERY_TASK_ALWAYS_EAGER", "bool", False, "run tasks in the calling process (tests only)"),
     V("CELERY_TASK_TIME_LIMIT", "int", 300, "seconds a task may run before its worker process is killed", minimum=1),
     V("CELERY_TASK_SOFT_TIME_LIMIT", "int", 270, "seconds before a task is asked to stop", minimum=1),
-    V("KINDGI_EVALUATION_CHUNK_SIZE", "int", 500, "traces per chunk of an evaluation run (one task each)", minimum=1),
-    V("KINDGI_EVALUATION_BATCH", "int", 500, "traces a chunk reads, evaluates and writes together", minimum=1),
+    V("KINDGI_EVALUATION_CHUNK_SIZE", "int", 2000, "traces per chunk of an evaluation run (one task each)", minimum=1),
+    V("KINDGI_EVALUATION_BATCH", "int", 1000, "traces a chunk reads, evaluates and writes together", minimum=1),
     V("KINDGI_CHUNK_LEASE_SECONDS", "int", 15, "how long a running chunk's or upload's claim is trusted without "
       "a heartbeat (renewed every third of it while its worker lives)", minimum=1),
     V("KINDGI_QUEUED_LEASE_SECONDS", "int", 300, "how long a queued chunk's or upload's message is trusted before "

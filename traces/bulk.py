@@ -31,8 +31,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
+from psycopg.types.json import set_json_dumps
 
-from guardrails.engine.evaluate import Engine
+from guardrails.engine.evaluate import Engine, Plan
 from guardrails.engine.types import Context, Mode, Result
 from guardrails.services import Enforced
 from traces import violation_days
@@ -136,28 +137,42 @@ def record_results(
 
 
 def evaluate_rows(engine: Engine, enforced: Sequence[Enforced], traces: Sequence[StoredTrace], mode: Mode,
-                  evaluation_id: int | None, services: Mapping[str, Any]) -> list[ResultRow]:
+                  evaluation_id: int | None, services: Mapping[str, Any], *,
+                  mark_shadow: bool = False) -> list[ResultRow]:
     """Evaluate each guardrail over each trace straight into the rows to store: the
     engine's verdict and its duration, as `evaluate_guardrail` gives them, without a Result
     object per evaluation (a run makes millions); `skipped` gives a row in a run only. A
-    guardrail in shadow judges the traces it samples, and its fails are no violation."""
-    targets = [(item.guardrail, _target(item), item) for item in enforced]
+    guardrail in shadow judges the traces it samples, and its fails are no violation.
+
+    As the CI path does, the guardrails are planned once per (tenant, agent, flow) of the
+    traces (`Engine.plan`: scope and checks resolved once), not for each trace.
+    `mark_shadow`: a shadow guardrail's details say `shadow`, as the runtime verdict's do
+    (`traces.services.with_shadow`)."""
+    guardrails = [item.guardrail for item in enforced]
+    targets = [(index, *_target(item), item.shadow, item) for index, item in enumerate(enforced)]
     keep_skipped = evaluation_id is not None
-    verdict = engine.verdict
     now = timezone.now()
+    plans: dict[tuple[Any, Any, Any], Plan] = {}
     rows: list[ResultRow] = []
+    append = rows.append
     for trace in traces:
         document = trace.document
-        context = Context.for_trace(document, mode, **services)
-        for guardrail, (guardrail_pk, revision_pk, action, severity), item in targets:
-            shadow = item.shadow
+        get = document.get
+        key = (get("tenant"), get("agent"), get("flow"))
+        plan = plans.get(key)
+        if plan is None:
+            plan = plans[key] = engine.plan(guardrails, Context(mode, *key, services=services))
+        verdict = plan.verdict
+        for index, guardrail_pk, revision_pk, action, severity, shadow, item in targets:
             if shadow and not item.sampled(trace.trace_id):
                 continue
             started = perf_counter()
-            status, reason, details = verdict(guardrail, document, context)
+            status, reason, details = verdict(index, document)
+            if shadow and mark_shadow:
+                details = {**details, "shadow": True}
             if status != "skipped" or keep_skipped:
                 skip, stored = _stored_details(status, details)
-                rows.append(ResultRow(
+                append(ResultRow(
                     trace.tenant_id, trace.pk, guardrail_pk, revision_pk, evaluation_id, mode, status,
                     reason or "", (perf_counter() - started) * 1000, stored, now, skip, shadow,
                     action, severity, trace.agent or "", trace.flow or ""))
@@ -320,10 +335,20 @@ NEW_RESULT_KEYS = (
     f"SELECT nextval(pg_get_serial_sequence('{EvaluationResult._meta.db_table}', 'id'))"  # noqa: S608
     " FROM generate_series(1, %s)"
 )
-COPY_RESULTS = f"COPY {EvaluationResult._meta.db_table} (id, {RESULT_COLUMNS}) FROM STDIN"
+# Fresh rows are copied in binary: nothing to format as text here, nothing to parse there.
+COPY_RESULTS = f"COPY {EvaluationResult._meta.db_table} (id, {RESULT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+RESULT_TYPES = ("int8", "int8", "int8", "int8", "int8", "int8", "text", "text", "text", "float8", "jsonb",
+                "timestamptz", "text", "bool")
 VIOLATION_COLUMNS = ("tenant_id, trace_id, result_id, guardrail_id, revision_id, evaluation_id, action, severity,"
                      " mode, reason, agent, flow, created_at, state, reviewed_by_label, review_note")
-COPY_VIOLATIONS = f"COPY {Violation._meta.db_table} ({VIOLATION_COLUMNS}) FROM STDIN"
+COPY_VIOLATIONS = f"COPY {Violation._meta.db_table} ({VIOLATION_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+VIOLATION_TYPES = ("int8", "int8", "int8", "int8", "int8", "int8", "text", "text", "text", "text", "text", "text",
+                   "timestamptz", "text", "text", "text")
+
+
+def _as_is(text: Any) -> Any:
+    """The details of a row are JSON text already (`_stored_details`): copied as they are."""
+    return text
 
 
 def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
@@ -336,13 +361,17 @@ def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(NEW_RESULT_KEYS, [len(rows)])
             keys = [key for (key,) in cursor.fetchall()]
+            set_json_dumps(_as_is, context=cursor.cursor)
             with cursor.cursor.copy(COPY_RESULTS) as copy:
+                copy.set_types(RESULT_TYPES)
+                write = copy.write_row
                 for key, row in zip(keys, rows, strict=True):
-                    copy.write_row((key, *row[:13]))
+                    write((key, *row[:13]))
             failed = [(key, row) for key, row in zip(keys, rows, strict=True)
                       if row.status == "fail" and not row.shadow]
             if failed:
                 with cursor.cursor.copy(COPY_VIOLATIONS) as copy:
+                    copy.set_types(VIOLATION_TYPES)
                     for key, row in failed:
                         copy.write_row((row.tenant_id, row.trace_id, key, row.guardrail_id, row.revision_id,
                                         row.evaluation_id, row.action, row.severity, row.mode, row.reason,

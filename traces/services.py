@@ -134,11 +134,30 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
     evaluated = 0
     selection = RunTrace.objects.filter(pk__in=ids)
     for batch in bulk.stored_traces(selection, max(len(ids), 1)):
+        rows = runtime_rows(batch, enforced)
         # An ingested batch is evaluated once (a redelivered task finds its results stored).
-        verdicts = evaluate_traces(batch, enforced, mode="runtime", fresh=True)
-        bulk.withhold_outputs([trace.pk for trace, verdict in verdicts if verdict.withheld])
+        bulk.store_rows(rows, fresh=True)
+        bulk.withhold_outputs(sorted({row.trace_id for row in rows if halts(row)}))
         evaluated += len(batch)
     return evaluated
+
+
+def runtime_rows(traces: Sequence[bulk.StoredTrace], enforced: Sequence[Enforced]) -> list[bulk.ResultRow]:
+    """The runtime verdicts of stored traces as rows to store, planned per (tenant, agent,
+    flow) as a run's are (`bulk.evaluate_rows`), with one set of evaluation services (one
+    judge client; each trace's own tenant routes its judge calls)."""
+    services = evaluation_services(None)
+    if any(item.guardrail.kind == JUDGE_KIND for item in enforced):
+        services["judge"].know_traces(traces)
+    try:
+        return bulk.evaluate_rows(deployment.engine(), enforced, traces, "runtime", None, services, mark_shadow=True)
+    finally:
+        close_services(services)
+
+
+def halts(row: bulk.ResultRow) -> bool:
+    """Whether the result fails its trace's turn (`evaluate_all`): a `halt` guardrail, not in shadow, failed."""
+    return row.status == "fail" and row.action == "halt" and not row.shadow
 
 
 def withhold_stored_output(trace: RunTrace) -> None:

@@ -167,6 +167,18 @@ class Plan:
             append(_PASSED if outcome is PASSED else self._shown(_outcome_verdict(check_id, outcome)))
         return verdicts
 
+    def verdict(self, index: int, trace: Trace) -> Verdict:
+        """Engine.verdict of the plan's `index`th guardrail on `trace` (as `verdicts` gives
+        it): for a caller that evaluates some of the guardrails only, or times each."""
+        check_id, run = self.steps[index]
+        if isinstance(run, tuple):
+            return run
+        try:
+            outcome = run(trace)
+        except Exception as exc:  # a check that raises gives error, never a crash of the run
+            return self._shown(_error_verdict(check_id, exc))
+        return _PASSED if outcome is PASSED else self._shown(_outcome_verdict(check_id, outcome))
+
     def _shown(self, verdict: Verdict) -> Verdict:
         if verdict[0] == "error" and self.redact is not None:
             return _redacted(verdict, self.redact)
