@@ -5,6 +5,12 @@ measurement runs in a fresh process on a throw-away SQLite database (tasks run e
 that process), and reports its peak resident memory above a process that only started
 Django and the engine. Bounded memory means the large/small ratio stays near 1 although the
 input grew tenfold. Prints, never asserts: numbers depend on the machine.
+
+`python bench/evaluation_memory.py --postgres 1000000 [--db kindgi_memory_bench]` measures a
+worker's whole peak resident memory (not above a bare process: the figure to hold under
+200 MB) during a run over that many traces stored in PostgreSQL (BENCH_POSTGRES's server,
+default the local one; the database is made again), generated in the database with
+`generate_series` (the traces this bench uploads, three guardrails).
 """
 
 from __future__ import annotations
@@ -22,11 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def setup_django(work: Path) -> None:
+def setup_django(work: Path, database_url: str | None = None) -> None:
     os.environ.update(
         {
             "KINDGI_VAR_DIR": str(work / "var"),
-            "DATABASE_URL": f"sqlite:///{work / 'db.sqlite3'}",
+            "DATABASE_URL": database_url or f"sqlite:///{work / 'db.sqlite3'}",
             "DJANGO_SETTINGS_MODULE": "kindgi_console.settings",
             "KINDGI_LOG_LEVEL": "WARNING",
             # As a deployed worker runs: with DEBUG on, Django keeps the last 9,000 queries'
@@ -146,6 +152,66 @@ def child(step: str, work: Path, count: int) -> None:
     print(f"{peak_kb} {elapsed:.1f} {outcome}")
 
 
+GENERATE = """
+INSERT INTO traces_runtrace (tenant_id, trace_id, agent, flow, document, content_hash, withheld, received_at)
+SELECT %(tenant)s, 'run-' || lpad(n::text, 7, '0'), 'support-bot', 'refund',
+       jsonb_build_object(
+         'id', 'run-' || lpad(n::text, 7, '0'), 'tenant', 'acme', 'agent', 'support-bot', 'flow', 'refund',
+         'input', 'Can I get a refund for order ' || n || '?',
+         'output', 'Orders can be refunded within 30 days [policy-refunds]. Order ' || n || ': '
+                   || repeat('details ', 40),
+         'messages', jsonb_build_array(jsonb_build_object('role', 'user', 'content', 'Refund order ' || n || '?')),
+         'toolCalls', CASE WHEN n %% 4 = 0 THEN jsonb_build_array(
+             jsonb_build_object('id', 'c1', 'name', 'lookup_order', 'arguments', jsonb_build_object('order', n::text),
+                                'result', jsonb_build_object('ok', true)),
+             jsonb_build_object('id', 'c2', 'name', 'issue_refund', 'arguments', jsonb_build_object('order', n::text),
+                                'result', 'ok'))
+           ELSE jsonb_build_array(
+             jsonb_build_object('id', 'c1', 'name', 'lookup_order', 'arguments', jsonb_build_object('order', n::text),
+                                'result', jsonb_build_object('ok', true))) END),
+       md5(n::text) || md5(n::text), false, now()
+FROM generate_series(%(start)s, %(stop)s) AS n
+"""
+
+
+def postgres_child(database: str, count: int) -> None:
+    """Generate `count` traces in a fresh PostgreSQL database, then (its own peak counted
+    from there) run an evaluation over them in this process, as one worker would."""
+    server = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
+    import psycopg
+
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{database}"')
+    setup_django(Path(tempfile.mkdtemp(prefix="kindgi-bench-")), f"{server}/{database}")
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from django.db import connection
+
+    from guardrails.services import Author, save_guardrail
+    from kindgi_console.tenancy.models import Tenant
+
+    acme = Tenant.objects.create(slug="acme", name="Acme")
+    for document in guardrails():
+        save_guardrail(document, Author(user=None, label="bench"))
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        for start in range(0, count, 100_000):
+            cursor.execute(GENERATE, {"tenant": acme.pk, "start": start, "stop": min(count, start + 100_000) - 1})
+        cursor.execute("VACUUM ANALYZE traces_runtrace")
+    print(f"generated {count:,} traces in {time.perf_counter() - started:.0f} s", flush=True)
+    from guardrails import deployment
+
+    deployment.engine()
+    before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    outcome = evaluate()
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"evaluate {count:>9,} traces: {peak_kb / 1024:.1f} MB peak resident (the worker's whole "
+          f"memory; {before_kb / 1024:.1f} MB before the run), {time.perf_counter() - started:.0f} s, {outcome}")
+
+
 def measure(step: str, work: Path, count: int) -> tuple[float, float, str]:
     result = subprocess.run(
         [sys.executable, __file__, "--child", step, str(work), str(count)],
@@ -183,5 +249,7 @@ def main(sizes: list[int]) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1:2] == ["--postgres"]:
+        postgres_child(sys.argv[4] if sys.argv[3:4] == ["--db"] else "kindgi_memory_bench", int(sys.argv[2]))
     else:
         main([int(a) for a in sys.argv[1:3]] if len(sys.argv) > 2 else [10_000, 100_000])

@@ -12,7 +12,9 @@ so a page costs about the same at any table size: the target ratio is about 1.
 The ledger's sums and the violation chart read the daily roll-ups (`LedgerDay`,
 `ViolationDay`: a few rows per day), so they too cost the same at any table size. The bulk
 load writes around the application's write paths, so the roll-ups are rebuilt after it.
-`GET ledger` is timed over the default view (everything) and over one day.
+`GET ledger` is timed over the default view (everything) and over one day. The drill-downs
+(a chart day's violations of one guardrail, the violations of an agent and flow, a
+violation's page, a trace's page) are timed too; a run's results list is `run_results.py`'s.
 
 Prints, never asserts: timings depend on the machine.
 """
@@ -26,6 +28,7 @@ import re
 import statistics
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,12 @@ PAGES = [
     ("ledger page", "/ledger/"),
     ("GET ledger by model (all)", "/api/v1/ledger?group_by=model"),
     ("GET ledger by model (1 day)", "/api/v1/ledger?group_by=model&since={day}"),
+    # Drill-downs: a chart day's violations of one guardrail, a violation, a trace.
+    ("violations of a chart day", "/violations/?guardrail=no-refunds&since={day}T00:00:00Z&until={next_day}T00:00:00Z"),
+    ("violations by agent and flow", "/violations/?agent=support-bot&flow=refund"),
+    ("GET violations, filtered", "/api/v1/violations?severity=critical&state=open"),
+    ("violation detail (newest)", "/violations/{violation}/"),
+    ("trace detail (newest)", "/traces/{trace}/"),
 ]
 
 
@@ -107,9 +116,9 @@ WITH new AS (
   RETURNING id, tenant_id, agent, flow, received_at
 ), results AS (
   INSERT INTO traces_evaluationresult (tenant_id, trace_id, guardrail_id, revision_id, mode, status,
-                                       reason, duration_ms, details, created_at)
+                                       reason, duration_ms, details, created_at, skip_reason, shadow)
   SELECT tenant_id, id, %(guardrail)s, %(revision)s, 'runtime', 'fail',
-         'called forbidden tool ''issue_refund''', 0.01, '{}'::jsonb, received_at
+         'called forbidden tool ''issue_refund''', 0.01, '{}'::jsonb, received_at, '', false
   FROM new
   RETURNING id, tenant_id, trace_id, created_at
 )
@@ -172,14 +181,19 @@ def time_pages(user: Any, repeats: int) -> dict[str, float]:
 
     client = Client()
     client.force_login(user)
-    day = timezone.now().date().isoformat()
+    from traces.models import RunTrace, Violation
+
+    today = timezone.now().date()
+    newest = Violation.objects.filter(tenant__slug="acme").order_by("-created_at", "-id").values("pk", "trace_id")[0]
+    names = {"day": today.isoformat(), "next_day": (today + timedelta(days=1)).isoformat(),
+             "violation": newest["pk"], "trace": RunTrace.objects.get(pk=newest["trace_id"]).pk}
     timings: dict[str, float] = {}
     first = client.get("/violations/").content.decode()
     found = re.search(r'href="([^"]+)" rel="next"', first)
     assert found, "the violation list has a single page: give more rows"
     next_url = html.unescape(found.group(1))
     for name, url in PAGES:
-        target = next_url if url is None else url.format(day=day)
+        target = next_url if url is None else url.format(**names)
         assert client.get(target).status_code == 200, target
         samples = []
         for _ in range(repeats):
