@@ -158,11 +158,14 @@ def test_a_plan_gives_what_verdict_gives_for_every_guardrail() -> None:
     context = Context("ci", agent="bot")
     plan = engine.plan(guardrails, context)
     assert plan.verdicts(trace) == [engine.verdict(g, trace, context) for g in guardrails]
+    # One guardrail of the plan at a time (what a run's chunk times), the same verdicts.
+    assert [plan.verdict(index, trace) for index in range(len(guardrails))] == plan.verdicts(trace)
     assert [status for status, _, _ in plan.verdicts(trace)] == ["error", "fail", "skipped", "pass", "error", "error"]
     # Errors are redacted as Engine.verdict redacts them.
     engine.redact = lambda text: text.replace("boom", "[redacted]")
     redacted = engine.plan(guardrails, context).verdicts(trace)
     assert redacted == [engine.verdict(g, trace, context) for g in guardrails]
+    assert engine.plan(guardrails, context).verdict(0, trace) == redacted[0]
     assert redacted[0][1] == "check 'acme.raises' raised ValueError: [redacted]"
 
 
