@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('guardrails', '0005_guardrail_shadow'),
         ('tenancy', '0004_tenant_reviewer_judge_limit'),
-        ('traces', '0015_calibration'),
+        ('traces', '0017_run_comparisons'),
     ]
 
     operations = [
