@@ -7,7 +7,6 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F, Prefetch, QuerySet, Value
 from django.db.models.functions import Coalesce, NullIf
 from django.http import Http404, StreamingHttpResponse
@@ -34,12 +33,8 @@ from traces.models import (
     Violation,
     ViolationReview,
 )
-from traces.services import (
-    enforced_now,
-    queue_runtime_evaluation,
-    record_verdict,
-    runtime_verdict,
-)
+from traces.services import enforced_now, queue_runtime_evaluation, runtime_verdict
+from traces.verdicts import store_verdict
 
 ERRORS_SCHEMA = {
     "type": "object",
@@ -233,14 +228,7 @@ class EvaluateView(ConsoleAPIView):
         if storing:
             if verdict.withheld:
                 ingest.withhold_output(item)
-            with transaction.atomic():  # the trace, its results and violations: one commit
-                ingest.store_one(item)
-                if item.row_id is not None and item.status != ingest.CONFLICT:
-                    trace = RunTrace(pk=item.row_id, tenant=item.tenant, trace_id=item.id or "",
-                                     agent=item.document.get("agent") or "",
-                                     flow=item.document.get("flow") or "")
-                    record_verdict(trace, verdict.results, enforced)
-                    services["judge"].attach_trace(trace)
+            store_verdict(item, verdict.results, enforced, services["judge"])
             answer["trace"] = item.as_dict()
         return Response(answer)
 

@@ -1,0 +1,126 @@
+"""Storing a runtime verdict (`POST evaluate`): the trace, its results, their violations and
+the day's roll-up.
+
+A runtime asks for a verdict before every agent turn, so on PostgreSQL all of it is one
+statement, which is atomic without a transaction around it (no BEGIN and COMMIT round
+trips): the trace is inserted unless its id is stored; the stored row's hash then tells a
+duplicate (its results are added, as for a new trace) from a conflict (no results). The
+results go in as arrays, so the statement's text is the same whatever their number and
+the driver parses it once. Elsewhere, or when a judge call must be linked to the trace,
+the same writes are made in one transaction by `ingest.store_one` and `record_verdict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from guardrails.engine.types import Result
+from guardrails.services import Enforced
+from traces import bulk, ingest
+from traces.models import EvaluationResult, RunTrace, Violation, ViolationDay
+
+_TRACES, _RESULTS = RunTrace._meta.db_table, EvaluationResult._meta.db_table
+_VIOLATIONS, _DAYS = Violation._meta.db_table, ViolationDay._meta.db_table
+
+# Table and column names come from the models and constants: values go as parameters.
+STORE_VERDICT = f"""
+WITH trace AS (
+  INSERT INTO {_TRACES} ({ingest.LOAD_COLUMNS})
+  VALUES (%(tenant)s, %(trace_ref)s, %(agent)s, %(flow)s, %(started_at)s, %(ended_at)s, %(document)s::jsonb,
+          %(content_hash)s, %(withheld)s, %(now)s)
+  ON CONFLICT (tenant_id, trace_id) DO NOTHING
+  RETURNING id
+), stored AS (
+  SELECT id, content_hash FROM {_TRACES} WHERE tenant_id = %(tenant)s AND trace_id = %(trace_ref)s
+), target AS (
+  SELECT id FROM trace UNION ALL SELECT id FROM stored WHERE content_hash = %(content_hash)s
+), load AS (
+  SELECT * FROM unnest(%(guardrail)s::bigint[], %(revision)s::bigint[], %(status)s::text[], %(reason)s::text[],
+                       %(duration)s::double precision[], %(details)s::jsonb[], %(skip)s::text[],
+                       %(shadow)s::boolean[], %(action)s::text[], %(severity)s::text[])
+    AS l(guardrail_id, revision_id, status, reason, duration_ms, details, skip_reason, shadow, action, severity)
+), new AS (
+  INSERT INTO {_RESULTS} ({bulk.RESULT_COLUMNS})
+  SELECT %(tenant)s, t.id, l.guardrail_id, l.revision_id, NULL, %(mode)s, l.status, l.reason, l.duration_ms,
+         l.details, %(now)s, l.skip_reason, l.shadow
+  FROM target t CROSS JOIN load l
+  ON CONFLICT DO NOTHING
+  RETURNING id, trace_id, revision_id, status, shadow
+), violations AS (
+  INSERT INTO {_VIOLATIONS} ({bulk.VIOLATION_COLUMNS})
+  SELECT %(tenant)s, n.trace_id, n.id, l.guardrail_id, l.revision_id, NULL, l.action, l.severity, %(mode)s,
+         l.reason, %(agent)s, %(flow)s, %(now)s, 'open', '', ''
+  FROM new n JOIN load l ON l.revision_id = n.revision_id
+  WHERE n.status = 'fail' AND NOT n.shadow
+  ON CONFLICT DO NOTHING
+  RETURNING tenant_id, guardrail_id, severity
+), days AS (
+  INSERT INTO {_DAYS} (tenant_id, guardrail_id, severity, day, count)
+  SELECT tenant_id, guardrail_id, severity, %(day)s::date, count(*) FROM violations
+  GROUP BY tenant_id, guardrail_id, severity ORDER BY tenant_id, guardrail_id, severity
+  ON CONFLICT (tenant_id, guardrail_id, severity, day) DO UPDATE SET count = {_DAYS}.count + excluded.count
+)
+SELECT (SELECT id FROM trace), (SELECT id FROM stored), (SELECT content_hash FROM stored)
+"""  # noqa: S608
+
+
+def store_verdict(item: ingest.Item, results: Sequence[Result], enforced: Sequence[Enforced], judge: Any) -> None:
+    """Store a valid trace of `POST evaluate` and, unless another trace has its id, the
+    verdict's results and violations, all or nothing; sets the item's status and row.
+
+    `judge`: the evaluation's judge service, whose calls (if any) are linked to the trace.
+    """
+    if connection.vendor == "postgresql" and not judge.recorded and _in_one_statement(item, results, enforced):
+        return
+    with transaction.atomic():
+        ingest.store_one(item)
+        if item.row_id is not None and item.status != ingest.CONFLICT:
+            trace = _trace(item, item.row_id)
+            bulk.write_rows(bulk.result_rows([(trace, results)], enforced, "runtime", None))
+            judge.attach_trace(trace)
+
+
+def _in_one_statement(item: ingest.Item, results: Sequence[Result], enforced: Sequence[Enforced]) -> bool:
+    """PostgreSQL: everything in `STORE_VERDICT`. False, with nothing written, when the id's
+    row was committed by another request while the statement ran (neither inserted nor
+    read): the caller stores it again, in a transaction that then reads that row."""
+    if item.status != ingest.CREATED:
+        return False
+    now = timezone.now()
+    rows = bulk.result_rows([(_trace(item, None), results)], enforced, "runtime", None)
+    with connection.cursor() as cursor:
+        cursor.execute(STORE_VERDICT, _parameters(item, rows, now))
+        inserted, stored, digest = cursor.fetchone()
+    if inserted is not None:
+        item.row_id = inserted
+        return True
+    if stored is None:
+        return False
+    item.row_id = stored
+    ingest._compare(item, digest)
+    return True
+
+
+def _trace(item: ingest.Item, pk: int | None) -> RunTrace:
+    document = item.document or {}
+    assert item.tenant is not None
+    return RunTrace(pk=pk, tenant=item.tenant, trace_id=item.id or "", agent=document.get("agent") or "",
+                    flow=document.get("flow") or "")
+
+
+def _parameters(item: ingest.Item, rows: list[bulk.ResultRow], now: Any) -> dict[str, Any]:
+    tenant, trace_ref, agent, flow, started_at, ended_at, document, digest, withheld, _ = ingest._copy_row(item, now)
+    return {
+        "tenant": tenant, "trace_ref": trace_ref, "agent": agent, "flow": flow, "started_at": started_at,
+        "ended_at": ended_at, "document": document, "content_hash": digest, "withheld": withheld, "now": now,
+        "mode": "runtime", "day": timezone.localdate(now),
+        "guardrail": [row.guardrail_id for row in rows], "revision": [row.revision_id for row in rows],
+        "status": [row.status for row in rows], "reason": [row.reason for row in rows],
+        "duration": [row.duration_ms for row in rows], "details": [row.details for row in rows],
+        "skip": [row.skip_reason for row in rows], "shadow": [row.shadow for row in rows],
+        "action": [row.action for row in rows], "severity": [row.severity for row in rows],
+    }
