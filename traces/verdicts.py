@@ -5,9 +5,10 @@ A runtime asks for a verdict before every agent turn, so on PostgreSQL all of it
 statement, which is atomic without a transaction around it (no BEGIN and COMMIT round
 trips): the trace is inserted unless its id is stored; the stored row's hash then tells a
 duplicate (its results are added, as for a new trace) from a conflict (no results). The
-results go in as arrays, so the statement's text is the same whatever their number and
-the driver parses it once. Elsewhere, or when a judge call must be linked to the trace,
-the same writes are made in one transaction by `ingest.store_one` and `record_verdict`.
+results go in as one JSON array, so the statement's text is the same whatever their
+number: the driver parses it once, and encoding the results is one orjson call.
+Elsewhere, or when a judge call must be linked to the trace, the same writes are made in
+one transaction by `ingest.store_one` and `bulk.write_rows`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -39,10 +41,9 @@ WITH trace AS (
 ), target AS (
   SELECT id FROM trace UNION ALL SELECT id FROM stored WHERE content_hash = %(content_hash)s
 ), load AS (
-  SELECT * FROM unnest(%(guardrail)s::bigint[], %(revision)s::bigint[], %(status)s::text[], %(reason)s::text[],
-                       %(duration)s::double precision[], %(details)s::jsonb[], %(skip)s::text[],
-                       %(shadow)s::boolean[], %(action)s::text[], %(severity)s::text[])
-    AS l(guardrail_id, revision_id, status, reason, duration_ms, details, skip_reason, shadow, action, severity)
+  SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS l(guardrail_id bigint, revision_id bigint, status text,
+      reason text, duration_ms double precision, details jsonb, skip_reason text, shadow boolean, action text,
+      severity text)
 ), new AS (
   INSERT INTO {_RESULTS} ({bulk.RESULT_COLUMNS})
   SELECT %(tenant)s, t.id, l.guardrail_id, l.revision_id, NULL, %(mode)s, l.status, l.reason, l.duration_ms,
@@ -118,9 +119,11 @@ def _parameters(item: ingest.Item, rows: list[bulk.ResultRow], now: Any) -> dict
         "tenant": tenant, "trace_ref": trace_ref, "agent": agent, "flow": flow, "started_at": started_at,
         "ended_at": ended_at, "document": document, "content_hash": digest, "withheld": withheld, "now": now,
         "mode": "runtime", "day": timezone.localdate(now),
-        "guardrail": [row.guardrail_id for row in rows], "revision": [row.revision_id for row in rows],
-        "status": [row.status for row in rows], "reason": [row.reason for row in rows],
-        "duration": [row.duration_ms for row in rows], "details": [row.details for row in rows],
-        "skip": [row.skip_reason for row in rows], "shadow": [row.shadow for row in rows],
-        "action": [row.action for row in rows], "severity": [row.severity for row in rows],
+        "results": orjson.dumps([_result(row) for row in rows]).decode(),
     }
+
+
+def _result(row: bulk.ResultRow) -> dict[str, Any]:
+    return {"guardrail_id": row.guardrail_id, "revision_id": row.revision_id, "status": row.status,
+            "reason": row.reason, "duration_ms": row.duration_ms, "details": orjson.Fragment(row.details),
+            "skip_reason": row.skip_reason, "shadow": row.shadow, "action": row.action, "severity": row.severity}
