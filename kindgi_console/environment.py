@@ -43,6 +43,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("DATABASE_URL", "text", "", "the database (`postgres://user@host:5432/name` in a deployment)",
       shown="SQLite `db.sqlite3` in the project folder"),
     V("DATABASE_CONN_MAX_AGE", "int", 60, "seconds a database connection is kept for the next request", minimum=0),
+    V("DATABASE_PREPARED_STATEMENTS", "bool", True, "PostgreSQL keeps the hottest statement (`POST evaluate`'s "
+      "write) prepared on each connection; `false` behind a pooler in transaction mode (PgBouncer before 1.21)"),
     V("CELERY_BROKER_URL", "text", "filesystem://", "Celery's broker (`redis://host:6379/0` in a deployment)",
       shown="`filesystem://` (under `KINDGI_VAR_DIR/broker`)"),
     V("KINDGI_VAR_DIR", "text", "", "where the console writes: the filesystem broker, uploads, static files, "

@@ -104,6 +104,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The test database is a file, so that a real Celery worker process can open it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
     VAR_DIR.mkdir(parents=True, exist_ok=True)
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Only server-bound cursors prepare (`traces.verdicts.prepared_cursor`); Django's bind on
+    # the client. None: nothing is prepared (a pooler in transaction mode cannot keep them).
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
+        5 if flag("DATABASE_PREPARED_STATEMENTS") else None)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -93,7 +93,7 @@ def _in_one_statement(item: ingest.Item, results: Sequence[Result], enforced: Se
         return False
     now = timezone.now()
     rows = bulk.result_rows([(_trace(item, None), results)], enforced, "runtime", None)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(STORE_VERDICT, _parameters(item, rows, now))
         inserted, stored, digest = cursor.fetchone()
     if inserted is not None:
@@ -104,6 +104,28 @@ def _in_one_statement(item: ingest.Item, results: Sequence[Result], enforced: Se
     item.row_id = stored
     ingest._compare(item, digest)
     return True
+
+
+def prepared_cursor() -> Any:
+    """A cursor of the connection whose statements PostgreSQL prepares (psycopg binds their
+    parameters on the server and keeps the statements prepared on the connection): the
+    first run parses and plans a statement, the next ones only execute it (planning the
+    verdict's statement costs as much as running it). Django's own cursors bind on the
+    client and prepare nothing. `DATABASE_PREPARED_STATEMENTS=false` (the connection's
+    `prepare_threshold` None) prepares nothing here either."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    class PreparedCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
+        def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            done = super().execute(query, params, prepare=True, **options)
+            if self._query is None and connection.queries_logged:  # what Django logs (tests, DEBUG)
+                self._query = self._convert_query(query, params)
+            return done
+
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    raw = PreparedCursor(connection.connection)
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
 
 
 def _trace(item: ingest.Item, pk: int | None) -> RunTrace:

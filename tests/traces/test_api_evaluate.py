@@ -208,3 +208,29 @@ def test_a_revoked_key_is_refused_at_its_next_request(api: Any, acme_key: str, h
     assert evaluate(client, make_trace(id="while-valid")).status_code == 200
     ApiKey.objects.get(hash=hash_key(acme_key)).revoke()
     assert evaluate(client, make_trace(id="after-revoked")).status_code == 401
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_the_verdicts_write_is_prepared_on_postgresql_unless_switched_off(
+    api: Any, acme_key: str, halt_guardrail: Any, prepared: bool
+) -> None:
+    from django.conf import settings
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's")
+    assert settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] == 5  # DATABASE_PREPARED_STATEMENTS
+    client = api(acme_key)
+    connection.ensure_connection()
+    threshold = connection.connection.prepare_threshold
+    connection.connection.prepare_threshold = threshold if prepared else None  # as when switched off
+    try:
+        for n in range(3):
+            assert evaluate(client, make_trace(id=f"turn-{n}")).json()["trace"]["status"] == "created"
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                           ["%WITH trace AS%"])
+            assert cursor.fetchone()[0] == (1 if prepared else 0)
+    finally:
+        connection.connection.prepare_threshold = threshold
+    assert Violation.objects.count() == 3
