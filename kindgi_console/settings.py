@@ -54,16 +54,17 @@ INSTALLED_APPS = [
     "alerts",
 ]
 
+# The API's requests skip what only pages need (kindgi_console.middleware): static files, messages.
 MIDDLEWARE = [
     "kindgi_console.errors.ApiErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "kindgi_console.middleware.StaticFilesForPages",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "kindgi_console.audit.log.AuditActorMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "kindgi_console.middleware.MessagesForPages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
 ]

@@ -23,6 +23,9 @@ api_v1 = [
 admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
+    # The API first: a runtime calls it before every agent turn, and resolving its URLs
+    # then tries no page route (no page route is under api/).
+    path("api/v1/", include(api_v1)),
     path("", OverviewView.as_view(), name="dashboard"),
     path("", include("guardrails.urls")),
     path("", include("guardrails.judge_urls")),
@@ -33,7 +36,6 @@ urlpatterns = [
     path("login/", SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch-tenant/", switch_tenant, name="switch-tenant"),
-    path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("traces.urls")),

@@ -1,0 +1,40 @@
+"""Middleware that only the pages need, skipped for the API's requests (/api/v1/).
+
+A runtime calls the API before every agent turn; these add nothing to its answers:
+static files (WhiteNoise serves /static/ only) and flashed messages (no API view reads or
+writes them). Each is a subclass of the original, so the system checks still find it.
+Sessions, authentication and the CSRF middleware stay (a signed-in user may call the API
+from the console; `check --deploy` wants Django's own CSRF middleware), and so do the
+response headers (HSTS, CSP, X-Frame-Options).
+"""
+
+from __future__ import annotations
+
+from django.contrib.messages.middleware import MessageMiddleware
+from django.http import HttpRequest, HttpResponse
+from whitenoise.middleware import WhiteNoiseMiddleware
+
+API_V1 = "/api/v1/"
+
+
+def is_api_v1(request: HttpRequest) -> bool:
+    return request.path_info.startswith(API_V1)
+
+
+class StaticFilesForPages(WhiteNoiseMiddleware):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if is_api_v1(request):
+            response: HttpResponse = self.get_response(request)
+            return response
+        return super().__call__(request)  # type: ignore[no-any-return]
+
+
+class MessagesForPages(MessageMiddleware):
+    def process_request(self, request: HttpRequest) -> None:
+        if not is_api_v1(request):
+            super().process_request(request)
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if is_api_v1(request):
+            return response
+        return super().process_response(request, response)  # type: ignore[no-any-return]
