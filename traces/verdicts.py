@@ -58,12 +58,12 @@ WITH trace AS (
   FROM new n JOIN load l ON l.revision_id = n.revision_id
   WHERE n.status = 'fail' AND NOT n.shadow
   ON CONFLICT DO NOTHING
-  RETURNING tenant_id, guardrail_id, severity
+  RETURNING tenant_id, guardrail_id, revision_id, severity
 ), days AS (
-  INSERT INTO {_DAYS} (tenant_id, guardrail_id, severity, day, count)
-  SELECT tenant_id, guardrail_id, severity, %(day)s::date, count(*) FROM violations
-  GROUP BY tenant_id, guardrail_id, severity ORDER BY tenant_id, guardrail_id, severity
-  ON CONFLICT (tenant_id, guardrail_id, severity, day) DO UPDATE SET count = {_DAYS}.count + excluded.count
+  INSERT INTO {_DAYS} (tenant_id, guardrail_id, revision_id, severity, day, count, reviewed, false_positives)
+  SELECT tenant_id, guardrail_id, revision_id, severity, %(day)s::date, count(*), 0, 0 FROM violations
+  GROUP BY tenant_id, guardrail_id, revision_id, severity ORDER BY tenant_id, guardrail_id, revision_id, severity
+  ON CONFLICT (tenant_id, guardrail_id, revision_id, severity, day) DO UPDATE SET count = {_DAYS}.count + excluded.count
 )
 SELECT (SELECT id FROM trace), (SELECT id FROM stored), (SELECT content_hash FROM stored)
 """  # noqa: S608
