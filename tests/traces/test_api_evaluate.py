@@ -162,9 +162,9 @@ def test_an_evaluation_makes_a_few_queries_whatever_the_number_of_guardrails(
 ROLL_UP = ("tenant_id", "guardrail_id", "revision_id", "severity", "day", "count", "reviewed", "false_positives")
 
 
-#: SQLite: the key, the stamp, the trace (look-up, insert, read-back), the results (the
-#: highest key, the insert), the new fails, the violations, their roll-up (counted, written).
-SQLITE_QUERIES = 11
+#: SQLite: the key, the stamp, the trace (one INSERT), the results and their violations
+#: (two), the roll-up, in one transaction.
+SQLITE_QUERIES = 7
 
 
 def test_a_trace_stored_before_its_guardrail_gets_the_results_of_its_repeat(
