@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +31,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
-from rest_framework.utils.urls import remove_query_param, replace_query_param
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from guardrails.engine.types import Issue
@@ -313,10 +313,6 @@ class KeysetPagination(BasePagination):
         ]
 
 
-def first_page_url(url: str) -> str:
-    return remove_query_param(url, KeysetPagination.cursor_query_param)
-
-
 # ---------------------------------------------------------------------------- the base view
 
 
@@ -359,7 +355,3 @@ def refuse_nul_characters(request: Request, kwargs: dict[str, Any]) -> None:
     for name, values in named:
         if any("\x00" in str(value) for value in values):
             raise ApiError([Issue(pointer(name), "the NUL character is not allowed")])
-
-
-def issues_response(issues: Iterable[Issue], status_code: int = 400) -> Response:
-    return Response({"errors": [issue.as_dict() for issue in issues]}, status=status_code)
