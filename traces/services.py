@@ -141,13 +141,6 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
     return evaluated
 
 
-def withhold_stored_output(trace: RunTrace) -> None:
-    """Drop a stored trace's response (a halt guardrail failed); its hash stays the received one."""
-    trace.document = {key: value for key, value in trace.document.items() if key != "output"}
-    trace.withheld = True
-    RunTrace.objects.filter(pk=trace.pk).update(document=trace.document, withheld=True)
-
-
 def evaluate_traces(
     traces: Sequence[Any],
     enforced: Sequence[Enforced],
