@@ -30,10 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from evaluation_run import setup_django  # noqa: E402
-from guardrail_ci import make_trace  # noqa: E402  (the CI bench's realistic turns)
+from bench.evaluation_run import setup_django  # noqa: E402
+from bench.guardrail_ci import make_trace  # noqa: E402  (the CI bench's realistic turns)
 
 BASELINE_RPS, TARGET_P99_MS = 114.0, 60.0
 

@@ -46,7 +46,7 @@ from kindgi_console.tenancy.scoping import Caller, TenantDenied, TenantScopedQue
 class ApiError(exceptions.APIException):
     """An error with explicit JSON pointers: raised by views, shaped by the handler."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     default_detail = "invalid request"
 
     def __init__(self, issues: Sequence[Issue], status_code: int = 400) -> None:
@@ -245,7 +245,9 @@ class KeysetPagination(BasePagination):
     page_size = 50
     max_page_size = 500
 
-    def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any]:
+    def paginate_queryset(  # type: ignore[override]  # it pages querysets only (keyset)
+        self, queryset: QuerySet[Any], request: Request, view: Any = None
+    ) -> list[Any]:
         self.request = request
         self.field = getattr(view, "ordering_field", "created_at")
         self.limit = self._page_size(request)
@@ -326,7 +328,7 @@ class ConsoleAPIView(GenericAPIView):  # type: ignore[type-arg]
     authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
     permission_classes = [HasScope]
     throttle_classes = [CallerRateThrottle]
-    pagination_class = KeysetPagination
+    pagination_class: type[BasePagination] | None = KeysetPagination
     metadata_class = None  # OPTIONS is 405: the OpenAPI description documents the API
     scopes: dict[str, str] = {"*": "read"}
     ordering_field = "created_at"

@@ -356,7 +356,7 @@ def _insert_with_copy(rows: list[ResultRow]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         if len(rows) <= FEW_ROWS:
             cursor.execute(_insert_values(len(rows)), [value for row in rows for value in row])
-            counted = cursor.fetchall()
+            counted: list[tuple[Any, ...]] = cursor.fetchall()
         else:
             cursor.execute(CREATE_LOAD)
             with cursor.cursor.copy(f"COPY {LOAD_TABLE} ({LOAD_COLUMNS}) FROM STDIN") as copy:
@@ -387,7 +387,8 @@ def _write_with_orm(rows: list[ResultRow]) -> None:
     if not by_pair:
         return
     failures = EvaluationResult.objects.filter(
-        pk__gt=floor, trace_id__in={trace for trace, _ in by_pair}, evaluation_id=rows[0].evaluation_id,
+        pk__gt=floor, trace_id__in={trace for trace, _ in by_pair},
+        evaluation_id=rows[0].evaluation_id,  # type: ignore[misc]  # None: IS NULL
         status="fail", violation__isnull=True,
     ).values_list("pk", "trace_id", "revision_id")
     violations = [_violation(by_pair[(trace, revision)], pk) for pk, trace, revision in failures

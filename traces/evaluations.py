@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
@@ -44,8 +44,9 @@ from traces.leases import lost_chunks
 from traces.models import Evaluation, EvaluationChunk, RunTrace, Upload
 from traces.run_ends import STATUSES as STATUSES
 from traces.run_ends import cancel_run as cancel_run
-from traces.run_ends import fail_run, finish_run
+from traces.run_ends import fail_run as fail_run
 from traces.run_ends import fail_run_of_chunk as fail_run_of_chunk
+from traces.run_ends import finish_run
 from traces.run_ends import live_summary as live_summary
 
 logger = logging.getLogger(__name__)
@@ -377,7 +378,7 @@ def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequenc
     if any(target.guardrail.kind == JUDGE_KIND for target in targets):
         services["judge"].know_traces(traces)
     try:
-        rows = bulk.evaluate_rows(engine, targets, traces, run.mode, run.pk, services)
+        rows = bulk.evaluate_rows(engine, targets, traces, cast(Mode, run.mode), run.pk, services)
     finally:
         close_services(services)
     return bulk.store_rows(rows, while_running=run.pk, fresh=fresh)

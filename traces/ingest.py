@@ -300,6 +300,7 @@ def _read_back(items: list[Item]) -> None:
             ).values_list("pk", "trace_id", "content_hash")
         }
         for item in group:
+            assert item.id is not None  # only items with an id are stored
             pk, digest = rows[item.id]
             item.row_id = pk
             if digest != item.content_hash:

@@ -71,7 +71,7 @@ class LeaseKeeper:
             connections.close_all()  # this thread's connections only
 
 
-def lost_chunks(now: datetime) -> list[tuple[int, datetime]]:
+def lost_chunks(now: datetime) -> list[tuple[int, datetime | None]]:
     """(key, lease) of the chunks of running runs whose worker or message was lost.
 
     A running chunk whose lease expired lost its worker (no heartbeat). A queued chunk
