@@ -99,7 +99,7 @@ def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
 
         item._id = NodeId.parse(nodeid)
     else:
-        item._nodeid = nodeid
+        setattr(item, "_nodeid", nodeid)  # pytest 8
 
 
 def _module(item: pytest.Item) -> str:

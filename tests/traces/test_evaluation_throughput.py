@@ -217,6 +217,6 @@ def test_a_heartbeat_keeps_the_lease_of_a_slow_chunk_and_stops_with_it(
     with evaluations.LeaseKeeper(chunk.pk):
         time.sleep(2.5)  # a chunk slower than its lease (judge calls)
     renewed = EvaluationChunk.objects.get(pk=chunk.pk).lease_until
-    assert renewed is not None and renewed > claimed
+    assert claimed is not None and renewed is not None and renewed > claimed
     time.sleep(1.5)
     assert EvaluationChunk.objects.get(pk=chunk.pk).lease_until == renewed  # the heartbeat stopped

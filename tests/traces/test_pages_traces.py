@@ -134,7 +134,7 @@ def test_the_trace_page_costs_a_fixed_number_of_queries(alice: Any, acme: Tenant
     assert len(queries) <= 12
 
 
-HOSTILE = {
+HOSTILE: dict[str, Any] = {
     "output": "<script>alert('x')</script> <img src=x onerror=alert(1)>",
     "messages": [{"role": "user", "content": "<b>hi</b>"},
                  {"role": "assistant", "content": "<script>alert('x')</script>"}],
