@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--db", default="kindgi_pages_times")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    from bench.list_pages import setup_django
+    from bench.common import setup_django
 
     setup_django(args.db)
     from django.contrib.auth.models import User

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.test import Client
 from rest_framework.test import APIClient
 
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
@@ -158,6 +159,25 @@ def alice(acme: Tenant) -> User:
 @pytest.fixture
 def bob(acme: Tenant) -> User:
     return member("bob", acme, "reviewer")
+
+
+@pytest.fixture
+def dana(acme: Tenant) -> User:
+    """acme's admin: sets acme's judge policy, may not register judge models."""
+    return member("dana", acme, "admin")
+
+
+@pytest.fixture
+def root(db: Any) -> User:
+    """A superuser: registers judge models."""
+    return User.objects.create_superuser("root", "root@example.org", "correct horse 42")
+
+
+def signed_in(user: Any) -> Client:
+    """A test client with `user` signed in."""
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 @pytest.fixture

@@ -12,14 +12,13 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.utils import IntegrityError, InternalError, ProgrammingError
-from django.test import Client
 from django.utils import timezone
 
 from kindgi_console.audit import log as audit
 from kindgi_console.audit.models import AuditEntry
 from kindgi_console.audit.retention import purge_older_than
 from kindgi_console.tenancy.models import ApiKey
-from tests.conftest import member
+from tests.conftest import member, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -39,12 +38,6 @@ def dora(acme: Any) -> User:
 @pytest.fixture
 def gina(globex: Any) -> User:
     return member("gina", globex, "admin")
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_the_trigger_refuses_update_and_delete_even_with_the_retention_setting_for_update(acme: Any) -> None:

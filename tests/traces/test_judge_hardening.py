@@ -28,11 +28,6 @@ from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace
 from .test_judge_ledger import judge_document, judge_result
 
 
-@pytest.fixture
-def root(db: Any) -> User:
-    return User.objects.create_superuser("root", "root@example.org", "correct horse 42")
-
-
 def register(api: Any, root: User, doc: dict[str, Any]) -> dict[str, Any]:
     response = api(root).post("/api/v1/judge-models", data=doc, format="json")
     assert response.status_code == 201, response.json()
@@ -205,7 +200,8 @@ def test_an_anthropic_budget_under_1024_is_a_400_with_its_pointer(
 
 
 def test_the_registration_page_shows_the_budget_minimum_on_its_field(root: User) -> None:
-    from tests.guardrails.test_judge_pages import URL, form_data, signed_in
+    from tests.conftest import signed_in
+    from tests.guardrails.test_judge_pages import URL, form_data
 
     response = signed_in(root).post(URL, form_data(provider="anthropic", thinking="budgetTokens",
                                                    thinking_value="500", sampling=""))

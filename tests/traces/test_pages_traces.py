@@ -10,15 +10,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from kindgi_console.tenancy.models import Tenant
+from tests.conftest import signed_in
 from tests.traces import seed
 from traces.models import RunTrace
 from traces.timeline import http_url
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_alice_lists_acmes_traces_newest_first(alice: Any, acme: Tenant, halt_guardrail: Any) -> None:

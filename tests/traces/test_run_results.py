@@ -6,18 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from guardrails.services import Author, save_guardrail
-from tests.conftest import make_guardrail
+from tests.conftest import make_guardrail, signed_in
 from tests.traces.test_evaluations import guardrails, run_for, store_traces  # noqa: F401 (a fixture)
 from traces.models import Evaluation, RunTrace
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def all_pages(api: Any, url: str) -> list[dict[str, Any]]:
