@@ -9,10 +9,10 @@ from django.utils import timezone
 from guardrails.models import Guardrail, GuardrailRevision
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import TenantScopedQuerySet
-from traces.models.traces import MODES, RunTrace
+from traces.models.traces import MODES, Progress, RunTrace
 
 
-class Evaluation(models.Model):
+class Evaluation(Progress, models.Model):
     """A batch evaluation run: which guardrails over which traces, and how far it got.
 
     Started by an author, run in the background; the pages read its status and progress
@@ -57,16 +57,6 @@ class Evaluation(models.Model):
 
     def __str__(self) -> str:
         return f"evaluation {self.pk} ({self.status})"
-
-    @property
-    def is_final(self) -> bool:
-        return self.status in self.FINAL
-
-    @property
-    def percent(self) -> int:
-        if self.total == 0:
-            return 100 if self.is_final else 0
-        return min(100, self.done * 100 // self.total)
 
 
 class EvaluationChunk(models.Model):
@@ -215,7 +205,7 @@ class WorkerHeartbeat(models.Model):
         return f"{self.hostname} (pid {self.pid}) seen {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
-class GuardrailPreview(models.Model):
+class GuardrailPreview(Progress, models.Model):
     """An unsaved draft of a guardrail evaluated beside its current revision over stored traces.
 
     What an author learns before saving: which traces the draft newly fails, which it no
@@ -262,13 +252,3 @@ class GuardrailPreview(models.Model):
 
     def __str__(self) -> str:
         return f"preview {self.pk} of {self.draft.get('id')} ({self.status})"
-
-    @property
-    def is_final(self) -> bool:
-        return self.status in self.FINAL
-
-    @property
-    def percent(self) -> int:
-        if self.total == 0:
-            return 100 if self.is_final else 0
-        return min(100, self.done * 100 // self.total)

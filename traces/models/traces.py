@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -10,6 +13,35 @@ from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import TenantScopedQuerySet
 
 MODES = [("runtime", "runtime"), ("ci", "ci")]
+
+
+class _Job(Protocol):
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def FINAL(self) -> Sequence[str]: ...
+
+    @property
+    def done(self) -> int: ...
+
+    @property
+    def total(self) -> int: ...
+
+
+class Progress:
+    """Where a background job (a run, an upload, a preview) has got to, from its row:
+    `status` among its `FINAL` ones, `done` out of `total`."""
+
+    @property
+    def is_final(self: _Job) -> bool:
+        return self.status in self.FINAL
+
+    @property
+    def percent(self: _Job) -> int:
+        if self.total == 0:
+            return 100 if self.status in self.FINAL else 0
+        return min(100, self.done * 100 // self.total)
 
 
 class RunTrace(models.Model):
@@ -56,7 +88,7 @@ def upload_path(upload: Upload, filename: str) -> str:
     return f"uploads/{upload.tenant_id}/{timezone.now():%Y/%m/%d}/{filename}"
 
 
-class Upload(models.Model):
+class Upload(Progress, models.Model):
     """A file of traces (.json, .jsonl, either gzip-compressed) uploaded from a page.
 
     The file is streamed to MEDIA_ROOT and processed in the background, line by line (or
@@ -113,10 +145,6 @@ class Upload(models.Model):
 
     def __str__(self) -> str:
         return f"upload {self.pk} {self.original_name} ({self.status})"
-
-    @property
-    def is_final(self) -> bool:
-        return self.status in self.FINAL
 
     @property
     def done(self) -> int:
