@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -171,6 +172,15 @@ def dana(acme: Tenant) -> User:
 def root(db: Any) -> User:
     """A superuser: registers judge models."""
     return User.objects.create_superuser("root", "root@example.org", "correct horse 42")
+
+
+def together(send: Callable[[], None], count: int = 2) -> None:
+    """Run `send` in `count` threads at once and wait for them all."""
+    threads = [threading.Thread(target=send) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def signed_in(user: Any) -> Client:

@@ -30,17 +30,6 @@ def store_traces(tenant: Any, count: int, **fields: Any) -> list[RunTrace]:
     return RunTrace.objects.bulk_create(rows)
 
 
-@pytest.fixture
-def guardrails(db: Any) -> list[Any]:
-    author = Author(user=None, label="fixture")
-    return [
-        save_guardrail(make_guardrail(), author),
-        save_guardrail(make_guardrail("cite", check="must-cite", config={"min": 1},
-                                      action={"on-violation": "log-only"}, severity="warn"), author),
-        save_guardrail(make_guardrail("billing-only", scope={"flows": ["billing"]}), author),
-    ]
-
-
 def run_for(tenant: Any, **fields: Any) -> Evaluation:
     request = evaluations.RunRequest(tenant=tenant, label="test", **fields)
     run = evaluations.create_run(request)

@@ -21,7 +21,7 @@ from guardrails.engine.cli import run_guardrail_ci
 from guardrails.judge import ConsoleJudgeServices
 from guardrails.models import JudgeClaim
 from guardrails.services import Author, save_guardrail
-from tests.conftest import make_trace
+from tests.conftest import make_trace, together
 from tests.fakeproviders import Answer, Drip, FakeProvider, Fault
 from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace
 
@@ -107,11 +107,7 @@ def test_two_concurrent_evaluations_of_the_same_judgement_pay_for_one_call(
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=send) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together(send)
     assert len(fake_provider.requests) == 1
     assert sorted(a["status"] for a in answers) == ["fail", "fail"]
     assert sorted(a["details"]["cached"] for a in answers) == [False, True]

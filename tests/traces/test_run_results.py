@@ -9,7 +9,7 @@ import pytest
 
 from guardrails.services import Author, save_guardrail
 from tests.conftest import make_guardrail, signed_in
-from tests.traces.test_evaluations import guardrails, run_for, store_traces  # noqa: F401 (a fixture)
+from tests.traces.test_evaluations import run_for, store_traces
 from traces.models import Evaluation, RunTrace
 
 
@@ -23,7 +23,7 @@ def all_pages(api: Any, url: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def two_runs(acme: Any, guardrails: Any) -> tuple[Evaluation, Evaluation]:  # noqa: F811
+def two_runs(acme: Any, guardrails: Any) -> tuple[Evaluation, Evaluation]:
     """A run, then no-refunds edited to also forbid lookup_order (every trace), a run again."""
     store_traces(acme, 9)
     before = run_for(acme)
@@ -32,7 +32,7 @@ def two_runs(acme: Any, guardrails: Any) -> tuple[Evaluation, Evaluation]:  # no
 
 
 def test_the_results_list_filters_by_guardrail_and_status_and_pages_to_the_end(
-    api: Any, acme_key: str, acme: Any, guardrails: Any  # noqa: F811
+    api: Any, acme_key: str, acme: Any, guardrails: Any
 ) -> None:
     store_traces(acme, 9)
     run = run_for(acme)
@@ -50,7 +50,7 @@ def test_the_results_list_filters_by_guardrail_and_status_and_pages_to_the_end(
 
 
 def test_a_skipped_result_says_which_part_of_the_scope_did_not_select(
-    api: Any, acme_key: str, acme: Any, guardrails: Any  # noqa: F811
+    api: Any, acme_key: str, acme: Any, guardrails: Any
 ) -> None:
     store_traces(acme, 2)
     run = run_for(acme)
@@ -62,7 +62,7 @@ def test_a_skipped_result_says_which_part_of_the_scope_did_not_select(
 @pytest.mark.parametrize(("query", "pointer"), [
     ("status=maybe", "/status"), ("cursor=bm9wZQ", "/cursor"), ("limit=0", "/limit"), ("limit=501", "/limit")])
 def test_a_bad_results_query_is_a_400_naming_the_parameter(
-    api: Any, acme_key: str, acme: Any, guardrails: Any, query: str, pointer: str  # noqa: F811
+    api: Any, acme_key: str, acme: Any, guardrails: Any, query: str, pointer: str
 ) -> None:
     run = run_for(acme)
     answer = api(acme_key).get(f"/api/v1/evaluations/{run.pk}/results?{query}")
@@ -122,7 +122,7 @@ def test_the_results_page_shows_failures_only_by_default_and_every_status_on_ask
     assert "skipped by scope: flows" in skipped and "scope.flows does not list" in skipped
 
 
-def test_the_results_page_pages_forward(alice: Any, acme: Any, guardrails: Any) -> None:  # noqa: F811
+def test_the_results_page_pages_forward(alice: Any, acme: Any, guardrails: Any) -> None:
     store_traces(acme, 30)
     run = run_for(acme)
     client = signed_in(alice)
