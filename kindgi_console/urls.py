@@ -41,4 +41,5 @@ urlpatterns = [
     re_path(r"^api/", json_not_found),  # an unknown /api/ URL outside v1 too
 ]
 
+handler400 = "kindgi_console.errors.bad_request"
 handler500 = "kindgi_console.errors.server_error"

@@ -89,6 +89,9 @@ def pinned_revisions(guardrail_ids: Sequence[str], tenant: Tenant) -> list[Guard
 
     Raises RunRequestError naming an id that is no (live) guardrail of the tenant.
     """
+    for index, guardrail_id in enumerate(guardrail_ids):
+        if "\x00" in guardrail_id:  # PostgreSQL cannot compare it: a 400, not a 500
+            raise RunRequestError([Issue(f"/guardrails/{index}", "the NUL character is not allowed")])
     revisions = GuardrailRevision.objects.filter(
         guardrail__deleted_at__isnull=True, number=F("guardrail__revision"),
         guardrail__in=Guardrail.objects.applying_to(tenant.pk),

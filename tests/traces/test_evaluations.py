@@ -257,6 +257,7 @@ def test_it_starts_a_run_and_answers_202_with_its_id(
     ({"tenant": "acme", "filters": {"upload": 999}}, "/filters/upload"),
     ({"tenant": "acme", "colour": "red"}, "/colour"),
     ({"guardrails": []}, "/tenant"),
+    ({"tenant": "acme", "guardrails": ["cite", "no-\u0000refunds"]}, "/guardrails/1"),
 ])
 def test_a_bad_request_names_the_field(api: Any, alice: Any, guardrails: Any, body: Any, path: str) -> None:
     response = api(alice).post(URL, body, format="json")
