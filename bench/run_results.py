@@ -24,6 +24,7 @@ Prints, never asserts.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time

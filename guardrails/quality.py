@@ -132,6 +132,7 @@ def rolled_up_quality(
     if end is not None:
         days = days.filter(day__lt=end)
     totals: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    rows: Iterable[tuple[Any, ...]]
     if first is None or end is None or first < end:
         rows = (days.order_by().values_list("revision__number")
                 .annotate(n=Sum("count"), reviewed=Sum("reviewed"), wrong=Sum("false_positives")))

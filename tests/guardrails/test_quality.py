@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from guardrails.quality import midnight, quality_of, rolled_up_quality, wilson
 from guardrails.services import Author, save_guardrail
+from kindgi_console.tenancy.scoping import Caller
 from tests.conftest import make_guardrail, signed_in
 from tests.traces.test_evaluations import run_for, store_traces
 from traces import retention, violation_days
@@ -129,7 +130,7 @@ def test_the_roll_up_gives_the_counted_figures_after_writes_reviews_and_deletes(
     bob: Any, acme: Any, reviewed: list[Violation]
 ) -> None:
     assert_same_figures()
-    caller = reviewing.Caller(user=bob)
+    caller = Caller(user=bob)
     moves = [("false-positive", "open"), ("open", "acknowledged"), ("acknowledged", "false-positive"),
              ("false-positive", "open"), ("open", "resolved"), ("resolved", "open")]
     for old, new in moves:  # back and forth, one violation and several at once

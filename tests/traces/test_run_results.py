@@ -164,7 +164,7 @@ def test_another_tenants_key_gets_nothing(api: Any, charlie_key: str, globex: An
 
 
 def test_the_compare_lists_page_by_a_keyset_to_the_counted_end(
-    api: Any, acme_key: str, alice: Any, acme: Any, guardrails: Any  # noqa: F811
+    api: Any, acme_key: str, alice: Any, acme: Any, guardrails: Any
 ) -> None:
     store_traces(acme, 30)
     before = run_for(acme)
@@ -236,7 +236,7 @@ def test_a_run_still_going_is_compared_when_it_has_finished(api: Any, acme_key: 
 
 
 def test_compare_reads_the_same_queries_for_small_and_larger_runs(
-    api: Any, acme_key: str, acme: Any, guardrails: Any  # noqa: F811
+    api: Any, acme_key: str, acme: Any, guardrails: Any
 ) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
