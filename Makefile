@@ -9,7 +9,7 @@ PORT ?= 8000
 # Test processes (pytest-xdist): each has its own test database, var/ folder and Celery queue.
 TEST_WORKERS ?= 2
 
-.PHONY: run test install lint
+.PHONY: run test install lint bundles
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,5 +30,15 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy guardrails/engine
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run
+	$(MAKE) bundles
+
+# The committed browser bundles are what their sources build: rebuild them from the locked
+# packages and fail when static/kindgi/dist changes (a file edited, added or left behind).
+bundles:
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+	git diff --exit-code --stat -- static/kindgi/dist
+	@untracked="$$(git ls-files --others --exclude-standard -- static/kindgi/dist)"; \
+	  if [ -n "$$untracked" ]; then echo "not committed in static/kindgi/dist: $$untracked"; exit 1; fi

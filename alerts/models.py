@@ -82,11 +82,6 @@ class AlertRule(models.Model):
         """The parameters as JSON, for the pages."""
         return json.dumps(self.params, sort_keys=True)
 
-    @property
-    def is_event(self) -> bool:
-        """Whether the rule fires on an event (a failure) rather than on a condition."""
-        return self.kind in (self.Kind.RUN_FAILED, self.Kind.UPLOAD_FAILED)
-
 
 class Firing(models.Model):
     """One episode of a rule: fired with what it saw, resolved when the condition cleared.

@@ -39,10 +39,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from evaluation_run import setup_django  # noqa: E402
-from guardrail_ci import make_trace  # noqa: E402  (the CI bench's realistic turns)
+from bench.common import free_port  # noqa: E402
+from bench.evaluation_run import setup_django  # noqa: E402
+from bench.guardrail_ci import make_trace  # noqa: E402  (the CI bench's realistic turns)
 
 BASELINE_RPS, TARGET_P99_MS = 114.0, 60.0
 #: The API throttle's rate in the bench: high enough never to refuse. DRF's throttle keeps
@@ -81,12 +81,6 @@ done = function(summary, latency, requests)
     e.read, e.write, e.timeout))
 end
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def arrange() -> str:

@@ -22,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -49,7 +51,7 @@ def setup_django(work: Path, database_url: str | None = None) -> None:
     app.conf.task_always_eager = True
 
 
-def trace(n: int, tenant: str) -> dict[str, object]:
+def trace(n: int, tenant: str) -> dict[str, Any]:
     calls = [{"id": "c1", "name": "lookup_order", "arguments": {"order": str(n)}, "result": {"ok": True}}]
     if n % 4 == 0:
         calls.append({"id": "c2", "name": "issue_refund", "arguments": {"order": str(n)}, "result": "ok"})
@@ -135,18 +137,24 @@ def upload(work: Path) -> str:
     return f"{saved.status} {saved.lines_stored} stored"
 
 
+def populated(work: Path, count: int) -> str:
+    populate(work, count)
+    return ""
+
+
 def child(step: str, work: Path, count: int) -> None:
     setup_django(work)
     from guardrails import deployment
 
     deployment.engine()
     started = time.perf_counter()
-    outcome = {
+    steps: dict[str, Callable[[], str]] = {
         "baseline": lambda: "",
-        "populate": lambda: populate(work, count) or "",
+        "populate": lambda: populated(work, count),
         "evaluate": evaluate,
         "upload": lambda: upload(work),
-    }[step]()
+    }
+    outcome = steps[step]()
     elapsed = time.perf_counter() - started
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"{peak_kb} {elapsed:.1f} {outcome}")

@@ -33,14 +33,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from guardrail_ci import write_inputs  # noqa: E402  (the CI bench's traces, unchanged)
+from bench.guardrail_ci import write_inputs  # noqa: E402  (the CI bench's traces, unchanged)
 
 
 def setup_django(database: str) -> str:
@@ -226,7 +226,7 @@ def main() -> None:
                 side_by_side("evaluate_ingested, batches of 1,000", time_ingested, ci)]
         for count in [int(n) for n in args.workers.split(",") if n]:
             rows.append(side_by_side(f"evaluation run, {count} worker(s)",
-                                     lambda count=count: time_run_on_workers(tenant, count, url, folder), ci))
+                                     partial(time_run_on_workers, tenant, count, url, folder), ci))
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"\nlargest peak RSS of a child process (the CI command, a worker or its pool process): {peak:.0f} MB")
     print(f"{'path':<38} {'seconds':>8} {'evaluations/s':>14} {'CI s':>6} {'ratio to CI':>12} {'CPU ratio':>10}")

@@ -32,10 +32,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))
 
-import engine_overhead  # noqa: E402
-import promptfoo  # noqa: E402
+from bench import engine_overhead, promptfoo  # noqa: E402
 
 TOOLS = [
     "lookup_order",
@@ -64,7 +63,7 @@ def make_trace(number: int, rng: random.Random) -> dict[str, object]:
     order = rng.randint(1000, 99999)
     policy = rng.choice(POLICIES)
     question = f"Hello, I need help with order {order}: can I get a refund? " * rng.randint(1, 3)
-    answer = rng.choice(ANSWERS).format(order=order, policy=policy)
+    answer: str | None = rng.choice(ANSWERS).format(order=order, policy=policy)
     if rng.random() < 0.05:
         answer = None
     calls = [
@@ -222,7 +221,9 @@ def ci_command(guardrails: list[Path], traces: Path, fmt: str, output: Path, job
     return command + (["--jobs", str(jobs)] if jobs > 1 else [])
 
 
-def against_promptfoo(args: argparse.Namespace, folder: Path, guardrails: list[Path], traces: Path, docs: list) -> None:
+def against_promptfoo(
+    args: argparse.Namespace, folder: Path, guardrails: list[Path], traces: Path, docs: list[dict[str, object]]
+) -> None:
     runs = [measure(ci_command(guardrails, traces, "json", folder / "report.json")) for _ in range(args.repeat)]
     seconds = statistics.median(run.seconds for run in runs)
     cpu = statistics.median(run.cpu_seconds for run in runs)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,9 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.common import free_port  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kindgi_console.settings")
 
 EXAMPLE: dict[str, Any] = {
@@ -51,12 +53,6 @@ EXAMPLE: dict[str, Any] = {
 
 def traces(prefix: str, count: int) -> list[dict[str, Any]]:
     return [{"id": f"{prefix}-{n:07}", **EXAMPLE} for n in range(count)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def prepare_database() -> tuple[str, str, str]:

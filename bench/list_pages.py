@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import os
 import re
 import statistics
 import sys
@@ -34,6 +33,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.common import setup_django  # noqa: E402
 
 PAGES = [
     ("violations list", "/violations/"),
@@ -52,23 +53,6 @@ PAGES = [
     ("violation detail (newest)", "/violations/{violation}/"),
     ("trace detail (newest)", "/traces/{trace}/"),
 ]
-
-
-def setup_django(database: str) -> None:
-    server = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
-    os.environ["DATABASE_URL"] = f"{server}/{database}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kindgi_console.settings")
-    import psycopg
-
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{database}"')
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def arrange() -> dict[str, Any]:

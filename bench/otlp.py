@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kindgi_console.settings")
 
-from bench.ingest import free_port, start_server  # noqa: E402
+from bench.common import free_port  # noqa: E402
+from bench.ingest import start_server  # noqa: E402
 
 
 def record_turns(count: int) -> list[Any]:

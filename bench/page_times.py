@@ -20,7 +20,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 TARGET_MS = 100.0
 
@@ -32,7 +31,9 @@ def pages() -> list[tuple[str, str]]:
 
     trace = RunTrace.objects.filter(tenant__slug="acme").order_by("-received_at").first()
     violation = Violation.objects.filter(tenant__slug="acme").order_by("-created_at").first()
+    assert trace is not None and violation is not None, "load the demo first"
     guardrail = Guardrail.objects.filter(revision__gt=1).first() or Guardrail.objects.first()
+    assert guardrail is not None, "load the demo first"
     listed = [
         ("overview", "/"), ("guardrails", "/guardrails/"),
         ("guardrail", f"/guardrails/{guardrail.guardrail_id}/"),
@@ -81,7 +82,7 @@ def main() -> None:
     parser.add_argument("--db", default="kindgi_pages_times")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    from list_pages import setup_django
+    from bench.common import setup_django
 
     setup_django(args.db)
     from django.contrib.auth.models import User

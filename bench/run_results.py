@@ -34,23 +34,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import setup_django as fresh_database  # noqa: E402
+
 
 def setup_django(database: str) -> None:
-    server = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
-    os.environ["DATABASE_URL"] = f"{server}/{database}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kindgi_console.settings")
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"  # the comparison is computed in this process
-    import psycopg
-
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{database}"')
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    fresh_database(database)
 
 
 def arrange() -> dict[str, Any]:

@@ -30,7 +30,7 @@ TRACE = {
     "output": "hello world " * 200,
     "toolCalls": [{"name": f"tool-{i}", "arguments": {"q": "x" * 50}} for i in range(20)],
 }
-POSTURES = {
+POSTURES: dict[str, dict[str, object]] = {
     "in process": {"sandbox": "none"},
     "context-isolated": {"sandbox": "context-isolated"},
     "strict, network none": {"sandbox": "strict", "network": {"kind": "none"}},

@@ -14,7 +14,7 @@ from guardrails.models import (
 from kindgi_console.audit.admin import AuditedAdmin
 
 
-class RevisionInline(admin.TabularInline):
+class RevisionInline(admin.TabularInline[GuardrailRevision, Guardrail]):
     model = GuardrailRevision
     extra = 0
     can_delete = False
@@ -39,7 +39,7 @@ class GuardrailAdmin(AuditedAdmin):
 
 
 @admin.register(GuardrailRevision)
-class GuardrailRevisionAdmin(admin.ModelAdmin):
+class GuardrailRevisionAdmin(admin.ModelAdmin[GuardrailRevision]):
     list_display = ["guardrail", "number", "created_by_label", "created_at"]
     readonly_fields = ["guardrail", "number", "document", "created_by", "created_by_label",
                        "created_at"]
@@ -109,7 +109,7 @@ class TenantJudgePolicyAdmin(AuditedAdmin):
 
 
 @admin.register(JudgeCacheEntry)
-class JudgeCacheEntryAdmin(admin.ModelAdmin):
+class JudgeCacheEntryAdmin(admin.ModelAdmin[JudgeCacheEntry]):
     """Read and clear cached judgements (deleting one makes the next evaluation pay again)."""
 
     list_display = ["key", "model_id", "created_at"]

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import models
 
 
-class AuthoredJSONField(models.JSONField):  # type: ignore[type-arg]
+class AuthoredJSONField(models.JSONField):
     """JSON stored as written: on PostgreSQL the `json` type, which keeps the text.
 
     `jsonb` would sort the keys of a guardrail document, and the console promises that an

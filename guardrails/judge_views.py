@@ -13,6 +13,7 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -29,7 +30,7 @@ from guardrails.judge import (
     validate_registration,
 )
 from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
-from kindgi_console.tenancy.models import Membership
+from kindgi_console.tenancy.models import Membership, Tenant
 from kindgi_console.tenancy.views import current_tenant
 
 THINKING_CHOICES = [("", "Does not think"), ("effort", "Lowest reasoning effort (OpenAI)"),
@@ -115,12 +116,13 @@ def _superuser(request: HttpRequest) -> None:
         raise PermissionDenied("only a superuser registers judge models")
 
 
-def may_set_policy(request: HttpRequest, tenant: Any) -> bool:
-    if tenant is None:
+def may_set_policy(request: HttpRequest, tenant: Tenant | None) -> bool:
+    user = request.user
+    if tenant is None or not isinstance(user, User):  # AnonymousUser
         return False
-    if request.user.is_superuser:
+    if user.is_superuser:
         return True
-    return Membership.objects.filter(user=request.user, tenant=tenant, role="admin").exists()
+    return Membership.objects.filter(user=user, tenant=tenant, role="admin").exists()
 
 
 class JudgeModelListView(LoginRequiredMixin, View):
@@ -217,7 +219,7 @@ class JudgePolicyView(LoginRequiredMixin, View):
 
     def post(self, request: HttpRequest) -> HttpResponse:
         tenant = current_tenant(request)
-        if not may_set_policy(request, tenant):
+        if tenant is None or not may_set_policy(request, tenant):
             raise PermissionDenied("only an admin of this tenant sets its judge policy")
         chosen = request.POST.getlist("allowed")
         doc: dict[str, Any] = {"allowedModels": None if request.POST.get("all") else chosen}

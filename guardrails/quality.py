@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -102,7 +103,7 @@ def quality_of(violations: QuerySet[Violation]) -> tuple[Quality, list[Quality]]
     """The guardrail's quality over `violations` (one guardrail's, already scoped), overall
     and per revision (newest first): two aggregate queries."""
     overall = Quality(**violations.aggregate(**counts(violations)))
-    rows = (violations.order_by().values("revision__number").annotate(**counts(violations))
+    rows: Iterable[Mapping[str, Any]] = (violations.order_by().values("revision__number").annotate(**counts(violations))
             .order_by("-revision__number"))
     per_revision = [
         Quality(revision=row["revision__number"], violations=row["violations"], reviewed=row["reviewed"],
@@ -131,6 +132,7 @@ def rolled_up_quality(
     if end is not None:
         days = days.filter(day__lt=end)
     totals: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    rows: Iterable[tuple[Any, ...]]
     if first is None or end is None or first < end:
         rows = (days.order_by().values_list("revision__number")
                 .annotate(n=Sum("count"), reviewed=Sum("reviewed"), wrong=Sum("false_positives")))

@@ -133,7 +133,7 @@ def save_guardrail(
 
 def owner_slug(guardrail: Guardrail) -> str | None:
     """The owner tenant's slug, None for a console-wide guardrail."""
-    return guardrail.tenant.slug if guardrail.tenant_id is not None else None
+    return guardrail.tenant.slug if guardrail.tenant is not None else None
 
 
 def audited_state(guardrail: Guardrail) -> dict[str, Any]:
@@ -265,7 +265,9 @@ def revision_authors(revisions: Iterable[GuardrailRevision], caller: Caller) -> 
     readable = set(Tenant.objects.annotate(tenant_id=F("pk")).filter(condition)
                    .values_list("pk", flat=True)) if condition is not NOTHING else set()
     prefixes = [row.created_by_label[4:] for row in rows if row.created_by_label.startswith("key:")]
-    key_tenants = dict(ApiKey.objects.filter(prefix__in=prefixes).values_list("prefix", "tenant_id"))
+    key_tenants: dict[str, int | None] = dict(
+        ApiKey.objects.filter(prefix__in=prefixes).values_list("prefix", "tenant_id")
+    )
     users = {row.created_by_id for row in rows if row.created_by_id is not None}
     shown_users = set(Membership.objects.filter(user__in=users, tenant__in=readable)
                       .values_list("user_id", flat=True))

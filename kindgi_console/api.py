@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +31,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
-from rest_framework.utils.urls import remove_query_param, replace_query_param
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from guardrails.engine.types import Issue
@@ -46,7 +46,7 @@ from kindgi_console.tenancy.scoping import Caller, TenantDenied, TenantScopedQue
 class ApiError(exceptions.APIException):
     """An error with explicit JSON pointers: raised by views, shaped by the handler."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     default_detail = "invalid request"
 
     def __init__(self, issues: Sequence[Issue], status_code: int = 400) -> None:
@@ -245,7 +245,9 @@ class KeysetPagination(BasePagination):
     page_size = 50
     max_page_size = 500
 
-    def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any]:
+    def paginate_queryset(  # type: ignore[override]  # it pages querysets only (keyset)
+        self, queryset: QuerySet[Any], request: Request, view: Any = None
+    ) -> list[Any]:
         self.request = request
         self.field = getattr(view, "ordering_field", "created_at")
         self.limit = self._page_size(request)
@@ -313,10 +315,6 @@ class KeysetPagination(BasePagination):
         ]
 
 
-def first_page_url(url: str) -> str:
-    return remove_query_param(url, KeysetPagination.cursor_query_param)
-
-
 # ---------------------------------------------------------------------------- the base view
 
 
@@ -330,7 +328,7 @@ class ConsoleAPIView(GenericAPIView):  # type: ignore[type-arg]
     authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
     permission_classes = [HasScope]
     throttle_classes = [CallerRateThrottle]
-    pagination_class = KeysetPagination
+    pagination_class: type[BasePagination] | None = KeysetPagination
     metadata_class = None  # OPTIONS is 405: the OpenAPI description documents the API
     scopes: dict[str, str] = {"*": "read"}
     ordering_field = "created_at"
@@ -359,7 +357,3 @@ def refuse_nul_characters(request: Request, kwargs: dict[str, Any]) -> None:
     for name, values in named:
         if any("\x00" in str(value) for value in values):
             raise ApiError([Issue(pointer(name), "the NUL character is not allowed")])
-
-
-def issues_response(issues: Iterable[Issue], status_code: int = 400) -> Response:
-    return Response({"errors": [issue.as_dict() for issue in issues]}, status=status_code)

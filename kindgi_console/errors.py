@@ -60,6 +60,14 @@ def _is_json(response: HttpResponse) -> bool:
     return str(response.get("Content-Type", "")).startswith("application/json")
 
 
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler400 (a request Django refuses before any view, e.g. an empty Host header):
+    the API's shape under /api/, Django's page elsewhere."""
+    if is_api(request):
+        return JsonResponse({"errors": [{"path": "", "message": "bad request"}]}, status=400)
+    return defaults.bad_request(request, exception)
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     """handler500: the API's shape under /api/, Django's page elsewhere."""
     if is_api(request):

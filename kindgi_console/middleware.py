@@ -21,7 +21,7 @@ def is_api_v1(request: HttpRequest) -> bool:
     return request.path_info.startswith(API_V1)
 
 
-class StaticFilesForPages(WhiteNoiseMiddleware):
+class StaticFilesForPages(WhiteNoiseMiddleware):  # type: ignore[misc]  # WhiteNoise ships no types
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if is_api_v1(request):
             response: HttpResponse = self.get_response(request)
@@ -37,4 +37,4 @@ class MessagesForPages(MessageMiddleware):
     def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         if is_api_v1(request):
             return response
-        return super().process_response(request, response)  # type: ignore[no-any-return]
+        return super().process_response(request, response)

@@ -6,6 +6,7 @@ several times faster; what orjson cannot encode natively goes through DRF's enco
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -17,7 +18,7 @@ _ENCODER = JSONEncoder()
 
 class ORJSONRenderer(JSONRenderer):
     def render(self, data: Any, accepted_media_type: str | None = None,
-               renderer_context: dict[str, Any] | None = None) -> bytes:
+               renderer_context: Mapping[str, Any] | None = None) -> bytes:
         if data is None:
             return b""
         return orjson.dumps(data, default=_ENCODER.default)

@@ -14,9 +14,14 @@ import contextlib
 from pathlib import Path
 
 import dj_database_url
+import django_stubs_ext
 from csp.constants import NONCE
 
 from kindgi_console.env import flag, items, text, whole
+
+# Generic Django classes (ModelAdmin[Model], QuerySet[Model]...) subscriptable at run time,
+# as their type annotations write them.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Under pytest-xdist each test process (gw0, gw1, ...) keeps its own var/ folder (SQLite

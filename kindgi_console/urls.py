@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path, re_path
+from django.urls import URLPattern, URLResolver, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from guardrails import urls as guardrail_pages
@@ -12,7 +12,7 @@ from kindgi_console.overview import OverviewView
 from kindgi_console.tenancy.signin import SignInView, ThrottledAdminAuthenticationForm
 from kindgi_console.tenancy.views import switch_tenant
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("", include("guardrails.api.urls")),
     path("", include("traces.api.urls")),
     path("", include("alerts.api.urls")),
@@ -43,4 +43,5 @@ urlpatterns = [
     re_path(r"^api/", json_not_found),  # an unknown /api/ URL outside v1 too
 ]
 
+handler400 = "kindgi_console.errors.bad_request"
 handler500 = "kindgi_console.errors.server_error"

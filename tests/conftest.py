@@ -9,12 +9,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.test import Client
 from rest_framework.test import APIClient
 
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
@@ -99,7 +101,7 @@ def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
 
         item._id = NodeId.parse(nodeid)
     else:
-        item._nodeid = nodeid
+        setattr(item, "_nodeid", nodeid)  # pytest 8
 
 
 def _module(item: pytest.Item) -> str:
@@ -158,6 +160,34 @@ def alice(acme: Tenant) -> User:
 @pytest.fixture
 def bob(acme: Tenant) -> User:
     return member("bob", acme, "reviewer")
+
+
+@pytest.fixture
+def dana(acme: Tenant) -> User:
+    """acme's admin: sets acme's judge policy, may not register judge models."""
+    return member("dana", acme, "admin")
+
+
+@pytest.fixture
+def root(db: Any) -> User:
+    """A superuser: registers judge models."""
+    return User.objects.create_superuser("root", "root@example.org", "correct horse 42")
+
+
+def together(send: Callable[[], None], count: int = 2) -> None:
+    """Run `send` in `count` threads at once and wait for them all."""
+    threads = [threading.Thread(target=send) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def signed_in(user: Any) -> Client:
+    """A test client with `user` signed in."""
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 @pytest.fixture

@@ -53,6 +53,14 @@ def test_a_lost_database_is_a_503_with_retry_after(api: Any, acme_key: str,
     assert response.json()["errors"][0]["message"].startswith("the database is unavailable")
 
 
+def test_a_request_refused_before_the_view_is_a_json_400(db: Any) -> None:
+    """An empty Host header (Django refuses it before any view: handler400)."""
+    response = Client().get("/api/v1/checks", HTTP_HOST="")
+    assert response.status_code == 400
+    assert response.json() == {"errors": [{"path": "", "message": "bad request"}]}
+    assert Client().get("/guardrails/", HTTP_HOST="")["Content-Type"].startswith("text/html")
+
+
 def test_a_database_lost_outside_the_view_is_a_json_503(db: Any, settings: Any) -> None:
     """The error handler (handler500) answers for errors before the view, e.g. in a
     middleware that reads the session."""

@@ -7,7 +7,7 @@ from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, Retent
 
 
 @admin.register(RunTrace)
-class RunTraceAdmin(admin.ModelAdmin):
+class RunTraceAdmin(admin.ModelAdmin[RunTrace]):
     list_display = ["trace_id", "tenant", "agent", "flow", "withheld", "received_at"]
     list_filter = ["tenant", "withheld"]
     search_fields = ["trace_id", "agent", "flow"]
@@ -16,13 +16,13 @@ class RunTraceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Evaluation)
-class EvaluationAdmin(admin.ModelAdmin):
+class EvaluationAdmin(admin.ModelAdmin[Evaluation]):
     list_display = ["id", "tenant", "mode", "status", "done", "total", "created_at"]
     list_filter = ["status", "mode", "tenant"]
 
 
 @admin.register(EvaluationResult)
-class EvaluationResultAdmin(admin.ModelAdmin):
+class EvaluationResultAdmin(admin.ModelAdmin[EvaluationResult]):
     list_display = ["trace", "guardrail", "revision", "evaluation", "mode", "status", "created_at"]
     list_filter = ["status", "mode"]
     raw_id_fields = ["trace", "revision", "evaluation", "guardrail"]
@@ -39,7 +39,7 @@ class ViolationAdmin(AuditedAdmin):
 
 
 @admin.register(JudgeLedgerEntry)
-class JudgeLedgerEntryAdmin(admin.ModelAdmin):
+class JudgeLedgerEntryAdmin(admin.ModelAdmin[JudgeLedgerEntry]):
     list_display = ["created_at", "tenant", "guardrail", "model_id", "input_tokens",
                     "output_tokens", "cost_usd", "latency_ms", "outcome", "cache_hit"]
     list_filter = ["tenant", "model_id", "cache_hit"]

@@ -388,7 +388,7 @@ def _insert_with_copy(rows: list[ResultRow]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         if len(rows) <= FEW_ROWS:
             cursor.execute(_insert_values(len(rows)), [value for row in rows for value in row])
-            counted = cursor.fetchall()
+            counted: list[tuple[Any, ...]] = cursor.fetchall()
         else:
             cursor.execute(CREATE_LOAD)
             with cursor.cursor.copy(f"COPY {LOAD_TABLE} ({LOAD_COLUMNS}) FROM STDIN") as copy:

@@ -39,7 +39,9 @@ class CalibrateView(TenantScopedMixin, View):
                                       guardrail_id=guardrail_id)
         raw = request.POST.get("size", "")
         try:
-            sample = calibration.create_sample(self.tenant, guardrail, int(raw) if raw.isdigit() else raw,
+            tenant = self.tenant
+            assert tenant is not None  # can_label needs a role in it
+            sample = calibration.create_sample(tenant, guardrail, int(raw) if raw.isdigit() else raw,
                                                request.user.get_username())
         except RunRequestError as error:
             messages.error(request, f"No sample drawn: {error}")

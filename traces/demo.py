@@ -489,6 +489,7 @@ def _calibrate(tenant: Tenant, guardrail_id: str, reviewer: str) -> None:
     The people mostly agree with the judge, and overturn one verdict in six either way.
     """
     from traces import calibration
+    from traces.evaluations import RunRequestError
     from traces.models import CalibrationSample
 
     guardrail = Guardrail.objects.filter(guardrail_id=guardrail_id).first()
@@ -496,7 +497,7 @@ def _calibrate(tenant: Tenant, guardrail_id: str, reviewer: str) -> None:
         return
     try:
         sample = calibration.create_sample(tenant, guardrail, 20, reviewer)
-    except calibration.RunRequestError:
+    except RunRequestError:
         return  # a demo too small to have verdicts to draw from
     rng = random.Random("kindgi-demo-calibration")
     for item in sample.items.order_by("pk"):

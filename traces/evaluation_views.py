@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.views.generic import DetailView, FormView, ListView, View
@@ -33,7 +35,7 @@ class EvaluationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
     template_name = "traces/evaluation_list.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        page = keyset_page(self.request, self.object_list, "created_at")
+        page = keyset_page(self.request, cast(QuerySet[Evaluation], self.object_list), "created_at")
         kwargs.update(runs=page.rows, next_url=page.next_url, previous_url=page.previous_url,
                       can_evaluate=can_evaluate(self.request))
         return super().get_context_data(**kwargs)
@@ -67,7 +69,7 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
     form_class = EvaluationForm
     template_name = "traces/evaluation_form.html"
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if request.user.is_authenticated and not can_evaluate(request):
             raise PermissionDenied("starting an evaluation needs a role in this tenant")
         return super().dispatch(request, *args, **kwargs)
@@ -89,9 +91,9 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
         context = super().get_context_data(**kwargs)
         preview = self.preview_form()
         valid = preview is not None and preview.is_valid()
-        filters = preview.filters() if valid else {}
-        chosen = list(preview.cleaned_data["guardrails"]) if valid else []
-        mode = preview.cleaned_data["mode"] if valid else "ci"
+        filters = preview.filters() if preview is not None and valid else {}
+        chosen = list(preview.cleaned_data["guardrails"]) if preview is not None and valid else []
+        mode: Mode = preview.cleaned_data["mode"] if preview is not None and valid else "ci"
         traces = evaluations.selected_traces(self.tenant.pk, filters) if self.tenant else RunTrace.objects.none()
         estimate = self.estimate_judge_cost(chosen, traces, mode)
         over = None if self.tenant is None or is_author(self.request) else (
@@ -129,8 +131,10 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
         return estimate_run(guardrails, traces, self.tenant, mode=mode)
 
     def form_valid(self, form: EvaluationForm) -> HttpResponse:
+        tenant = self.tenant
+        assert tenant is not None  # can_evaluate needs a role in it
         request = evaluations.RunRequest(
-            tenant=self.tenant,
+            tenant=tenant,
             guardrails=[g.guardrail_id for g in form.cleaned_data["guardrails"]],
             filters=form.filters(),
             mode=form.cleaned_data["mode"],

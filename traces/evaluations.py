@@ -15,16 +15,15 @@ sent again by `requeue_expired_work`, which runs when a worker starts and period
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
-from django.db import DatabaseError, connections, transaction
-from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet
+from django.db import transaction
+from django.db.models import Count, F, Max, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from kombu.exceptions import OperationalError as TRANSIENT_BROKER_ERRORS
@@ -37,13 +36,22 @@ from guardrails.engine.types import Issue, Mode
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
-from traces import bulk, signals
-from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
+from traces import bulk
+from traces.leases import LeaseKeeper as LeaseKeeper
+from traces.leases import chunk_lease as chunk_lease
+from traces.leases import lease as lease
+from traces.leases import lost_chunks
+from traces.models import Evaluation, EvaluationChunk, RunTrace, Upload
+from traces.run_ends import STATUSES as STATUSES
+from traces.run_ends import cancel_run as cancel_run
+from traces.run_ends import fail_run as fail_run
+from traces.run_ends import fail_run_of_chunk as fail_run_of_chunk
+from traces.run_ends import finish_run
+from traces.run_ends import live_summary as live_summary
 
 logger = logging.getLogger(__name__)
 
 FILTER_NAMES = ("agent", "flow", "since", "until", "upload")
-STATUSES = ("pass", "fail", "error", "skipped")
 
 
 class RunRequestError(Exception):
@@ -81,6 +89,9 @@ def pinned_revisions(guardrail_ids: Sequence[str], tenant: Tenant) -> list[Guard
 
     Raises RunRequestError naming an id that is no (live) guardrail of the tenant.
     """
+    for index, guardrail_id in enumerate(guardrail_ids):
+        if "\x00" in guardrail_id:  # PostgreSQL cannot compare it: a 400, not a 500
+            raise RunRequestError([Issue(f"/guardrails/{index}", "the NUL character is not allowed")])
     revisions = GuardrailRevision.objects.filter(
         guardrail__deleted_at__isnull=True, number=F("guardrail__revision"),
         guardrail__in=Guardrail.objects.applying_to(tenant.pk),
@@ -227,16 +238,6 @@ def run_traces(run: Evaluation) -> QuerySet[RunTrace]:
 # ---------------------------------------------------------------------------- planning
 
 
-def lease() -> timedelta:
-    """How long a queued chunk's message (or an upload's worker) is trusted before it is sent again."""
-    return timedelta(seconds=settings.KINDGI_QUEUED_LEASE_SECONDS)
-
-
-def chunk_lease() -> timedelta:
-    """How long a running chunk's worker is trusted without a heartbeat (`LeaseKeeper`)."""
-    return timedelta(seconds=settings.KINDGI_CHUNK_LEASE_SECONDS)
-
-
 def start_run(evaluation_id: int) -> None:
     """Plan a queued run in chunks and send them; a run already planned is left alone."""
     with transaction.atomic():
@@ -365,49 +366,6 @@ def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
     return chunk
 
 
-def renew_lease(chunk_id: int) -> bool:
-    """Keep the claim on a chunk still running; False once the run was cancelled."""
-    return bool(
-        EvaluationChunk.objects.filter(pk=chunk_id, status=EvaluationChunk.Status.RUNNING).update(
-            lease_until=timezone.now() + chunk_lease()
-        )
-    )
-
-
-class LeaseKeeper:
-    """A heartbeat: renews a chunk's lease every third of KINDGI_CHUNK_LEASE_SECONDS while
-    the chunk is evaluated, from a thread of the worker process that holds it.
-
-    A worker that is killed stops renewing, and its chunk is sent again once the short
-    lease has run out; a worker that is slow (judge calls) keeps its chunk. The thread
-    uses its own database connection and closes it when the chunk ends.
-    """
-
-    def __init__(self, chunk_id: int) -> None:
-        self.chunk_id = chunk_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{chunk_id}", daemon=True)
-
-    def __enter__(self) -> LeaseKeeper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _beat(self) -> None:
-        interval = settings.KINDGI_CHUNK_LEASE_SECONDS / 3
-        try:
-            while not self._stop.wait(interval):
-                try:
-                    renew_lease(self.chunk_id)
-                except DatabaseError:
-                    logger.warning("could not renew the lease of chunk %s", self.chunk_id, exc_info=True)
-        finally:
-            connections.close_all()  # this thread's connections only
-
-
 def run_targets(run: Evaluation) -> list[Enforced]:
     """The run's pinned revisions as the engine reads them."""
     revisions = run.revisions.select_related("guardrail").order_by("guardrail__guardrail_id")
@@ -423,7 +381,7 @@ def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequenc
     if any(target.guardrail.kind == JUDGE_KIND for target in targets):
         services["judge"].know_traces(traces)
     try:
-        rows = bulk.evaluate_rows(engine, targets, traces, run.mode, run.pk, services)
+        rows = bulk.evaluate_rows(engine, targets, traces, cast(Mode, run.mode), run.pk, services)
     finally:
         close_services(services)
     return bulk.store_rows(rows, while_running=run.pk, fresh=fresh)
@@ -470,94 +428,6 @@ def send_recovery_check(countdown: float) -> None:
         logger.warning("could not schedule the recovery check; the periodic check will run it")
 
 
-# ---------------------------------------------------------------------------- ending a run
-
-
-def finish_run(evaluation_id: int) -> None:
-    """A running run whose chunks are all done succeeds, with its summary."""
-    summary = run_summary(evaluation_id)
-    Evaluation.objects.filter(pk=evaluation_id, status=Evaluation.Status.RUNNING).update(
-        status=Evaluation.Status.SUCCEEDED, summary=summary, finished_at=timezone.now()
-    )
-
-
-def cancel_run(run: Evaluation) -> bool:
-    """Stop a queued or running run: its chunks not yet done are not evaluated."""
-    cancelled = stop_run(run.pk, Evaluation.Status.CANCELLED)
-    run.refresh_from_db()
-    return cancelled
-
-
-def fail_run(evaluation_id: int, error: str) -> None:
-    """A run that cannot go on: its remaining chunks stop, the error is shown."""
-    stop_run(evaluation_id, Evaluation.Status.FAILED, error)
-
-
-def stop_run(evaluation_id: int, status: str, error: str = "") -> bool:
-    """End a queued or running run as `status`; False when it had already ended.
-
-    The run's row is locked FOR UPDATE first, which waits for every batch being written
-    (writers hold it FOR KEY SHARE, `bulk.run_is_live`); every later batch sees the run
-    ended and writes nothing. So `finished_at` follows the last result, and the summary,
-    taken in the same transaction, counts exactly what is stored.
-    """
-    with transaction.atomic():
-        live = Evaluation.objects.select_for_update().filter(
-            pk=evaluation_id, status__in=[Evaluation.Status.QUEUED, Evaluation.Status.RUNNING]
-        ).values_list("pk", flat=True)
-        if not list(live):
-            return False
-        Evaluation.objects.filter(pk=evaluation_id).update(
-            status=status, finished_at=timezone.now(), error=error[:2000]
-        )
-        EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
-            status=EvaluationChunk.Status.DONE
-        ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
-        if status == Evaluation.Status.FAILED:
-            signals.announce_run_failed(evaluation_id, error)
-        Evaluation.objects.filter(pk=evaluation_id).update(summary=run_summary(evaluation_id))
-    return True
-
-
-def fail_run_of_chunk(chunk_id: int, error: str) -> None:
-    evaluation_id = EvaluationChunk.objects.filter(pk=chunk_id).values_list("evaluation_id", flat=True).first()
-    if evaluation_id is not None:
-        fail_run(evaluation_id, error)
-
-
-def run_summary(evaluation_id: int) -> dict[str, dict[str, int]]:
-    """pass / fail / error / skipped per guardrail, over the traces evaluated so far.
-
-    A run stores its skipped results; a run from before it did not, so `skipped` is also
-    at least the traces done that have no result for that guardrail.
-    """
-    run = Evaluation.objects.filter(pk=evaluation_id).values("done").first()
-    done = run["done"] if run else 0
-    names = Evaluation.revisions.through.objects.filter(evaluation_id=evaluation_id).values_list(
-        "guardrailrevision__guardrail__guardrail_id", flat=True
-    )
-    summary = {name: dict.fromkeys(STATUSES, 0) for name in sorted(names)}
-    counts = (
-        EvaluationResult.objects.filter(evaluation_id=evaluation_id)
-        .values_list("guardrail__guardrail_id", "status")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    for name, status, n in counts:
-        summary.setdefault(name, dict.fromkeys(STATUSES, 0))[status] = n
-    for row in summary.values():
-        row["skipped"] = max(row["skipped"], done - row["pass"] - row["fail"] - row["error"])
-    return summary
-
-
-def live_summary(run: Evaluation) -> dict[str, dict[str, int]]:
-    """The stored summary of a finished run, or the one so far of a running run."""
-    if run.is_final and run.summary:
-        summary: dict[str, dict[str, int]] = run.summary
-        return summary
-    return run_summary(run.pk)
-
-
 # ---------------------------------------------------------------------------- recovery
 
 
@@ -588,23 +458,3 @@ def requeue_expired_work() -> int:
     from traces.uploads import requeue_stale_uploads
 
     return sent + requeue_stale_uploads(now)
-
-
-def lost_chunks(now: datetime) -> list[tuple[int, datetime]]:
-    """(key, lease) of the chunks of running runs whose worker or message was lost.
-
-    A running chunk whose lease expired lost its worker (no heartbeat). A queued chunk
-    lost its message when its lease expired, or sooner when it was overtaken: a later
-    chunk of its run was claimed more than a chunk lease after it was sent (the queue is
-    first in, first out, so its message went to a worker that was lost before taking it).
-    """
-    later_claimed = EvaluationChunk.objects.filter(
-        evaluation_id=OuterRef("evaluation_id"), number__gt=OuterRef("number"), attempts__gt=0
-    )
-    queued = EvaluationChunk.Status.QUEUED
-    lost = (
-        Q(status__in=[queued, EvaluationChunk.Status.RUNNING], lease_until__lt=now)
-        | Q(Exists(later_claimed), status=queued, lease_until__lt=now + lease() - chunk_lease())
-    )
-    chunks = EvaluationChunk.objects.filter(lost, evaluation__status=Evaluation.Status.RUNNING)
-    return list(chunks.order_by("pk").values_list("pk", "lease_until"))

@@ -211,7 +211,9 @@ class UploadForm(forms.Form):
     def __init__(self, *args: Any, tenants: list[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.tenants = {tenant.slug: tenant for tenant in tenants}
-        self.fields["tenant"].choices = [(t.slug, t.name or t.slug) for t in tenants]
+        field = self.fields["tenant"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(t.slug, t.name or t.slug) for t in tenants]
 
     def clean_file(self) -> Any:
         file = self.cleaned_data["file"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -277,12 +277,13 @@ def _settle_repeats(repeats: list[tuple[Item, Item]]) -> None:
         _compare(item, earlier.stored_hash or earlier.content_hash)
 
 
-def _settle_already_stored(items: list[Item]) -> list[Item]:
+def _stored_by_tenant(items: list[Item]) -> Iterator[tuple[list[Item], dict[str, tuple[int, str]]]]:
+    """The items by tenant, each group with the (key, content hash) of the rows stored under
+    its trace ids: one query a tenant."""
     by_tenant: dict[int, list[Item]] = defaultdict(list)
     for item in items:
         assert item.tenant is not None
         by_tenant[item.tenant.pk].append(item)
-    fresh = []
     for tenant_id, group in by_tenant.items():
         stored = {
             trace_id: (pk, digest)
@@ -290,6 +291,12 @@ def _settle_already_stored(items: list[Item]) -> list[Item]:
                 tenant_id=tenant_id, trace_id__in=[item.id for item in group]
             ).values_list("pk", "trace_id", "content_hash")
         }
+        yield group, stored
+
+
+def _settle_already_stored(items: list[Item]) -> list[Item]:
+    fresh = []
+    for group, stored in _stored_by_tenant(items):
         for item in group:
             if item.id in stored:
                 item.row_id, digest = stored[item.id]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import csv
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -108,7 +108,8 @@ def summarise(
     with `costUsd` an exact decimal string. Groups are ordered by their names' values.
     """
     source: QuerySet[Any] = entries
-    sums, groups = SUMS, GROUPS
+    sums: Mapping[str, Any] = SUMS
+    groups: Mapping[str, Any] = GROUPS
     if days is not None and set(group_by) <= set(DAY_GROUPS):
         source, sums, groups = days, DAY_SUMS, DAY_GROUPS
     if not group_by:
@@ -230,7 +231,7 @@ def remove_many_from_days(entries: Iterable[JudgeLedgerEntry]) -> None:
 def rebuild_days() -> int:
     """Fill the roll-up again from every entry (after entries were written around `record`,
     as a bulk load does); returns the number of roll-up rows."""
-    rows = (
+    rows: Iterable[Mapping[str, Any]] = (
         JudgeLedgerEntry.objects.order_by()
         .annotate(g_day=TruncDate("created_at"))
         .values("tenant_id", "guardrail_id", "model_id", "g_day")

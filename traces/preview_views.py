@@ -4,13 +4,15 @@ and watch it, then read what the draft changes."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, render
 from django.views.generic import View
 
+from guardrails.engine.types import Mode
 from guardrails.models import Guardrail
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import previews
@@ -28,7 +30,7 @@ class PreviewCreateView(TenantScopedMixin, View):
 
     model = GuardrailPreview
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if request.user.is_authenticated and not can_evaluate(request):
             raise PermissionDenied("previewing needs a role in this tenant")
         return super().dispatch(request, *args, **kwargs)
@@ -51,9 +53,11 @@ class PreviewCreateView(TenantScopedMixin, View):
         except ValueError as error:
             return self.form(request, text, filters, [f"/guardrail: not JSON ({error})"])
         try:
+            tenant = self.tenant
+            assert tenant is not None  # can_evaluate needs a role in it
             preview = previews.create_preview(previews.PreviewRequest(
-                tenant=self.tenant, draft=draft, filters={k: v for k, v in filters.items() if v},
-                mode=request.POST.get("mode", "ci"), started_by=request.user,
+                tenant=tenant, draft=draft, filters={k: v for k, v in filters.items() if v},
+                mode=cast(Mode, request.POST.get("mode", "ci")), started_by=request.user,
                 label=request.user.get_username(), by_author=is_author(request)))
         except RunRequestError as error:
             return self.form(request, text, filters, [f"{i.path}: {i.message}" for i in error.issues])

@@ -72,7 +72,8 @@ class ReviewQueueView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         rows = queue.select_related("guardrail", "revision", "trace", "result")
         at, after = request.GET.get("at", ""), request.GET.get("after", "")
         if at.isdigit():
-            found = self.get_queryset().select_related("guardrail", "revision", "trace", "result")
+            scoped: QuerySet[Violation] = self.get_queryset()
+            found = scoped.select_related("guardrail", "revision", "trace", "result")
             violation = found.filter(pk=int(at)).first()
             if violation is None:
                 raise Http404("no such violation")

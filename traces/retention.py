@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -30,8 +31,8 @@ def apply_retention(now: datetime | None = None) -> int:
     deleted = 0
     for tenant_id, days in RetentionPolicy.objects.values_list("tenant_id", "days"):
         cutoff = moment - timedelta(days=days)
-        deleted += _in_batches(lambda t=tenant_id, c=cutoff: delete_old_traces(t, c))
-        deleted += _in_batches(lambda t=tenant_id, c=cutoff: delete_old_ledger_entries(t, c))
+        deleted += _in_batches(partial(delete_old_traces, tenant_id, cutoff))
+        deleted += _in_batches(partial(delete_old_ledger_entries, tenant_id, cutoff))
     return deleted
 
 
@@ -56,7 +57,7 @@ def delete_old_traces(tenant_id: int, cutoff: datetime) -> int:
         # The runs' kept comparisons counted these results: computed again when next asked for.
         comparisons.forget_runs(list(results.filter(evaluation__isnull=False).order_by()
                                      .values_list("evaluation_id", flat=True).distinct()))
-        results._raw_delete(results.db)  # type: ignore[attr-defined]  (their violations are gone)
+        results._raw_delete(results.db)  # their violations are gone
         JudgeLedgerEntry.objects.filter(trace_id__in=ids).update(trace=None)
         RunTrace.objects.filter(pk__in=ids).only("pk").delete()
     return len(ids)
@@ -72,7 +73,7 @@ def delete_old_ledger_entries(tenant_id: int, cutoff: datetime) -> int:
         ledger.remove_many_from_days(entries)
         doomed = JudgeLedgerEntry.objects.filter(pk__in=[entry.pk for entry in entries])
         # Taken out of the roll-up above, all at once: not one by one by the delete signal.
-        doomed._raw_delete(doomed.db)  # type: ignore[attr-defined]
+        doomed._raw_delete(doomed.db)
     return len(entries)
 
 
@@ -81,4 +82,4 @@ def _delete_violations(violations: QuerySet[Violation]) -> None:
     (not one by one by the delete signal)."""
     violation_days.subtract(violations)
     ViolationReview.objects.filter(violation__in=violations.values("pk")).delete()
-    violations._raw_delete(violations.db)  # type: ignore[attr-defined]
+    violations._raw_delete(violations.db)

@@ -38,7 +38,7 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 #: How to name each move on a button.
-ACTION_LABELS = {
+ACTION_LABELS: dict[str, str] = {
     State.OPEN: "Reopen",
     State.ACKNOWLEDGED: "Acknowledge",
     State.RESOLVED: "Resolve",

@@ -82,7 +82,8 @@ class RunCompareView(TenantScopedMixin, View):
         choices = runs.exclude(pk=run.pk).order_by("-pk").values_list("pk", "created_at")[:50]
         return render(request, "traces/evaluation_compare.html", {
             "run": run, "other": other, "comparison": comparison,
-            "rows": comparisons.figures_with_traces(comparison) if done else [], "done": done,
+            "rows": comparisons.figures_with_traces(comparison) if comparison is not None and done else [],
+            "done": done,
             "status_url": f"/api/v1/evaluations/{run.pk}/compare?with={other.pk}" if other is not None else "",
             "choices": choices, "nav_active": "evaluations",
         })

@@ -160,13 +160,6 @@ def halts(row: bulk.ResultRow) -> bool:
     return row.status == "fail" and row.action == "halt" and not row.shadow
 
 
-def withhold_stored_output(trace: RunTrace) -> None:
-    """Drop a stored trace's response (a halt guardrail failed); its hash stays the received one."""
-    trace.document = {key: value for key, value in trace.document.items() if key != "output"}
-    trace.withheld = True
-    RunTrace.objects.filter(pk=trace.pk).update(document=trace.document, withheld=True)
-
-
 def evaluate_traces(
     traces: Sequence[Any],
     enforced: Sequence[Enforced],

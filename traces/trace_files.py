@@ -26,7 +26,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import ijson
 import orjson
@@ -113,7 +113,7 @@ def decompressed(raw: IO[bytes]) -> io.BufferedReader:
     """
     head = raw.read(2)
     raw.seek(0)
-    inner: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if head == GZIP_MAGIC else raw
+    inner = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")) if head == GZIP_MAGIC else raw
     limited = LimitedReader(inner, settings.KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED)
     return io.BufferedReader(limited, buffer_size=64 * 1024)
 

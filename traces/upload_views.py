@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from django.db.models import QuerySet
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.views.generic import DetailView, FormView, ListView
@@ -24,7 +25,8 @@ class UploadListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
     template_name = "traces/upload_list.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        page = keyset_page(self.request, self.object_list.select_related("uploaded_by"), "created_at")
+        uploads = cast(QuerySet[Upload], self.object_list)
+        page = keyset_page(self.request, uploads.select_related("uploaded_by"), "created_at")
         kwargs.update(uploads=page.rows, next_url=page.next_url, previous_url=page.previous_url,
                       can_upload=bool(writable_tenants(self.request.user)))
         return super().get_context_data(**kwargs)

@@ -27,7 +27,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.core.files.uploadedfile import UploadedFile
+from django.core.files import File
 from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
@@ -104,7 +104,7 @@ class Progress:
         }
 
 
-def save_upload(file: UploadedFile, tenant: Tenant, user: Any, *, evaluate_after: bool = False) -> Upload:
+def save_upload(file: File[bytes], tenant: Tenant, user: Any, *, evaluate_after: bool = False) -> Upload:
     """Store an uploaded file (copied in chunks, never read whole) and queue its processing."""
     from traces.evaluations import lease
 
@@ -218,7 +218,8 @@ def store_batch(upload: Upload, caller: Caller, batch: list[Parsed], progress: P
     ]
     ingest.store([item for item in items if item is not None], on_created=queue_runtime_evaluation)
     delivered = [
-        item.row_id for item in items if item is not None and item.status in (ingest.CREATED, ingest.DUPLICATE)
+        item.row_id for item in items
+        if item is not None and item.row_id is not None and item.status in (ingest.CREATED, ingest.DUPLICATE)
     ]
     RunTrace.objects.filter(pk__in=delivered).update(upload=upload)
     for parsed, item in zip(batch, items, strict=True):

@@ -115,10 +115,13 @@ def prepared_cursor() -> Any:
     `prepare_threshold` None) prepares nothing here either."""
     from django.db.backends.postgresql.base import ServerBindingCursor
 
-    class PreparedCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
+    # psycopg's server-binding cursor, which django-stubs leave untyped.
+    server_binding: Any = ServerBindingCursor
+
+    class PreparedCursor(server_binding):  # type: ignore[misc]
         def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
             done = super().execute(query, params, prepare=True, **options)
-            if self._query is None and connection.queries_logged:  # what Django logs (tests, DEBUG)
+            if self._query is None and connection.queries_logged:  # type: ignore[has-type]  # what Django logs (tests, DEBUG)
                 self._query = self._convert_query(query, params)
             return done
 

@@ -142,6 +142,7 @@ def chart_rows(violations: QuerySet[Violation], days: QuerySet[ViolationDay] | N
     the violations (already scoped and filtered to those days) are counted.
     """
     series = F("guardrail__guardrail_id") if by == "guardrail" else F("severity")
+    rows: Iterable[tuple[Any, ...]]
     if days is not None:
         rows = (days.filter(day__gte=first, day__lte=last).order_by().annotate(series=series)
                 .values("day", "series").annotate(n=Sum("count")).filter(n__gt=0)

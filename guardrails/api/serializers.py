@@ -41,5 +41,7 @@ class CheckSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 class ValidationSerializer(serializers.Serializer):  # type: ignore[type-arg]
     valid = serializers.BooleanField()
-    errors = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))
+    errors = serializers.ListField(  # type: ignore[assignment]  # the wire field is named `errors`
+        child=serializers.DictField(child=serializers.CharField())
+    )
     warnings = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))

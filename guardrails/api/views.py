@@ -8,7 +8,7 @@ Another tenant's guardrail is a 404, a console-wide one that the caller may not 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db.models import F
@@ -42,6 +42,7 @@ from guardrails.services import (
 )
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import ref
+from kindgi_console.tenancy.scoping import TenantScopedQuerySet
 from traces.api.views import ERRORS_SCHEMA, error_responses
 
 #: A guardrail as the console stores it: schema 1.1.0 and the console's own limits.
@@ -87,7 +88,7 @@ class GuardrailBaseView(ConsoleAPIView):
     ordering_field = "updated_at"
 
     def get_queryset(self) -> Any:
-        return super().get_queryset().for_caller(self.caller)
+        return cast(TenantScopedQuerySet[Guardrail], super().get_queryset()).for_caller(self.caller)
 
     def author(self) -> Author:
         return Author(user=self.caller.user_or_none, label=self.caller.label)
@@ -144,7 +145,7 @@ class GuardrailDetailView(GuardrailBaseView):
     scopes = {"GET": "read", "PUT": "author", "DELETE": "author"}
 
     def get_object(self) -> Guardrail:
-        guardrail = self.get_queryset().filter(guardrail_id=self.kwargs["guardrail_id"]).first()
+        guardrail: Guardrail | None = self.get_queryset().filter(guardrail_id=self.kwargs["guardrail_id"]).first()
         if guardrail is None:
             raise Http404
         return guardrail
@@ -200,6 +201,7 @@ class GuardrailRevisionListView(ConsoleAPIView):
         if not Guardrail.objects.for_caller(self.caller).filter(guardrail_id=guardrail_id).exists():
             raise Http404
         page = self.paginate_queryset(self.get_queryset())
+        assert page is not None  # the keyset pagination always pages
         labels = revision_authors(page, self.caller)
         data = self.get_serializer(page, many=True).data
         for row, revision in zip(data, page, strict=True):

@@ -73,7 +73,7 @@ class AuditedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class AuditEntryAdmin(admin.ModelAdmin[AuditEntry]):
     """Read only: the log is append-only."""
 
     list_display = ["created_at", "tenant", "actor", "action", "object_repr"]

@@ -6,7 +6,7 @@ from kindgi_console.audit.admin import AuditedAdmin
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(admin.TabularInline[Membership, Tenant]):
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]

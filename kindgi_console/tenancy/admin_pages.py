@@ -144,8 +144,9 @@ class MemberListView(AdminPageMixin, View):
         if role not in Membership.Role.values:
             form["errors"]["role"] = "Choose a role."
         if form["errors"]:
-            request.GET = request.GET.copy()
-            request.GET["tenant"] = tenant.slug
+            query = request.GET.copy()
+            query["tenant"] = tenant.slug
+            request.GET = query  # type: ignore[assignment]  # the page is drawn again for this tenant
             return self.get(request, form, status=400)
         try:
             changes.add_member(user, tenant, role)
@@ -168,8 +169,9 @@ class MemberListView(AdminPageMixin, View):
         if known is not None and tenant.memberships.filter(user=known).exists():
             form["errors"]["username"] = f"{email} is already a member of {tenant.slug}."
         if form["errors"]:
-            request.GET = request.GET.copy()
-            request.GET["tenant"] = tenant.slug
+            query = request.GET.copy()
+            query["tenant"] = tenant.slug
+            request.GET = query  # type: ignore[assignment]  # the page is drawn again for this tenant
             return self.get(request, form, status=400)
         if known is not None:
             changes.add_member(known, tenant, role)
@@ -226,7 +228,7 @@ class ApiKeyListView(AdminPageMixin, View):
         # A new key's secret arrives once, through the session, from the POST that made it.
         fresh = request.session.pop(NEW_KEY_SESSION, None) if form is None else None
         issued = self.keys().filter(pk=fresh["key"]).first() if fresh else None
-        secret = fresh["secret"] if issued is not None else ""
+        secret = fresh["secret"] if fresh and issued is not None else ""
         context = {
             "keys": self.keys()[:200],
             "tenants": self.tenants,

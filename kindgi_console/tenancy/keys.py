@@ -7,6 +7,7 @@ import functools
 from typing import Any
 
 from django.db import connection
+from django.db.models import Field, Model
 from django.db.models.expressions import Col
 
 from kindgi_console.tenancy.models import ApiKey, Tenant
@@ -19,11 +20,17 @@ def _key_fields() -> tuple[str, ...]:
     return tuple(field.attname for field in ApiKey._meta.concrete_fields)
 
 
+def _column(model: type[Model], name: str) -> str:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field) and field.column, name  # a concrete field, not a reverse relation
+    return field.column
+
+
 @functools.cache
 def _statement() -> str:
     keys, tenants = ApiKey._meta.db_table, Tenant._meta.db_table
-    columns = [f"k.{ApiKey._meta.get_field(name).column}" for name in _key_fields()]
-    columns += [f"t.{Tenant._meta.get_field(name).column}" for name in TENANT_FIELDS]
+    columns = [f"k.{_column(ApiKey, name)}" for name in _key_fields()]
+    columns += [f"t.{_column(Tenant, name)}" for name in TENANT_FIELDS]
     # Table and column names come from the models: no input reaches the statement's text.
     return (f"SELECT {', '.join(columns)} FROM {keys} k LEFT JOIN {tenants} t "  # noqa: S608
             "ON t.id = k.tenant_id WHERE k.hash = %s AND k.revoked_at IS NULL")

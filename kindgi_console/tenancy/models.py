@@ -5,10 +5,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 #: Roles in the order of what they allow: each one allows what the earlier ones do.
 ROLES = ("reviewer", "author", "admin")
@@ -133,7 +137,7 @@ class ApiKey(models.Model):
         scopes: list[str],
         tenant: Tenant | None = None,
         name: str = "",
-        created_by: object | None = None,
+        created_by: User | None = None,
     ) -> tuple[ApiKey, str]:
         """Create a key and return it with its secret, which is not kept anywhere."""
         secret = KEY_PREFIX + secrets.token_urlsafe(32)

@@ -47,7 +47,7 @@ def is_blocked(request: HttpRequest | None, username: str) -> bool:
 
 
 def count_failure(request: HttpRequest | None, username: str) -> None:
-    with contextlib.suppress(CACHE_DOWN):  # the cache is down: the sign-in still answers
+    with contextlib.suppress(*CACHE_DOWN):  # the cache is down: the sign-in still answers
         _count_failure(request, username)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from alerts.firing import fire
@@ -14,6 +13,7 @@ from alerts.models import AlertRule, Channel, Delivery
 from alerts.rules import Observation
 from alerts.services import save_channel, save_rule
 from kindgi_console.tenancy.models import ApiKey
+from tests.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -137,12 +137,6 @@ def test_charlie_gets_nothing_of_acmes_alerts_through_the_api(
     assert writer.post("/api/v1/alert-rules", {**RULE, "tenant": "globex", "channels": [channel.pk]},
                        format="json").status_code == 400  # acme's channel does not exist in globex
     assert AlertRule.objects.count() == 1 and Channel.objects.get().name == "mail"
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_the_alerts_page_lists_rules_firings_and_the_delivery_log(alice: Any, acme_rule: Any) -> None:

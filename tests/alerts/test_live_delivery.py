@@ -69,7 +69,7 @@ def test_a_spike_fires_once_resolves_and_fires_again_with_signed_retried_deliver
 
             assert evaluate_rules(NOON + timedelta(days=1)) == {"fired": 0, "resolved": 1}
             first.refresh_from_db()
-            assert first.state == "resolved" and first.resolved_observed["count"] == 0
+            assert first.state == "resolved" and (first.resolved_observed or {})["count"] == 0
             wait_for(lambda: delivered(hook, "resolved", first), 30, "the resolution delivered", worker)
             assert good.requests[-1].json["type"] == "alert.resolved"
 
@@ -163,7 +163,7 @@ def test_a_precision_alert_fires_on_reviews_and_resolves_when_they_are_corrected
                 assert answer.status_code == 200, answer.json()
             wait_for(lambda: delivered(hook, "resolved", firing), 30, "the resolution delivered", worker)
             firing.refresh_from_db()
-            assert firing.state == "resolved" and firing.resolved_observed["precision"] == 1.0
+            assert firing.state == "resolved" and (firing.resolved_observed or {})["precision"] == 1.0
             assert receiver.requests[-1].json["type"] == "alert.resolved"
             assert all(r.verified for r in receiver.requests)
             assert Firing.objects.count() == 1

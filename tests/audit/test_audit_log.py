@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -11,14 +12,13 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.utils import IntegrityError, InternalError, ProgrammingError
-from django.test import Client
 from django.utils import timezone
 
 from kindgi_console.audit import log as audit
 from kindgi_console.audit.models import AuditEntry
 from kindgi_console.audit.retention import purge_older_than
 from kindgi_console.tenancy.models import ApiKey
-from tests.conftest import member
+from tests.conftest import member, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -40,16 +40,10 @@ def gina(globex: Any) -> User:
     return member("gina", globex, "admin")
 
 
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def test_the_trigger_refuses_update_and_delete_even_with_the_retention_setting_for_update(acme: Any) -> None:
     entries(acme, 2)
     old = AuditEntry.objects.order_by("pk").first()
-    changes = [lambda: AuditEntry.objects.filter(pk=old.pk).update(actor="someone else")]
+    changes: list[Callable[[], object]] = [lambda: AuditEntry.objects.filter(pk=old.pk).update(actor="someone else")]
     if connection.vendor == "postgresql":  # SQLite refuses UPDATE only (see kindgi_console/audit/sqlite.py)
         changes.append(lambda: AuditEntry.objects.filter(pk=old.pk).delete())
     for change in changes:
@@ -143,7 +137,7 @@ def test_the_page_filters_pages_and_exports_csv(acme: Any, dora: Any, settings: 
     assert filtered.content.count(b"guardrail.update</span>") == 1
     exported = client.get("/manage/audit/?format=csv&actor=alice")
     assert exported["Content-Type"].startswith("text/csv")
-    rows = list(csv.reader(io.StringIO(b"".join(exported.streaming_content).decode())))
+    rows = list(csv.reader(io.StringIO(exported.getvalue().decode())))
     assert rows[0][:4] == ["created_at", "tenant", "actor", "action"] and len(rows) == 31
     assert rows[1][7] == '{"severity": ["warn", "critical"]}'
 
@@ -152,5 +146,5 @@ def test_the_csv_export_defuses_formulas(acme: Any, dora: Any) -> None:
     with transaction.atomic():
         audit.record("guardrail.create", tenant=acme, object_id="=HYPERLINK(1)", object_repr="@SUM(A1)")
     exported = signed_in(dora).get("/manage/audit/?format=csv")
-    (row,) = list(csv.reader(io.StringIO(b"".join(exported.streaming_content).decode())))[1:]
+    (row,) = list(csv.reader(io.StringIO(exported.getvalue().decode())))[1:]
     assert (row[5], row[6]) == ("'=HYPERLINK(1)", "'@SUM(A1)")

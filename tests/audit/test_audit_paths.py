@@ -17,11 +17,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
-from django.test import Client
 
 from kindgi_console.audit.models import AuditEntry
 from kindgi_console.tenancy.models import ApiKey, Membership
-from tests.conftest import make_guardrail, member
+from tests.conftest import make_guardrail, member, signed_in
 from tests.traces import seed
 from tests.traces.test_judge_ledger import judge_document
 
@@ -42,12 +41,6 @@ class Log:
         assert [entry.action for entry in entries] == list(actions)
         self.last = entries[-1].pk if entries else self.last
         return entries
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_every_path_writes_one_entry_per_change(acme: Any, globex: Any, alice: Any, bob: Any, api: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Dialog, Page, expect
 
 from kindgi_console.tenancy.models import Tenant
 from tests.browser.conftest import screenshot
@@ -32,7 +32,12 @@ def arrange(halt_guardrail: Any) -> tuple[Tenant, Tenant]:
 
 def watch_dialogs(page: Page) -> list[str]:
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def dismiss(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     return dialogs
 
 

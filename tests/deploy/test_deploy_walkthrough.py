@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import dj_database_url
 import httpx
@@ -235,7 +235,7 @@ def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
     assert deployment.environ["DJANGO_DEBUG"] == "false"
     assert deployment.environ["DATABASE_URL"].startswith("postgres://")
     assert deployment.environ["CELERY_BROKER_URL"].startswith("redis://")
-    assert [Path(p.args[0]).name for p in deployment.processes] == ["gunicorn", "celery", "celery"]
+    assert [Path(cast(list[str], p.args)[0]).name for p in deployment.processes] == ["gunicorn", "celery", "celery"]
     wait_for(lambda: answers(deployment.web_port), 60, "gunicorn to listen", deployment.folder)
 
     proxy = Proxy(deployment.web_port)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import make_guardrail, make_trace
-from tests.traces.test_judge_ledger import judge_document, local_judge, root  # noqa: F401 (fixtures)
+from tests.traces.test_judge_ledger import judge_document, local_judge  # noqa: F401 (fixtures)
 
 URL = "/api/v1/guardrails/try"
 

@@ -39,7 +39,8 @@ def test_there_are_the_seven_builtins() -> None:
         "forbidden-substring",
     }
     assert all(check.kind == "zero-llm" and check.builtin for check in builtin_checks())
-    assert all(check.config_schema["additionalProperties"] is False for check in builtin_checks())
+    assert all(check.config_schema is not None and check.config_schema["additionalProperties"] is False
+               for check in builtin_checks())
 
 
 CASES = [

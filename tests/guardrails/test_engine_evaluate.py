@@ -262,7 +262,7 @@ def test_a_kind_without_strategy_is_a_warning_at_registration() -> None:
 
 # --- scope and modes -----------------------------------------------------------------------
 
-SCOPE_MATRIX = [
+SCOPE_MATRIX: list[tuple[Any, str, bool]] = [
     (None, "ci", True),
     (None, "runtime", True),
     ({}, "runtime", True),

@@ -203,7 +203,7 @@ def test_a_document_that_is_not_an_object_is_refused() -> None:
     assert validate_guardrail_document([]) == [Issue("", "must be an object")]
 
 
-TRACE = {
+TRACE: dict[str, object] = {
     "id": "run-1",
     "tenant": "acme",
     "agent": "support-bot",

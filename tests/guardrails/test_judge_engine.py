@@ -66,6 +66,7 @@ def test_an_llm_judge_guardrail_registers_with_its_config_and_capabilities_check
 
 def test_a_failing_halt_judge_fails_the_turn_and_the_cache_answers_again(fake_provider, services):
     guardrail = define_guardrail(document(), registry=default_registry(), revision=2).guardrail
+    assert guardrail is not None
     context = Context.for_trace(TRACE, "runtime", judge=services)
     fake_provider.script(Answer('{"verdict": "FAIL", "reason": "promises a refund"}'))
     verdict = evaluate_all([guardrail], TRACE, context, engine=Engine.default())
@@ -80,6 +81,7 @@ def test_a_failing_halt_judge_fails_the_turn_and_the_cache_answers_again(fake_pr
 
 def test_a_judge_error_is_an_error_result_never_a_pass(fake_provider, services):
     guardrail = define_guardrail(document(), registry=default_registry()).guardrail
+    assert guardrail is not None
     fake_provider.script(Answer("Sure, happy to help!"))
     result = evaluate_guardrail(guardrail, TRACE, Context.for_trace(TRACE, "ci", judge=services))
     assert result.status == "error"
@@ -89,5 +91,6 @@ def test_a_judge_error_is_an_error_result_never_a_pass(fake_provider, services):
 
 def test_without_a_judge_the_result_says_none_is_bound():
     guardrail = define_guardrail(document(), registry=default_registry()).guardrail
+    assert guardrail is not None
     result = evaluate_guardrail(guardrail, TRACE, Context.for_trace(TRACE, "ci"))
     assert result.status == "error" and result.reason.startswith("no judge model is bound")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from django.contrib.auth.models import User
 from django.template.loader import render_to_string
 from django.test import Client
@@ -13,7 +12,7 @@ from django.test import Client
 from guardrails.judge import registration_doc, save_policy, save_registration
 from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
 from kindgi_console.tenancy.models import Tenant
-from tests.conftest import member
+from tests.conftest import signed_in
 
 URL = "/judge-models/"
 
@@ -27,22 +26,6 @@ def registration(model_id: str, **fields: Any) -> dict[str, Any]:
     }
     doc.update(fields)
     return doc
-
-
-@pytest.fixture
-def root(db: Any) -> User:
-    return User.objects.create_superuser("root", "root@example.org", "correct horse 42")
-
-
-@pytest.fixture
-def dana(acme: Tenant) -> User:
-    return member("dana", acme, "admin")
-
-
-def signed_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def form_data(**fields: Any) -> dict[str, Any]:

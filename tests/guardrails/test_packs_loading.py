@@ -112,6 +112,7 @@ def check_file(tmp_path):
 def test_it_loads_a_check_from_a_filesystem_path(check_file):
     check = load_filesystem_check(check_file, "short-output")
     assert (check.module, check.function, check.pack) == (check_file, "short_output", check_file)
+    assert check.evaluate is not None
     assert check.evaluate({"max": 3}, {"output": "hello"}).reason == "5 characters"
 
 

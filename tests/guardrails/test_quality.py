@@ -7,24 +7,18 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from guardrails.quality import midnight, quality_of, rolled_up_quality, wilson
 from guardrails.services import Author, save_guardrail
-from tests.conftest import make_guardrail
+from kindgi_console.tenancy.scoping import Caller
+from tests.conftest import make_guardrail, signed_in
 from tests.traces.test_evaluations import run_for, store_traces
 from traces import retention, violation_days
 from traces import review as reviewing
 from traces.models import RunTrace, Violation, ViolationDay
 
 URL = "/api/v1/guardrails/no-refunds/quality"
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def review(api: Any, who: Any, violation: Violation, state: str) -> None:
@@ -136,7 +130,7 @@ def test_the_roll_up_gives_the_counted_figures_after_writes_reviews_and_deletes(
     bob: Any, acme: Any, reviewed: list[Violation]
 ) -> None:
     assert_same_figures()
-    caller = reviewing.Caller(user=bob)
+    caller = Caller(user=bob)
     moves = [("false-positive", "open"), ("open", "acknowledged"), ("acknowledged", "false-positive"),
              ("false-positive", "open"), ("open", "resolved"), ("resolved", "open")]
     for old, new in moves:  # back and forth, one violation and several at once

@@ -295,8 +295,9 @@ def pool_without_cgroup(monkeypatch) -> Iterator[SandboxPool]:
 def test_without_a_control_group_work_left_after_the_verdict_still_stops_the_sandbox(
     pool_without_cgroup,
 ):
-    for name, config in (("spins_after_its_verdict", {}),
-                         ("forges_an_early_verdict", {"passed": True, "spin_s": 3.0})):
+    cases: list[tuple[str, dict[str, Any]]] = [("spins_after_its_verdict", {}),
+                                               ("forges_an_early_verdict", {"passed": True, "spin_s": 3.0})]
+    for name, config in cases:
         result = attempt(pool_without_cgroup, "strict, network none", name, **config)
         assert isinstance(result, SandboxError)
         assert "running after its verdict" in str(result)

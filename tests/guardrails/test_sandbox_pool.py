@@ -9,6 +9,7 @@ import pytest
 
 from guardrails.engine.sandbox import (
     HandlerRef,
+    Posture,
     SandboxDefaults,
     SandboxError,
     SandboxPool,
@@ -23,11 +24,11 @@ def handler(name: str) -> HandlerRef:
     return HandlerRef("tests.packs.handlers", name)
 
 
-def strict(**document: object) -> object:
+def strict(**document: object) -> Posture:
     return posture_for({"sandbox": "strict", **document}, DEFAULTS)
 
 
-def assert_pool_healthy(pool: SandboxPool, posture: object) -> None:
+def assert_pool_healthy(pool: SandboxPool, posture: Posture) -> None:
     """A following evaluation under the same posture still gives its verdict."""
     outcome = pool.run(posture, handler("says_hello"), {"word": "hello"}, TRACE)
     assert outcome.passed

@@ -153,8 +153,10 @@ def test_an_author_tries_a_filesystem_check_under_strict_limits(engine, pool, tm
     assert registration.valid, registration.errors
     local = Engine(registry, engine.strategies)
     context = Context(mode="ci", services={"sandbox": pool})
+    assert registration.guardrail is not None
     assert evaluate_guardrail(registration.guardrail, TRACE, context, engine=local).status == "pass"
     greedy = define_guardrail({**document, "config": {"mb": 200}}, registry=registry).guardrail
+    assert greedy is not None
     result = evaluate_guardrail(greedy, TRACE, context, engine=local)
     assert (result.status, result.reason) == ("error", "memory limit 64 MB exceeded")
     production = define_guardrail(

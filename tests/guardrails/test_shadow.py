@@ -11,7 +11,7 @@ from guardrails.models import Guardrail
 from guardrails.services import Author, save_guardrail
 from tests.conftest import make_trace
 from tests.fakeproviders import Answer, FakeProvider
-from tests.traces.test_judge_ledger import judge_document, local_judge, root  # noqa: F401 (fixtures)
+from tests.traces.test_judge_ledger import judge_document, local_judge  # noqa: F401 (fixtures)
 from traces.models import EvaluationResult, Violation
 
 FAIL = '{"verdict": "FAIL", "reason": "promises a refund"}'

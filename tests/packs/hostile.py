@@ -31,11 +31,12 @@ def _spawn(argv: list[str], stdout: int = -1) -> int:
 
     err_read, err_write = os.pipe()
     try:
-        return _posixsubprocess.fork_exec(  # type: ignore[no-any-return]
+        fork_exec: Any = _posixsubprocess.fork_exec  # a private API, called as CPython 3.11 does
+        return int(fork_exec(
             [os.fsencode(a) for a in argv], [os.fsencode(argv[0])], True, (), None, None,
             -1, -1, -1, stdout, -1, -1, err_read, err_write, False, False, -1, None, None,
             None, -1, None, False,
-        )
+        ))
     finally:
         os.close(err_read)
         os.close(err_write)
@@ -45,8 +46,8 @@ def _unguard() -> None:
     """Rebind the worker guard's globals so that the audit hook lets everything through."""
     from guardrails.engine.sandbox import worker
 
-    worker._BLOCKED_EVENTS = ("\0never",)
-    worker._another_process_entry = lambda path: False  # the guard's /proc check, if any
+    setattr(worker, "_BLOCKED_EVENTS", ("\0never",))
+    setattr(worker, "_another_process_entry", lambda path: False)  # the guard's /proc check, if any
 
 
 def _libc() -> Any:

@@ -43,11 +43,12 @@ def test_one_users_failures_do_not_lock_another_out(alice: Any, bob: Any) -> Non
 
 def counters_outside_the_process() -> list[str]:
     """The cache's keys as another process sees them: in Redis, or in the database table."""
-    location = settings.CACHES["default"]["LOCATION"]
-    if settings.CACHES["default"]["BACKEND"].endswith("RedisCache"):
+    cache: dict[str, Any] = settings.CACHES["default"]
+    location = cache["LOCATION"]
+    if cache["BACKEND"].endswith("RedisCache"):
         import redis
 
-        prefix = settings.CACHES["default"]["KEY_PREFIX"]
+        prefix = cache["KEY_PREFIX"]
         return [key.decode() for key in redis.Redis.from_url(location).keys(f"{prefix}:*")]
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT cache_key FROM {location}")
@@ -55,7 +56,7 @@ def counters_outside_the_process() -> list[str]:
 
 
 def test_the_api_throttle_is_kept_where_every_process_sees_it(api: Any, acme_key: str) -> None:
-    assert not settings.CACHES["default"]["BACKEND"].endswith("LocMemCache")
+    assert not str(settings.CACHES["default"]["BACKEND"]).endswith("LocMemCache")
     with override_settings(KINDGI_API_RATE="3/minute"):
         answers = [api(acme_key).get("/api/v1/traces").status_code for _ in range(4)]
     assert answers == [200, 200, 200, 429]

@@ -9,7 +9,7 @@ import pytest
 from django.test import override_settings
 
 from kindgi_console.tenancy.models import ApiKey, Tenant
-from tests.conftest import make_trace
+from tests.conftest import make_trace, together
 from traces.models import EvaluationResult, RunTrace, Violation
 
 URL = "/api/v1/traces"
@@ -295,11 +295,7 @@ def test_concurrent_retries_store_nothing_twice(acme: Tenant) -> None:
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=send) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together(send)
     assert RunTrace.objects.count() == 200
     assert len(outcomes) == 2
     for index in range(200):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from guardrails.models import Guardrail
 from guardrails.services import Author, save_guardrail
+from tests.conftest import signed_in
 from tests.traces.test_evaluations import store_traces
 from tests.traces.test_judge_ledger import judge_document
 from traces.calibration import cohen_kappa
@@ -22,12 +22,6 @@ def acme_tenant() -> Any:
     from kindgi_console.tenancy.models import Tenant
 
     return Tenant.objects.get(slug="acme")
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

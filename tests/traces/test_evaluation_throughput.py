@@ -14,24 +14,12 @@ from django.utils import timezone
 
 from guardrails.judge import ConsoleJudgeServices
 from guardrails.redaction import judge_key_names
-from guardrails.services import Author, save_guardrail
-from tests.conftest import make_guardrail, make_trace
+from tests.conftest import make_trace
 from tests.traces.test_evaluations import store_traces
 from traces import bulk, evaluations, tasks
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Violation, ViolationDay
 
 URL = "/api/v1/evaluations"
-
-
-@pytest.fixture
-def guardrails(db: Any) -> list[Any]:
-    author = Author(user=None, label="fixture")
-    return [
-        save_guardrail(make_guardrail(), author),
-        save_guardrail(make_guardrail("cite", check="must-cite", config={"min": 1},
-                                      action={"on-violation": "log-only"}, severity="warn"), author),
-        save_guardrail(make_guardrail("billing-only", scope={"flows": ["billing"]}), author),
-    ]
 
 
 def queries_of_one_chunk(tenant: Any, count: int, settings: Any) -> int:
@@ -231,6 +219,6 @@ def test_a_heartbeat_keeps_the_lease_of_a_slow_chunk_and_stops_with_it(
     with evaluations.LeaseKeeper(chunk.pk):
         time.sleep(2.5)  # a chunk slower than its lease (judge calls)
     renewed = EvaluationChunk.objects.get(pk=chunk.pk).lease_until
-    assert renewed is not None and renewed > claimed
+    assert claimed is not None and renewed is not None and renewed > claimed
     time.sleep(1.5)
     assert EvaluationChunk.objects.get(pk=chunk.pk).lease_until == renewed  # the heartbeat stopped

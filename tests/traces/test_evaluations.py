@@ -32,17 +32,6 @@ def store_traces(tenant: Any, count: int, **fields: Any) -> list[RunTrace]:
     return RunTrace.objects.bulk_create(rows)
 
 
-@pytest.fixture
-def guardrails(db: Any) -> list[Any]:
-    author = Author(user=None, label="fixture")
-    return [
-        save_guardrail(make_guardrail(), author),
-        save_guardrail(make_guardrail("cite", check="must-cite", config={"min": 1},
-                                      action={"on-violation": "log-only"}, severity="warn"), author),
-        save_guardrail(make_guardrail("billing-only", scope={"flows": ["billing"]}), author),
-    ]
-
-
 def run_for(tenant: Any, **fields: Any) -> Evaluation:
     request = evaluations.RunRequest(tenant=tenant, label="test", **fields)
     run = evaluations.create_run(request)
@@ -270,6 +259,7 @@ def test_it_starts_a_run_and_answers_202_with_its_id(
     ({"tenant": "acme", "filters": {"upload": 999}}, "/filters/upload"),
     ({"tenant": "acme", "colour": "red"}, "/colour"),
     ({"guardrails": []}, "/tenant"),
+    ({"tenant": "acme", "guardrails": ["cite", "no-\u0000refunds"]}, "/guardrails/1"),
 ])
 def test_a_bad_request_names_the_field(api: Any, alice: Any, guardrails: Any, body: Any, path: str) -> None:
     response = api(alice).post(URL, body, format="json")

@@ -21,16 +21,11 @@ from guardrails.engine.cli import run_guardrail_ci
 from guardrails.judge import ConsoleJudgeServices
 from guardrails.models import JudgeClaim
 from guardrails.services import Author, save_guardrail
-from tests.conftest import make_trace
+from tests.conftest import make_trace, together
 from tests.fakeproviders import Answer, Drip, FakeProvider, Fault
 from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace
 
 from .test_judge_ledger import judge_document, judge_result
-
-
-@pytest.fixture
-def root(db: Any) -> User:
-    return User.objects.create_superuser("root", "root@example.org", "correct horse 42")
 
 
 def register(api: Any, root: User, doc: dict[str, Any]) -> dict[str, Any]:
@@ -112,11 +107,7 @@ def test_two_concurrent_evaluations_of_the_same_judgement_pay_for_one_call(
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=send) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together(send)
     assert len(fake_provider.requests) == 1
     assert sorted(a["status"] for a in answers) == ["fail", "fail"]
     assert sorted(a["details"]["cached"] for a in answers) == [False, True]
@@ -205,7 +196,8 @@ def test_an_anthropic_budget_under_1024_is_a_400_with_its_pointer(
 
 
 def test_the_registration_page_shows_the_budget_minimum_on_its_field(root: User) -> None:
-    from tests.guardrails.test_judge_pages import URL, form_data, signed_in
+    from tests.conftest import signed_in
+    from tests.guardrails.test_judge_pages import URL, form_data
 
     response = signed_in(root).post(URL, form_data(provider="anthropic", thinking="budgetTokens",
                                                    thinking_value="500", sampling=""))

@@ -17,7 +17,7 @@ from guardrails.judge import estimate_run
 from guardrails.models import JudgeCacheEntry, JudgeModelRegistration
 from guardrails.services import Author, enforced_guardrails, save_guardrail
 from kindgi_console.tenancy.models import ApiKey, Tenant
-from tests.conftest import make_trace, member
+from tests.conftest import make_trace
 from tests.fakeproviders import Answer, FakeProvider, Raw
 from traces.models import Evaluation, JudgeLedgerEntry, RunTrace
 from traces.services import evaluate_traces
@@ -43,17 +43,6 @@ def judge_document(guardrail_id: str = "no-refund-promises", **fields: Any) -> d
     }
     doc.update(fields)
     return doc
-
-
-@pytest.fixture
-def root(db: Any) -> User:
-    return User.objects.create_superuser("root", "root@example.org", "correct horse 42")
-
-
-@pytest.fixture
-def dana(acme: Tenant) -> User:
-    """acme's admin: sets acme's judge policy, may not register judge models."""
-    return member("dana", acme, "admin")
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ MODELS = [Tenant, User, Membership, Guardrail, GuardrailRevision, RunTrace, Eval
 
 
 def counts() -> dict[str, int]:
-    return {model.__name__: model.objects.count() for model in MODELS}
+    return {model.__name__: model._default_manager.count() for model in MODELS}
 
 
 def test_load_demo_fills_every_page_and_is_idempotent(db: Any) -> None:

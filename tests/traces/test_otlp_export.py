@@ -19,6 +19,7 @@ from tests.traces.otlp_turn import (
     text,
 )
 from traces.models import PendingSpan, RunTrace, Violation
+from traces.otlp.spans import spans_of
 from traces.otlp.turns import complete_waiting
 from traces.tasks import complete_waiting_otlp_turns
 
@@ -217,7 +218,8 @@ def test_beat_runs_the_completion_of_waiting_turns():
 
     entry = settings.CELERY_BEAT_SCHEDULE["complete-otlp-turns"]
     assert entry["task"] in app.tasks
-    assert entry["schedule"] <= settings.KINDGI_OTLP_TURN_TIMEOUT_S
+    schedule = entry["schedule"]
+    assert isinstance(schedule, int | float) and schedule <= settings.KINDGI_OTLP_TURN_TIMEOUT_S
 
 
 def test_two_exports_of_one_trace_at_once_each_see_the_others_spans(acme, acme_key):
@@ -238,7 +240,7 @@ def test_two_exports_of_one_trace_at_once_each_see_the_others_spans(acme, acme_k
     def first_export() -> None:
         try:
             with transaction.atomic():
-                turns._receive_for(acme, turns.spans_of(encode_spans(spans[:3]))[0], turns.Outcome())
+                turns._receive_for(acme, spans_of(encode_spans(spans[:3]))[0], turns.Outcome())
                 first_holds.set()
                 second_started.wait(5)
                 threading.Event().wait(0.5)  # the second export is waiting for this one now

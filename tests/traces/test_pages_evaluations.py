@@ -7,18 +7,12 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from tests.conftest import signed_in
 from tests.traces.test_evaluations import store_traces
 from traces import evaluations
 from traces.models import Evaluation, Upload
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

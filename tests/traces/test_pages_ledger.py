@@ -9,20 +9,14 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from kindgi_console.tenancy.models import Membership, Tenant
+from tests.conftest import signed_in
 from tests.traces import seed
 from traces import ledger
 from traces.models import JudgeLedgerEntry
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def csv_of(response: Any) -> list[dict[str, str]]:

@@ -10,15 +10,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from kindgi_console.tenancy.models import Tenant
+from tests.conftest import signed_in
 from tests.traces import seed
 from traces.models import RunTrace
 from traces.timeline import http_url
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_alice_lists_acmes_traces_newest_first(alice: Any, acme: Tenant, halt_guardrail: Any) -> None:
@@ -134,7 +129,7 @@ def test_the_trace_page_costs_a_fixed_number_of_queries(alice: Any, acme: Tenant
     assert len(queries) <= 12
 
 
-HOSTILE = {
+HOSTILE: dict[str, Any] = {
     "output": "<script>alert('x')</script> <img src=x onerror=alert(1)>",
     "messages": [{"role": "user", "content": "<b>hi</b>"},
                  {"role": "assistant", "content": "<script>alert('x')</script>"}],

@@ -13,15 +13,10 @@ from django.utils import timezone
 
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller
+from tests.conftest import signed_in
 from tests.traces import seed
 from traces import review, violation_days
 from traces.models import Violation
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def listed(client: Client, query: str = "") -> list[int]:

@@ -7,21 +7,14 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.test import Client
 
-from tests.conftest import make_guardrail, make_trace
+from tests.conftest import make_guardrail, make_trace, signed_in
 from tests.traces.test_evaluations import store_traces
-from tests.traces.test_judge_ledger import judge_document, judge_guardrail, local_judge, root  # noqa: F401
+from tests.traces.test_judge_ledger import judge_document, judge_guardrail, local_judge  # noqa: F401
 from traces.models import EvaluationResult, GuardrailPreview, JudgeLedgerEntry, Violation
 
 URL = "/api/v1/guardrails/preview"
 STRICTER = make_guardrail(config={"tools": ["issue_refund", "lookup_order"]})
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from kindgi_console.tenancy.models import ApiKey, Tenant
 from kindgi_console.tenancy.scoping import Caller
+from tests.conftest import signed_in
 from tests.traces import seed
 from traces import review
 from traces.models import Violation, ViolationReview
@@ -172,12 +172,6 @@ def test_bulk_review_refuses_bad_selections(api: Any, acme: Tenant, bob: Any) ->
 
 
 # ------------------------------------------------------------------ pages
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_bob_reviews_from_the_violation_page(acme: Tenant, bob: Any, halt_guardrail: Any) -> None:

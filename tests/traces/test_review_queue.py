@@ -4,17 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.test import Client
-
 from kindgi_console.tenancy.models import Tenant
+from tests.conftest import signed_in
 from tests.traces import seed
 from traces.models import Violation
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_the_queue_shows_the_newest_open_violation_and_counts(bob: Any, acme: Tenant,

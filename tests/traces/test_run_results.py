@@ -6,18 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from guardrails.services import Author, save_guardrail
-from tests.conftest import make_guardrail
-from tests.traces.test_evaluations import guardrails, run_for, store_traces  # noqa: F401 (a fixture)
+from tests.conftest import make_guardrail, signed_in
+from tests.traces.test_evaluations import run_for, store_traces
 from traces.models import Evaluation, RunTrace
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def all_pages(api: Any, url: str) -> list[dict[str, Any]]:
@@ -30,7 +23,7 @@ def all_pages(api: Any, url: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def two_runs(acme: Any, guardrails: Any) -> tuple[Evaluation, Evaluation]:  # noqa: F811
+def two_runs(acme: Any, guardrails: Any) -> tuple[Evaluation, Evaluation]:
     """A run, then no-refunds edited to also forbid lookup_order (every trace), a run again."""
     store_traces(acme, 9)
     before = run_for(acme)
@@ -39,7 +32,7 @@ def two_runs(acme: Any, guardrails: Any) -> tuple[Evaluation, Evaluation]:  # no
 
 
 def test_the_results_list_filters_by_guardrail_and_status_and_pages_to_the_end(
-    api: Any, acme_key: str, acme: Any, guardrails: Any  # noqa: F811
+    api: Any, acme_key: str, acme: Any, guardrails: Any
 ) -> None:
     store_traces(acme, 9)
     run = run_for(acme)
@@ -57,7 +50,7 @@ def test_the_results_list_filters_by_guardrail_and_status_and_pages_to_the_end(
 
 
 def test_a_skipped_result_says_which_part_of_the_scope_did_not_select(
-    api: Any, acme_key: str, acme: Any, guardrails: Any  # noqa: F811
+    api: Any, acme_key: str, acme: Any, guardrails: Any
 ) -> None:
     store_traces(acme, 2)
     run = run_for(acme)
@@ -69,7 +62,7 @@ def test_a_skipped_result_says_which_part_of_the_scope_did_not_select(
 @pytest.mark.parametrize(("query", "pointer"), [
     ("status=maybe", "/status"), ("cursor=bm9wZQ", "/cursor"), ("limit=0", "/limit"), ("limit=501", "/limit")])
 def test_a_bad_results_query_is_a_400_naming_the_parameter(
-    api: Any, acme_key: str, acme: Any, guardrails: Any, query: str, pointer: str  # noqa: F811
+    api: Any, acme_key: str, acme: Any, guardrails: Any, query: str, pointer: str
 ) -> None:
     run = run_for(acme)
     answer = api(acme_key).get(f"/api/v1/evaluations/{run.pk}/results?{query}")
@@ -129,7 +122,7 @@ def test_the_results_page_shows_failures_only_by_default_and_every_status_on_ask
     assert "skipped by scope: flows" in skipped and "scope.flows does not list" in skipped
 
 
-def test_the_results_page_pages_forward(alice: Any, acme: Any, guardrails: Any) -> None:  # noqa: F811
+def test_the_results_page_pages_forward(alice: Any, acme: Any, guardrails: Any) -> None:
     store_traces(acme, 30)
     run = run_for(acme)
     client = signed_in(alice)
@@ -171,7 +164,7 @@ def test_another_tenants_key_gets_nothing(api: Any, charlie_key: str, globex: An
 
 
 def test_the_compare_lists_page_by_a_keyset_to_the_counted_end(
-    api: Any, acme_key: str, alice: Any, acme: Any, guardrails: Any  # noqa: F811
+    api: Any, acme_key: str, alice: Any, acme: Any, guardrails: Any
 ) -> None:
     store_traces(acme, 30)
     before = run_for(acme)
@@ -243,7 +236,7 @@ def test_a_run_still_going_is_compared_when_it_has_finished(api: Any, acme_key: 
 
 
 def test_compare_reads_the_same_queries_for_small_and_larger_runs(
-    api: Any, acme_key: str, acme: Any, guardrails: Any  # noqa: F811
+    api: Any, acme_key: str, acme: Any, guardrails: Any
 ) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext

@@ -7,19 +7,11 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.test import Client
-
 from kindgi_console.tenancy.models import ApiKey, Tenant
-from tests.conftest import make_trace
+from tests.conftest import make_trace, signed_in
 from tests.traces.test_evaluations import store_traces
-from tests.traces.test_judge_ledger import judge_guardrail, local_judge, root  # noqa: F401 (fixtures)
+from tests.traces.test_judge_ledger import judge_guardrail, local_judge  # noqa: F401 (fixtures)
 from traces.models import Evaluation
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_a_reviewer_starts_a_run_through_the_api(api: Any, bob: Any, acme: Tenant, halt_guardrail: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from guardrails.models import Guardrail
-from tests.traces.test_evaluations import guardrails, store_traces  # noqa: F401 (fixture)
+from tests.traces.test_evaluations import store_traces
 from traces import bulk, evaluations
 from traces.models import Evaluation, EvaluationResult, Violation
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.mark.parametrize(("count", "fresh"), [(60, True), (60, False), (6, False)])
 def test_a_shadow_guardrail_records_results_and_no_violation(
-    acme: Any, guardrails: Any, count: int, fresh: bool  # noqa: F811 (fixture)
+    acme: Any, guardrails: Any, count: int, fresh: bool
 ) -> None:
     Guardrail.objects.filter(guardrail_id="no-refunds").update(shadow=True)
     store_traces(acme, count)

@@ -128,7 +128,7 @@ def test_an_evaluation_can_start_after_the_upload(
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         upload = upload_file(acme, alice, jsonl(make_trace("a"), make_trace("b")), evaluate_after=True)
-    run = Evaluation.objects.get(pk=upload.evaluation_id)
+    run = Evaluation.objects.get(pk=upload.evaluation_id or 0)
     assert run.trace_filters == {"upload": upload.pk}
     assert (run.status, run.total, run.started_by) == ("succeeded", 2, alice)
     assert run.summary["no-refunds"]["fail"] == 2

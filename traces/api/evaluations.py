@@ -6,7 +6,7 @@ evaluated by Celery workers, and `GET evaluations/{id}` reads its progress from 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
@@ -18,7 +18,7 @@ from guardrails.engine.evaluate import SKIP_PARTS
 from guardrails.engine.types import Issue
 from kindgi_console import idempotency
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
-from kindgi_console.tenancy.scoping import TenantDenied
+from kindgi_console.tenancy.scoping import TenantDenied, TenantScopedQuerySet
 from traces import comparisons, evaluations, run_results
 from traces.models import Evaluation, RunComparison, Upload
 
@@ -108,6 +108,7 @@ class EvaluationListView(ConsoleAPIView):
                    responses={200: OpenApiResponse(RUN_PAGE_SCHEMA), 400: ERRORS, 401: ERRORS, 403: ERRORS})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
+        assert page is not None  # the keyset pagination always pages
         return self.get_paginated_response([run_as_dict(run) for run in page])
 
     @extend_schema(operation_id="evaluations_start", request=START_BODY,
@@ -180,7 +181,8 @@ class EvaluationCancelView(ConsoleAPIView):
     @extend_schema(operation_id="evaluations_cancel", request=None,
                    responses={200: OpenApiResponse(RUN_SCHEMA), 404: ERRORS, 409: ERRORS})
     def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(self.get_queryset().for_caller(self.caller, "run"), pk=pk)
+        runs = cast(TenantScopedQuerySet[Evaluation], self.get_queryset())
+        run = get_object_or_404(runs.for_caller(self.caller, "run"), pk=pk)
         if not evaluations.cancel_run(run):
             raise ApiError([Issue("/status", f"the run has already {run.status}")], status_code=409)
         return Response(run_as_dict(run))
@@ -351,7 +353,8 @@ class EvaluationCompareView(ConsoleAPIView):
             return other
         if not raw.isdigit():
             raise ApiError([Issue("/with", "with is a run's id")])
-        other = get_object_or_404(self.get_queryset(), pk=int(raw))
+        chosen: Evaluation = get_object_or_404(self.get_queryset(), pk=int(raw))
+        other = chosen
         if other.tenant_id != run.tenant_id:
             raise ApiError([Issue("/with", "the runs compared are of the same tenant")])
         return other

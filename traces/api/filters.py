@@ -21,7 +21,7 @@ MAX_ID = 2**63 - 1
 class IdFilter(django_filters.NumberFilter):
     """A row's id: a whole number the database's key can hold (a 400 otherwise, never a 500)."""
 
-    field_class = forms.IntegerField
+    field_class = forms.IntegerField  # type: ignore[assignment]  # whole numbers, not decimals
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, min_value=1, max_value=MAX_ID, **kwargs)
@@ -45,7 +45,7 @@ class StrictFilterSet(django_filters.FilterSet):
         valid: bool = super().is_valid()
         for name, field in self.filters.items():
             strict = isinstance(field, django_filters.IsoDateTimeFilter | django_filters.ChoiceFilter)
-            if strict and self.data.get(name) == "":
+            if strict and (self.data or {}).get(name) == "":
                 self.form.add_error(name, "give a value, or leave the parameter out")
                 valid = False
         return valid

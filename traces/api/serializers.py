@@ -110,7 +110,7 @@ class LedgerGroupSerializer(serializers.Serializer):  # type: ignore[type-arg]
     calls = serializers.IntegerField(help_text="Calls made to a provider.")
     billedCalls = serializers.IntegerField()
     cacheHits = serializers.IntegerField(help_text="Judgements answered from the cache.")
-    errors = serializers.IntegerField()
+    errors = serializers.IntegerField()  # type: ignore[assignment]  # the wire field is named `errors`
     overBudget = serializers.IntegerField()
     overCost = serializers.IntegerField()
     overLatency = serializers.IntegerField()

@@ -449,6 +449,7 @@ class LedgerEntryListView(ConsoleAPIView):
     def get(self, request: Request) -> Any:
         entries = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(ledger.entries_for_listing(entries))
+        assert page is not None  # the keyset pagination always pages
         return self.get_paginated_response([ledger.entry_dict(entry) for entry in page])
 
 

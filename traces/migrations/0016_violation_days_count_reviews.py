@@ -8,18 +8,20 @@ alter a table that has rows with pending constraint checks in the same transacti
 """
 
 import django.db.models.deletion
+from django.apps.registry import Apps
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.models import Count, Q
 from django.db.models.functions import TruncDate
 
 REVIEWED = ("acknowledged", "resolved", "false-positive")
 
 
-def empty_violation_days(apps, schema_editor):
+def empty_violation_days(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     apps.get_model("traces", "ViolationDay").objects.using(schema_editor.connection.alias).delete()
 
 
-def count_violations_and_reviews(apps, schema_editor):
+def count_violations_and_reviews(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     """The violations stored, counted per tenant, guardrail, revision, severity and day."""
     alias = schema_editor.connection.alias
     violation_model = apps.get_model("traces", "Violation")

@@ -64,13 +64,6 @@ class Posture:
         """The wall-clock bound of one call: the CPU limit plus the grace."""
         return self.cpu_ms + self.wall_grace_ms
 
-    def describe(self) -> str:
-        hosts = f" {','.join(self.network.hosts)}" if self.network.hosts else ""
-        return (
-            f"{self.level}, memory {self.mem_mb} MB, CPU {self.cpu_ms} ms, "
-            f"network {self.network.kind}{hosts}"
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class HandlerRef:

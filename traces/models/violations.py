@@ -1,0 +1,191 @@
+"""Violations, their reviews and daily counts, and calibration samples of a guardrail's verdicts."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from guardrails.models import Guardrail, GuardrailRevision
+from kindgi_console.tenancy.models import Tenant
+from kindgi_console.tenancy.scoping import TenantScopedQuerySet
+from traces.models.runs import Evaluation, EvaluationResult
+from traces.models.traces import MODES, RunTrace
+
+
+class Violation(models.Model):
+    """A `fail` result, kept for review whatever its action.
+
+    The trace's agent and flow and the guardrail's action and severity are copied here so
+    that violation history filters without joins.
+    """
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        ACKNOWLEDGED = "acknowledged"
+        RESOLVED = "resolved"
+        FALSE_POSITIVE = "false-positive"
+
+    # Kept by Django, not by database constraints, as a result's keys are (see EvaluationResult):
+    # six deferred checks per violation were a fifth of a run's database time. The tenant's
+    # and the guardrail's own indexes would repeat the first column of the ones below.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.PROTECT, related_name="violations", db_constraint=False, db_index=False
+    )
+    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="violations", db_constraint=False)
+    result = models.OneToOneField(
+        EvaluationResult, on_delete=models.CASCADE, related_name="violation", db_constraint=False
+    )
+    guardrail = models.ForeignKey(
+        Guardrail, on_delete=models.PROTECT, related_name="violations", db_constraint=False, db_index=False
+    )
+    revision = models.ForeignKey(
+        GuardrailRevision, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
+    )
+    evaluation = models.ForeignKey(
+        Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="violations",
+        db_constraint=False,
+    )
+    action = models.CharField(max_length=100)
+    severity = models.CharField(max_length=20, blank=True)
+    mode = models.CharField(max_length=10, choices=MODES)
+    reason = models.TextField(blank=True)
+    agent = models.CharField(max_length=200, blank=True)
+    flow = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.OPEN)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )
+    reviewed_by_label = models.CharField(
+        max_length=200, blank=True, help_text="the reviewer's name, or the API key's label"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    review_note = models.TextField(blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "-created_at", "-id"], name="violation_tenant_time"),
+            models.Index(fields=["tenant", "state", "-created_at"], name="violation_tenant_state"),
+            models.Index(fields=["guardrail", "-created_at"], name="violation_guardrail_time"),
+            models.Index(fields=["severity", "-created_at"], name="violation_severity_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.guardrail_id} on {self.trace_id} ({self.state})"
+
+
+class ViolationReview(models.Model):
+    """One change of a violation's review state: who, when, from what to what, and why.
+
+    Written by `traces.review` only, never changed: the violation's review history.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    violation = models.ForeignKey(Violation, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )
+    reviewer_label = models.CharField(max_length=200, blank=True)
+    from_state = models.CharField(max_length=20, choices=Violation.State.choices)
+    to_state = models.CharField(max_length=20, choices=Violation.State.choices)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["violation", "created_at"], name="review_violation_time")]
+
+    def __str__(self) -> str:
+        return f"violation {self.violation_id}: {self.from_state} -> {self.to_state}"
+
+
+class ViolationDay(models.Model):
+    """Violations counted per tenant, guardrail, revision, severity and day, with how many of
+    them reviewers have reviewed and marked false positive (a roll-up for the chart and quality).
+
+    Kept by `traces.violation_days`, in the same transaction as the violations it counts and
+    as their review changes, so that the violation chart and a guardrail's quality
+    (`guardrails.quality`) read a few rows per day instead of every violation. `day` is the
+    violation's `created_at` date in the console's time zone, as `TruncDate` gives it.
+    `reviewed` counts the violations out of `open` (acknowledged, resolved, false positive),
+    `false_positives` those marked false positive; the other review states are not counted
+    here (a chart filtered by them reads the violations).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
+    severity = models.CharField(max_length=20, blank=True)
+    day = models.DateField()
+    count = models.BigIntegerField(default=0)
+    reviewed = models.BigIntegerField(default=0)
+    false_positives = models.BigIntegerField(default=0)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "guardrail", "revision", "severity", "day"], name="violation_day_unique"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "day"], name="violation_day_tenant_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.guardrail_id}@{self.revision_id} {self.severity}: {self.count}"
+
+
+class CalibrationSample(models.Model):
+    """Traces drawn from an llm-judge guardrail's recent verdicts for people to label.
+
+    Stratified: about half from its `fail` results and half from its `pass` results of
+    `revision` (the judge being calibrated); `judge_model` names the model that judged them
+    (the most common one), so that figures are known to be of that judge only.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
+    judge_model = models.CharField(max_length=200, blank=True)
+    size = models.PositiveIntegerField()
+    created_by_label = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["guardrail", "-created_at"], name="calibration_guardrail")]
+
+    def __str__(self) -> str:
+        return f"calibration {self.pk} of {self.guardrail_id}@{self.revision_id}"
+
+
+class CalibrationItem(models.Model):
+    """One trace of a calibration sample: the judge's verdict and, once labelled, a person's."""
+
+    class Label(models.TextChoices):
+        PASS = "pass"  # noqa: S105 (a label, not a password)
+        FAIL = "fail"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    sample = models.ForeignKey(CalibrationSample, on_delete=models.CASCADE, related_name="items")
+    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="+")
+    judge_status = models.CharField(max_length=10, choices=Label.choices)
+    judge_reason = models.TextField(blank=True)
+    label = models.CharField(max_length=10, choices=Label.choices, blank=True)
+    labelled_by_label = models.CharField(max_length=200, blank=True)
+    labelled_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["sample", "trace"], name="calibration_trace_once")]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}: judge {self.judge_status}, people {self.label or '-'}"

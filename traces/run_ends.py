@@ -1,0 +1,101 @@
+"""How an evaluation run ends (succeeded, cancelled, failed), and its summary.
+
+`stop_run` locks the run's row before it ends it, so the summary it takes counts exactly
+the results stored; the runs' own flow is in `traces.evaluations`.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from traces import signals
+from traces.models import Evaluation, EvaluationChunk, EvaluationResult
+
+STATUSES = ("pass", "fail", "error", "skipped")
+
+
+def finish_run(evaluation_id: int) -> None:
+    """A running run whose chunks are all done succeeds, with its summary."""
+    summary = run_summary(evaluation_id)
+    Evaluation.objects.filter(pk=evaluation_id, status=Evaluation.Status.RUNNING).update(
+        status=Evaluation.Status.SUCCEEDED, summary=summary, finished_at=timezone.now()
+    )
+
+
+def cancel_run(run: Evaluation) -> bool:
+    """Stop a queued or running run: its chunks not yet done are not evaluated."""
+    cancelled = stop_run(run.pk, Evaluation.Status.CANCELLED)
+    run.refresh_from_db()
+    return cancelled
+
+
+def fail_run(evaluation_id: int, error: str) -> None:
+    """A run that cannot go on: its remaining chunks stop, the error is shown."""
+    stop_run(evaluation_id, Evaluation.Status.FAILED, error)
+
+
+def stop_run(evaluation_id: int, status: str, error: str = "") -> bool:
+    """End a queued or running run as `status`; False when it had already ended.
+
+    The run's row is locked FOR UPDATE first, which waits for every batch being written
+    (writers hold it FOR KEY SHARE, `bulk.run_is_live`); every later batch sees the run
+    ended and writes nothing. So `finished_at` follows the last result, and the summary,
+    taken in the same transaction, counts exactly what is stored.
+    """
+    with transaction.atomic():
+        live = Evaluation.objects.select_for_update().filter(
+            pk=evaluation_id, status__in=[Evaluation.Status.QUEUED, Evaluation.Status.RUNNING]
+        ).values_list("pk", flat=True)
+        if not list(live):
+            return False
+        Evaluation.objects.filter(pk=evaluation_id).update(
+            status=status, finished_at=timezone.now(), error=error[:2000]
+        )
+        EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
+            status=EvaluationChunk.Status.DONE
+        ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
+        if status == Evaluation.Status.FAILED:
+            signals.announce_run_failed(evaluation_id, error)
+        Evaluation.objects.filter(pk=evaluation_id).update(summary=run_summary(evaluation_id))
+    return True
+
+
+def fail_run_of_chunk(chunk_id: int, error: str) -> None:
+    evaluation_id = EvaluationChunk.objects.filter(pk=chunk_id).values_list("evaluation_id", flat=True).first()
+    if evaluation_id is not None:
+        fail_run(evaluation_id, error)
+
+
+def run_summary(evaluation_id: int) -> dict[str, dict[str, int]]:
+    """pass / fail / error / skipped per guardrail, over the traces evaluated so far.
+
+    A run stores its skipped results; a run from before it did not, so `skipped` is also
+    at least the traces done that have no result for that guardrail.
+    """
+    run = Evaluation.objects.filter(pk=evaluation_id).values("done").first()
+    done = run["done"] if run else 0
+    names = Evaluation.revisions.through.objects.filter(evaluation_id=evaluation_id).values_list(
+        "guardrailrevision__guardrail__guardrail_id", flat=True
+    )
+    summary = {name: dict.fromkeys(STATUSES, 0) for name in sorted(names)}
+    counts = (
+        EvaluationResult.objects.filter(evaluation_id=evaluation_id)
+        .values_list("guardrail__guardrail_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for name, status, n in counts:
+        summary.setdefault(name, dict.fromkeys(STATUSES, 0))[status] = n
+    for row in summary.values():
+        row["skipped"] = max(row["skipped"], done - row["pass"] - row["fail"] - row["error"])
+    return summary
+
+
+def live_summary(run: Evaluation) -> dict[str, dict[str, int]]:
+    """The stored summary of a finished run, or the one so far of a running run."""
+    if run.is_final and run.summary:
+        summary: dict[str, dict[str, int]] = run.summary
+        return summary
+    return run_summary(run.pk)
