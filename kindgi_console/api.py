@@ -34,7 +34,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from guardrails.engine.types import Issue
+from guardrails.engine.types import Issue, IssuesError
 from kindgi_console.jsonbody import JsonBodyError, parse_json
 from kindgi_console.tenancy.keys import active_key
 from kindgi_console.tenancy.models import ApiKey, hash_key
@@ -84,13 +84,18 @@ def flatten_detail(detail: Any, path: str = "") -> list[dict[str, str]]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Every error of the API in the one shape, whatever raised it."""
+    """Every error of the API in the one shape, whatever raised it.
+
+    An `IssuesError` of a service (a run, a review, a guardrail's owner...) is answered
+    with its issues and status: views let it through instead of catching it."""
     if isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge(
             f"the request body is over the limit of {settings.KINDGI_MAX_REQUEST_BYTES} bytes"
         )
     elif isinstance(exc, TenantDenied):
         exc = ApiError([Issue(pointer("tenant"), str(exc))], exc.status)
+    elif isinstance(exc, IssuesError):  # a service's refusal, named field by field
+        exc = ApiError(exc.issues, exc.status)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

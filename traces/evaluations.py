@@ -33,7 +33,7 @@ from guardrails.deployment import close_services, evaluation_services
 from guardrails.deployment import engine as deployment_engine
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Guardrail as EngineGuardrail
-from guardrails.engine.types import Issue, Mode
+from guardrails.engine.types import Issue, IssuesError, Mode
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
@@ -46,16 +46,11 @@ FILTER_NAMES = ("agent", "flow", "since", "until", "upload")
 STATUSES = ("pass", "fail", "error", "skipped")
 
 
-class RunRequestError(Exception):
+class RunRequestError(IssuesError):
     """A run that cannot start as asked; each issue names the field (JSON pointer).
 
     `status` is 400 for a bad request, 403 for a run only an author may start.
     """
-
-    def __init__(self, issues: Sequence[Issue], status: int = 400) -> None:
-        super().__init__(issues[0].message if issues else "invalid evaluation")
-        self.issues = list(issues)
-        self.status = status
 
 
 # ---------------------------------------------------------------------------- creating a run

@@ -30,7 +30,6 @@ from guardrails.engine.types import Context, Issue, Result
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import (
     Author,
-    OwnershipError,
     check_owner,
     delete_guardrail,
     enforced_document,
@@ -94,10 +93,7 @@ class GuardrailBaseView(ConsoleAPIView):
 
     def save(self, document: dict[str, Any], *, enabled: bool | None,
              owner: Any = None) -> Guardrail:
-        try:
-            return save_guardrail(document, self.author(), enabled=enabled, owner=owner)
-        except OwnershipError as error:
-            raise ApiError(error.issues, error.status) from None
+        return save_guardrail(document, self.author(), enabled=enabled, owner=owner)
 
 
 class GuardrailListView(GuardrailBaseView):
@@ -124,10 +120,7 @@ class GuardrailListView(GuardrailBaseView):
         if self.get_queryset().filter(guardrail_id=document["id"]).exists():
             raise ApiError([Issue("/id", f"guardrail {document['id']!r} already exists: "
                                          "replace it with PUT")], status.HTTP_409_CONFLICT)
-        try:
-            check_owner(document["id"], owner)
-        except OwnershipError as error:
-            raise ApiError(error.issues, error.status) from None
+        check_owner(document["id"], owner)
         guardrail = self.save(document, enabled=True if enabled is None else enabled, owner=owner)
         return document_response(guardrail, status.HTTP_201_CREATED)
 

@@ -142,10 +142,7 @@ class EvaluationListView(ConsoleAPIView):
             label=self.caller.label,
             by_author=self._is_author(tenant),
         )
-        try:
-            return evaluations.create_run(request)
-        except evaluations.RunRequestError as error:
-            raise ApiError(error.issues, status_code=error.status) from None
+        return evaluations.create_run(request)
 
     def _is_author(self, tenant: str | None) -> bool:
         """Whether the caller authors the tenant (a key with `evaluate` counts as one)."""

@@ -353,8 +353,6 @@ class ViolationReviewView(ConsoleAPIView):
         state, note = _checked(body)
         try:
             outcome = review.review_one(pk, state, note, self.caller)
-        except review.ReviewError as error:
-            raise ApiError(error.issues) from None
         except Violation.DoesNotExist:
             raise Http404 from None
         return Response(outcome.as_dict())
@@ -389,10 +387,7 @@ class ViolationBulkReviewView(ConsoleAPIView):
         body = _review_body(read_json_body(request), {"ids", "filter", "state", "note"})
         state, note = _checked(body)
         selection = bulk_selection(review.reviewable(self.caller), body)
-        try:
-            outcome = review.review(selection, state, note, self.caller)
-        except review.ReviewError as error:
-            raise ApiError(error.issues) from None
+        outcome = review.review(selection, state, note, self.caller)
         return Response(outcome.as_dict())
 
 
@@ -406,10 +401,7 @@ def _review_body(body: object, fields: set[str]) -> dict[str, Any]:
 
 
 def _checked(body: dict[str, Any]) -> tuple[str, str]:
-    try:
-        return review.check_request(body.get("state"), body.get("note"))
-    except review.ReviewError as error:
-        raise ApiError(error.issues) from None
+    return review.check_request(body.get("state"), body.get("note"))
 
 
 def bulk_selection(violations: QuerySet[Violation], body: dict[str, Any]) -> QuerySet[Violation]:
