@@ -7,8 +7,6 @@ pointer is `/<name>`.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -17,9 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db.models import Model, Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, JsonResponse
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from redis.exceptions import RedisError
@@ -35,6 +32,7 @@ from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from guardrails.engine.types import Issue, IssuesError
+from kindgi_console import paging
 from kindgi_console.jsonbody import JsonBodyError, parse_json
 from kindgi_console.tenancy.keys import active_key
 from kindgi_console.tenancy.models import ApiKey, hash_key
@@ -256,10 +254,7 @@ class KeysetPagination(BasePagination):
         self.limit = self._page_size(request)
         self.cursor = self._decode(request.query_params.get(self.cursor_query_param))
         if self.cursor is not None:
-            moment, pk = self.cursor
-            queryset = queryset.filter(
-                Q(**{f"{self.field}__lt": moment}) | Q(**{self.field: moment, "pk__lt": pk})
-            )
+            queryset = queryset.filter(paging.past(self.field, self.cursor))
         rows = list(queryset.order_by(f"-{self.field}", "-pk")[: self.limit + 1])
         self.has_next = len(rows) > self.limit
         self.page = rows[: self.limit]
@@ -277,23 +272,15 @@ class KeysetPagination(BasePagination):
         if not raw:
             return None
         try:
-            moment_text, pk_text = base64.urlsafe_b64decode(raw.encode()).decode().split("|")
-            moment = parse_datetime(moment_text)
-            if moment is None:
-                raise ValueError(moment_text)
-            return moment, int(pk_text)
-        except (ValueError, binascii.Error, UnicodeDecodeError):
+            return paging.decode_time(raw)
+        except paging.BadCursor:
             raise ApiError([Issue("/cursor", "this cursor is not one the API gave")]) from None
-
-    def _encode(self, row: Model) -> str:
-        text = f"{getattr(row, self.field).isoformat()}|{row.pk}"
-        return base64.urlsafe_b64encode(text.encode()).decode()
 
     def next_link(self) -> str | None:
         if not self.has_next:
             return None
         url = self.request.build_absolute_uri()
-        return replace_query_param(url, self.cursor_query_param, self._encode(self.page[-1]))
+        return replace_query_param(url, self.cursor_query_param, paging.encode(self.page[-1], self.field))
 
     def get_paginated_response(self, data: Any) -> Response:
         return Response({"next": self.next_link(), "results": data})

@@ -33,6 +33,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.generic import DetailView, ListView
 
 from guardrails.models import Guardrail
+from kindgi_console.paging import PAGE_SIZES, keyset_page
 from kindgi_console.tenancy.scoping import Caller
 from kindgi_console.tenancy.views import TenantScopedMixin, tenant_choices
 from traces import forms, ledger, ledger_chart, review, timeline, violation_days
@@ -45,7 +46,6 @@ from traces.models import (
     ViolationDay,
     ViolationReview,
 )
-from traces.paging import PAGE_SIZES, keyset_page
 
 #: How far back charts look when the filter names no start.
 CHART_DAYS = 30
