@@ -18,9 +18,9 @@ from kindgi_console import idempotency
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import previews
+from traces.api.serializers import ERRORS
 from traces.models import GuardrailPreview
 
-ERRORS = OpenApiResponse({"type": "object", "properties": {"errors": {"type": "array"}}})
 PREVIEW_SCHEMA = OpenApiResponse({"type": "object", "properties": {
     "id": {"type": "integer"}, "url": {"type": "string"}, "page": {"type": "string"}, "tenant": {"type": "string"},
     "guardrail": {"type": "string"}, "currentRevision": {"type": "integer", "nullable": True},
