@@ -1,44 +1,64 @@
 """Reading trace files in bounded memory, depth and size, from any point already read.
 
+The one reader of trace files: uploads (traces/uploads.py, with the console's settings as
+its limits) and the CI command (guardrails/engine/cli/, with the same variables read from
+the environment) both read through it. No Django import.
+
 A file is JSON (one RunTrace, or an array of them) or JSON Lines (one RunTrace a line,
 blank lines skipped), either of them possibly gzip-compressed (recognised by its magic
 bytes, whatever its name). Every bound holds before anything is built:
 
 - the decompressed bytes are counted as they are read, and a file that expands past
-  `KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED` is refused (a few KB of gzip can hold GBs);
-- a line is read up to `KINDGI_MAX_TRACE_BYTES` and its nesting is measured on its bytes
-  before it is parsed; a run of more than `KINDGI_UPLOAD_MAX_BLANK_LINES` blank lines
-  refuses the file;
-- an array is read event by event (ijson's `basic_parse`, which keeps no path of its own),
-  depth counted on every opening bracket; one element deeper than `KINDGI_MAX_DEPTH`
-  refuses the file, so no element is ever built deeper than the limit.
+  `Limits.max_decompressed` is refused (a few KB of gzip can hold GBs);
+- a line is read up to `Limits.max_trace_bytes` and its nesting is measured on its bytes
+  before it is parsed; a run of more than `Limits.max_blank_lines` blank lines refuses the
+  file;
+- an array is split into its elements as its bytes stream by (`ArraySplitter`), depth
+  counted on every opening bracket outside strings and each element's bytes counted: one
+  element deeper than `Limits.max_depth` or far over the trace limit refuses the file, so
+  no element is ever kept whole past the limits, and none is built before it is measured.
+
+Each trace comes as a `Parsed`: its document, or the reason it could not be read, or (with
+`parse=False`, for a caller that parses elsewhere, like the CI command's worker processes)
+its bytes, which `loads` parses later with the same checks.
 
 Reading can start where an earlier reader stopped (`Position`): JSON Lines at a byte
 offset of the decompressed text (gzip is decompressed again up to it, never stored), an
-array after a number of elements (skipped without being built).
+array after a number of elements (split but not parsed).
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import ijson
 import orjson
-from django.conf import settings
-from ijson.common import ObjectBuilder
+
+if TYPE_CHECKING:  # gzip is imported for a compressed file only (the CLI's memory, start-up)
+    import gzip
 
 GZIP_MAGIC = b"\x1f\x8b"
-OPENING = frozenset({"start_map", "start_array"})
-CLOSING = frozenset({"end_map", "end_array"})
 STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 NOT_A_BRACKET = bytes(set(range(256)) - set(b"[]{}"))
 SKIP_CHUNK = 1024 * 1024
+#: What the readers ahead of the splitter may hold beyond an element's limit before the
+#: element is refused with the file (a little over the limit is one bad trace).
+READ_AHEAD = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds a file is read within: the settings KINDGI_MAX_TRACE_BYTES, KINDGI_MAX_DEPTH,
+    KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED (None: no bound) and KINDGI_UPLOAD_MAX_BLANK_LINES."""
+
+    max_trace_bytes: int
+    max_depth: int
+    max_decompressed: int | None
+    max_blank_lines: int
 
 
 class UnreadableFile(Exception):
@@ -56,6 +76,10 @@ class Parsed:
     document: Any = None
     error: str | None = None
     offset: int = 0
+    #: The trace's bytes, when the reader was asked not to parse them.
+    text: bytes | None = None
+    #: The line of the file the trace starts on (an array's element: where its text begins).
+    first_line: int = 0
 
     @property
     def where(self) -> dict[str, int | None]:
@@ -76,19 +100,13 @@ class Position:
 
 
 class LimitedReader(io.RawIOBase):
-    """The decompressed bytes of a file, refused once more than `limit` have been read, or
-    once one element of an array (`element`) spans more than `element_limit` bytes."""
+    """The decompressed bytes of a file, refused once more than `limit` have been read."""
 
-    #: What the readers ahead of the parser (this stream's buffer, the parser's) may hold.
-    READ_AHEAD = 256 * 1024
-
-    def __init__(self, inner: IO[bytes], limit: int) -> None:
+    def __init__(self, inner: IO[bytes] | gzip.GzipFile, limit: int | None) -> None:
         super().__init__()
         self.inner = inner
         self.limit = limit
         self.count = 0
-        self.element: tuple[int, int] | None = None  # (its number, the count where it began)
-        self.element_limit = settings.KINDGI_MAX_TRACE_BYTES + self.READ_AHEAD
 
     def readable(self) -> bool:
         return True
@@ -96,25 +114,26 @@ class LimitedReader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         data = self.inner.read(len(buffer))
         self.count += len(data)
-        if self.count > self.limit:
+        if self.limit is not None and self.count > self.limit:
             raise UnreadableFile(f"the file expands to more than {self.limit} bytes, the limit "
                                  "(KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED): the rest of the file is not read")
-        if self.element is not None and self.count - self.element[1] > self.element_limit:
-            raise UnreadableFile(f"element {self.element[0]} is over the limit of "
-                                 f"{settings.KINDGI_MAX_TRACE_BYTES} bytes: the rest of the file is not read")
         buffer[: len(data)] = data
         return len(data)
 
 
-def decompressed(raw: IO[bytes]) -> io.BufferedReader:
+def decompressed(raw: IO[bytes], limit: int | None) -> io.BufferedReader:
     """The file's bytes, gunzipped when it starts with the gzip magic bytes, size-limited.
 
     The caller keeps `raw` open (and closes it) for as long as it reads.
     """
     head = raw.read(2)
     raw.seek(0)
-    inner: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if head == GZIP_MAGIC else raw
-    limited = LimitedReader(inner, settings.KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED)
+    inner: IO[bytes] | gzip.GzipFile = raw
+    if head == GZIP_MAGIC:
+        import gzip
+
+        inner = gzip.GzipFile(fileobj=raw, mode="rb")
+    limited = LimitedReader(inner, limit)
     return io.BufferedReader(limited, buffer_size=64 * 1024)
 
 
@@ -133,18 +152,21 @@ def _first_byte(stream: io.BufferedReader) -> bytes:
     return peeked[:1]
 
 
-def parse_file(raw: IO[bytes], name: str, start: Position | None = None) -> Iterator[Parsed]:
-    """Every trace of the file from `start` on, each one parsed or with the reason it was not."""
-    return parse_stream(decompressed(raw), name, start or Position())
+def parse_file(raw: IO[bytes], name: str, limits: Limits, start: Position | None = None, *,
+               parse: bool = True) -> Iterator[Parsed]:
+    """Every trace of the file from `start` on, each one parsed or with the reason it was not
+    (`parse=False`: with its bytes in `text`, for `loads` to parse later)."""
+    return parse_stream(decompressed(raw, limits.max_decompressed), name, limits, start or Position(), parse=parse)
 
 
-def parse_stream(stream: io.BufferedReader, name: str, start: Position) -> Iterator[Parsed]:
+def parse_stream(stream: io.BufferedReader, name: str, limits: Limits, start: Position, *,
+                 parse: bool = True) -> Iterator[Parsed]:
     """As `parse_file`, from the decompressed stream (which the caller keeps open)."""
     try:
         if file_format(name, stream) == "jsonl":
-            yield from parse_lines(stream, start)
+            yield from parse_lines(stream, limits, start, parse=parse)
         else:
-            yield from parse_json(stream, start)
+            yield from parse_json(stream, limits, start, parse=parse)
     except (OSError, EOFError, zlib.error) as error:
         raise UnreadableFile(f"the file cannot be read: {error}") from error
 
@@ -152,9 +174,9 @@ def parse_stream(stream: io.BufferedReader, name: str, start: Position) -> Itera
 # ---------------------------------------------------------------------------- JSON Lines
 
 
-def parse_lines(stream: IO[bytes], start: Position) -> Iterator[Parsed]:
+def parse_lines(stream: IO[bytes], limits: Limits, start: Position, *, parse: bool = True) -> Iterator[Parsed]:
     """JSON Lines: one trace a line; a line over the trace limit is refused without being kept."""
-    limit = settings.KINDGI_MAX_TRACE_BYTES
+    limit = limits.max_trace_bytes
     offset, number, blank_run = start.offset, start.count, 0
     _skip_bytes(stream, offset)
     while line := stream.readline(limit + 1):
@@ -162,17 +184,23 @@ def parse_lines(stream: IO[bytes], start: Position) -> Iterator[Parsed]:
         number += 1
         if len(line) > limit and not line.endswith(b"\n"):
             offset += _skip_rest_of_line(stream)
-            yield Parsed(line=number, offset=offset, error=f"the line is over the limit of {limit} bytes")
+            yield Parsed(line=number, first_line=number, offset=offset,
+                         error=f"the line is over the limit of {limit} bytes")
         elif line.strip():
             blank_run = 0
-            yield loads(line, Parsed(line=number, offset=offset))
+            found = Parsed(line=number, first_line=number, offset=offset)
+            yield loads(line, found, limits.max_depth) if parse else _unparsed(line, found)
         else:
             blank_run += 1
-            _refuse_long_blank_run(blank_run, number)
+            _refuse_long_blank_run(blank_run, number, limits.max_blank_lines)
 
 
-def _refuse_long_blank_run(blank_run: int, number: int) -> None:
-    bound = settings.KINDGI_UPLOAD_MAX_BLANK_LINES
+def _unparsed(text: bytes, parsed: Parsed) -> Parsed:
+    parsed.text = text
+    return parsed
+
+
+def _refuse_long_blank_run(blank_run: int, number: int, bound: int) -> None:
     if blank_run > bound:
         raise UnreadableFile(f"more than {bound} blank lines in a row (up to line {number}): "
                              "the rest of the file is not read")
@@ -196,9 +224,9 @@ def _skip_rest_of_line(stream: IO[bytes]) -> int:
             return skipped
 
 
-def loads(text: bytes, parsed: Parsed) -> Parsed:
+def loads(text: bytes, parsed: Parsed, max_depth: int) -> Parsed:
     """Parse one trace's bytes, refusing them unparsed when they nest deeper than the limit."""
-    max_depth = settings.KINDGI_MAX_DEPTH
+    parsed.text = None
     if nested_deeper_than(text, max_depth):
         parsed.error = f"is nested deeper than {max_depth} levels"
         return parsed
@@ -236,90 +264,129 @@ def nested_deeper_than(text: bytes, max_depth: int) -> bool:
 # ---------------------------------------------------------------------------- JSON
 
 
-def parse_json(stream: io.BufferedReader, start: Position) -> Iterator[Parsed]:
+def parse_json(stream: io.BufferedReader, limits: Limits, start: Position, *, parse: bool = True) -> Iterator[Parsed]:
     """A JSON file: an array read one element at a time, or a single trace."""
     if _first_byte(stream) == b"[":
-        yield from parse_array(stream, start.count)
+        yield from ArraySplitter(stream, limits, start.count, parse=parse).elements()
         return
     if start.count:
         return  # the single trace was read already
-    text = stream.read(settings.KINDGI_MAX_TRACE_BYTES + 1)
-    if len(text) > settings.KINDGI_MAX_TRACE_BYTES:
-        yield Parsed(line=1, error=f"a single trace over the limit of {settings.KINDGI_MAX_TRACE_BYTES} bytes")
+    limit = limits.max_trace_bytes
+    text = stream.read(limit + 1)
+    if len(text) > limit:
+        yield Parsed(line=1, first_line=1, error=f"a single trace over the limit of {limit} bytes")
         return
-    yield loads(text, Parsed(line=1, offset=len(text)))
+    found = Parsed(line=1, first_line=1 + _leading_lines(text), offset=len(text))
+    yield loads(text, found, limits.max_depth) if parse else _unparsed(text, found)
 
 
-def parse_array(stream: IO[bytes], skip: int = 0) -> Iterator[Parsed]:
-    """The elements of a JSON array after the first `skip`, which are parsed but not built."""
-    meter = getattr(stream, "raw", None)
-    reader = ArrayReader(skip, meter if isinstance(meter, LimitedReader) else None)
-    return reader.elements(ijson.basic_parse(stream, use_float=True))
+def _leading_lines(text: bytes) -> int:
+    return text[: len(text) - len(text.lstrip())].count(b"\n")
 
 
-class ArrayReader:
-    """Builds an array's elements from the parser's events, depth counted on each opening
-    bracket (the array itself is depth 1, an element's top 2), nothing built past the limit.
+#: What the splitter stops at: a whole string (its closing quote missing when the string
+#: goes on past what was read), or a bracket or comma outside strings.
+TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*("?)|[\[\]{},]', re.DOTALL)
+READ_SIZE = 64 * 1024
 
-    The parser holds a whole token (a string, say) before it says anything of it, so an
-    element's size is watched where the bytes are read (`meter`), not on its events.
+
+class BrokenArray(Exception):
+    """The array's text breaks off or is not an array of values: nothing after is read."""
+
+
+class ArraySplitter:
+    """Splits a JSON array into its elements' bytes as they stream by, in bounded memory.
+
+    Only the brackets and commas outside strings are looked at: an element is the text
+    between two commas (or a bracket and a comma) of the array's own level. Its nesting is
+    counted on each opening bracket (the array itself is depth 1, an element's top 2) and
+    its size as it grows, so the file is refused before an element past either limit is
+    kept whole; each element is then parsed alone (`loads`), like a line of JSON Lines.
+    The first `skip` elements are split and left unparsed (an earlier reader read them).
     """
 
-    def __init__(self, skip: int, meter: LimitedReader | None) -> None:
+    def __init__(self, stream: IO[bytes], limits: Limits, skip: int = 0, *, parse: bool = True) -> None:
+        self.stream = stream
+        self.limits = limits
         self.skip = skip
-        self.meter = meter
-        self.limit = settings.KINDGI_MAX_DEPTH + 1
-        self.depth = 0
-        self.number = 0  # elements begun
-        self.builder: ObjectBuilder | None = None
+        self.parse = parse
+        self.element_limit = limits.max_trace_bytes + READ_AHEAD
+        self.buffer = b""
+        self.number = 0  # elements split
+        self.line = 1  # the line of `self.counted`, the position its new lines are counted up to
+        self.counted = 0
+        self.segment, self.segment_line = 0, 1  # where the element being split begins
 
-    def elements(self, events: Iterator[tuple[str, Any]]) -> Iterator[Parsed]:
+    def elements(self) -> Iterator[Parsed]:
         try:
-            for event, value in events:
-                if self._is_the_arrays_own(event):
-                    if self.depth == 0:
-                        return
-                    continue
-                parsed = self._feed(event, value)
-                if parsed is not None:
-                    yield parsed
-        except ijson.JSONError as error:
-            broken = self.number if self.builder is not None else self.number + 1
+            yield from self._split()
+        except BrokenArray as error:
+            broken = self.number + 1
             if broken > self.skip:  # else the reader that read up to there reported it
-                yield Parsed(item=broken, error=f"not valid JSON from here on ({error}): the rest "
-                                                "of the file is not read")
+                where = self.segment_line + _leading_lines(self.buffer[self.segment:])
+                yield Parsed(item=broken, first_line=where, error=f"not valid JSON from here on "
+                             f"({error}): the rest of the file is not read")
 
-    def _is_the_arrays_own(self, event: str) -> bool:
-        """Count the depth; whether the event opens or closes the array itself."""
-        if event in OPENING:
-            self.depth += 1
-            if self.depth > self.limit:
-                raise UnreadableFile(f"element {self.number} is nested deeper than {self.limit - 1} levels "
-                                     "(KINDGI_MAX_DEPTH): the rest of the file is not read")
-            if self.depth == 1:
-                self._watch_from(1)
-                return True
-        elif event in CLOSING:
-            self.depth -= 1
-            return self.depth == 0
-        return False
+    def _split(self) -> Iterator[Parsed]:
+        self.buffer = self.stream.read(READ_SIZE)
+        position, depth = self.buffer.index(b"[") + 1, 1  # "[" is the first byte not blank
+        self._begin_element(position)
+        while True:
+            found = TOKEN.search(self.buffer, position)
+            if found is None or found.group(1) == b"":
+                # A string that goes on past the buffer is read again whole once more is read.
+                position = self._read_more(found.start() if found is not None else len(self.buffer))
+                continue
+            position = found.end()
+            token = self.buffer[found.start()]
+            if token == 0x22:  # a string
+                continue
+            if token in b"[{":
+                depth += 1
+                if depth > self.limits.max_depth + 1:
+                    raise UnreadableFile(f"element {self.number + 1} is nested deeper than "
+                                         f"{self.limits.max_depth} levels (KINDGI_MAX_DEPTH): "
+                                         "the rest of the file is not read")
+            elif token in b"]}":
+                depth -= 1
+                if depth == 0:  # the array's own closing bracket: what follows is not read
+                    if token != 0x5D:
+                        raise BrokenArray("a } closes the array")
+                    text = self.buffer[self.segment:found.start()]
+                    if text.strip() or self.number:
+                        yield from self._element(text)
+                    return
+            elif depth == 1:  # a comma of the array's own level ends an element
+                yield from self._element(self.buffer[self.segment:found.start()])
+                self._begin_element(position)
 
-    def _feed(self, event: str, value: Any) -> Parsed | None:
-        """Give the event to the element being built; the element, once it is whole."""
-        if self.builder is None:
-            self.number += 1
-            self.builder = ObjectBuilder() if self.number > self.skip else _SKIPPING
-        if self.builder is not _SKIPPING:
-            self.builder.event(event, value)
-        if self.depth > 1:
-            return None
-        built, self.builder = self.builder, None
-        self._watch_from(self.number + 1)
-        return None if built is _SKIPPING else Parsed(item=self.number, document=built.value)
+    def _begin_element(self, position: int) -> None:
+        """The next element's text begins at `position`: count the lines up to it."""
+        self.line += self.buffer.count(b"\n", self.counted, position)
+        self.segment = self.counted = position
+        self.segment_line = self.line
 
-    def _watch_from(self, number: int) -> None:
-        if self.meter is not None:
-            self.meter.element = (number, self.meter.count)
+    def _read_more(self, position: int) -> int:
+        """Read on, keeping only the element being split; the position, moved with it."""
+        data = self.stream.read(READ_SIZE)
+        if not data:
+            raise BrokenArray("the file ends before the array does")
+        self.buffer = self.buffer[self.segment:] + data
+        if len(self.buffer) > self.element_limit:
+            raise UnreadableFile(f"element {self.number + 1} is over the limit of "
+                                 f"{self.limits.max_trace_bytes} bytes: the rest of the file is not read")
+        position -= self.segment
+        self.counted -= self.segment
+        self.segment = 0
+        return position
 
-
-_SKIPPING = ObjectBuilder()  # stands for an element skipped without being built
+    def _element(self, text: bytes) -> Iterator[Parsed]:
+        """The element whose text (blanks around it included) began on `segment_line`."""
+        if not text.strip():
+            raise BrokenArray("an element is missing")
+        self.number += 1
+        if self.number <= self.skip:
+            return
+        found = Parsed(item=self.number, first_line=self.segment_line + _leading_lines(text))
+        text = text.strip()
+        yield loads(text, found, self.limits.max_depth) if self.parse else _unparsed(text, found)

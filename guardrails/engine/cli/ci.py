@@ -128,7 +128,8 @@ def _evaluate_all(paths: list[str], evaluator: Evaluator, report: Report, jobs: 
     try:
         for path in paths:
             try:
-                for batch in evaluate_file(path, evaluator, iter_entries(path, evaluator.max_bytes), workers):
+                entries = iter_entries(path, evaluator.max_bytes, evaluator.max_depth)
+                for batch in evaluate_file(path, evaluator, entries, workers):
                     report.add(batch)
             except BadInput as exc:
                 report.add_bad_input([str(exc)])
