@@ -38,6 +38,7 @@ from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
 from traces import bulk, signals
+from traces.filters import RunTraceFilter
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
 
 logger = logging.getLogger(__name__)
@@ -195,24 +196,13 @@ def send_chunk(chunk_id: int) -> None:
 
 
 def selected_traces(tenant_id: int, filters: dict[str, Any]) -> QuerySet[RunTrace]:
-    """The tenant's traces that a run's filters select."""
-    traces = RunTrace.objects.filter(tenant_id=tenant_id)
-    for name in ("agent", "flow"):
-        if filters.get(name):
-            traces = traces.filter(**{name: filters[name]})
-    if filters.get("since"):
-        traces = traces.filter(received_at__gte=_moment(filters["since"]))
-    if filters.get("until"):
-        traces = traces.filter(received_at__lt=_moment(filters["until"]))
-    if filters.get("upload"):
-        traces = traces.filter(upload_id=filters["upload"])
-    return traces
-
-
-def _moment(value: str) -> datetime:
-    moment = parse_datetime(value)
-    assert moment is not None
-    return moment
+    """The tenant's traces that a run's filters (checked by `clean_filters`) select: the
+    FilterSet of `GET traces`, with the upload, so that a run selects what the list shows."""
+    data = {name: str(value) for name, value in filters.items() if value not in (None, "")}
+    selection = RunTraceFilter(data=data, queryset=RunTrace.objects.filter(tenant_id=tenant_id))
+    if not selection.is_valid():
+        raise ValueError(f"a run's filters that clean_filters did not write: {selection.errors.as_json()}")
+    return selection.qs
 
 
 def run_traces(run: Evaluation) -> QuerySet[RunTrace]:

@@ -23,8 +23,7 @@ from kindgi_console import idempotency
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import error_responses, filter_parameters
 from kindgi_console.tenancy.scoping import TenantDenied
-from traces import comparisons, evaluations, run_results
-from traces.api import filters
+from traces import comparisons, evaluations, filters, run_results
 from traces.api.serializers import ERRORS, ESTIMATE_SCHEMA
 from traces.models import Evaluation, RunComparison, RunTrace
 

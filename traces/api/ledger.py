@@ -14,8 +14,8 @@ from rest_framework.response import Response
 from guardrails.engine.types import Issue
 from kindgi_console.api import ApiError, ConsoleAPIView
 from kindgi_console.openapi import error_responses, filter_parameters
-from traces import ledger
-from traces.api import filters, serializers
+from traces import filters, ledger
+from traces.api import serializers
 from traces.models import JudgeLedgerEntry, LedgerDay
 
 

@@ -22,8 +22,8 @@ from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import error_responses
 from kindgi_console.renderers import ORJSONRenderer
 from kindgi_console.tenancy.scoping import TenantDenied
-from traces import ingest
-from traces.api import filters, serializers
+from traces import filters, ingest
+from traces.api import serializers
 from traces.api.serializers import BATCH_SCHEMA, ITEM_SCHEMA, TRACE_BODY, VERDICT_BODY, VERDICT_SCHEMA
 from traces.models import EvaluationResult, RunTrace
 from traces.services import enforced_now, queue_runtime_evaluation, record_verdict, runtime_verdict

@@ -14,8 +14,8 @@ from rest_framework.response import Response
 from guardrails.engine.types import Issue
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import error_responses
-from traces import review
-from traces.api import filters, serializers
+from traces import filters, review
+from traces.api import serializers
 from traces.api.serializers import BULK_REVIEW_BODY, REVIEW_BODY, REVIEW_OUTCOME
 from traces.models import Violation, ViolationReview
 
