@@ -43,8 +43,12 @@ class BadCursor(ValueError):
 def encode(row: Model, field: str) -> str:
     """The cursor of `row`'s position: its `field` (a time or a text), then its id."""
     value = getattr(row, field)
-    text = value.isoformat() if isinstance(value, datetime) else str(value)
-    return base64.urlsafe_b64encode(f"{text}|{row.pk}".encode()).decode()
+    return encode_text(value.isoformat() if isinstance(value, datetime) else str(value), row.pk)
+
+
+def encode_text(text: str, pk: int) -> str:
+    """The cursor of the position (text, id)."""
+    return base64.urlsafe_b64encode(f"{text}|{pk}".encode()).decode()
 
 
 def decode_text(raw: str) -> tuple[str, int]:
