@@ -19,7 +19,7 @@ from guardrails import deployment
 from guardrails.engine.registration import Registration, define_guardrail
 from guardrails.engine.schema import validate_console_limits
 from guardrails.engine.types import Guardrail as EngineGuardrail
-from guardrails.engine.types import Issue
+from guardrails.engine.types import Issue, IssuesError
 from guardrails.models import Guardrail, GuardrailRevision
 from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
@@ -56,13 +56,8 @@ class Author:
     label: str
 
 
-class OwnershipError(Exception):
+class OwnershipError(IssuesError):
     """A save that would change what another owner enforces: carries the issues and status."""
-
-    def __init__(self, issues: list[Issue], status: int = 400) -> None:
-        super().__init__(issues[0].message)
-        self.issues = issues
-        self.status = status
 
 
 def ownership_issues(document: dict[str, Any], owner: Tenant | None) -> list[Issue]:

@@ -308,7 +308,7 @@ class GuardrailShadowView(GuardrailPageMixin, View):
     needs_author = True
 
     def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
-        from guardrails.api.views import shadow_request
+        from guardrails.api.quality import shadow_request
         from kindgi_console.api import ApiError
 
         guardrail = self.writable_guardrail(guardrail_id)

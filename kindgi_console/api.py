@@ -7,8 +7,6 @@ pointer is `/<name>`.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -17,9 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db.models import Model, Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, JsonResponse
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from redis.exceptions import RedisError
@@ -34,7 +31,8 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from guardrails.engine.types import Issue
+from guardrails.engine.types import Issue, IssuesError
+from kindgi_console import paging
 from kindgi_console.jsonbody import JsonBodyError, parse_json
 from kindgi_console.tenancy.keys import active_key
 from kindgi_console.tenancy.models import ApiKey, hash_key
@@ -84,13 +82,18 @@ def flatten_detail(detail: Any, path: str = "") -> list[dict[str, str]]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Every error of the API in the one shape, whatever raised it."""
+    """Every error of the API in the one shape, whatever raised it.
+
+    An `IssuesError` of a service (a run, a review, a guardrail's owner...) is answered
+    with its issues and status: views let it through instead of catching it."""
     if isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge(
             f"the request body is over the limit of {settings.KINDGI_MAX_REQUEST_BYTES} bytes"
         )
     elif isinstance(exc, TenantDenied):
         exc = ApiError([Issue(pointer("tenant"), str(exc))], exc.status)
+    elif isinstance(exc, IssuesError):  # a service's refusal, named field by field
+        exc = ApiError(exc.issues, exc.status)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -253,10 +256,7 @@ class KeysetPagination(BasePagination):
         self.limit = self._page_size(request)
         self.cursor = self._decode(request.query_params.get(self.cursor_query_param))
         if self.cursor is not None:
-            moment, pk = self.cursor
-            queryset = queryset.filter(
-                Q(**{f"{self.field}__lt": moment}) | Q(**{self.field: moment, "pk__lt": pk})
-            )
+            queryset = queryset.filter(paging.past(self.field, self.cursor))
         rows = list(queryset.order_by(f"-{self.field}", "-pk")[: self.limit + 1])
         self.has_next = len(rows) > self.limit
         self.page = rows[: self.limit]
@@ -274,23 +274,15 @@ class KeysetPagination(BasePagination):
         if not raw:
             return None
         try:
-            moment_text, pk_text = base64.urlsafe_b64decode(raw.encode()).decode().split("|")
-            moment = parse_datetime(moment_text)
-            if moment is None:
-                raise ValueError(moment_text)
-            return moment, int(pk_text)
-        except (ValueError, binascii.Error, UnicodeDecodeError):
+            return paging.decode_time(raw)
+        except paging.BadCursor:
             raise ApiError([Issue("/cursor", "this cursor is not one the API gave")]) from None
-
-    def _encode(self, row: Model) -> str:
-        text = f"{getattr(row, self.field).isoformat()}|{row.pk}"
-        return base64.urlsafe_b64encode(text.encode()).decode()
 
     def next_link(self) -> str | None:
         if not self.has_next:
             return None
         url = self.request.build_absolute_uri()
-        return replace_query_param(url, self.cursor_query_param, self._encode(self.page[-1]))
+        return replace_query_param(url, self.cursor_query_param, paging.encode(self.page[-1], self.field))
 
     def get_paginated_response(self, data: Any) -> Response:
         return Response({"next": self.next_link(), "results": data})

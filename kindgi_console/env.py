@@ -1,4 +1,4 @@
-"""The settings' readers: the declared environment (kindgi_console/environment.py), with a
+"""The settings' readers: the declared environment (guardrails/engine/environment.py), with a
 bad value turned into ImproperlyConfigured, so that a typo in a deployment's environment
 stops start-up with a message naming the variable instead of silently using a default."""
 
@@ -11,7 +11,7 @@ from typing import ParamSpec, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
-from kindgi_console import environment
+from guardrails.engine import environment
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -36,7 +36,7 @@ items = _improperly_configured(environment.items)
 
 # The readers of settings written before the declaration (a branch that adds `envint(...)`
 # still merges and behaves as written); the declaration test names every variable read this
-# way that kindgi_console/environment.py does not declare yet, so it is declared at once.
+# way that guardrails/engine/environment.py does not declare yet, so it is declared at once.
 def envstr(name: str, default: str) -> str:
     return environment.read_text(environment.Variable(name, "text", default, ""), None, os.environ)
 

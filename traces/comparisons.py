@@ -16,8 +16,6 @@ runs of ten thousand results or of a million.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -29,6 +27,8 @@ from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from kindgi_console import paging
+from kindgi_console.paging import BadCursor
 from traces.models import ComparisonChange, Evaluation, EvaluationResult, RunComparison, RunTrace
 from traces.run_results import shared_guardrails
 
@@ -40,10 +40,6 @@ LISTED = 50
 MAX_LISTED = 500
 #: A comparison still queued after this long is sent again (its message was lost).
 RESEND_AFTER = timedelta(minutes=1)
-
-
-class BadCursor(ValueError):
-    """A cursor that is not one this module wrote."""
 
 
 # ---------------------------------------------------------------------------- starting
@@ -169,17 +165,18 @@ class ChangePage:
 
 
 def encode_cursor(pk: int) -> str:
-    return base64.urlsafe_b64encode(f"change|{pk}".encode()).decode()
+    return paging.encode_text("change", pk)
 
 
 def decode_cursor(raw: str) -> int:
+    """The id of a list's cursor; BadCursor for one this list did not give."""
     try:
-        label, pk = base64.urlsafe_b64decode(raw.encode()).decode().split("|")
-        if label != "change":
-            raise ValueError(label)
-        return int(pk)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise BadCursor("the cursor is not one this list gave") from None
+        label, pk = paging.decode_text(raw)
+    except paging.BadCursor:
+        label, pk = "", 0
+    if label != "change":
+        raise BadCursor("the cursor is not one this list gave")
+    return pk
 
 
 def changes_page(comparison: RunComparison, guardrail: str, kind: str, *, after: str | None = None,

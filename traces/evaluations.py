@@ -32,11 +32,12 @@ from guardrails.deployment import close_services, evaluation_services
 from guardrails.deployment import engine as deployment_engine
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Guardrail as EngineGuardrail
-from guardrails.engine.types import Issue, Mode
+from guardrails.engine.types import Issue, IssuesError, Mode
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
 from traces import bulk
+from traces.filters import RunTraceFilter
 from traces.leases import LeaseKeeper as LeaseKeeper
 from traces.leases import chunk_lease as chunk_lease
 from traces.leases import lease as lease
@@ -54,16 +55,11 @@ logger = logging.getLogger(__name__)
 FILTER_NAMES = ("agent", "flow", "since", "until", "upload")
 
 
-class RunRequestError(Exception):
+class RunRequestError(IssuesError):
     """A run that cannot start as asked; each issue names the field (JSON pointer).
 
     `status` is 400 for a bad request, 403 for a run only an author may start.
     """
-
-    def __init__(self, issues: Sequence[Issue], status: int = 400) -> None:
-        super().__init__(issues[0].message if issues else "invalid evaluation")
-        self.issues = list(issues)
-        self.status = status
 
 
 # ---------------------------------------------------------------------------- creating a run
@@ -211,24 +207,13 @@ def send_chunk(chunk_id: int) -> None:
 
 
 def selected_traces(tenant_id: int, filters: dict[str, Any]) -> QuerySet[RunTrace]:
-    """The tenant's traces that a run's filters select."""
-    traces = RunTrace.objects.filter(tenant_id=tenant_id)
-    for name in ("agent", "flow"):
-        if filters.get(name):
-            traces = traces.filter(**{name: filters[name]})
-    if filters.get("since"):
-        traces = traces.filter(received_at__gte=_moment(filters["since"]))
-    if filters.get("until"):
-        traces = traces.filter(received_at__lt=_moment(filters["until"]))
-    if filters.get("upload"):
-        traces = traces.filter(upload_id=filters["upload"])
-    return traces
-
-
-def _moment(value: str) -> datetime:
-    moment = parse_datetime(value)
-    assert moment is not None
-    return moment
+    """The tenant's traces that a run's filters (checked by `clean_filters`) select: the
+    FilterSet of `GET traces`, with the upload, so that a run selects what the list shows."""
+    data = {name: str(value) for name, value in filters.items() if value not in (None, "")}
+    selection = RunTraceFilter(data=data, queryset=RunTrace.objects.filter(tenant_id=tenant_id))
+    if not selection.is_valid():
+        raise ValueError(f"a run's filters that clean_filters did not write: {selection.form.errors.as_json()}")
+    return selection.qs
 
 
 def run_traces(run: Evaluation) -> QuerySet[RunTrace]:

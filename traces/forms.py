@@ -1,48 +1,47 @@
 """The forms of the trace, violation, ledger, evaluation and upload pages.
 
-Filter forms (traces, violations, ledger) and the review forms, then the new-run and
-upload forms.
+The filter bar's form (the trace and violation pages' FilterSets in traces/filters.py use
+it; the ledger's filter form is its own, for its tenant and grouping choices) and the review
+forms, then the new-run and upload forms.
 
-Each filter form turns the query string into queryset filters with `apply`; an invalid
-value is shown at its field and that filter is left out, never a server error. Dates are
-whole days: `since` is from the start of that day, `until` up to the end of it.
+An invalid filter value is shown at its field and that filter is left out, never a server
+error. Dates are whole days: `since` is from the start of that day, `until` up to its end.
 """
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django import forms
-from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.utils import timezone
+from django.db.models import Q, QuerySet
 
 from guardrails.models import Guardrail
-from traces.models import MODES, Violation
+from kindgi_console.filters import day_start
 from traces.review import MAX_NOTE, STATES
 from traces.uploads import ACCEPTED_SUFFIXES
 
-SEVERITIES = ("info", "warn", "error", "critical")
-ACTIONS = ("halt", "retry", "escalate", "log-only")
-YES_NO = [("", "Any"), ("yes", "Yes"), ("no", "No")]
 
-
-def day_start(day: date) -> datetime:
-    return timezone.make_aware(datetime.combine(day, time.min))
-
-
-class FilterForm(forms.Form):
-    """A GET form whose valid fields narrow a queryset."""
-
-    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    time_field = "created_at"
+class PageFilterForm(forms.Form):
+    """The form of a page's filter bar (a FilterSet's, or the ledger's): a bad value shows at
+    its field and leaves that filter out."""
 
     def value(self, name: str) -> Any:
         """The field's cleaned value, or None when it is invalid (the error shows at it)."""
         if name in self.errors:
             return None
         return self.cleaned_data.get(name)
+
+    def active(self) -> bool:
+        return any(self.value(name) not in (None, "") for name in self.fields)
+
+
+class FilterForm(PageFilterForm):
+    """A GET form whose valid fields narrow a queryset."""
+
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    time_field = "created_at"
 
     def time_range(self) -> Q:
         condition = Q()
@@ -62,61 +61,10 @@ class FilterForm(forms.Form):
             condition &= Q(**{f"{field}__lte": self.value("until")})
         return condition
 
-    def active(self) -> bool:
-        return any(self.value(name) not in (None, "") for name in self.fields)
-
-
-class TraceFilterForm(FilterForm):
-    agent = forms.CharField(required=False, max_length=200)
-    flow = forms.CharField(required=False, max_length=200)
-    withheld = forms.ChoiceField(required=False, choices=YES_NO)
-    violations = forms.ChoiceField(required=False, choices=YES_NO, label="Has violations")
-    time_field = "received_at"
-
-    def apply(self, traces: QuerySet[Any]) -> QuerySet[Any]:
-        traces = traces.filter(self.time_range())
-        for name in ("agent", "flow"):
-            if self.value(name):
-                traces = traces.filter(**{name: self.value(name)})
-        if self.value("withheld"):
-            traces = traces.filter(withheld=self.value("withheld") == "yes")
-        if self.value("violations"):
-            has = Exists(Violation.objects.filter(trace=OuterRef("pk")))
-            traces = traces.filter(has if self.value("violations") == "yes" else ~has)
-        return traces
-
 
 def _choices(values: tuple[str, ...] | list[tuple[str, str]], any_label: str = "Any") -> list[tuple[str, str]]:
     pairs = [(v, v) if isinstance(v, str) else v for v in values]
     return [("", any_label), *pairs]
-
-
-class ViolationFilterForm(FilterForm):
-    """Every filter of `GET violations` but the tenant (the page's is the current one)."""
-
-    guardrail = forms.ChoiceField(required=False)
-    severity = forms.ChoiceField(required=False, choices=_choices(SEVERITIES))
-    action = forms.ChoiceField(required=False, choices=_choices(ACTIONS))
-    state = forms.ChoiceField(required=False, choices=_choices(STATES))
-    mode = forms.ChoiceField(required=False, choices=_choices(MODES))
-    agent = forms.CharField(required=False, max_length=200)
-    flow = forms.CharField(required=False, max_length=200)
-    evaluation = forms.IntegerField(required=False, min_value=1, max_value=2**62, label="Run")
-
-    def __init__(self, data: Any, *, guardrails: list[tuple[str, str]], **kwargs: Any) -> None:
-        super().__init__(data, **kwargs)
-        self.fields["guardrail"].choices = _choices(guardrails)  # type: ignore[attr-defined]
-
-    def apply(self, violations: QuerySet[Violation]) -> QuerySet[Violation]:
-        violations = violations.filter(self.time_range())
-        if self.value("evaluation"):
-            violations = violations.filter(evaluation_id=self.value("evaluation"))
-        if self.value("guardrail"):
-            violations = violations.filter(guardrail__guardrail_id=self.value("guardrail"))
-        for name in ("severity", "action", "state", "mode", "agent", "flow"):
-            if self.value(name):
-                violations = violations.filter(**{name: self.value(name)})
-        return violations
 
 
 LEDGER_GROUPS = [("guardrail", "Guardrail"), ("model", "Model"), ("tenant", "Tenant"),

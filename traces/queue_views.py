@@ -1,7 +1,7 @@
 """The review queue: "Review next" walks the open violations of the list's filter one at a
 time, the violation beside its trace's timeline, with keyboard shortcuts.
 
-The queue is the violation list's own filter (`ViolationFilterForm`) narrowed to `open`, in
+The queue is the violation list's own filter (`ViolationPageFilter`) narrowed to `open`, in
 the list's order (newest first). `?at=<pk>` shows one violation, `?after=<pk>` the first open
 one after it (which is where a review sends the reviewer next), wrapping to the start.
 A review posts to the usual review endpoint, whose `next` brings the reviewer back here.
@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.views.generic import ListView
 
 from kindgi_console.tenancy.views import TenantScopedMixin
-from traces import forms, review, timeline
+from traces import filters, review, timeline
 from traces.models import Violation
 from traces.views import guardrail_choices
 
@@ -52,8 +52,9 @@ class ReviewQueueView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         data = request.GET.copy()
         data.pop("state", None)  # the queue is the open ones; `matching` counts every state
-        form = forms.ViolationFilterForm(data, guardrails=guardrail_choices(request))
-        matching = form.apply(self.get_queryset().order_by("-created_at", "-pk"))
+        filterset = filters.ViolationPageFilter(data, guardrails=guardrail_choices(request))
+        form = filterset.form
+        matching = filterset.apply(self.get_queryset().order_by("-created_at", "-pk"))
         queue = matching.filter(state=Violation.State.OPEN)
         current = self.current(queue, request)
         filter_query = self.filter_query(request)

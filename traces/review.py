@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from guardrails.engine.types import Issue
+from guardrails.engine.types import Issue, IssuesError
 from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.scoping import Caller
 from traces import signals, violation_days
@@ -50,12 +50,8 @@ MAX_NOTE = 2000
 MAX_BULK = 10_000
 
 
-class ReviewError(Exception):
+class ReviewError(IssuesError):
     """A review that cannot be made: each issue names the field (`/state`, `/note`, `/ids`)."""
-
-    def __init__(self, issues: list[Issue]) -> None:
-        super().__init__(issues[0].message)
-        self.issues = issues
 
 
 def allowed(from_state: str, to_state: str) -> bool:

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.generic import View
 
+from kindgi_console import paging
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import comparisons, evaluations, run_results
 from traces.models import Evaluation, RunComparison
@@ -31,7 +32,7 @@ class RunResultsView(TenantScopedMixin, View):
         results = run_results.run_results(run, guardrail=guardrail, status=status)
         try:
             page = run_results.results_page(results, after=request.GET.get("after"))
-        except run_results.BadCursor:
+        except paging.BadCursor:
             page = run_results.results_page(results, after=None)
         query = request.GET.copy()
         query.pop("after", None)
@@ -116,7 +117,7 @@ class RunCompareTracesView(TenantScopedMixin, View):
             return redirect(f"{reverse('evaluation-compare', args=[run.pk])}?with={other.pk}")
         try:
             page = comparisons.changes_page(comparison, guardrail, kind, after=request.GET.get("after"))
-        except comparisons.BadCursor:
+        except paging.BadCursor:
             page = comparisons.changes_page(comparison, guardrail, kind)
         query = request.GET.copy()
         query["after"] = page.next_cursor or ""

@@ -10,22 +10,18 @@ with by default, and the guardrails both evaluated, are found here.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
+from kindgi_console import paging
+from kindgi_console.paging import BadCursor
 from traces.models import Evaluation, EvaluationResult
 
 STATUSES = ("error", "fail", "pass", "skipped")
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
-
-
-class BadCursor(ValueError):
-    """A cursor that is not one this module wrote."""
 
 
 # ---------------------------------------------------------------------------- results
@@ -37,18 +33,15 @@ class ResultPage:
     next_cursor: str | None
 
 
-def encode_cursor(row: EvaluationResult) -> str:
-    return base64.urlsafe_b64encode(f"{row.status}|{row.pk}".encode()).decode()
-
-
 def decode_cursor(raw: str) -> tuple[str, int]:
+    """The (status, id) of a results cursor; BadCursor for one this list did not give."""
     try:
-        status, pk = base64.urlsafe_b64decode(raw.encode()).decode().split("|")
-        if status not in STATUSES:
-            raise ValueError(status)
-        return status, int(pk)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise BadCursor("the cursor is not one this list gave") from None
+        position = paging.decode_text(raw)
+    except paging.BadCursor:
+        position = ("", 0)
+    if position[0] not in STATUSES:
+        raise BadCursor("the cursor is not one this list gave")
+    return position
 
 
 def run_results(run: Evaluation, *, guardrail: str = "", status: str = "") -> QuerySet[EvaluationResult]:
@@ -66,8 +59,7 @@ def run_results(run: Evaluation, *, guardrail: str = "", status: str = "") -> Qu
 def results_page(results: QuerySet[EvaluationResult], *, after: str | None, size: int = PAGE_SIZE) -> ResultPage:
     """One page of `results` (from run_results) after the cursor; BadCursor for a bad one."""
     if after:
-        status, pk = decode_cursor(after)
-        results = results.filter(Q(status__gt=status) | Q(status=status, pk__gt=pk))
+        results = results.filter(paging.past("status", decode_cursor(after), "gt"))
     rows = list(
         results.select_related("trace", "guardrail", "revision", "violation")
         .only("pk", "status", "reason", "skip_reason", "mode", "duration_ms", "created_at",
@@ -76,7 +68,7 @@ def results_page(results: QuerySet[EvaluationResult], *, after: str | None, size
     )
     more = len(rows) > size
     rows = rows[:size]
-    return ResultPage(rows, encode_cursor(rows[-1]) if more else None)
+    return ResultPage(rows, paging.encode(rows[-1], "status") if more else None)
 
 
 def result_as_dict(result: EvaluationResult) -> dict[str, Any]:

@@ -9,12 +9,12 @@ from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.views.generic import DetailView, FormView, ListView
 
+from kindgi_console.paging import keyset_page
 from kindgi_console.tenancy.models import Membership, Tenant, roles_at_least
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import heartbeat
 from traces.forms import UploadForm
 from traces.models import Upload
-from traces.paging import keyset_page
 from traces.uploads import save_upload
 
 

@@ -33,9 +33,11 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.generic import DetailView, ListView
 
 from guardrails.models import Guardrail
+from kindgi_console.filters import day_start
+from kindgi_console.paging import PAGE_SIZES, keyset_page
 from kindgi_console.tenancy.scoping import Caller
 from kindgi_console.tenancy.views import TenantScopedMixin, tenant_choices
-from traces import forms, ledger, ledger_chart, review, timeline, violation_days
+from traces import filters, forms, ledger, ledger_chart, review, timeline, violation_days
 from traces.models import (
     EvaluationResult,
     JudgeLedgerEntry,
@@ -45,7 +47,6 @@ from traces.models import (
     ViolationDay,
     ViolationReview,
 )
-from traces.paging import PAGE_SIZES, keyset_page
 
 #: How far back charts look when the filter names no start.
 CHART_DAYS = 30
@@ -76,18 +77,20 @@ class TraceListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
     template_name = "traces/trace_list.html"
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        form = forms.TraceFilterForm(request.GET)
+        filterset = filters.TracePageFilter(request.GET)
         traces = (
-            form.apply(self.get_queryset())
+            filterset.apply(self.get_queryset())
             .only("pk", "tenant_id", "trace_id", "agent", "flow", "started_at", "ended_at",
                   "received_at", "withheld")
             .annotate(input_text=KT("document__input"),
                       violation_count=Coalesce(violation_count(), 0))
         )
         page = keyset_page(request, traces, "received_at")
+        suggestions = self._recent_values()
         return render(request, self.template_name, {
-            "form": form, "page": page, "traces": page.rows, "page_sizes": PAGE_SIZES,
-            "agents": self._recent_values(), "nav_active": "traces",
+            "form": filterset.form, "page": page, "traces": page.rows, "page_sizes": PAGE_SIZES,
+            "datalists": [("agent-options", suggestions["agents"]), ("flow-options", suggestions["flows"])],
+            "nav_active": "traces",
         })
 
     def _recent_values(self) -> dict[str, list[str]]:
@@ -172,8 +175,9 @@ class ViolationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
     template_name = "traces/violation_list.html"
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        form = forms.ViolationFilterForm(request.GET, guardrails=guardrail_choices(self.request))
-        page = keyset_page(request, violation_rows(form.apply(self.get_queryset())), "created_at")
+        filterset = filters.ViolationPageFilter(request.GET, guardrails=guardrail_choices(self.request))
+        form = filterset.form
+        page = keyset_page(request, violation_rows(filterset.apply(self.get_queryset())), "created_at")
         query = request.GET.copy()
         for name in ("after", "before", "size"):
             query.pop(name, None)
@@ -201,16 +205,17 @@ class ViolationChartView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         by = "severity" if request.GET.get("by") == "severity" else "guardrail"
-        form = forms.ViolationFilterForm(request.GET, guardrails=guardrail_choices(self.request))
+        filterset = filters.ViolationPageFilter(request.GET, guardrails=guardrail_choices(self.request))
+        form = cast(forms.PageFilterForm, filterset.form)
         first, last = chart_days(form)
-        violations = form.apply(self.get_queryset()).filter(
-            created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1)))
+        violations = filterset.apply(self.get_queryset()).filter(
+            created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(1)))
         rows = violation_days.chart_rows(violations, self.days(form), by, first, last)
         order = ["critical", "error", "warn", "info", ""] if by == "severity" else None
         return JsonResponse(chart_data(rows, first, last, order=order, y_format="count",
                                        title=f"Violations per day by {by}"))
 
-    def days(self, form: forms.ViolationFilterForm) -> QuerySet[ViolationDay] | None:
+    def days(self, form: forms.PageFilterForm) -> QuerySet[ViolationDay] | None:
         """The roll-up under the page's scope and filter, when it names nothing the roll-up
         does not count (review state, action, mode, agent, flow); else None."""
         named = {name for name in form.fields if form.value(name) not in (None, "")}
@@ -224,7 +229,7 @@ class ViolationChartView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         return days
 
 
-def chart_days(form: forms.FilterForm) -> tuple[date, date]:
+def chart_days(form: forms.PageFilterForm) -> tuple[date, date]:
     today = timezone.localdate()
     last = form.value("until") or today
     first = form.value("since") or (last - timedelta(days=CHART_DAYS - 1))
@@ -356,9 +361,9 @@ class ViolationBulkReviewView(TenantScopedMixin, ListView):  # type: ignore[type
     def _selection(self, request: HttpRequest) -> QuerySet[Violation] | None:
         if request.POST.get("scope") == "filter":
             # The list's filter comes as hidden f-<name> fields, apart from the new `state`.
-            filter_form = forms.ViolationFilterForm(request.POST, prefix="f",
+            filterset = filters.ViolationPageFilter(request.POST, prefix="f",
                                                     guardrails=guardrail_choices(self.request))
-            return filter_form.apply(self.get_queryset())
+            return filterset.apply(self.get_queryset())
         ids = [int(raw) for raw in request.POST.getlist("ids") if raw.isdigit()]
         return self.get_queryset().filter(pk__in=ids) if ids else None
 
@@ -410,7 +415,7 @@ class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         # The chart's series follow the chosen grouping (by day: one series, the day's total).
         series = form.grouping if form.grouping != "day" else None
         daily = ledger.summarise(entries.filter(
-            created_at__gte=forms.day_start(first), created_at__lt=forms.day_start(last + timedelta(1))
+            created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(1))
         ), ["day", series] if series else ["day"], days.filter(day__gte=first, day__lte=last))
         chart = chart_data([(date.fromisoformat(g["day"]), g[series] if series else "total",
                              Decimal(g["costUsd"])) for g in daily], first, last, y_format="usd",

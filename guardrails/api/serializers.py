@@ -1,8 +1,13 @@
-"""Read-side shapes of guardrails, revisions and checks."""
+"""Read-side shapes of guardrails, revisions and checks, and the OpenAPI declarations of the
+bodies, parameters and answers the views shape by hand."""
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
+
+from kindgi_console.openapi import ref
 
 
 class GuardrailSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -45,3 +50,71 @@ class ValidationSerializer(serializers.Serializer):  # type: ignore[type-arg]
         child=serializers.DictField(child=serializers.CharField())
     )
     warnings = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))
+
+
+# ---------------------------------------------------------------------------- OpenAPI
+# The bodies, parameters and answers that are not serializers, as extend_schema names them.
+#: A guardrail as the console stores it: schema 1.1.0 and the console's own limits.
+GUARDRAIL_BODY = {"application/json": {"allOf": [ref("GuardrailDocument"),
+                                                 ref("GuardrailConsoleLimits")]}}
+
+
+ANY_BODY = {"application/json": {"description": "Any JSON: a guardrail to validate."}}
+
+
+DOCUMENT_RESPONSE = OpenApiResponse(
+    ref("GuardrailDocument"),
+    description="The guardrail's wire document, exactly as authored.",
+)
+TENANT_PARAM = OpenApiParameter(
+    "tenant", OpenApiTypes.STR, description="The tenant the new guardrail belongs to (a "
+    "tenant-bound key's own by default, or the only one a person authors for). A console "
+    "admin naming none creates a console-wide guardrail."
+)
+ENABLED_PARAM = OpenApiParameter(
+    "enabled", OpenApiTypes.BOOL, description="Switch the guardrail on or off "
+    "(the console's switch, not part of the document). New guardrails are enabled."
+)
+TRY_BODY = {"application/json": {
+    "type": "object",
+    "required": ["guardrail"],
+    "properties": {
+        "guardrail": {"type": "object", "description": "The guardrail document being authored."},
+        "trace": {"type": "object", "description": "A RunTrace to evaluate it against."},
+        "traceId": {"type": "string", "description": "Or the runtime id of a stored trace "
+                    "of one of the caller's tenants."},
+        "mode": {"type": "string", "enum": ["runtime", "ci"], "default": "ci"},
+    },
+}}
+TRY_RESPONSE = OpenApiResponse(
+    {"type": "object", "properties": {"result": {"type": "object"}}},
+    description="The engine's result: guardrail, revision, status (pass, fail, error, "
+    "skipped), reason, action, severity, durationMs, details.",
+)
+QUALITY_FIGURES = {
+    "violations": {"type": "integer"}, "reviewed": {"type": "integer"}, "falsePositives": {"type": "integer"},
+    "precision": {"type": "number", "nullable": True,
+                  "description": "1 - false positives / reviewed; null before any review."},
+    "precisionInterval": {"type": "array", "items": {"type": "number"}, "nullable": True,
+                          "description": "The 95% Wilson interval of the precision."},
+    "coverage": {"type": "number", "nullable": True, "description": "reviewed / violations"},
+}
+QUALITY_RESPONSE = OpenApiResponse({"type": "object", "properties": {
+    "guardrail": {"type": "string"}, "since": {"type": "string", "nullable": True},
+    "until": {"type": "string", "nullable": True}, **QUALITY_FIGURES,
+    "revisions": {"type": "array", "items": {"type": "object", "properties": {
+        "revision": {"type": "integer"}, **QUALITY_FIGURES}}},
+    "calibration": {"type": "object", "nullable": True, "description": "The newest calibration sample (an "
+                    "llm-judge against people's labels): accuracy, Cohen's kappa, false-positive and "
+                    "false-negative rates with 95% intervals, the disagreeing traces; `stale` when the "
+                    "guardrail has a newer revision."},
+}})
+SHADOW_BODY = {"application/json": {"type": "object", "required": ["shadow"], "additionalProperties": False,
+                                    "properties": {
+    "shadow": {"type": "boolean", "description": "true: in shadow; false: promoted to enforced."},
+    "sampleRate": {"type": "number", "nullable": True, "exclusiveMinimum": 0, "maximum": 1,
+                   "description": "In shadow, the share of matching traces judged; null: every one."},
+}}}
+SHADOW_RESPONSE = OpenApiResponse({"type": "object", "properties": {
+    "guardrail": {"type": "string"}, "shadow": {"type": "boolean"},
+    "sampleRate": {"type": "number", "nullable": True}}})

@@ -6,7 +6,7 @@ runs all speak these types, which is what keeps the enforcement paths from drift
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -29,6 +29,20 @@ class Issue:
 
     def as_dict(self) -> dict[str, str]:
         return {"path": self.path, "message": self.message}
+
+
+class IssuesError(Exception):
+    """A request that cannot be done as asked: each issue names the field (JSON pointer).
+
+    The one error currency of the services: the API's exception handler turns it into the
+    error shape with `status` (400 for a bad request, 403 or 409 where the service says so),
+    the pages show its messages. Subclasses only name the service that raised it.
+    """
+
+    def __init__(self, issues: Sequence[Issue], status: int = 400) -> None:
+        self.issues = list(issues)
+        self.status = status
+        super().__init__(self.issues[0].message if self.issues else "invalid request")
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import django_filters
 
 from kindgi_console.audit.models import AuditEntry
-from traces.api.filters import StrictFilterSet, UtcDateTimeFilter
+from kindgi_console.filters import StrictFilterSet, UtcDateTimeFilter
 
 
 class AuditFilter(StrictFilterSet):

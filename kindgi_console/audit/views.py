@@ -19,8 +19,8 @@ from django.views import View
 
 from kindgi_console.audit.filters import AuditFilter
 from kindgi_console.audit.models import AuditEntry
+from kindgi_console.paging import keyset_page
 from kindgi_console.tenancy.admin_pages import AdminPageMixin
-from traces.paging import keyset_page
 
 CSV_COLUMNS = ["created_at", "tenant", "actor", "action", "object_type", "object_id", "object", "changes"]
 

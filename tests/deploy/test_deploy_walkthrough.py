@@ -26,7 +26,7 @@ import dj_database_url
 import httpx
 import pytest
 
-from kindgi_console.environment import DECLARED
+from guardrails.engine.environment import DECLARED
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The environment is declared once (kindgi_console/environment.py): settings read through it,
+"""The environment is declared once (guardrails/engine/environment.py): settings read through it,
 the README's table is rendered from it, and every variable the code reads is in it."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kindgi_console import environment
-from kindgi_console.environment import DECLARED, BadValue, settings_table
+from guardrails.engine import environment
+from guardrails.engine.environment import DECLARED, BadValue, settings_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ["kindgi_console", "guardrails", "traces", "alerts", "tests/conftest.py", "tests/browser/conftest.py"]
@@ -53,14 +53,14 @@ def readme_table() -> str:
 
 def test_the_readme_table_is_the_declaration() -> None:
     assert readme_table() == settings_table(), (
-        "README.md's settings table differs from kindgi_console/environment.py: "
+        "README.md's settings table differs from guardrails/engine/environment.py: "
         "paste the output of `.venv/bin/python manage.py settings_table` between its markers"
     )
 
 
 def test_it_declares_every_variable_the_code_reads() -> None:
     undeclared = names_read_by_the_code() - set(DECLARED)
-    assert not undeclared, f"declare these in kindgi_console/environment.py: {sorted(undeclared)}"
+    assert not undeclared, f"declare these in guardrails/engine/environment.py: {sorted(undeclared)}"
 
 
 def test_every_declared_variable_is_read_somewhere() -> None:

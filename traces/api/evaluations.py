@@ -1,4 +1,5 @@
-"""REST endpoints of evaluation runs and uploads: start, read, list, cancel.
+"""REST endpoints of evaluation runs: start, read, list, cancel, their results, two runs compared,
+and what a run would ask judges (the estimate).
 
 `POST evaluations` answers 202 with the run's id at once; the run is planned and
 evaluated by Celery workers, and `GET evaluations/{id}` reads its progress from its row.
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
@@ -16,13 +18,15 @@ from rest_framework.response import Response
 
 from guardrails.engine.evaluate import SKIP_PARTS
 from guardrails.engine.types import Issue
-from kindgi_console import idempotency
+from guardrails.services import enforced_guardrails
+from kindgi_console import idempotency, paging
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.openapi import error_responses, filter_parameters
 from kindgi_console.tenancy.scoping import TenantDenied, TenantScopedQuerySet
-from traces import comparisons, evaluations, run_results
-from traces.models import Evaluation, RunComparison, Upload
+from traces import comparisons, evaluations, filters, run_results
+from traces.api.serializers import ERRORS, ESTIMATE_SCHEMA
+from traces.models import Evaluation, RunComparison, RunTrace
 
-ERRORS = OpenApiResponse({"type": "object", "properties": {"errors": {"type": "array"}}})
 RUN_SCHEMA = {
     "type": "object",
     "required": ["id", "tenant", "status", "mode", "guardrails", "filters", "progress", "summary"],
@@ -143,10 +147,7 @@ class EvaluationListView(ConsoleAPIView):
             label=self.caller.label,
             by_author=self._is_author(tenant),
         )
-        try:
-            return evaluations.create_run(request)
-        except evaluations.RunRequestError as error:
-            raise ApiError(error.issues, status_code=error.status) from None
+        return evaluations.create_run(request)
 
     def _is_author(self, tenant: str | None) -> bool:
         """Whether the caller authors the tenant (a key with `evaluate` counts as one)."""
@@ -186,39 +187,6 @@ class EvaluationCancelView(ConsoleAPIView):
         if not evaluations.cancel_run(run):
             raise ApiError([Issue("/status", f"the run has already {run.status}")], status_code=409)
         return Response(run_as_dict(run))
-
-
-def upload_as_dict(upload: Upload) -> dict[str, Any]:
-    return {
-        "id": upload.pk,
-        "tenant": upload.tenant.slug,
-        "name": upload.original_name,
-        "size": upload.size,
-        "status": upload.status,
-        "progress": {"done": upload.done, "total": upload.total},
-        "lines": {
-            "total": upload.lines_total, "stored": upload.lines_stored,
-            "duplicate": upload.lines_duplicate, "conflict": upload.lines_conflict,
-            "invalid": upload.lines_invalid,
-        },
-        "errors": upload.errors,
-        "errorsTotal": upload.errors_total,
-        "failure": upload.failure,
-        "evaluation": upload.evaluation_id,
-        "createdAt": upload.created_at.isoformat(),
-        "finishedAt": upload.finished_at.isoformat() if upload.finished_at else None,
-    }
-
-
-class UploadDetailView(ConsoleAPIView):
-    """`GET uploads/{id}`: how far the processing of an uploaded file got, with its bad lines."""
-
-    queryset = Upload.objects.select_related("tenant")
-    filter_backends: list[Any] = []
-
-    @extend_schema(operation_id="uploads_read", responses={200: OpenApiResponse({"type": "object"}), 404: ERRORS})
-    def get(self, request: Request, pk: int) -> Response:
-        return Response(upload_as_dict(get_object_or_404(self.get_queryset(), pk=pk)))
 
 
 RESULT_SCHEMA = {
@@ -305,7 +273,7 @@ class EvaluationResultsView(ConsoleAPIView):
         try:
             page = run_results.results_page(results, after=request.query_params.get("cursor"),
                                             size=_limit(request.query_params.get("limit")))
-        except run_results.BadCursor as error:
+        except paging.BadCursor as error:
             raise ApiError([Issue("/cursor", str(error))]) from None
         next_url = None
         if page.next_cursor:
@@ -381,7 +349,7 @@ class EvaluationCompareTracesView(EvaluationCompareView):
         try:
             page = comparisons.changes_page(comparison, guardrail, kind, after=request.query_params.get("cursor"),
                                             size=_compare_limit(request.query_params.get("limit")))
-        except comparisons.BadCursor as error:
+        except paging.BadCursor as error:
             raise ApiError([Issue("/cursor", str(error))]) from None
         next_url = None
         if page.next_cursor:
@@ -408,3 +376,62 @@ def _compare_limit(raw: str | None) -> int:
     if not raw.isdigit() or not 1 <= int(raw) <= comparisons.MAX_LISTED:
         raise ApiError([Issue("/limit", f"limit is an integer from 1 to {comparisons.MAX_LISTED}")])
     return int(raw)
+
+
+class EvaluationEstimateView(ConsoleAPIView):
+    """`GET evaluations/estimate`: what a batch run would ask judges, before it starts.
+
+    `guardrails` (comma-separated ids; none: every enabled one) over the traces that
+    `agent`, `flow`, `since`, `until` select in `tenant` (optional for a caller of one tenant;
+    404 for a tenant the caller may not read). An id of no enabled guardrail is named in
+    the answer's `errors`.
+    """
+
+    queryset = RunTrace.objects.all()
+    filterset_class = filters.TraceFilter
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="evaluations_estimate",
+        parameters=[OpenApiParameter("guardrails", str, description="Comma-separated ids."),
+                    *filter_parameters(filters.TraceFilter)],
+        responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
+    )
+    def get(self, request: Request) -> Response:
+        from guardrails.judge import estimate_run
+
+        traces = self.filter_queryset(self.get_queryset())
+        tenant = self._tenant(request)
+        guardrails, unknown = self._guardrails(request, tenant)
+        estimate = estimate_run(guardrails, traces.filter(tenant=tenant), tenant)
+        for name in unknown:  # said in the answer, like a guardrail without a judge
+            estimate["errors"][name] = "no enabled guardrail has this id"
+        return Response({"tenant": tenant.slug, **estimate})
+
+    def _tenant(self, request: Request) -> Any:
+        from kindgi_console.tenancy.models import Tenant
+
+        visible = Tenant.objects.annotate(tenant_id=F("pk"))
+        condition = self.caller.tenant_filter("read")
+        if condition is not None:
+            visible = visible.filter(condition)
+        slug = request.query_params.get("tenant")
+        if slug:
+            visible = visible.filter(slug=slug)
+        found = list(visible[:2])
+        if len(found) == 1:
+            return found[0]
+        if not found:  # a tenant the caller may not read is not there, as everywhere
+            raise Http404
+        raise ApiError([Issue("/tenant", "name the tenant to estimate for with ?tenant=")])
+
+    @staticmethod
+    def _guardrails(request: Request, tenant: Any) -> tuple[list[Any], list[str]]:
+        """The enabled guardrails named (all when none is), and the names of no such one."""
+        wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",")
+                  if name.strip()]
+        enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails(tenant)}
+        if not wanted:
+            return list(enforced.values()), []
+        known = [enforced[name] for name in dict.fromkeys(wanted) if name in enforced]
+        return known, [name for name in dict.fromkeys(wanted) if name not in enforced]

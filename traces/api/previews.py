@@ -18,10 +18,9 @@ from kindgi_console import idempotency
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import previews
-from traces.evaluations import RunRequestError
+from traces.api.serializers import ERRORS
 from traces.models import GuardrailPreview
 
-ERRORS = OpenApiResponse({"type": "object", "properties": {"errors": {"type": "array"}}})
 PREVIEW_SCHEMA = OpenApiResponse({"type": "object", "properties": {
     "id": {"type": "integer"}, "url": {"type": "string"}, "page": {"type": "string"}, "tenant": {"type": "string"},
     "guardrail": {"type": "string"}, "currentRevision": {"type": "integer", "nullable": True},
@@ -64,13 +63,10 @@ class PreviewStartView(ConsoleAPIView):
         tenant = body.get("tenant")
         if tenant is not None and not isinstance(tenant, str):
             raise ApiError([Issue("/tenant", "tenant is a tenant's slug")])
-        try:
-            preview = previews.create_preview(previews.PreviewRequest(
-                tenant=self.caller.tenant_for_write(tenant, "run"), draft=body.get("guardrail"),
-                filters=body.get("traces"), mode=body.get("mode", "ci"), started_by=self.caller.user_or_none,
-                label=self.caller.label, by_author=self._is_author(tenant)))
-        except RunRequestError as error:
-            raise ApiError(error.issues, status_code=error.status) from None
+        preview = previews.create_preview(previews.PreviewRequest(
+            tenant=self.caller.tenant_for_write(tenant, "run"), draft=body.get("guardrail"),
+            filters=body.get("traces"), mode=body.get("mode", "ci"), started_by=self.caller.user_or_none,
+            label=self.caller.label, by_author=self._is_author(tenant)))
         preview = GuardrailPreview.objects.select_related("tenant", "current").get(pk=preview.pk)
         return Response(previews.preview_as_dict(preview), status=202)
 

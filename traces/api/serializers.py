@@ -1,4 +1,5 @@
-"""Read-side shapes of traces, violations and the ledger (camelCase, as on the wire).
+"""Read-side shapes of traces, violations and the ledger (camelCase, as on the wire), and
+the OpenAPI declarations of the bodies and answers the views shape by hand.
 
 Ingestion does not use serializers: see traces/ingest.py.
 """
@@ -7,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
+
+from kindgi_console.openapi import ERRORS_SCHEMA, ref
+from traces import review
 
 
 class TraceSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -125,3 +130,105 @@ class LedgerSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
 
     def to_representation(self, instance: Any) -> Any:
         return instance
+
+
+# ---------------------------------------------------------------------------- OpenAPI
+# The bodies and answers that are not serializers, as the views' extend_schema names them.
+#: The error answer as the run, upload and preview endpoints declare it.
+ERRORS = OpenApiResponse({"type": "object", "properties": {"errors": {"type": "array"}}})
+
+
+ITEM_SCHEMA = {
+    "type": "object",
+    "required": ["index", "id", "status", "errors"],
+    "properties": {
+        "index": {"type": "integer"},
+        "id": {"type": "string", "nullable": True},
+        "status": {"type": "string", "enum": ["created", "duplicate", "conflict", "invalid"]},
+        "errors": ERRORS_SCHEMA["properties"]["errors"],  # type: ignore[index]
+    },
+}
+BATCH_SCHEMA = {
+    "type": "object",
+    "required": ["results"],
+    "properties": {"results": {"type": "array", "items": ITEM_SCHEMA}},
+}
+TRACE_BODY = {"application/json": {
+    "description": 'One RunTrace, or a batch: {"traces": [RunTrace, ...]}.',
+    "oneOf": [
+        ref("RunTrace"),
+        {
+            "type": "object",
+            "required": ["traces"],
+            "additionalProperties": False,
+            "properties": {"traces": {
+                "type": "array",
+                "description": "RunTraces; each one stands alone: an invalid one is reported "
+                "in its result and the others are stored.",
+                "items": {},
+            }},
+        },
+    ],
+}}
+VERDICT_BODY = {"application/json": ref("RunTrace")}
+
+
+VERDICT_SCHEMA = {
+    "type": "object",
+    "required": ["turn", "reason", "results"],
+    "properties": {
+        "turn": {"type": "string", "enum": ["completed", "failed"]},
+        "reason": {"type": "string", "nullable": True, "enum": ["guardrail-violation", None]},
+        "results": {"type": "array", "items": {"type": "object"}},
+        "trace": ITEM_SCHEMA,
+    },
+}
+REVIEW_BODY = {"application/json": {
+    "type": "object",
+    "required": ["state"],
+    "properties": {
+        "state": {"type": "string", "enum": list(review.STATES)},
+        "note": {"type": "string", "maxLength": review.MAX_NOTE},
+    },
+}}
+REVIEW_OUTCOME = {
+    "type": "object",
+    "required": ["state", "reviewed", "refused"],
+    "properties": {
+        "state": {"type": "string"},
+        "reviewed": {"type": "array", "items": {"type": "integer"}},
+        "refused": {"type": "array", "items": {
+            "type": "object", "properties": {"id": {"type": "integer"},
+                                             "message": {"type": "string"}}}},
+    },
+}
+BULK_REVIEW_BODY = {"application/json": {
+    "type": "object",
+    "required": ["state"],
+    "description": "`ids` (violation ids) or `filter` (the filters of GET violations), not both.",
+    "properties": {
+        "ids": {"type": "array", "items": {"type": "integer"}},
+        "filter": {"type": "object", "additionalProperties": {"type": "string"}},
+        "state": {"type": "string", "enum": list(review.STATES)},
+        "note": {"type": "string", "maxLength": review.MAX_NOTE},
+    },
+}}
+ESTIMATE_SCHEMA = {
+    "type": "object",
+    "required": ["calls", "cached", "costUsd", "traces", "sampled", "extrapolated", "models",
+                 "errors"],
+    "properties": {
+        "tenant": {"type": "string"},
+        "calls": {"type": "integer", "description": "Judge calls to pay (cache hits left out)."},
+        "cached": {"type": "integer", "description": "Judgements the cache will answer."},
+        "costUsd": {"type": "string", "description": "Upper estimate, exact decimal string."},
+        "traces": {"type": "integer"},
+        "sampled": {"type": "integer", "description": "Traces read to estimate."},
+        "extrapolated": {"type": "boolean",
+                         "description": "True when the selection was larger than the sample."},
+        "models": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Guardrail id -> the judge model it routes to."},
+        "errors": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Guardrail id -> why no judge model fits."},
+    },
+}

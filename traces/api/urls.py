@@ -1,23 +1,23 @@
 from django.urls import path
 
-from traces.api import evaluations, views
+from traces.api import evaluations, ledger, traces, uploads, violations
 from traces.otlp.views import OtlpTracesView
 
 urlpatterns = [
     path("otlp/v1/traces", OtlpTracesView.as_view(), name="api-otlp-traces"),
-    path("traces", views.TraceListView.as_view(), name="api-traces"),
-    path("traces/<path:trace_id>", views.TraceDetailView.as_view(), name="api-trace"),
-    path("evaluate", views.EvaluateView.as_view(), name="api-evaluate"),
-    path("evaluations/estimate", views.EvaluationEstimateView.as_view(),
+    path("traces", traces.TraceListView.as_view(), name="api-traces"),
+    path("traces/<path:trace_id>", traces.TraceDetailView.as_view(), name="api-trace"),
+    path("evaluate", traces.EvaluateView.as_view(), name="api-evaluate"),
+    path("evaluations/estimate", evaluations.EvaluationEstimateView.as_view(),
          name="api-evaluation-estimate"),
-    path("violations", views.ViolationListView.as_view(), name="api-violations"),
-    path("violations/review", views.ViolationBulkReviewView.as_view(),
+    path("violations", violations.ViolationListView.as_view(), name="api-violations"),
+    path("violations/review", violations.ViolationBulkReviewView.as_view(),
          name="api-violations-review"),
-    path("violations/<int:pk>", views.ViolationDetailView.as_view(), name="api-violation"),
-    path("violations/<int:pk>/review", views.ViolationReviewView.as_view(),
+    path("violations/<int:pk>", violations.ViolationDetailView.as_view(), name="api-violation"),
+    path("violations/<int:pk>/review", violations.ViolationReviewView.as_view(),
          name="api-violation-review"),
-    path("ledger", views.LedgerSummaryView.as_view(), name="api-ledger"),
-    path("ledger/entries", views.LedgerEntryListView.as_view(), name="api-ledger-entries"),
+    path("ledger", ledger.LedgerSummaryView.as_view(), name="api-ledger"),
+    path("ledger/entries", ledger.LedgerEntryListView.as_view(), name="api-ledger-entries"),
     path("evaluations", evaluations.EvaluationListView.as_view(), name="api-evaluations"),
     path("evaluations/<int:pk>", evaluations.EvaluationDetailView.as_view(), name="api-evaluation"),
     path("evaluations/<int:pk>/results", evaluations.EvaluationResultsView.as_view(),
@@ -28,6 +28,6 @@ urlpatterns = [
          name="api-evaluation-compare-traces"),
     path("evaluations/<int:pk>/cancel", evaluations.EvaluationCancelView.as_view(),
          name="api-evaluation-cancel"),
-    path("uploads/<int:pk>", evaluations.UploadDetailView.as_view(), name="api-upload"),
-    path("ledger/entries.csv", views.LedgerCsvView.as_view(), name="api-ledger-entries-csv"),
+    path("uploads/<int:pk>", uploads.UploadDetailView.as_view(), name="api-upload"),
+    path("ledger/entries.csv", ledger.LedgerCsvView.as_view(), name="api-ledger-entries-csv"),
 ]

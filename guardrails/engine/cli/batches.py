@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from guardrails.engine.cli.files import BLANK, Entry, is_jsonl, parse_line
+from guardrails.engine.cli.files import Entry, is_jsonl, parse_entry
 from guardrails.engine.cli.reports import Batch, Renderer
 from guardrails.engine.evaluate import Engine, Plan
 from guardrails.engine.schema import validate_runtrace, validate_runtrace_line
@@ -67,9 +67,7 @@ class Evaluator:
         bad_input: list[str] = []
         for line, raw, item in entries:
             if raw is not None:
-                item = parse_line(raw, self.max_bytes)
-            if item is BLANK:
-                continue
+                item = parse_entry(raw, self.max_depth)
             if isinstance(item, Issue):
                 bad_input.append(_where(path, line, item))
                 continue

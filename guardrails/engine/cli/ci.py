@@ -12,7 +12,6 @@ sandboxed guardrails stays in one process (its judge calls and sandbox pool are 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from typing import IO, Any
 import orjson
 
 from guardrails.engine import deployment as recipe
+from guardrails.engine import environment
 from guardrails.engine.cli.arguments import Writer
 from guardrails.engine.cli.batches import Evaluator, Workers, evaluate_file
 from guardrails.engine.cli.environment import (
@@ -128,7 +128,8 @@ def _evaluate_all(paths: list[str], evaluator: Evaluator, report: Report, jobs: 
     try:
         for path in paths:
             try:
-                for batch in evaluate_file(path, evaluator, iter_entries(path, evaluator.max_bytes), workers):
+                entries = iter_entries(path, evaluator.max_bytes, evaluator.max_depth)
+                for batch in evaluate_file(path, evaluator, entries, workers):
                     report.add(batch)
             except BadInput as exc:
                 report.add_bad_input([str(exc)])
@@ -169,7 +170,7 @@ def download_export(url: str) -> tuple[str, object]:
     """GET {url}/api/v1/guardrails/export with the API key in KINDGI_API_KEY."""
     import httpx  # imported here: only a run that reads the console pays for it
 
-    key = os.environ.get("KINDGI_API_KEY", "").strip()
+    key = environment.text("KINDGI_API_KEY").strip()
     if not key:
         raise BadInput("--console needs the API key in the environment variable KINDGI_API_KEY")
     export_url = url.rstrip("/") + EXPORT_PATH

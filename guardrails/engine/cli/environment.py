@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from guardrails.engine import deployment as recipe
+from guardrails.engine import environment
 from guardrails.engine.cli.arguments import Writer
 from guardrails.engine.cli.files import BadInput, load_json_file
 from guardrails.engine.evaluate import Engine
@@ -20,31 +21,26 @@ from guardrails.engine.types import Issue
 if TYPE_CHECKING:  # the judge's services load only for a run given --judge-models
     from guardrails.engine.judge import InMemoryJudgeServices
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
 
 
+# The console's parser and declaration (guardrails/engine/environment.py): the same
+# variables, defaults and limits as the settings, a bad value a usage error naming it.
 def _env_list(name: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+    return environment.items(name)
 
 
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    if raw.strip().lower() in _TRUE | _FALSE:
-        return raw.strip().lower() in _TRUE
-    raise BadInput(f"{name}={raw!r} is not a boolean (use true or false)")
+def _env_bool(name: str, default: bool | None = None) -> bool:
+    try:
+        return environment.flag(name, default)
+    except environment.BadValue as error:
+        raise BadInput(str(error)) from None
 
 
-def _env_whole_number(name: str, default: int, minimum: int = 0) -> int:
-    raw = os.environ.get(name, "").strip()
-    if raw and not raw.isdigit():
-        raise BadInput(f"{name}={raw!r} is not a whole number")
-    value = int(raw) if raw else default
-    if value < minimum:
-        raise BadInput(f"{name}={value} must be at least {minimum}")
-    return value
+def _env_whole_number(name: str) -> int:
+    try:
+        return environment.whole(name)
+    except environment.BadValue as error:
+        raise BadInput(str(error)) from None
 
 
 @dataclass
@@ -64,7 +60,7 @@ def load_deployment(extra_packs: Sequence[str] = ()) -> Deployment:
         engine, warnings = recipe.load_engine(packs)
     except PackError as exc:
         raise BadInput(f"check packs: {exc}") from exc
-    production = _env_bool("KINDGI_PRODUCTION", not _env_bool("DJANGO_DEBUG", True))
+    production = _env_bool("KINDGI_PRODUCTION", not _env_bool("DJANGO_DEBUG"))
     policy = recipe.registration_policy(
         production=production,
         environ=_handler_environ(),
@@ -83,11 +79,10 @@ def sandbox_pool() -> Any:
     """A pool of sandbox workers with the console's limits (imported only when needed)."""
     from guardrails.engine.sandbox import SandboxDefaults, SandboxPool
 
-    # The settings' defaults (kindgi_console/settings.py), read from the same variables.
     defaults = SandboxDefaults(
-        mem_mb=_env_whole_number("KINDGI_SANDBOX_MEM_MB", 256, 16),
-        cpu_ms=_env_whole_number("KINDGI_SANDBOX_CPU_MS", 1000, 10),
-        pool_size=_env_whole_number("KINDGI_SANDBOX_POOL_SIZE", 2, 1),
+        mem_mb=_env_whole_number("KINDGI_SANDBOX_MEM_MB"),
+        cpu_ms=_env_whole_number("KINDGI_SANDBOX_CPU_MS"),
+        pool_size=_env_whole_number("KINDGI_SANDBOX_POOL_SIZE"),
     )
     return SandboxPool(defaults, environ=_handler_environ())
 
@@ -99,12 +94,7 @@ def write_pack_warnings(deployment: Deployment, stderr: Writer) -> None:
 
 def trace_limits() -> tuple[int, int]:
     """The trace size and depth limits: the console's settings, read from the environment."""
-    from guardrails.engine.schema import MAX_DEPTH, MAX_TRACE_BYTES
-
-    return (
-        _env_whole_number("KINDGI_MAX_TRACE_BYTES", MAX_TRACE_BYTES),
-        _env_whole_number("KINDGI_MAX_DEPTH", MAX_DEPTH),
-    )
+    return _env_whole_number("KINDGI_MAX_TRACE_BYTES"), _env_whole_number("KINDGI_MAX_DEPTH")
 
 
 def judge_services(path: str | None) -> InMemoryJudgeServices | None:
@@ -126,13 +116,10 @@ def judge_services(path: str | None) -> InMemoryJudgeServices | None:
         models = judge_models_of_export(load_json_file(path))
     except InvalidJudgeModel as error:
         raise BadInput("\n".join(f"{path}: {issue.path or '/'}: {issue.message}" for issue in error.issues)) from None
-    raw_limit = os.environ.get("KINDGI_JUDGE_CALL_LIMIT_S", "").strip()
-    if raw_limit and not raw_limit.isdigit():
-        raise BadInput(f"KINDGI_JUDGE_CALL_LIMIT_S={raw_limit!r} is not a whole number")
     return InMemoryJudgeServices(
         models=models,
         client=httpx.Client(),
-        time_limit_s=float(raw_limit or 60),
+        time_limit_s=float(_env_whole_number("KINDGI_JUDGE_CALL_LIMIT_S")),
     )
 
 

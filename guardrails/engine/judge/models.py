@@ -30,7 +30,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 from ..schema import validate_against
-from ..types import Issue
+from ..types import Issue, IssuesError
 
 Provider = Literal["openai", "anthropic"]
 PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic")
@@ -106,12 +106,12 @@ JUDGE_MODEL_SCHEMA: dict[str, Any] = {
 }
 
 
-class InvalidJudgeModel(ValueError):
+class InvalidJudgeModel(IssuesError, ValueError):
     """A registration that does not match JUDGE_MODEL_SCHEMA; `issues` point at the fields."""
 
     def __init__(self, issues: list[Issue]) -> None:
-        super().__init__("; ".join(f"{issue.path or '/'}: {issue.message}" for issue in issues))
-        self.issues = issues
+        super().__init__(issues)
+        self.args = ("; ".join(f"{issue.path or '/'}: {issue.message}" for issue in issues),)
 
 
 def validate_judge_model(doc: object, *, base_path: str = "") -> list[Issue]:

@@ -6,11 +6,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from kindgi_console.environment import settings_table
+from guardrails.engine.environment import settings_table
 
 
 class Command(BaseCommand):
-    help = "Prints the README's table of environment variables (kindgi_console/environment.py)."
+    help = "Prints the README's table of environment variables (guardrails/engine/environment.py)."
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.stdout.write(settings_table(), ending="")

@@ -1,9 +1,10 @@
-"""Keyset (cursor) pagination for the pages: newest first on (time, id), both directions.
+"""Keyset (cursor) paging: the one cursor codec, and the pages' paginator.
 
-A page costs one query whatever its position: the cursor is the (time, id) of the row
-at the page's edge, and the next page is the rows strictly before it in that order,
-which an index on (tenant, time desc, id desc) answers directly. A cursor that cannot be
-read starts from the newest rows instead of failing.
+A page costs one query whatever its position: the cursor is the position of the row at
+the page's edge (its time or status, then its id), and the next page is the rows strictly
+past it in that order, which an index answers directly. The API's `KeysetPagination`, the
+run results' list and the pages all write and read cursors with `encode` and `decode`; on
+a page, a cursor that cannot be read starts from the newest rows instead of failing.
 """
 
 from __future__ import annotations
@@ -35,20 +36,56 @@ def page_size(request: HttpRequest) -> int:
     return int(raw) if raw.isdigit() and int(raw) in PAGE_SIZES else DEFAULT_PAGE_SIZE
 
 
+class BadCursor(ValueError):
+    """A cursor that is not one `encode` wrote."""
+
+
 def encode(row: Model, field: str) -> str:
-    text = f"{getattr(row, field).isoformat()}|{row.pk}"
-    return base64.urlsafe_b64encode(text.encode()).decode()
+    """The cursor of `row`'s position: its `field` (a time or a text), then its id."""
+    value = getattr(row, field)
+    return encode_text(value.isoformat() if isinstance(value, datetime) else str(value), row.pk)
+
+
+def encode_text(text: str, pk: int) -> str:
+    """The cursor of the position (text, id)."""
+    return base64.urlsafe_b64encode(f"{text}|{pk}".encode()).decode()
+
+
+def decode_text(raw: str) -> tuple[str, int]:
+    """The (text, id) a cursor holds; BadCursor for one that `encode` did not write."""
+    try:
+        text, pk_text = base64.urlsafe_b64decode(raw.encode()).decode().split("|")
+        return text, int(pk_text)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise BadCursor(raw) from None
+
+
+def decode_time(raw: str) -> tuple[datetime, int]:
+    """The (time, id) a cursor holds; BadCursor for one that `encode` did not write."""
+    text, pk = decode_text(raw)
+    try:
+        moment = parse_datetime(text)
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise BadCursor(raw)
+    return moment, pk
 
 
 def decode(raw: str | None) -> tuple[datetime, int] | None:
+    """A page's (time, id) cursor, or None for none or one that cannot be read."""
     if not raw:
         return None
     try:
-        moment_text, pk_text = base64.urlsafe_b64decode(raw.encode()).decode().split("|")
-        moment = parse_datetime(moment_text)
-        return (moment, int(pk_text)) if moment is not None else None
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return decode_time(raw)
+    except BadCursor:
         return None
+
+
+def past(field: str, position: tuple[Any, int], direction: str = "lt") -> Q:
+    """The rows strictly past `position` in the order (`field`, id): `lt` older, `gt` newer."""
+    value, pk = position
+    return Q(**{f"{field}__{direction}": value}) | Q(**{field: value, f"pk__{direction}": pk})
 
 
 def keyset_page(request: HttpRequest, queryset: QuerySet[Any], field: str) -> Page:
@@ -60,8 +97,7 @@ def keyset_page(request: HttpRequest, queryset: QuerySet[Any], field: str) -> Pa
     size = page_size(request)
     after, before = decode(request.GET.get("after")), decode(request.GET.get("before"))
     if before is not None:
-        moment, pk = before
-        newer = queryset.filter(Q(**{f"{field}__gt": moment}) | Q(**{field: moment, "pk__gt": pk}))
+        newer = queryset.filter(past(field, before, "gt"))
         rows = list(newer.order_by(field, "pk")[: size + 1])
         has_more_newer = len(rows) > size
         rows = rows[:size][::-1]
@@ -71,8 +107,7 @@ def keyset_page(request: HttpRequest, queryset: QuerySet[Any], field: str) -> Pa
             previous_url=_link(request, "before", encode(rows[0], field)) if has_more_newer else None,
         )
     if after is not None:
-        moment, pk = after
-        queryset = queryset.filter(Q(**{f"{field}__lt": moment}) | Q(**{field: moment, "pk__lt": pk}))
+        queryset = queryset.filter(past(field, after))
     rows = list(queryset.order_by(f"-{field}", "-pk")[: size + 1])
     has_more = len(rows) > size
     rows = rows[:size]

@@ -3,8 +3,11 @@
 `kindgi_console/settings.py` reads each of its settings through this declaration, and the
 README's settings table is rendered from it (`manage.py settings_table`; a test fails when
 the README's copy differs), so the table cannot drift from the code. Adding a setting is one
-`Variable(...)` entry here and one read in settings.py. No Django import: a bad value raises
-`BadValue`, whose message names the variable (settings turn it into ImproperlyConfigured).
+`Variable(...)` entry here and one read in settings.py. No Django import, so that the CI
+command (guardrails/engine/cli/) reads the variables it shares with the console (packs,
+limits, the sandbox, the judge) with the same parser and defaults: a bad value raises
+`BadValue`, whose message names the variable (settings turn it into ImproperlyConfigured,
+the CLI into a usage error).
 """
 
 from __future__ import annotations
@@ -154,7 +157,7 @@ DECLARED: dict[str, Variable] = {variable.name: variable for variable in VARIABL
 def _declared(name: str, kind: Kind) -> Variable:
     variable = DECLARED.get(name)
     if variable is None:
-        raise KeyError(f"{name} is not declared in kindgi_console/environment.py")
+        raise KeyError(f"{name} is not declared in guardrails/engine/environment.py")
     if variable.kind != kind:
         raise TypeError(f"{name} is declared as {variable.kind}, read as {kind}")
     return variable

@@ -1,0 +1,196 @@
+"""REST endpoints of guardrails: list, create, read, replace, delete, their revisions, the export.
+
+A guardrail belongs to one tenant or to the whole console (`Guardrail.tenant`): a caller
+reads the console-wide ones and those of its tenants, and writes those of the tenants it
+authors for; console admins (superusers, keys bound to no tenant) write every one.
+Another tenant's guardrail is a 404, a console-wide one that the caller may not write a 403.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.http import Http404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from guardrails.api import serializers
+from guardrails.api.serializers import (
+    DOCUMENT_RESPONSE,
+    ENABLED_PARAM,
+    GUARDRAIL_BODY,
+    TENANT_PARAM,
+)
+from guardrails.engine.types import Issue
+from guardrails.models import Guardrail, GuardrailRevision
+from guardrails.services import (
+    Author,
+    check_owner,
+    delete_guardrail,
+    enforced_document,
+    owner_slug,
+    register_document,
+    revision_authors,
+    save_guardrail,
+)
+from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.openapi import error_responses, ref
+from kindgi_console.tenancy.scoping import TenantScopedQuerySet
+
+
+def registered_document(payload: object) -> dict[str, Any]:
+    """The payload if it is a guardrail that can be defined; else 400 with every error."""
+    registration = register_document(payload)
+    if not registration.valid:
+        raise ApiError(registration.errors)
+    assert isinstance(payload, dict)
+    return payload
+
+
+def enabled_flag(request: Request) -> bool | None:
+    raw = request.query_params.get("enabled")
+    if raw is None:
+        return None
+    if raw.lower() not in ("true", "false", "1", "0"):
+        raise ApiError([Issue("/enabled", "enabled is true or false")])
+    return raw.lower() in ("true", "1")
+
+
+class GuardrailBaseView(ConsoleAPIView):
+    queryset = Guardrail.objects.live().select_related("tenant")
+    serializer_class = serializers.GuardrailSerializer
+    ordering_field = "updated_at"
+
+    def get_queryset(self) -> Any:
+        return cast(TenantScopedQuerySet[Guardrail], super().get_queryset()).for_caller(self.caller)
+
+    def author(self) -> Author:
+        return Author(user=self.caller.user_or_none, label=self.caller.label)
+
+    def save(self, document: dict[str, Any], *, enabled: bool | None,
+             owner: Any = None) -> Guardrail:
+        return save_guardrail(document, self.author(), enabled=enabled, owner=owner)
+
+
+class GuardrailListView(GuardrailBaseView):
+    """`GET guardrails` lists; `POST guardrails` creates (a deleted id comes back)."""
+
+    scopes = {"GET": "read", "POST": "author"}
+
+    @extend_schema(operation_id="guardrails_list", responses={
+        200: serializers.GuardrailSerializer(many=True), **error_responses(400, 401, 403)})
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="guardrails_create",
+        request=GUARDRAIL_BODY,
+        parameters=[ENABLED_PARAM, TENANT_PARAM],
+        responses={201: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 409, 413, 415, 429)},
+    )
+    def post(self, request: Request) -> Response:
+        enabled = enabled_flag(request)
+        owner = self.caller.guardrail_owner(request.query_params.get("tenant") or None)
+        document = registered_document(read_json_body(request))
+        if self.get_queryset().filter(guardrail_id=document["id"]).exists():
+            raise ApiError([Issue("/id", f"guardrail {document['id']!r} already exists: "
+                                         "replace it with PUT")], status.HTTP_409_CONFLICT)
+        check_owner(document["id"], owner)
+        guardrail = self.save(document, enabled=True if enabled is None else enabled, owner=owner)
+        return document_response(guardrail, status.HTTP_201_CREATED)
+
+
+def document_response(guardrail: Guardrail, code: int = 200) -> Response:
+    response = Response(guardrail.document, status=code)
+    response["ETag"] = f'"{guardrail.guardrail_id}@{guardrail.revision}"'
+    return response
+
+
+class GuardrailDetailView(GuardrailBaseView):
+    """`GET`, `PUT`, `DELETE guardrails/{id}`; each PUT makes a revision."""
+
+    scopes = {"GET": "read", "PUT": "author", "DELETE": "author"}
+
+    def get_object(self) -> Guardrail:
+        guardrail: Guardrail | None = self.get_queryset().filter(guardrail_id=self.kwargs["guardrail_id"]).first()
+        if guardrail is None:
+            raise Http404
+        return guardrail
+
+    def writable_object(self) -> Guardrail:
+        """The guardrail, if the caller may change it: 404 unseen, 403 seen but not its own."""
+        guardrail = self.get_object()
+        if not Guardrail.objects.for_caller(self.caller, "author").filter(pk=guardrail.pk).exists():
+            raise ApiError([Issue("", "a console-wide guardrail is changed only by console "
+                                      "admins")], status.HTTP_403_FORBIDDEN)
+        return guardrail
+
+    @extend_schema(operation_id="guardrails_read",
+                   responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404)})
+    def get(self, request: Request, guardrail_id: str) -> Response:
+        return document_response(self.get_object())
+
+    @extend_schema(
+        request=GUARDRAIL_BODY,
+        parameters=[ENABLED_PARAM],
+        responses={200: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 404, 413, 415, 429)},
+    )
+    def put(self, request: Request, guardrail_id: str) -> Response:
+        self.writable_object()
+        enabled = enabled_flag(request)
+        document = registered_document(read_json_body(request))
+        if document["id"] != guardrail_id:
+            raise ApiError([Issue("/id", f"the document's id must be {guardrail_id!r}, the "
+                                         "guardrail this request replaces")])
+        return document_response(self.save(document, enabled=enabled))
+
+    @extend_schema(responses={204: None, **error_responses(401, 403, 404)})
+    def delete(self, request: Request, guardrail_id: str) -> Response:
+        delete_guardrail(self.writable_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class GuardrailRevisionListView(ConsoleAPIView):
+    """`GET guardrails/{id}/revisions`: every saved version, newest first."""
+
+    serializer_class = serializers.RevisionSerializer
+
+    queryset = GuardrailRevision.objects.all()
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> Any:
+        return super().get_queryset().filter(guardrail__guardrail_id=self.kwargs["guardrail_id"])
+
+    @extend_schema(operation_id="guardrail_revisions_list",
+                   responses={200: serializers.RevisionSerializer(many=True),
+                              **error_responses(400, 401, 403, 404)})
+    def get(self, request: Request, guardrail_id: str) -> Response:
+        if not Guardrail.objects.for_caller(self.caller).filter(guardrail_id=guardrail_id).exists():
+            raise Http404
+        page = self.paginate_queryset(self.get_queryset())
+        assert page is not None  # the keyset pagination always pages
+        labels = revision_authors(page, self.caller)
+        data = self.get_serializer(page, many=True).data
+        for row, revision in zip(data, page, strict=True):
+            row["createdBy"] = labels[revision.pk]
+        return self.get_paginated_response(data)
+
+
+class GuardrailExportView(ConsoleAPIView):
+    """`GET guardrails/export`: every enabled guardrail's wire document, as CI downloads it."""
+
+    filter_backends: list[Any] = []
+    pagination_class = None
+
+    @extend_schema(responses={
+        200: OpenApiResponse({"type": "array", "items": ref("GuardrailDocument")}),
+        **error_responses(401, 403)})
+    def get(self, request: Request) -> Response:
+        """Console-wide guardrails and the caller's tenants' own; a tenant's guardrail with
+        `scope.tenants` naming it, so that CI applies it to that tenant's traces only."""
+        rows = Guardrail.objects.enabled().for_caller(self.caller).select_related("tenant")
+        return Response([enforced_document(row.document, owner_slug(row))
+                         for row in rows.order_by("guardrail_id")])
