@@ -11,10 +11,33 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from drf_spectacular.utils import OpenApiResponse
+
 from guardrails.engine.schema import CONSOLE_LIMITS_SCHEMA, GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA
 
 WIRE_SCHEMAS = {"RunTrace": RUNTRACE_SCHEMA, "GuardrailDocument": GUARDRAIL_SCHEMA,
                 "GuardrailConsoleLimits": CONSOLE_LIMITS_SCHEMA}
+
+#: The API's one error shape: every 4xx answer is `{"errors": [{path, message}]}`.
+ERRORS_SCHEMA = {
+    "type": "object",
+    "required": ["errors"],
+    "properties": {
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "message"],
+                "properties": {"path": {"type": "string"}, "message": {"type": "string"}},
+            },
+        }
+    },
+}
+
+
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    """The OpenAPI responses of `codes`, each in the error shape."""
+    return {code: OpenApiResponse(ERRORS_SCHEMA) for code in codes}
 
 
 def as_components(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:

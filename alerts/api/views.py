@@ -23,8 +23,8 @@ from alerts.models import AlertRule, Channel, Delivery, DeliveryAttempt, Firing
 from alerts.serialize import channel_json, firing_json, rule_json
 from guardrails.engine.types import Issue
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.openapi import error_responses
 from kindgi_console.tenancy.scoping import TenantScopedQuerySet
-from traces.api.views import error_responses
 
 OBJECT = OpenApiResponse(OpenApiTypes.OBJECT)
 PARAMS_DESCRIPTION = (

@@ -37,8 +37,8 @@ from guardrails.judge import (
 )
 from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.openapi import error_responses
 from kindgi_console.tenancy.models import Membership, Tenant
-from traces.api.views import error_responses
 
 REGISTRATION_SCHEMA = {
     **{key: value for key, value in JUDGE_MODEL_SCHEMA.items() if key not in ("$schema", "allOf")},

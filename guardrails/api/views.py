@@ -41,8 +41,7 @@ from guardrails.services import (
     set_shadow,
 )
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
-from kindgi_console.openapi import ref
-from traces.api.views import ERRORS_SCHEMA, error_responses
+from kindgi_console.openapi import ERRORS_SCHEMA, error_responses, ref
 
 #: A guardrail as the console stores it: schema 1.1.0 and the console's own limits.
 GUARDRAIL_BODY = {"application/json": {"allOf": [ref("GuardrailDocument"),

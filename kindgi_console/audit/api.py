@@ -18,8 +18,8 @@ from rest_framework.response import Response
 from kindgi_console.api import ConsoleAPIView
 from kindgi_console.audit.filters import AuditFilter, entry_json
 from kindgi_console.audit.models import AuditEntry
+from kindgi_console.openapi import error_responses
 from kindgi_console.tenancy.scoping import TenantScopedQuerySet
-from traces.api.views import error_responses
 
 
 class AuditListView(ConsoleAPIView):

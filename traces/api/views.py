@@ -20,7 +20,7 @@ from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
-from kindgi_console.openapi import filter_parameters, ref
+from kindgi_console.openapi import ERRORS_SCHEMA, error_responses, filter_parameters, ref
 from kindgi_console.renderers import ORJSONRenderer
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import ingest, ledger, review
@@ -36,20 +36,6 @@ from traces.models import (
 from traces.services import enforced_now, queue_runtime_evaluation, runtime_verdict
 from traces.verdicts import store_verdict
 
-ERRORS_SCHEMA = {
-    "type": "object",
-    "required": ["errors"],
-    "properties": {
-        "errors": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["path", "message"],
-                "properties": {"path": {"type": "string"}, "message": {"type": "string"}},
-            },
-        }
-    },
-}
 ITEM_SCHEMA = {
     "type": "object",
     "required": ["index", "id", "status", "errors"],
@@ -83,10 +69,6 @@ TRACE_BODY = {"application/json": {
     ],
 }}
 VERDICT_BODY = {"application/json": ref("RunTrace")}
-
-
-def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ERRORS_SCHEMA) for code in codes}
 
 
 class TraceListView(ConsoleAPIView):
