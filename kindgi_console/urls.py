@@ -28,7 +28,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("", OverviewView.as_view(), name="dashboard"),
     path("", include("guardrails.urls")),
-    path("", include("guardrails.judge_urls")),
+    path("", include("traces.judge.urls")),
     path("", include("kindgi_console.tenancy.urls")),
     path("", include("kindgi_console.audit.urls")),
     path("", include("alerts.urls")),

@@ -36,13 +36,14 @@ from guardrails.engine.evaluate import evaluate_all
 from guardrails.engine.judge.parsing import JudgeOutcome
 from guardrails.engine.types import CheckOutcome, Context
 from guardrails.engine.types import Guardrail as EngineGuardrail
-from guardrails.judge import outcome_text, save_registration, validate_registration
 from guardrails.models import Guardrail, JudgeModelRegistration
 from guardrails.services import Author, enforced_guardrails, register_document, save_guardrail, set_shadow
 from kindgi_console.tenancy import changes
 from kindgi_console.tenancy.models import Membership, Tenant
 from kindgi_console.tenancy.scoping import Caller
 from traces import ledger, review, violation_days
+from traces.judge.registry import save_registration, validate_registration
+from traces.judge.services import close_services, evaluation_services, outcome_text
 from traces.models import (
     Evaluation,
     EvaluationResult,
@@ -601,7 +602,7 @@ def _demo_run(tenant: Tenant, traces: dict[str, RunTrace], enforced: list[Any], 
     summary: dict[str, dict[str, int]] = defaultdict(lambda: {"pass": 0, "fail": 0, "error": 0,
                                                                "skipped": 0})
     verdicts = []
-    services = deployment.evaluation_services(tenant.slug, evaluation=run)
+    services = evaluation_services(tenant.slug, evaluation=run)
     try:
         for trace in chosen:
             document = documents[trace.pk]
@@ -611,7 +612,7 @@ def _demo_run(tenant: Tenant, traces: dict[str, RunTrace], enforced: list[Any], 
                 summary[result.guardrail][result.status] += 1
             verdicts.append((trace, results))
     finally:
-        deployment.close_services(services)
+        close_services(services)
     record_results(verdicts, enforced, mode="ci", evaluation=run)
     run.summary = dict(summary)
     run.save(update_fields=["summary"])

@@ -15,13 +15,13 @@ from django.views.generic.detail import SingleObjectMixin
 
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Mode
-from guardrails.judge import estimate_run
 from guardrails.models import GuardrailRevision
 from guardrails.services import enforced_guardrails
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from kindgi_console.tenancy.views import TenantScopedMixin, current_tenant
 from traces import evaluations, heartbeat
 from traces.forms import EvaluationForm
+from traces.judge.estimate import estimate_run
 from traces.models import Evaluation, RunTrace
 from traces.paging import keyset_page
 

@@ -29,7 +29,6 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from kombu.exceptions import OperationalError as TRANSIENT_BROKER_ERRORS
 
-from guardrails.deployment import close_services, evaluation_services
 from guardrails.deployment import engine as deployment_engine
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Guardrail as EngineGuardrail
@@ -38,6 +37,7 @@ from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
 from traces import bulk, signals
+from traces.judge.services import close_services, evaluation_services
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
 
 logger = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def reviewer_limit_exceeded(tenant: Tenant, estimate: dict[str, Any] | None) -> 
 
 def check_reviewer_limit(tenant: Tenant, documents: Sequence[Any], filters: dict[str, Any], mode: Mode) -> None:
     """Raise RunRequestError (403) when the judge estimate is over the tenant's reviewer limit."""
-    from guardrails.judge import estimate_run
+    from traces.judge.estimate import estimate_run
 
     guardrails = [EngineGuardrail(document=document) for document in documents]
     estimate = estimate_run(guardrails, selected_traces(tenant.pk, filters), tenant, mode=mode)

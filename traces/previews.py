@@ -27,6 +27,7 @@ from guardrails.models import GuardrailRevision
 from guardrails.services import register_document
 from kindgi_console.tenancy.models import Tenant
 from traces.evaluations import RunRequestError, check_reviewer_limit, clean_filters, selected_traces
+from traces.judge.services import close_services, evaluation_services
 from traces.models import GuardrailPreview, RunTrace
 
 PREVIEW_DAYS = 7
@@ -73,7 +74,7 @@ def create_preview(request: PreviewRequest) -> GuardrailPreview:
 def judge_estimate(tenant: Tenant, draft: EngineGuardrail, filters: dict[str, Any], mode: Mode) -> Decimal | None:
     """What judging the draft over the selection will cost at most (None: it judges nothing)."""
     from guardrails.engine.judge import KIND as JUDGE_KIND
-    from guardrails.judge import estimate_run
+    from traces.judge.estimate import estimate_run
 
     if draft.kind != JUDGE_KIND:
         return None
@@ -166,7 +167,7 @@ class Tally:
 
 def _evaluate_batch(preview: GuardrailPreview, draft: EngineGuardrail, current: EngineGuardrail | None,
                     rows: list[RunTrace], tally: Tally) -> None:
-    services = deployment.evaluation_services(preview.tenant)
+    services = evaluation_services(preview.tenant)
     services["judge"].preview = preview
     services["judge"].know_traces(rows)
     engine = deployment.engine()
@@ -177,7 +178,7 @@ def _evaluate_batch(preview: GuardrailPreview, draft: EngineGuardrail, current: 
             before = evaluate_guardrail(current, row.document, context, engine=engine) if current else None
             tally.add(row, after, before)
     finally:
-        deployment.close_services(services)
+        close_services(services)
 
 
 def preview_as_dict(preview: GuardrailPreview) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from typing import Any
 from django.db import connection
 
 from guardrails import deployment
-from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.evaluate import evaluate_all, evaluate_guardrail
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Context, Mode, Trace, TurnVerdict
@@ -24,6 +23,7 @@ from guardrails.models import Guardrail
 from guardrails.services import Enforced, enforced_guardrails
 from kindgi_console.tenancy.models import Tenant
 from traces import bulk
+from traces.judge.services import close_services, evaluation_services
 from traces.models import Evaluation, RunTrace
 
 # What selects the enforced guardrails, and each one's revision, last change, owner and shadow

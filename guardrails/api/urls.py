@@ -1,6 +1,6 @@
 from django.urls import path
 
-from guardrails.api import judge, views
+from guardrails.api import views
 from traces.api import previews
 
 urlpatterns = [
@@ -21,11 +21,6 @@ urlpatterns = [
     path("guardrails/<path:guardrail_id>", views.GuardrailDetailView.as_view(),
          name="api-guardrail"),
     path("checks", views.CheckListView.as_view(), name="api-checks"),
-    path("judge-models", judge.JudgeModelListView.as_view(), name="api-judge-models"),
-    path("judge-models/<str:model_id>", judge.JudgeModelDetailView.as_view(),
-         name="api-judge-model"),
-    path("tenants/<slug:slug>/judge-policy", judge.TenantJudgePolicyView.as_view(),
-         name="api-tenant-judge-policy"),
     path("schemas/guardrail.schema.json", views.SchemaView.as_view(),
          {"name": "guardrail.schema.json"}, name="api-schema-guardrail"),
     path("schemas/runtrace.schema.json", views.SchemaView.as_view(),

@@ -42,6 +42,7 @@ from guardrails.services import (
 )
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import ERRORS_SCHEMA, error_responses, ref
+from traces.judge.services import close_services, evaluation_services
 
 #: A guardrail as the console stores it: schema 1.1.0 and the console's own limits.
 GUARDRAIL_BODY = {"application/json": {"allOf": [ref("GuardrailDocument"),
@@ -278,7 +279,7 @@ class GuardrailTryView(ConsoleAPIView):
                 result = evaluate_guardrail(guardrail, trace, self.context(trace, mode, services),
                                             engine=deployment.engine())
         finally:
-            deployment.close_services(services)
+            close_services(services)
         return Response({"result": result.as_dict(), "mode": mode,
                          "warnings": [w.as_dict() for w in registration.warnings]})
 
@@ -309,7 +310,7 @@ class GuardrailTryView(ConsoleAPIView):
         if document.get("kind") == JUDGE_KIND:
             tenant = self.judge_tenant(trace)
             if tenant is not None:
-                services["judge"] = deployment.evaluation_services(tenant)["judge"]
+                services["judge"] = evaluation_services(tenant)["judge"]
         return services
 
     def judge_tenant(self, trace: dict[str, Any]) -> Any:

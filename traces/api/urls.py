@@ -1,6 +1,7 @@
 from django.urls import path
 
 from traces.api import evaluations, views
+from traces.judge import api as judge
 from traces.otlp.views import OtlpTracesView
 
 urlpatterns = [
@@ -29,5 +30,10 @@ urlpatterns = [
     path("evaluations/<int:pk>/cancel", evaluations.EvaluationCancelView.as_view(),
          name="api-evaluation-cancel"),
     path("uploads/<int:pk>", evaluations.UploadDetailView.as_view(), name="api-upload"),
+    path("judge-models", judge.JudgeModelListView.as_view(), name="api-judge-models"),
+    path("judge-models/<str:model_id>", judge.JudgeModelDetailView.as_view(),
+         name="api-judge-model"),
+    path("tenants/<slug:slug>/judge-policy", judge.TenantJudgePolicyView.as_view(),
+         name="api-tenant-judge-policy"),
     path("ledger/entries.csv", views.LedgerCsvView.as_view(), name="api-ledger-entries-csv"),
 ]

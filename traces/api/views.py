@@ -16,7 +16,6 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
@@ -25,6 +24,7 @@ from kindgi_console.renderers import ORJSONRenderer
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import ingest, ledger, review
 from traces.api import filters, serializers
+from traces.judge.services import close_services, evaluation_services
 from traces.models import (
     EvaluationResult,
     JudgeLedgerEntry,
@@ -521,7 +521,7 @@ class EvaluationEstimateView(ConsoleAPIView):
         responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
     )
     def get(self, request: Request) -> Response:
-        from guardrails.judge import estimate_run
+        from traces.judge.estimate import estimate_run
 
         traces = self.filter_queryset(self.get_queryset())
         tenant = self._tenant(request)

@@ -27,7 +27,11 @@ from rest_framework.response import Response
 
 from guardrails.engine.judge import JUDGE_MODEL_SCHEMA, JUDGE_POLICY_SCHEMA
 from guardrails.engine.types import Issue
-from guardrails.judge import (
+from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
+from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.openapi import error_responses
+from kindgi_console.tenancy.models import Membership, Tenant
+from traces.judge.registry import (
     delete_registration,
     registration_doc,
     save_policy,
@@ -35,10 +39,6 @@ from guardrails.judge import (
     validate_policy,
     validate_registration,
 )
-from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
-from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
-from kindgi_console.openapi import error_responses
-from kindgi_console.tenancy.models import Membership, Tenant
 
 REGISTRATION_SCHEMA = {
     **{key: value for key, value in JUDGE_MODEL_SCHEMA.items() if key not in ("$schema", "allOf")},

@@ -1,7 +1,7 @@
 """The judge models page: the registry for everyone signed in, its editing for superusers,
 and the current tenant's judge policy for that tenant's admins.
 
-Registrations are the whole console's (see guardrails/api/judge.py for who may write them
+Registrations are the whole console's (see traces/judge/api.py for who may write them
 and why); the registry is small (a handful of models), so the page lists it whole in one
 query, plus one for the tenant's policy and one for the reader's role.
 """
@@ -19,7 +19,10 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views import View
 
-from guardrails.judge import (
+from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
+from kindgi_console.tenancy.models import Membership
+from kindgi_console.tenancy.views import current_tenant
+from traces.judge.registry import (
     api_key_set,
     delete_registration,
     registration_doc,
@@ -28,9 +31,6 @@ from guardrails.judge import (
     validate_policy,
     validate_registration,
 )
-from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
-from kindgi_console.tenancy.models import Membership
-from kindgi_console.tenancy.views import current_tenant
 
 THINKING_CHOICES = [("", "Does not think"), ("effort", "Lowest reasoning effort (OpenAI)"),
                     ("budgetTokens", "Minimum thinking budget in tokens (Anthropic)")]
