@@ -1,21 +1,15 @@
 from django.urls import path
 
 from guardrails.api import views
-from traces.api import previews
 
 urlpatterns = [
     path("guardrails", views.GuardrailListView.as_view(), name="api-guardrails"),
     path("guardrails/validate", views.GuardrailValidateView.as_view(),
          name="api-guardrail-validate"),
-    path("guardrails/try", views.GuardrailTryView.as_view(), name="api-guardrail-try"),
     path("guardrails/export", views.GuardrailExportView.as_view(), name="api-guardrail-export"),
-    path("guardrails/preview", previews.PreviewStartView.as_view(), name="api-guardrail-preview"),
-    path("guardrails/previews/<int:pk>", previews.PreviewDetailView.as_view(), name="api-guardrail-preview-read"),
     # `path`: an id stored before the id alphabet may hold a "/" (the longer routes first).
     path("guardrails/<path:guardrail_id>/shadow", views.GuardrailShadowView.as_view(),
          name="api-guardrail-shadow"),
-    path("guardrails/<path:guardrail_id>/quality", views.GuardrailQualityView.as_view(),
-         name="api-guardrail-quality"),
     path("guardrails/<path:guardrail_id>/revisions", views.GuardrailRevisionListView.as_view(),
          name="api-guardrail-revisions"),
     path("guardrails/<path:guardrail_id>", views.GuardrailDetailView.as_view(),

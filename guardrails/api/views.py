@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
-from django.db.models import F
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -20,13 +18,11 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from guardrails import deployment, quality
+from guardrails import deployment
 from guardrails.api import serializers
-from guardrails.engine.evaluate import evaluate_guardrail
 from guardrails.engine.judge import KIND as JUDGE_KIND
-from guardrails.engine.sandbox.posture import sandbox_level
-from guardrails.engine.schema import GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA, validate_runtrace
-from guardrails.engine.types import Context, Issue, Result
+from guardrails.engine.schema import GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA
+from guardrails.engine.types import Issue
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import (
     Author,
@@ -42,7 +38,6 @@ from guardrails.services import (
 )
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import ERRORS_SCHEMA, error_responses, ref
-from traces.judge.services import close_services, evaluation_services
 
 #: A guardrail as the console stores it: schema 1.1.0 and the console's own limits.
 GUARDRAIL_BODY = {"application/json": {"allOf": [ref("GuardrailDocument"),
@@ -224,130 +219,6 @@ class GuardrailValidateView(ConsoleAPIView):
         })
 
 
-TRY_BODY = {"application/json": {
-    "type": "object",
-    "required": ["guardrail"],
-    "properties": {
-        "guardrail": {"type": "object", "description": "The guardrail document being authored."},
-        "trace": {"type": "object", "description": "A RunTrace to evaluate it against."},
-        "traceId": {"type": "string", "description": "Or the runtime id of a stored trace "
-                    "of one of the caller's tenants."},
-        "mode": {"type": "string", "enum": ["runtime", "ci"], "default": "ci"},
-    },
-}}
-TRY_RESPONSE = OpenApiResponse(
-    {"type": "object", "properties": {"result": {"type": "object"}}},
-    description="The engine's result: guardrail, revision, status (pass, fail, error, "
-    "skipped), reason, action, severity, durationMs, details.",
-)
-
-
-def prefixed(issues: list[Issue], prefix: str) -> list[Issue]:
-    return [Issue(prefix + issue.path, issue.message) for issue in issues]
-
-
-class GuardrailTryView(ConsoleAPIView):
-    """`POST guardrails/try`: evaluate an unsaved guardrail against one trace; stores nothing.
-
-    Same registration as saving and the same engine as the server's enforcement paths, so
-    that what an author sees here is what runtimes and CI will do.
-    """
-
-    filter_backends: list[Any] = []
-    scopes = {"POST": "author"}
-
-    @extend_schema(request=TRY_BODY, responses={
-        200: TRY_RESPONSE, **error_responses(400, 401, 403, 413, 415, 429)})
-    def post(self, request: Request) -> Response:
-        body = read_json_body(request)
-        if not isinstance(body, dict):
-            raise ApiError([Issue("", "the body is an object: {guardrail, trace or traceId, mode}")])
-        mode = body.get("mode") or default_try_mode(body.get("guardrail"))
-        issues = [] if mode in ("runtime", "ci") else [Issue("/mode", "mode is 'runtime' or 'ci'")]
-        registration = register_document(body.get("guardrail"))
-        issues += prefixed(registration.errors, "/guardrail")
-        trace, trace_issues = self.trace_of(body)
-        issues += trace_issues
-        if issues or registration.guardrail is None:
-            raise ApiError(issues)
-        guardrail = registration.guardrail
-        services = self.services(trace, guardrail.document)
-        try:
-            if guardrail.kind == JUDGE_KIND and "judge" not in services:
-                result = no_judge_result(guardrail)
-            else:
-                result = evaluate_guardrail(guardrail, trace, self.context(trace, mode, services),
-                                            engine=deployment.engine())
-        finally:
-            close_services(services)
-        return Response({"result": result.as_dict(), "mode": mode,
-                         "warnings": [w.as_dict() for w in registration.warnings]})
-
-    def trace_of(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[Issue]]:
-        """The pasted trace, validated, or the stored one named by `traceId`."""
-        if "trace" in body:
-            trace = body["trace"]
-            issues = validate_runtrace(trace, max_depth=settings.KINDGI_MAX_DEPTH)
-            return (trace if isinstance(trace, dict) else {}), prefixed(issues, "/trace")
-        trace_id = body.get("traceId")
-        if not isinstance(trace_id, str) or not trace_id:
-            return {}, [Issue("/trace", "give a trace, or the traceId of a stored trace")]
-        from traces.models import RunTrace
-
-        stored = (RunTrace.objects.for_caller(self.caller).filter(trace_id=trace_id)
-                  .select_related("tenant").order_by("-received_at").first())
-        if stored is None:
-            return {}, [Issue("/traceId", f"no trace {trace_id!r} of yours is stored")]
-        return {"tenant": stored.tenant.slug, **stored.document}, []
-
-    def services(self, trace: dict[str, Any], document: Any) -> dict[str, Any]:
-        """A sandboxed pack check gets the deployment's sandbox pool; an llm-judge draft the
-        judge its tenant's policy routes to (the trace's tenant when the caller reads it, else
-        the caller's one tenant), charged to the ledger like any judgement of that tenant."""
-        services: dict[str, Any] = {}
-        if sandbox_level(document) != "none":
-            services["sandbox"] = deployment.sandbox_pool()
-        if document.get("kind") == JUDGE_KIND:
-            tenant = self.judge_tenant(trace)
-            if tenant is not None:
-                services["judge"] = evaluation_services(tenant)["judge"]
-        return services
-
-    def judge_tenant(self, trace: dict[str, Any]) -> Any:
-        from kindgi_console.tenancy.models import Tenant
-
-        readable = Tenant.objects.annotate(tenant_id=F("pk"))
-        condition = self.caller.tenant_filter("read")
-        if condition is not None:
-            readable = readable.filter(condition)
-        named = trace.get("tenant")
-        if isinstance(named, str) and named:
-            return readable.filter(slug=named).first()
-        found = list(readable[:2])
-        return found[0] if len(found) == 1 else None
-
-    @staticmethod
-    def context(trace: dict[str, Any], mode: str, services: dict[str, Any]) -> Context:
-        return Context.for_trace(trace, mode, **services)  # type: ignore[arg-type]
-
-
-def default_try_mode(document: object) -> str:
-    """The mode a draft is tried in when none is asked: runtime for a runtime-only scope."""
-    scope = document.get("scope") if isinstance(document, dict) else None
-    when = scope.get("when") if isinstance(scope, dict) else None
-    return "runtime" if when == "runtime-only" else "ci"
-
-
-def no_judge_result(guardrail: Any) -> Result:
-    """Why an llm-judge draft cannot be tried here, as a result that says it plainly."""
-    return Result(
-        guardrail=guardrail.id, revision=None, status="error", action=guardrail.on_violation,
-        severity=guardrail.severity,
-        reason="An llm-judge guardrail is tried with the judge its tenant's policy chooses: pick a "
-               "stored trace of your tenant, or give the pasted trace the tenant it belongs to.",
-    )
-
-
 class GuardrailExportView(ConsoleAPIView):
     """`GET guardrails/export`: every enabled guardrail's wire document, as CI downloads it."""
 
@@ -392,86 +263,6 @@ class SchemaView(ConsoleAPIView):
         if name not in self.schemas:
             raise Http404
         return Response(self.schemas[name])
-
-
-QUALITY_FIGURES = {
-    "violations": {"type": "integer"}, "reviewed": {"type": "integer"}, "falsePositives": {"type": "integer"},
-    "precision": {"type": "number", "nullable": True,
-                  "description": "1 - false positives / reviewed; null before any review."},
-    "precisionInterval": {"type": "array", "items": {"type": "number"}, "nullable": True,
-                          "description": "The 95% Wilson interval of the precision."},
-    "coverage": {"type": "number", "nullable": True, "description": "reviewed / violations"},
-}
-QUALITY_RESPONSE = OpenApiResponse({"type": "object", "properties": {
-    "guardrail": {"type": "string"}, "since": {"type": "string", "nullable": True},
-    "until": {"type": "string", "nullable": True}, **QUALITY_FIGURES,
-    "revisions": {"type": "array", "items": {"type": "object", "properties": {
-        "revision": {"type": "integer"}, **QUALITY_FIGURES}}},
-    "calibration": {"type": "object", "nullable": True, "description": "The newest calibration sample (an "
-                    "llm-judge against people's labels): accuracy, Cohen's kappa, false-positive and "
-                    "false-negative rates with 95% intervals, the disagreeing traces; `stale` when the "
-                    "guardrail has a newer revision."},
-}})
-
-
-class GuardrailQualityView(GuardrailBaseView):
-    """`GET guardrails/{id}/quality`: what reviewers said of its violations, per revision.
-
-    Of the violations of the caller's tenants (`tenant` narrows to one), created in
-    [`since`, `until`) when given (RFC 3339 date-times).
-    """
-
-    scopes = {"GET": "read"}
-    filter_backends: list[Any] = []
-
-    @extend_schema(operation_id="guardrails_quality", parameters=[
-        OpenApiParameter("since", OpenApiTypes.DATETIME), OpenApiParameter("until", OpenApiTypes.DATETIME),
-        OpenApiParameter("tenant", str)],
-        responses={200: QUALITY_RESPONSE, **error_responses(400, 401, 403, 404)})
-    def get(self, request: Request, guardrail_id: str) -> Response:
-        from traces.models import Violation, ViolationDay
-
-        guardrail = self.get_queryset().filter(guardrail_id=guardrail_id).first()
-        if guardrail is None:
-            raise Http404
-        since, until = self.moment("since"), self.moment("until")
-        violations = Violation.objects.for_caller(self.caller).filter(guardrail=guardrail)
-        days = ViolationDay.objects.for_caller(self.caller).filter(guardrail=guardrail)
-        if request.query_params.get("tenant"):
-            violations = violations.filter(tenant__slug=request.query_params["tenant"])
-            days = days.filter(tenant__slug=request.query_params["tenant"])
-        overall, revisions = quality.rolled_up_quality(days, violations, since, until)
-        return Response({
-            "guardrail": guardrail.guardrail_id,
-            "since": since.isoformat() if since else None, "until": until.isoformat() if until else None,
-            **overall.as_dict(), "revisions": [item.as_dict() for item in revisions],
-            "calibration": self.calibration(guardrail),
-        })
-
-    def calibration(self, guardrail: Guardrail) -> dict[str, Any] | None:
-        """The newest calibration sample of the guardrail the caller reads, with its agreement."""
-        from traces.calibration import sample_as_dict
-        from traces.models import CalibrationSample
-
-        samples = CalibrationSample.objects.for_caller(self.caller).filter(guardrail=guardrail)
-        if self.request.query_params.get("tenant"):
-            samples = samples.filter(tenant__slug=self.request.query_params["tenant"])
-        sample = samples.select_related("guardrail", "revision").order_by("-pk").first()
-        return None if sample is None else sample_as_dict(sample)
-
-    def moment(self, name: str) -> Any:
-        from django.utils.dateparse import parse_datetime
-
-        raw = self.request.query_params.get(name)
-        if not raw:
-            return None
-        try:
-            moment = parse_datetime(raw)
-        except ValueError:
-            moment = None
-        if moment is None or moment.tzinfo is None:
-            raise ApiError([Issue(f"/{name}", f"{name} is an RFC 3339 date-time with a time zone")])
-        return moment
 
 
 SHADOW_BODY = {"application/json": {"type": "object", "required": ["shadow"], "additionalProperties": False,

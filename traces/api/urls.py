@@ -1,10 +1,17 @@
 from django.urls import path
 
-from traces.api import evaluations, views
+from traces.api import evaluations, guardrail_try, previews, quality, views
 from traces.judge import api as judge
 from traces.otlp.views import OtlpTracesView
 
 urlpatterns = [
+    # Guardrails' routes that evaluate or read traces: before guardrails.api.urls, whose
+    # `guardrails/<path:guardrail_id>` takes any other path under guardrails/.
+    path("guardrails/try", guardrail_try.GuardrailTryView.as_view(), name="api-guardrail-try"),
+    path("guardrails/preview", previews.PreviewStartView.as_view(), name="api-guardrail-preview"),
+    path("guardrails/previews/<int:pk>", previews.PreviewDetailView.as_view(), name="api-guardrail-preview-read"),
+    path("guardrails/<path:guardrail_id>/quality", quality.GuardrailQualityView.as_view(),
+         name="api-guardrail-quality"),
     path("otlp/v1/traces", OtlpTracesView.as_view(), name="api-otlp-traces"),
     path("traces", views.TraceListView.as_view(), name="api-traces"),
     path("traces/<path:trace_id>", views.TraceDetailView.as_view(), name="api-trace"),

@@ -10,13 +10,13 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from guardrails.quality import midnight, quality_of, rolled_up_quality, wilson
 from guardrails.services import Author, save_guardrail
 from tests.conftest import make_guardrail
 from tests.traces.test_evaluations import run_for, store_traces
 from traces import retention, violation_days
 from traces import review as reviewing
 from traces.models import RunTrace, Violation, ViolationDay
+from traces.quality import midnight, quality_of, rolled_up_quality, wilson
 
 URL = "/api/v1/guardrails/no-refunds/quality"
 

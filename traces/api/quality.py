@@ -1,0 +1,94 @@
+"""`GET guardrails/{id}/quality`: what reviewers said of a guardrail's violations, and how its
+newest calibration sample agrees with people's labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from guardrails.api.views import GuardrailBaseView
+from guardrails.engine.types import Issue
+from guardrails.models import Guardrail
+from kindgi_console.api import ApiError
+from kindgi_console.openapi import error_responses
+from traces import quality
+from traces.calibration import sample_as_dict
+from traces.models import CalibrationSample, Violation, ViolationDay
+
+QUALITY_FIGURES = {
+    "violations": {"type": "integer"}, "reviewed": {"type": "integer"}, "falsePositives": {"type": "integer"},
+    "precision": {"type": "number", "nullable": True,
+                  "description": "1 - false positives / reviewed; null before any review."},
+    "precisionInterval": {"type": "array", "items": {"type": "number"}, "nullable": True,
+                          "description": "The 95% Wilson interval of the precision."},
+    "coverage": {"type": "number", "nullable": True, "description": "reviewed / violations"},
+}
+QUALITY_RESPONSE = OpenApiResponse({"type": "object", "properties": {
+    "guardrail": {"type": "string"}, "since": {"type": "string", "nullable": True},
+    "until": {"type": "string", "nullable": True}, **QUALITY_FIGURES,
+    "revisions": {"type": "array", "items": {"type": "object", "properties": {
+        "revision": {"type": "integer"}, **QUALITY_FIGURES}}},
+    "calibration": {"type": "object", "nullable": True, "description": "The newest calibration sample (an "
+                    "llm-judge against people's labels): accuracy, Cohen's kappa, false-positive and "
+                    "false-negative rates with 95% intervals, the disagreeing traces; `stale` when the "
+                    "guardrail has a newer revision."},
+}})
+
+
+class GuardrailQualityView(GuardrailBaseView):
+    """`GET guardrails/{id}/quality`: what reviewers said of its violations, per revision.
+
+    Of the violations of the caller's tenants (`tenant` narrows to one), created in
+    [`since`, `until`) when given (RFC 3339 date-times).
+    """
+
+    scopes = {"GET": "read"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(operation_id="guardrails_quality", parameters=[
+        OpenApiParameter("since", OpenApiTypes.DATETIME), OpenApiParameter("until", OpenApiTypes.DATETIME),
+        OpenApiParameter("tenant", str)],
+        responses={200: QUALITY_RESPONSE, **error_responses(400, 401, 403, 404)})
+    def get(self, request: Request, guardrail_id: str) -> Response:
+        guardrail = self.get_queryset().filter(guardrail_id=guardrail_id).first()
+        if guardrail is None:
+            raise Http404
+        since, until = self.moment("since"), self.moment("until")
+        violations = Violation.objects.for_caller(self.caller).filter(guardrail=guardrail)
+        days = ViolationDay.objects.for_caller(self.caller).filter(guardrail=guardrail)
+        if request.query_params.get("tenant"):
+            violations = violations.filter(tenant__slug=request.query_params["tenant"])
+            days = days.filter(tenant__slug=request.query_params["tenant"])
+        overall, revisions = quality.rolled_up_quality(days, violations, since, until)
+        return Response({
+            "guardrail": guardrail.guardrail_id,
+            "since": since.isoformat() if since else None, "until": until.isoformat() if until else None,
+            **overall.as_dict(), "revisions": [item.as_dict() for item in revisions],
+            "calibration": self.calibration(guardrail),
+        })
+
+    def calibration(self, guardrail: Guardrail) -> dict[str, Any] | None:
+        """The newest calibration sample of the guardrail the caller reads, with its agreement."""
+        samples = CalibrationSample.objects.for_caller(self.caller).filter(guardrail=guardrail)
+        if self.request.query_params.get("tenant"):
+            samples = samples.filter(tenant__slug=self.request.query_params["tenant"])
+        sample = samples.select_related("guardrail", "revision").order_by("-pk").first()
+        return None if sample is None else sample_as_dict(sample)
+
+    def moment(self, name: str) -> Any:
+        raw = self.request.query_params.get(name)
+        if not raw:
+            return None
+        try:
+            moment = parse_datetime(raw)
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise ApiError([Issue(f"/{name}", f"{name} is an RFC 3339 date-time with a time zone")])
+        return moment
