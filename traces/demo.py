@@ -43,7 +43,7 @@ from kindgi_console.tenancy.models import Membership, Tenant
 from kindgi_console.tenancy.scoping import Caller
 from traces import ledger, review, violation_days
 from traces.judge.registry import save_registration, validate_registration
-from traces.judge.services import close_services, evaluation_services, outcome_text
+from traces.judge.services import evaluation_services, outcome_text
 from traces.models import (
     Evaluation,
     EvaluationResult,
@@ -602,17 +602,14 @@ def _demo_run(tenant: Tenant, traces: dict[str, RunTrace], enforced: list[Any], 
     summary: dict[str, dict[str, int]] = defaultdict(lambda: {"pass": 0, "fail": 0, "error": 0,
                                                                "skipped": 0})
     verdicts = []
-    services = evaluation_services(tenant.slug, evaluation=run)
-    try:
+    with evaluation_services(tenant.slug, evaluation=run) as services:
         for trace in chosen:
             document = documents[trace.pk]
-            results = evaluate_all(guardrails, document, Context.for_trace(document, "ci", **services),
+            results = evaluate_all(guardrails, document, services.context(document, "ci"),
                                    engine=deployment.engine()).results
             for result in results:
                 summary[result.guardrail][result.status] += 1
             verdicts.append((trace, results))
-    finally:
-        close_services(services)
     record_results(verdicts, enforced, mode="ci", evaluation=run)
     run.summary = dict(summary)
     run.save(update_fields=["summary"])

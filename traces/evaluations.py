@@ -37,7 +37,7 @@ from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
 from traces import bulk, signals
-from traces.judge.services import close_services, evaluation_services
+from traces.judge.services import evaluation_services
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Upload
 
 logger = logging.getLogger(__name__)
@@ -419,13 +419,10 @@ def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequenc
     """Evaluate and store one batch of traces in bulk (nothing stored twice); False when
     the run is no longer running and nothing was stored. `fresh`: the chunk's first attempt."""
     engine = deployment_engine()
-    services = evaluation_services(run.tenant, evaluation=run)  # one judge client and ledger per batch
-    if any(target.guardrail.kind == JUDGE_KIND for target in targets):
-        services["judge"].know_traces(traces)
-    try:
+    with evaluation_services(run.tenant, evaluation=run) as services:  # one judge client and ledger per batch
+        if any(target.guardrail.kind == JUDGE_KIND for target in targets):
+            services.know_traces(traces)
         rows = bulk.evaluate_rows(engine, targets, traces, run.mode, run.pk, services)
-    finally:
-        close_services(services)
     return bulk.store_rows(rows, while_running=run.pk, fresh=fresh)
 
 

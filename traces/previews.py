@@ -21,13 +21,13 @@ from django.utils import timezone
 
 from guardrails import deployment
 from guardrails.engine.evaluate import evaluate_guardrail
-from guardrails.engine.types import Context, Issue, Mode, Result
 from guardrails.engine.types import Guardrail as EngineGuardrail
+from guardrails.engine.types import Issue, Mode, Result
 from guardrails.models import GuardrailRevision
 from guardrails.services import register_document
 from kindgi_console.tenancy.models import Tenant
 from traces.evaluations import RunRequestError, check_reviewer_limit, clean_filters, selected_traces
-from traces.judge.services import close_services, evaluation_services
+from traces.judge.services import evaluation_services
 from traces.models import GuardrailPreview, RunTrace
 
 PREVIEW_DAYS = 7
@@ -167,18 +167,14 @@ class Tally:
 
 def _evaluate_batch(preview: GuardrailPreview, draft: EngineGuardrail, current: EngineGuardrail | None,
                     rows: list[RunTrace], tally: Tally) -> None:
-    services = evaluation_services(preview.tenant)
-    services["judge"].preview = preview
-    services["judge"].know_traces(rows)
     engine = deployment.engine()
-    try:
+    with evaluation_services(preview.tenant, preview=preview) as services:
+        services.know_traces(rows)
         for row in rows:
-            context = Context.for_trace(row.document, preview.mode, **services)  # type: ignore[arg-type]
+            context = services.context(row.document, preview.mode)
             after = evaluate_guardrail(draft, row.document, context, engine=engine)
             before = evaluate_guardrail(current, row.document, context, engine=engine) if current else None
             tally.add(row, after, before)
-    finally:
-        close_services(services)
 
 
 def preview_as_dict(preview: GuardrailPreview) -> dict[str, Any]:

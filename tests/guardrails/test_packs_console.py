@@ -148,9 +148,10 @@ def test_production_accepts_the_packaged_check_with_an_oci_artifact(api: Any, al
 
 @pytest.mark.django_db
 def test_evaluation_services_hand_out_the_deployment_pool(deployment_pool: SandboxPool) -> None:
-    services = evaluation_services("acme")
-    assert services["sandbox"] is deployment_pool
-    assert evaluation_services(None)["sandbox"] is deployment_pool
+    with evaluation_services("acme") as services:
+        assert services.sandbox is deployment_pool
+    with evaluation_services(None) as services:
+        assert services.sandbox is deployment_pool
 
 
 def greedy(mb: int) -> dict[str, Any]:

@@ -6,7 +6,7 @@ tenant's judge services (charged to the ledger), as every evaluation path does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db.models import F
@@ -19,11 +19,11 @@ from guardrails.engine.evaluate import evaluate_guardrail
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.sandbox.posture import sandbox_level
 from guardrails.engine.schema import validate_runtrace
-from guardrails.engine.types import Context, Issue, Result
+from guardrails.engine.types import Issue, Mode, Result
 from guardrails.services import register_document
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import error_responses
-from traces.judge.services import close_services, evaluation_services
+from traces.judge.services import EvaluationServices, console_judge_services
 from traces.models import RunTrace
 
 TRY_BODY = {"application/json": {
@@ -73,15 +73,12 @@ class GuardrailTryView(ConsoleAPIView):
         if issues or registration.guardrail is None:
             raise ApiError(issues)
         guardrail = registration.guardrail
-        services = self.services(trace, guardrail.document)
-        try:
-            if guardrail.kind == JUDGE_KIND and "judge" not in services:
+        with self.services(trace, guardrail.document) as services:
+            if guardrail.kind == JUDGE_KIND and services.judge is None:
                 result = no_judge_result(guardrail)
             else:
-                result = evaluate_guardrail(guardrail, trace, self.context(trace, mode, services),
+                result = evaluate_guardrail(guardrail, trace, services.context(trace, cast(Mode, mode)),
                                             engine=deployment.engine())
-        finally:
-            close_services(services)
         return Response({"result": result.as_dict(), "mode": mode,
                          "warnings": [w.as_dict() for w in registration.warnings]})
 
@@ -100,17 +97,17 @@ class GuardrailTryView(ConsoleAPIView):
             return {}, [Issue("/traceId", f"no trace {trace_id!r} of yours is stored")]
         return {"tenant": stored.tenant.slug, **stored.document}, []
 
-    def services(self, trace: dict[str, Any], document: Any) -> dict[str, Any]:
+    def services(self, trace: dict[str, Any], document: Any) -> EvaluationServices:
         """A sandboxed pack check gets the deployment's sandbox pool; an llm-judge draft the
         judge its tenant's policy routes to (the trace's tenant when the caller reads it, else
         the caller's one tenant), charged to the ledger like any judgement of that tenant."""
-        services: dict[str, Any] = {}
+        services = EvaluationServices()
         if sandbox_level(document) != "none":
-            services["sandbox"] = deployment.sandbox_pool()
+            services.sandbox = deployment.sandbox_pool()
         if document.get("kind") == JUDGE_KIND:
             tenant = self.judge_tenant(trace)
             if tenant is not None:
-                services["judge"] = evaluation_services(tenant)["judge"]
+                services.judge = console_judge_services(tenant)
         return services
 
     def judge_tenant(self, trace: dict[str, Any]) -> Any:
@@ -125,10 +122,6 @@ class GuardrailTryView(ConsoleAPIView):
             return readable.filter(slug=named).first()
         found = list(readable[:2])
         return found[0] if len(found) == 1 else None
-
-    @staticmethod
-    def context(trace: dict[str, Any], mode: str, services: dict[str, Any]) -> Context:
-        return Context.for_trace(trace, mode, **services)  # type: ignore[arg-type]
 
 
 def default_try_mode(document: object) -> str:

@@ -24,7 +24,7 @@ from kindgi_console.renderers import ORJSONRenderer
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import ingest, ledger, review
 from traces.api import filters, serializers
-from traces.judge.services import close_services, evaluation_services
+from traces.judge.services import evaluation_services
 from traces.models import (
     EvaluationResult,
     JudgeLedgerEntry,
@@ -197,11 +197,8 @@ class EvaluateView(ConsoleAPIView):
             raise ApiError(item.errors)
         assert item.document is not None
         enforced = enforced_now(item.tenant or self._named_tenant(item.document))
-        services = evaluation_services(item.tenant, until=deadline)
-        try:
+        with evaluation_services(item.tenant, until=deadline) as services:
             verdict = runtime_verdict(item.document, enforced, services, deadline=deadline)
-        finally:
-            close_services(services)
         answer: dict[str, Any] = {
             "turn": verdict.turn,
             "reason": verdict.reason,
@@ -210,7 +207,7 @@ class EvaluateView(ConsoleAPIView):
         if storing:
             if verdict.withheld:
                 ingest.withhold_output(item)
-            store_verdict(item, verdict.results, enforced, services["judge"])
+            store_verdict(item, verdict.results, enforced, services.judge)
             answer["trace"] = item.as_dict()
         return Response(answer)
 

@@ -13,10 +13,11 @@ import logging
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
+from types import TracebackType
 from typing import Any
 
 import httpx
@@ -26,7 +27,8 @@ from django.utils import timezone
 
 from guardrails import deployment
 from guardrails.engine.judge import JudgeCall, JudgeModel, JudgeOutcome, JudgePolicy
-from guardrails.engine.types import Context, Guardrail, Trace
+from guardrails.engine.sandbox import SandboxPool
+from guardrails.engine.types import Context, Guardrail, Mode, Trace
 from guardrails.models import Guardrail as GuardrailRow
 from guardrails.models import GuardrailRevision, JudgeCacheEntry, JudgeClaim
 from guardrails.redaction import redact_secrets
@@ -257,25 +259,60 @@ def console_judge_services(
     )
 
 
-def evaluation_services(tenant: Any = None, *, evaluation: Any = None, until: float | None = None) -> dict[str, Any]:
-    """The Context services of an evaluation for `tenant` (a Tenant, its slug, or None).
+@dataclass
+class EvaluationServices:
+    """The Context services of one evaluation, open until its `with` block ends.
 
-    The one place every server evaluation path (POST evaluate, ingestion, batch runs) gets
-    them from: `sandbox`, the warm pool that runs the checks of sandboxed guardrails, and
-    `judge`, the llm-judge's registered models, routing under the tenant's policy (each
-    trace's own tenant when None), database cache and cost ledger, charging `evaluation`
-    when it is a batch run. `until` (a time.monotonic() instant) is when the evaluation must
-    be done, when the caller has a deadline of its own. Release them with `close_services`
-    when the evaluation is done.
+    `sandbox` is the warm pool that runs the checks of sandboxed guardrails; `judge` the
+    llm-judge's registered models, routing, database cache and cost ledger. Leaving the
+    block closes what they opened (the judge's HTTP connections), on error too.
     """
-    return {
-        "sandbox": deployment.sandbox_pool(),
-        "judge": console_judge_services(tenant, evaluation=evaluation, until=until),
-    }
+
+    sandbox: SandboxPool | None = None
+    judge: ConsoleJudgeServices | None = None
+
+    def __enter__(self) -> EvaluationServices:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.judge is not None:
+            self.judge.close()
+
+    def bound(self) -> dict[str, Any]:
+        """The services by the names the engine's Context looks them up by (those there are)."""
+        return {name: service for name, service in (("sandbox", self.sandbox), ("judge", self.judge))
+                if service is not None}
+
+    def context(self, trace: Trace, mode: Mode) -> Context:
+        """The engine's Context of `trace` in `mode`, with these services bound by name."""
+        return Context.for_trace(trace, mode, **self.bound())
+
+    def know_traces(self, rows: Iterable[Any]) -> None:
+        """The stored traces about to be evaluated: the judge's ledger rows will name them."""
+        if self.judge is not None:
+            self.judge.know_traces(rows)
+
+    def attach_trace(self, row: Any) -> None:
+        """Link the ledger rows of a trace stored after its evaluation (POST evaluate)."""
+        if self.judge is not None:
+            self.judge.attach_trace(row)
 
 
-def close_services(services: Mapping[str, Any]) -> None:
-    """Release what evaluation_services opened (the judge's HTTP connections)."""
-    judge = services.get("judge")
-    if judge is not None and callable(getattr(judge, "close", None)):
-        judge.close()
+def evaluation_services(
+    tenant: Any = None, *, evaluation: Any = None, preview: Any = None, until: float | None = None
+) -> EvaluationServices:
+    """The services of an evaluation for `tenant` (a Tenant, its slug, or None), to use as
+    `with evaluation_services(...) as services:`.
+
+    The one place every server evaluation path (POST evaluate, ingestion, batch runs,
+    previews) gets them from: the deployment's sandbox pool, and judge services routing
+    under the tenant's policy (each trace's own tenant when None), charging `evaluation`
+    when it is a batch run and `preview` when it is a preview. `until` (a time.monotonic()
+    instant) is when the evaluation must be done, when the caller has a deadline of its own.
+    """
+    judge = console_judge_services(tenant, evaluation=evaluation, until=until)
+    judge.preview = preview
+    return EvaluationServices(sandbox=deployment.sandbox_pool(), judge=judge)
