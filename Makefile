@@ -30,5 +30,6 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy guardrails/engine
 	$(PY) manage.py makemigrations --check --dry-run
