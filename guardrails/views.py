@@ -35,8 +35,7 @@ from guardrails.services import (
     set_enabled,
     set_shadow,
 )
-from kindgi_console.tenancy.scoping import Caller, TenantDenied
-from kindgi_console.tenancy.views import current_tenant
+from kindgi_console.tenancy.scoping import Caller, TenantDenied, current_tenant
 
 
 class GuardrailPageMixin(LoginRequiredMixin):

@@ -2,7 +2,7 @@
 
 The list counts each guardrail's open violations and ranks by precision; the detail page
 shows recent violations, the pass rate, the judge spend, review quality, calibration and
-shadow figures. Those are the current tenant's only (`tenant_rows`); the guardrails
+shadow figures. Those are the current tenant's only (`current_rows`); the guardrails
 themselves are read as every guardrail page reads them (guardrails.views.GuardrailPageMixin).
 """
 
@@ -24,8 +24,7 @@ from guardrails.engine.schema import GUARDRAIL_SCHEMA
 from guardrails.pages import pass_rate_chart, pretty_json
 from guardrails.services import revision_authors
 from guardrails.views import GuardrailPageMixin
-from kindgi_console.tenancy.scoping import Caller
-from kindgi_console.tenancy.views import current_tenant
+from kindgi_console.tenancy.scoping import current_rows, current_tenant
 from traces import ledger, quality
 from traces.calibration_views import can_label, latest_calibration
 from traces.models import EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation, ViolationDay
@@ -38,17 +37,19 @@ BUILTIN_ACTIONS = ["halt", "log-only", "retry", "escalate", "compensate"]
 KINDS = GUARDRAIL_SCHEMA["properties"]["kind"].get("examples", ["zero-llm", "llm-judge", "external"])
 
 
-def tenant_rows(request: HttpRequest, model: Any) -> Any:
-    """A tenant-owned model's rows of the current tenant, scoped as every page scopes them."""
-    tenant = current_tenant(request)
-    rows = model.objects.for_caller(Caller(user=request.user))
-    return rows.filter(tenant=tenant) if tenant is not None else rows.none()
-
-
 # ---------------------------------------------------------------------------- list
 
 
-class GuardrailListView(GuardrailPageMixin, TemplateView):
+class CurrentTenantRows:
+    """What the traces say of guardrails, in the current tenant only."""
+
+    request: HttpRequest
+
+    def rows(self, model: Any) -> Any:
+        return current_rows(self.request, model.objects)
+
+
+class GuardrailListView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
     """Every live guardrail, filtered and searched, `PAGE_SIZE` at a time by id (keyset)."""
 
     template_name = "guardrails/guardrail_list.html"
@@ -99,7 +100,7 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
     def by_precision(self, rows: Any) -> Any:
         """Worst precision first (guardrails without a review last), from the current
         tenant's violations: the guardrails whose verdicts reviewers overturn the most."""
-        scoped = tenant_rows(self.request, ViolationDay).filter(guardrail=OuterRef("pk")).order_by().values("guardrail")
+        scoped = self.rows(ViolationDay).filter(guardrail=OuterRef("pk")).order_by().values("guardrail")
         reviewed = scoped.annotate(n=Sum("reviewed")).values("n")
         wrong = scoped.annotate(n=Sum("false_positives")).values("n")
         reviewed_n = Coalesce(Subquery(reviewed, output_field=IntegerField()), Value(0))
@@ -114,7 +115,7 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
     def open_violations(self) -> Any:
         """The current tenant's open violations of each guardrail, as one subquery."""
         counts = (
-            tenant_rows(self.request, Violation)
+            self.rows(Violation)
             .filter(guardrail=OuterRef("pk"), state=Violation.State.OPEN)
             .order_by()
             .values("guardrail")
@@ -133,7 +134,7 @@ class GuardrailListView(GuardrailPageMixin, TemplateView):
 # ---------------------------------------------------------------------------- detail
 
 
-class GuardrailDetailView(GuardrailPageMixin, TemplateView):
+class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
     """One guardrail: its document, summary, revisions, recent violations and pass rate."""
 
     template_name = "guardrails/guardrail_detail.html"
@@ -146,23 +147,23 @@ class GuardrailDetailView(GuardrailPageMixin, TemplateView):
         for revision in revisions:
             revision.created_by_label = labels[revision.pk]
         violations = (
-            tenant_rows(self.request, Violation)
+            self.rows(Violation)
             .filter(guardrail=guardrail)
             .select_related("trace", "revision")
             .order_by("-created_at", "-pk")[:10]
         )
-        chart = pass_rate_chart(tenant_rows(self.request, EvaluationResult).filter(guardrail=guardrail))
+        chart = pass_rate_chart(self.rows(EvaluationResult).filter(guardrail=guardrail))
         spend_since = timezone.localdate() - timedelta(days=SPEND_DAYS - 1)
         spend = ledger.summarise(
-            tenant_rows(self.request, JudgeLedgerEntry).filter(guardrail=guardrail, created_at__date__gte=spend_since),
-            [], tenant_rows(self.request, LedgerDay).filter(guardrail=guardrail, day__gte=spend_since))[0]
+            self.rows(JudgeLedgerEntry).filter(guardrail=guardrail, created_at__date__gte=spend_since),
+            [], self.rows(LedgerDay).filter(guardrail=guardrail, day__gte=spend_since))[0]
         period = quality_period(self.request)
         # The last `period` days, today included, from their midnight: whole days of the roll-up.
         since = quality.midnight(timezone.localdate() - timedelta(days=period - 1)) if period else None
         overall, per_revision = quality.rolled_up_quality(
-            tenant_rows(self.request, ViolationDay).filter(guardrail=guardrail),
-            tenant_rows(self.request, Violation).filter(guardrail=guardrail), since)
-        shadow_stats = tenant_rows(self.request, EvaluationResult).filter(
+            self.rows(ViolationDay).filter(guardrail=guardrail),
+            self.rows(Violation).filter(guardrail=guardrail), since)
+        shadow_stats = self.rows(EvaluationResult).filter(
             guardrail=guardrail, shadow=True, created_at__gte=timezone.now() - timedelta(days=30),
         ).aggregate(judged=Count("pk"), failing=Count("pk", filter=Q(status="fail")))
         return {

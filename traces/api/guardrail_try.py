@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django.conf import settings
-from django.db.models import F
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -111,12 +110,7 @@ class GuardrailTryView(ConsoleAPIView):
         return services
 
     def judge_tenant(self, trace: dict[str, Any]) -> Any:
-        from kindgi_console.tenancy.models import Tenant
-
-        readable = Tenant.objects.annotate(tenant_id=F("pk"))
-        condition = self.caller.tenant_filter("read")
-        if condition is not None:
-            readable = readable.filter(condition)
+        readable = self.caller.tenants("read")
         named = trace.get("tenant")
         if isinstance(named, str) and named:
             return readable.filter(slug=named).first()

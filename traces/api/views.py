@@ -220,11 +220,7 @@ class EvaluateView(ConsoleAPIView):
 
     def _named_tenant(self, document: dict[str, Any]) -> Any:
         """The tenant an unstored trace names, if the caller reads it (whose guardrails apply)."""
-        from kindgi_console.tenancy.models import Tenant
-
-        condition = self.caller.tenant_filter("read")
-        tenants = Tenant.objects.annotate(tenant_id=F("pk")).filter(slug=document.get("tenant"))
-        return (tenants if condition is None else tenants.filter(condition)).first()
+        return self.caller.tenants("read").filter(slug=document.get("tenant")).first()
 
     def _unstored_item(self, payload: object) -> ingest.Item:
         """A trace that is evaluated only: validated, its tenant checked against a key's."""
@@ -529,12 +525,8 @@ class EvaluationEstimateView(ConsoleAPIView):
         return Response({"tenant": tenant.slug, **estimate})
 
     def _tenant(self, request: Request) -> Any:
-        from kindgi_console.tenancy.models import Tenant
 
-        visible = Tenant.objects.annotate(tenant_id=F("pk"))
-        condition = self.caller.tenant_filter("read")
-        if condition is not None:
-            visible = visible.filter(condition)
+        visible = self.caller.tenants("read")
         slug = request.query_params.get("tenant")
         if slug:
             visible = visible.filter(slug=slug)

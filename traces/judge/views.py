@@ -20,8 +20,7 @@ from django.urls import reverse
 from django.views import View
 
 from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
-from kindgi_console.tenancy.models import Membership
-from kindgi_console.tenancy.views import current_tenant
+from kindgi_console.tenancy.scoping import current_tenant, is_admin_of
 from traces.judge.registry import (
     api_key_set,
     delete_registration,
@@ -115,14 +114,6 @@ def _superuser(request: HttpRequest) -> None:
         raise PermissionDenied("only a superuser registers judge models")
 
 
-def may_set_policy(request: HttpRequest, tenant: Any) -> bool:
-    if tenant is None:
-        return False
-    if request.user.is_superuser:
-        return True
-    return Membership.objects.filter(user=request.user, tenant=tenant, role="admin").exists()
-
-
 class JudgeModelListView(LoginRequiredMixin, View):
     """`judge-model-list`: the registry, the create form (superusers) and the tenant's policy."""
 
@@ -149,7 +140,7 @@ class JudgeModelListView(LoginRequiredMixin, View):
             "models": models,
             "form": form if request.user.is_superuser else None,
             "can_register": request.user.is_superuser,
-            "can_set_policy": may_set_policy(request, tenant),
+            "can_set_policy": is_admin_of(request.user, tenant),
             "policy_all": allowed is None,
             "nav_active": "judge-models",
         }
@@ -217,7 +208,7 @@ class JudgePolicyView(LoginRequiredMixin, View):
 
     def post(self, request: HttpRequest) -> HttpResponse:
         tenant = current_tenant(request)
-        if not may_set_policy(request, tenant):
+        if tenant is None or not is_admin_of(request.user, tenant):
             raise PermissionDenied("only an admin of this tenant sets its judge policy")
         chosen = request.POST.getlist("allowed")
         doc: dict[str, Any] = {"allowedModels": None if request.POST.get("all") else chosen}
