@@ -31,6 +31,7 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) bundles

@@ -22,8 +22,7 @@ from alerts import services
 from alerts.models import AlertRule, Channel, Delivery, DeliveryAttempt, Firing
 from alerts.rules import PARAMS_SCHEMAS
 from kindgi_console.tenancy.models import Tenant
-from kindgi_console.tenancy.scoping import Caller, TenantDenied
-from kindgi_console.tenancy.views import current_tenant
+from kindgi_console.tenancy.scoping import Caller, TenantDenied, current_rows, current_tenant
 
 PARAMS_EXAMPLES = {
     "violations": {"severity": "critical", "windowDays": 1, "factor": 10, "minCount": 5},
@@ -52,7 +51,10 @@ class AlertPageMixin(LoginRequiredMixin):
         return tenant
 
     def rows(self, model: Any, scope: str = "read") -> QuerySet[Any]:
-        rows: QuerySet[Any] = model.objects.for_caller(self.caller, scope).filter(tenant=self.tenant)
+        """The current tenant's rows; 404 without a tenant, like every alerts page."""
+        if current_tenant(self.request) is None:
+            raise Http404("no tenant")
+        rows: QuerySet[Any] = current_rows(self.request, model.objects, scope)
         return rows
 
     def may_write(self) -> bool:

@@ -133,7 +133,7 @@ def month_ago() -> str:
 
     from django.utils import timezone
 
-    from guardrails.quality import midnight
+    from traces.quality import midnight
 
     return midnight(timezone.localdate() - timedelta(days=29)).isoformat().replace("+00:00", "Z").replace("+", "%2B")
 

@@ -1,4 +1,4 @@
-"""The console's engine, sandbox pool, registration policy and evaluation services, from settings.
+"""The console's engine, sandbox pool and registration policy, from settings.
 
 Built once per process from the recipe the CI command shares (guardrails.engine.deployment).
 Packs load at start-up (`load_at_start_up`, called by GuardrailsConfig.ready): an invalid
@@ -6,7 +6,7 @@ pack stops start-up with ImproperlyConfigured naming the pack and the check; a b
 replacing a pack check is logged and shown by `manage.py check`.
 
 Every server path that evaluates (POST evaluate, ingestion, batch runs) takes its engine
-from `engine()` and its Context services from `evaluation_services()`.
+from `engine()`; their Context services come from traces.judge.services.evaluation_services().
 """
 
 from __future__ import annotations
@@ -185,29 +185,3 @@ def load_filesystem_checks(guardrails: Iterable[Guardrail]) -> None:
         loaded = registry.get(guardrail.check)
         if loaded is None or (not loaded.builtin and loaded.module != artifact.get("modulePath")):
             resolve_filesystem_artifact(guardrail.document, registry)
-
-
-def evaluation_services(tenant: Any = None, *, evaluation: Any = None, until: float | None = None) -> dict[str, Any]:
-    """The Context services of an evaluation for `tenant` (a Tenant, its slug, or None).
-
-    The one place every server evaluation path (POST evaluate, ingestion, batch runs) gets
-    them from: `sandbox`, the warm pool that runs the checks of sandboxed guardrails, and
-    `judge`, the llm-judge's registered models, routing under the tenant's policy (each
-    trace's own tenant when None), database cache and cost ledger, charging `evaluation`
-    when it is a batch run. `until` (a time.monotonic() instant) is when the evaluation must
-    be done, when the caller has a deadline of its own. Release them with `close_services`
-    when the evaluation is done.
-    """
-    from guardrails.judge import console_judge_services
-
-    return {
-        "sandbox": sandbox_pool(),
-        "judge": console_judge_services(tenant, evaluation=evaluation, until=until),
-    }
-
-
-def close_services(services: Mapping[str, Any]) -> None:
-    """Release what evaluation_services opened (the judge's HTTP connections)."""
-    judge = services.get("judge")
-    if judge is not None and callable(getattr(judge, "close", None)):
-        judge.close()

@@ -23,7 +23,7 @@ from guardrails.engine.types import Issue, IssuesError
 from guardrails.models import Guardrail, GuardrailRevision
 from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
-from kindgi_console.tenancy.scoping import NOTHING, Caller
+from kindgi_console.tenancy.scoping import Caller
 
 
 def register_document(document: object) -> Registration:
@@ -210,7 +210,7 @@ def enforced_guardrails(tenant: Tenant | object | None = ...) -> list[Enforced]:
     With `tenant`, only those that apply to it: the console-wide ones and its own (None:
     the console-wide ones only), so that no answer names another tenant's guardrail.
     """
-    from django.db.models import F, Q
+    from django.db.models import Q
 
     revisions = (
         GuardrailRevision.objects.filter(
@@ -257,8 +257,7 @@ def revision_authors(revisions: Iterable[GuardrailRevision], caller: Caller) -> 
     condition = caller.tenant_filter("read")
     if condition is None or caller.is_console_admin("read"):
         return {row.pk: row.created_by_label for row in rows}
-    readable = set(Tenant.objects.annotate(tenant_id=F("pk")).filter(condition)
-                   .values_list("pk", flat=True)) if condition is not NOTHING else set()
+    readable = set(caller.tenants("read").values_list("pk", flat=True))
     prefixes = [row.created_by_label[4:] for row in rows if row.created_by_label.startswith("key:")]
     key_tenants: dict[str, int | None] = dict(
         ApiKey.objects.filter(prefix__in=prefixes).values_list("prefix", "tenant_id")

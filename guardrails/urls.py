@@ -1,17 +1,13 @@
-"""The guardrail pages."""
+"""The guardrail pages (the list and the detail page are traces.urls', which read the traces)."""
 
 from django.urls import path
 
 from guardrails import views
-from traces import preview_views
 
 urlpatterns = [
-    path("guardrails/", views.GuardrailListView.as_view(), name="guardrail-list"),
     path("guardrails/new/", views.GuardrailEditorView.as_view(), name="guardrail-create"),
     path("guardrails/import/", views.GuardrailImportView.as_view(), name="guardrail-import"),
     path("guardrails/export.json", views.GuardrailExportView.as_view(), name="guardrail-export"),
-    path("guardrails/previews/new/", preview_views.PreviewCreateView.as_view(), name="guardrail-preview-create"),
-    path("guardrails/previews/<int:pk>/", preview_views.PreviewDetailView.as_view(), name="guardrail-preview"),
     path("guardrails/<str:guardrail_id>/edit/", views.GuardrailEditorView.as_view(),
          name="guardrail-edit"),
     path("guardrails/<str:guardrail_id>/diff/", views.GuardrailDiffView.as_view(),
@@ -24,8 +20,6 @@ urlpatterns = [
          name="guardrail-shadow"),
     path("guardrails/<str:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(),
          name="guardrail-delete"),
-    path("guardrails/<str:guardrail_id>/", views.GuardrailDetailView.as_view(),
-         name="guardrail-detail"),
 ]
 
 #: The same pages for an id stored before the id alphabet (console-limits.schema.json), which
@@ -44,6 +38,4 @@ legacy_urlpatterns = [
          name="guardrail-shadow"),
     path("guardrails/<path:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(),
          name="guardrail-delete"),
-    path("guardrails/<path:guardrail_id>/", views.GuardrailDetailView.as_view(),
-         name="guardrail-detail"),
 ]

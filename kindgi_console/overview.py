@@ -11,8 +11,7 @@ from django.utils import timezone
 from django.views.generic import TemplateView
 
 from guardrails.models import Guardrail
-from kindgi_console.tenancy.scoping import Caller
-from kindgi_console.tenancy.views import current_tenant
+from kindgi_console.tenancy.scoping import current_rows, current_tenant
 from traces.models import Evaluation, RunTrace, Violation
 
 SEVERITY_ORDER = ["critical", "error", "warn", "info"]
@@ -29,9 +28,7 @@ class OverviewView(LoginRequiredMixin, TemplateView):
         return Guardrail.objects.enabled().applying_to(tenant.pk if tenant else None).count()
 
     def rows(self, model: Any) -> Any:
-        tenant = current_tenant(self.request)
-        rows = model.objects.for_caller(Caller(user=self.request.user))
-        return rows.filter(tenant=tenant) if tenant is not None else rows.none()
+        return current_rows(self.request, model.objects)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         since = timezone.now() - timedelta(hours=24)

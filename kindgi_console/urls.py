@@ -11,10 +11,11 @@ from kindgi_console.audit.api import AuditListView
 from kindgi_console.overview import OverviewView
 from kindgi_console.tenancy.signin import SignInView, ThrottledAdminAuthenticationForm
 from kindgi_console.tenancy.views import switch_tenant
+from traces import urls as trace_pages
 
 api_v1: list[URLPattern | URLResolver] = [
+    path("", include("traces.api.urls")),  # first: its guardrails/try, preview and quality routes
     path("", include("guardrails.api.urls")),
-    path("", include("traces.api.urls")),
     path("", include("alerts.api.urls")),
     path("audit", AuditListView.as_view(), name="api-audit"),
     re_path(r"", json_not_found),  # an unknown API URL is a 404 in the API's error shape
@@ -28,7 +29,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("", OverviewView.as_view(), name="dashboard"),
     path("", include("guardrails.urls")),
-    path("", include("guardrails.judge_urls")),
+    path("", include("traces.judge.urls")),
     path("", include("kindgi_console.tenancy.urls")),
     path("", include("kindgi_console.audit.urls")),
     path("", include("alerts.urls")),
@@ -40,6 +41,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("traces.urls")),
     path("", include(guardrail_pages.legacy_urlpatterns)),
+    path("", include(trace_pages.legacy_urlpatterns)),
     re_path(r"^api/", json_not_found),  # an unknown /api/ URL outside v1 too
 ]
 

@@ -3,6 +3,7 @@ from typing import Any
 from django.contrib import admin
 
 from kindgi_console.audit.admin import AuditedAdmin
+from traces.judge import admin as judge_admin  # noqa: F401  (registers the judge's admin)
 from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, RetentionPolicy, RunTrace, Violation
 
 

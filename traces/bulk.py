@@ -37,6 +37,7 @@ from guardrails.engine.evaluate import Engine, Plan
 from guardrails.engine.types import Context, Mode, Result
 from guardrails.services import Enforced
 from traces import violation_days
+from traces.judge.services import EvaluationServices
 from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
 
 
@@ -137,7 +138,7 @@ def record_results(
 
 
 def evaluate_rows(engine: Engine, enforced: Sequence[Enforced], traces: Sequence[StoredTrace], mode: Mode,
-                  evaluation_id: int | None, services: Mapping[str, Any], *,
+                  evaluation_id: int | None, services: EvaluationServices, *,
                   mark_shadow: bool = False) -> list[ResultRow]:
     """Evaluate each guardrail over each trace straight into the rows to store: the
     engine's verdict and its duration, as `evaluate_guardrail` gives them, without a Result
@@ -153,6 +154,7 @@ def evaluate_rows(engine: Engine, enforced: Sequence[Enforced], traces: Sequence
     keep_skipped = evaluation_id is not None
     now = timezone.now()
     plans: dict[tuple[Any, Any, Any], Plan] = {}
+    bound = services.bound()
     rows: list[ResultRow] = []
     append = rows.append
     for trace in traces:
@@ -161,7 +163,7 @@ def evaluate_rows(engine: Engine, enforced: Sequence[Enforced], traces: Sequence
         key = (get("tenant"), get("agent"), get("flow"))
         plan = plans.get(key)
         if plan is None:
-            plan = plans[key] = engine.plan(guardrails, Context(mode, *key, services=services))
+            plan = plans[key] = engine.plan(guardrails, Context(mode, *key, services=bound))
         verdict = plan.verdict
         for index, guardrail_pk, revision_pk, action, severity, shadow, item in targets:
             if shadow and not item.sampled(trace.trace_id):

@@ -23,10 +23,10 @@ from django.utils import timezone
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail, GuardrailRevision
-from guardrails.quality import wilson
 from kindgi_console.tenancy.models import Tenant
 from traces.evaluations import RunRequestError
 from traces.models import CalibrationItem, CalibrationSample, EvaluationResult
+from traces.quality import wilson
 
 MAX_SIZE = 200
 RECENT_DAYS = 30

@@ -6,13 +6,14 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.views.generic import View
 
 from guardrails.models import Guardrail
-from kindgi_console.tenancy.scoping import Caller, TenantDenied
-from kindgi_console.tenancy.views import TenantScopedMixin, current_tenant
+from kindgi_console.tenancy.scoping import Caller, current_rows, may_in_current_tenant
+from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import calibration, timeline
 from traces.evaluations import RunRequestError
 from traces.models import CalibrationItem, CalibrationSample
@@ -20,11 +21,7 @@ from traces.models import CalibrationItem, CalibrationSample
 
 def can_label(request: HttpRequest) -> bool:
     """Reviewers (and authors) of the current tenant label and draw samples."""
-    tenant = current_tenant(request)
-    try:
-        return tenant is not None and bool(Caller(user=request.user).tenant_for_write(tenant.slug, "review"))
-    except TenantDenied:
-        return False
+    return may_in_current_tenant(request, "review")
 
 
 class CalibrateView(TenantScopedMixin, View):
@@ -55,7 +52,7 @@ class LabelView(TenantScopedMixin, View):
     model = CalibrationSample
 
     def sample(self, pk: int) -> CalibrationSample:
-        samples = CalibrationSample.objects.for_caller(self.caller).filter(tenant=self.tenant)
+        samples: QuerySet[CalibrationSample] = current_rows(self.request, CalibrationSample.objects)
         return get_object_or_404(samples.select_related("guardrail", "revision"), pk=pk)
 
     def get(self, request: HttpRequest, pk: int) -> HttpResponse:
@@ -86,7 +83,6 @@ class LabelView(TenantScopedMixin, View):
 
 def latest_calibration(request: HttpRequest, guardrail: Guardrail) -> dict[str, Any] | None:
     """The newest sample of the guardrail in the current tenant, with its agreement."""
-    tenant = current_tenant(request)
-    samples = CalibrationSample.objects.for_caller(Caller(user=request.user)).filter(tenant=tenant)
+    samples = current_rows(request, CalibrationSample.objects)
     sample = samples.filter(guardrail=guardrail).select_related("guardrail", "revision").order_by("-pk").first()
     return None if sample is None else calibration.sample_as_dict(sample)

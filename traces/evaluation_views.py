@@ -17,14 +17,14 @@ from django.views.generic.detail import SingleObjectMixin
 
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Mode
-from guardrails.judge import estimate_run
 from guardrails.models import GuardrailRevision
 from guardrails.services import enforced_guardrails
 from kindgi_console.paging import keyset_page
-from kindgi_console.tenancy.scoping import Caller, TenantDenied
-from kindgi_console.tenancy.views import TenantScopedMixin, current_tenant
+from kindgi_console.tenancy.scoping import may_in_current_tenant
+from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import evaluations, heartbeat
 from traces.forms import EvaluationForm
+from traces.judge.estimate import estimate_run
 from traces.models import Evaluation, RunTrace
 
 
@@ -43,23 +43,14 @@ class EvaluationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
 
 def can_evaluate(request: HttpRequest) -> bool:
     """Whether the person may start runs in the current tenant (a reviewer may)."""
-    return _may(request, "run")
+    return may_in_current_tenant(request, "run")
 
 
 def is_author(request: HttpRequest) -> bool:
     """Whether the person authors the current tenant (no judge limit on their runs)."""
-    return _may(request, "author")
+    return may_in_current_tenant(request, "author")
 
 
-def _may(request: HttpRequest, scope: str) -> bool:
-    tenant = current_tenant(request)
-    if tenant is None:
-        return False
-    try:
-        Caller(user=request.user).tenant_for_write(tenant.slug, scope)
-    except TenantDenied:
-        return False
-    return True
 
 
 class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-arg]

@@ -28,7 +28,6 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from kombu.exceptions import OperationalError as TRANSIENT_BROKER_ERRORS
 
-from guardrails.deployment import close_services, evaluation_services
 from guardrails.deployment import engine as deployment_engine
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Guardrail as EngineGuardrail
@@ -38,6 +37,7 @@ from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
 from traces import bulk
 from traces.filters import RunTraceFilter
+from traces.judge.services import evaluation_services
 from traces.leases import LeaseKeeper as LeaseKeeper
 from traces.leases import chunk_lease as chunk_lease
 from traces.leases import lease as lease
@@ -182,7 +182,7 @@ def reviewer_limit_exceeded(tenant: Tenant, estimate: dict[str, Any] | None) -> 
 
 def check_reviewer_limit(tenant: Tenant, documents: Sequence[Any], filters: dict[str, Any], mode: Mode) -> None:
     """Raise RunRequestError (403) when the judge estimate is over the tenant's reviewer limit."""
-    from guardrails.judge import estimate_run
+    from traces.judge.estimate import estimate_run
 
     guardrails = [EngineGuardrail(document=document) for document in documents]
     estimate = estimate_run(guardrails, selected_traces(tenant.pk, filters), tenant, mode=mode)
@@ -362,13 +362,10 @@ def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequenc
     """Evaluate and store one batch of traces in bulk (nothing stored twice); False when
     the run is no longer running and nothing was stored. `fresh`: the chunk's first attempt."""
     engine = deployment_engine()
-    services = evaluation_services(run.tenant, evaluation=run)  # one judge client and ledger per batch
-    if any(target.guardrail.kind == JUDGE_KIND for target in targets):
-        services["judge"].know_traces(traces)
-    try:
+    with evaluation_services(run.tenant, evaluation=run) as services:  # one judge client and ledger per batch
+        if any(target.guardrail.kind == JUDGE_KIND for target in targets):
+            services.know_traces(traces)
         rows = bulk.evaluate_rows(engine, targets, traces, cast(Mode, run.mode), run.pk, services)
-    finally:
-        close_services(services)
     return bulk.store_rows(rows, while_running=run.pk, fresh=fresh)
 
 

@@ -10,8 +10,9 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.utils.http import urlencode
-from django.views.generic import ListView
+from django.views import View
 
+from kindgi_console.tenancy.scoping import current_rows
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces.models import RunTrace, Violation
 
@@ -20,7 +21,7 @@ FAILED_FIRST = 10
 MAX_QUERY = 200
 
 
-class TryTracePickerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+class TryTracePickerView(TenantScopedMixin, View):
     """`GET ?q=&guardrail=&check=` -> `{results: [{id, agent, flow, startedAt, url, failed}]}`."""
 
     model = RunTrace
@@ -42,7 +43,7 @@ class TryTracePickerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
 
     def failed(self, traces: QuerySet[RunTrace], guardrail: str, check: str) -> QuerySet[RunTrace]:
         """Traces with a recent violation of the guardrail (by id), else of its check."""
-        violations = Violation.objects.filter(tenant=self.tenant)
+        violations = current_rows(self.request, Violation.objects)
         if guardrail and violations.filter(guardrail__guardrail_id=guardrail).exists():
             violations = violations.filter(guardrail__guardrail_id=guardrail)
         elif check:

@@ -14,6 +14,7 @@ from django.views.generic import View
 
 from guardrails.engine.types import Mode
 from guardrails.models import Guardrail
+from kindgi_console.tenancy.scoping import current_rows
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import previews
 from traces.evaluation_views import can_evaluate, is_author
@@ -76,7 +77,7 @@ class PreviewDetailView(TenantScopedMixin, View):
     model = GuardrailPreview
 
     def get(self, request: HttpRequest, pk: int) -> HttpResponse:
-        previews_seen = GuardrailPreview.objects.for_caller(self.caller).filter(tenant=self.tenant)
+        previews_seen = current_rows(request, GuardrailPreview.objects)
         preview = get_object_or_404(previews_seen.select_related("tenant", "current"), pk=pk)
         return render(request, "guardrails/preview_detail.html", {
             "preview": preview, "data": previews.preview_as_dict(preview), "nav_active": "guardrails",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import F, QuerySet
@@ -21,12 +21,13 @@ from django.utils import timezone
 
 from guardrails import deployment
 from guardrails.engine.evaluate import evaluate_guardrail
-from guardrails.engine.types import Context, Issue, Mode, Result
 from guardrails.engine.types import Guardrail as EngineGuardrail
+from guardrails.engine.types import Issue, Mode, Result
 from guardrails.models import GuardrailRevision
 from guardrails.services import register_document
 from kindgi_console.tenancy.models import Tenant
 from traces.evaluations import RunRequestError, check_reviewer_limit, clean_filters, selected_traces
+from traces.judge.services import evaluation_services
 from traces.models import GuardrailPreview, RunTrace
 
 PREVIEW_DAYS = 7
@@ -73,7 +74,7 @@ def create_preview(request: PreviewRequest) -> GuardrailPreview:
 def judge_estimate(tenant: Tenant, draft: EngineGuardrail, filters: dict[str, Any], mode: Mode) -> Decimal | None:
     """What judging the draft over the selection will cost at most (None: it judges nothing)."""
     from guardrails.engine.judge import KIND as JUDGE_KIND
-    from guardrails.judge import estimate_run
+    from traces.judge.estimate import estimate_run
 
     if draft.kind != JUDGE_KIND:
         return None
@@ -166,18 +167,14 @@ class Tally:
 
 def _evaluate_batch(preview: GuardrailPreview, draft: EngineGuardrail, current: EngineGuardrail | None,
                     rows: list[RunTrace], tally: Tally) -> None:
-    services = deployment.evaluation_services(preview.tenant)
-    services["judge"].preview = preview
-    services["judge"].know_traces(rows)
     engine = deployment.engine()
-    try:
+    with evaluation_services(preview.tenant, preview=preview) as services:
+        services.know_traces(rows)
         for row in rows:
-            context = Context.for_trace(row.document, preview.mode, **services)  # type: ignore[arg-type]
+            context = services.context(row.document, cast(Mode, preview.mode))
             after = evaluate_guardrail(draft, row.document, context, engine=engine)
             before = evaluate_guardrail(current, row.document, context, engine=engine) if current else None
             tally.add(row, after, before)
-    finally:
-        deployment.close_services(services)
 
 
 def preview_as_dict(preview: GuardrailPreview) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.views.generic import ListView
+from django.views import View
 
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import filters, review, timeline
@@ -43,7 +43,7 @@ def older(violation: Violation) -> Q:
     return Q(created_at__lt=violation.created_at) | Q(created_at=violation.created_at, pk__lt=violation.pk)
 
 
-class ReviewQueueView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+class ReviewQueueView(TenantScopedMixin, View):
     """One open violation of the filter at a time, with what is left and where to go next."""
 
     model = Violation

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.views.generic import View
 
 from kindgi_console import paging
+from kindgi_console.tenancy.scoping import current_rows
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import comparisons, evaluations, run_results
 from traces.models import Evaluation, RunComparison
@@ -50,9 +51,7 @@ class RunResultsView(TenantScopedMixin, View):
 
 def scoped_runs(view: TenantScopedMixin) -> Any:
     """The current tenant's runs, as every run page sees them (another tenant's: 404)."""
-    runs = Evaluation.objects.for_caller(view.caller, view.scope)
-    tenant = view.tenant
-    return runs.filter(tenant=tenant) if tenant is not None else runs.none()
+    return current_rows(view.request, Evaluation.objects, view.scope)  # type: ignore[attr-defined]
 
 
 def chosen_status(asked: str | None, summary: dict[str, dict[str, int]], guardrail: str) -> str:

@@ -9,14 +9,13 @@ ingestion and evaluation runs share `record_results`; ingestion queues its trace
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from django.db import connection
 
 from guardrails import deployment
-from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.evaluate import evaluate_all, evaluate_guardrail
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Context, Mode, Trace, TurnVerdict
@@ -24,6 +23,7 @@ from guardrails.models import Guardrail
 from guardrails.services import Enforced, enforced_guardrails
 from kindgi_console.tenancy.models import Tenant
 from traces import bulk
+from traces.judge.services import EvaluationServices, evaluation_services
 from traces.models import Evaluation, RunTrace
 
 # What selects the enforced guardrails, and each one's revision, last change, owner and shadow
@@ -66,7 +66,7 @@ def record_verdict(trace: RunTrace, results: Sequence[Any], enforced: Sequence[E
 def runtime_verdict(
     document: Trace,
     enforced: Sequence[Enforced],
-    services: Mapping[str, Any] | None = None,
+    services: EvaluationServices | None = None,
     *,
     deadline: float | None = None,
 ) -> TurnVerdict:
@@ -83,21 +83,18 @@ def verdict_of(
     document: Trace,
     enforced: Sequence[Enforced],
     mode: Mode,
-    services: Mapping[str, Any] | None = None,
+    services: EvaluationServices | None = None,
     *,
     deadline: float | None = None,
 ) -> TurnVerdict:
     """The enforced guardrails' verdict on one trace in `mode`, with the evaluation's services."""
-    own = services is None
-    bound = evaluation_services(document.get("tenant")) if services is None else services
-    try:
-        context = Context.for_trace(document, mode, **bound)
-        guardrails = [item.guardrail for item in enforced if not item.shadow]
-        verdict = evaluate_all(guardrails, document, context, engine=deployment.engine(), deadline=deadline)
-        return with_shadow(verdict, document, enforced, context)
-    finally:
-        if own:
-            close_services(dict(bound))
+    if services is None:
+        with evaluation_services(document.get("tenant")) as own:
+            return verdict_of(document, enforced, mode, own, deadline=deadline)
+    context = services.context(document, mode)
+    guardrails = [item.guardrail for item in enforced if not item.shadow]
+    verdict = evaluate_all(guardrails, document, context, engine=deployment.engine(), deadline=deadline)
+    return with_shadow(verdict, document, enforced, context)
 
 
 def with_shadow(verdict: TurnVerdict, document: Trace, enforced: Sequence[Enforced], context: Context) -> TurnVerdict:
@@ -146,13 +143,10 @@ def runtime_rows(traces: Sequence[bulk.StoredTrace], enforced: Sequence[Enforced
     """The runtime verdicts of stored traces as rows to store, planned per (tenant, agent,
     flow) as a run's are (`bulk.evaluate_rows`), with one set of evaluation services (one
     judge client; each trace's own tenant routes its judge calls)."""
-    services = evaluation_services(None)
-    if any(item.guardrail.kind == JUDGE_KIND for item in enforced):
-        services["judge"].know_traces(traces)
-    try:
+    with evaluation_services(None) as services:
+        if any(item.guardrail.kind == JUDGE_KIND for item in enforced):
+            services.know_traces(traces)
         return bulk.evaluate_rows(deployment.engine(), enforced, traces, "runtime", None, services, mark_shadow=True)
-    finally:
-        close_services(services)
 
 
 def halts(row: bulk.ResultRow) -> bool:
@@ -176,14 +170,11 @@ def evaluate_traces(
     the trace and to `evaluation` (a batch run) when given. `fresh`: their results are
     most likely not stored yet (written straight in, see `bulk.record_results`).
     """
-    services = evaluation_services(evaluation.tenant if evaluation is not None else None,
-                                   evaluation=evaluation)
-    if any(item.guardrail.kind == JUDGE_KIND for item in enforced):
-        services["judge"].know_traces(traces)
-    try:
+    with evaluation_services(evaluation.tenant if evaluation is not None else None,
+                             evaluation=evaluation) as services:
+        if any(item.guardrail.kind == JUDGE_KIND for item in enforced):
+            services.know_traces(traces)
         verdicts = [(trace, verdict_of(trace.document, enforced, mode, services)) for trace in traces]
-    finally:
-        close_services(services)
     results = [(trace, verdict.results) for trace, verdict in verdicts]
     record_results(results, enforced, mode=mode, evaluation=evaluation, fresh=fresh)
     return verdicts

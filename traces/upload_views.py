@@ -10,7 +10,8 @@ from django.urls import reverse
 from django.views.generic import DetailView, FormView, ListView
 
 from kindgi_console.paging import keyset_page
-from kindgi_console.tenancy.models import Membership, Tenant, roles_at_least
+from kindgi_console.tenancy.models import Tenant
+from kindgi_console.tenancy.scoping import Caller
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import heartbeat
 from traces.forms import UploadForm
@@ -34,10 +35,7 @@ class UploadListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
 
 def writable_tenants(user: Any) -> list[Tenant]:
     """The tenants the person may store traces in (author or admin; every one, for a superuser)."""
-    if user.is_superuser:
-        return list(Tenant.objects.order_by("slug"))
-    memberships = Membership.objects.filter(user=user, role__in=roles_at_least("author"))
-    return list(Tenant.objects.filter(pk__in=memberships.values("tenant_id")).order_by("slug"))
+    return list(Caller(user=user).tenants("ingest").order_by("slug"))
 
 
 class UploadCreateView(TenantScopedMixin, FormView):  # type: ignore[type-arg]

@@ -2,9 +2,23 @@
 
 from django.urls import path
 
-from traces import calibration_views, evaluation_views, picker, queue_views, run_result_views, upload_views, views
+from traces import (
+    calibration_views,
+    evaluation_views,
+    guardrail_views,
+    picker,
+    preview_views,
+    queue_views,
+    run_result_views,
+    upload_views,
+    views,
+)
 
 urlpatterns = [
+    path("guardrails/", guardrail_views.GuardrailListView.as_view(), name="guardrail-list"),
+    path("guardrails/previews/new/", preview_views.PreviewCreateView.as_view(), name="guardrail-preview-create"),
+    path("guardrails/previews/<int:pk>/", preview_views.PreviewDetailView.as_view(), name="guardrail-preview"),
+    path("guardrails/<str:guardrail_id>/", guardrail_views.GuardrailDetailView.as_view(), name="guardrail-detail"),
     path("traces/", views.TraceListView.as_view(), name="trace-list"),
     path("traces/picker.json", picker.TryTracePickerView.as_view(), name="try-trace-picker"),
     path("traces/<int:pk>/", views.TraceDetailView.as_view(), name="trace-detail"),
@@ -30,4 +44,10 @@ urlpatterns = [
     path("calibrations/<int:pk>/", calibration_views.LabelView.as_view(), name="calibration-label"),
     path("ledger/", views.LedgerView.as_view(), name="ledger"),
     path("ledger/export.csv", views.LedgerExportView.as_view(), name="ledger-export"),
+]
+
+#: The detail page for an id stored before the id alphabet (it may hold a "/"), included
+#: last by the root URLconf, after guardrails.urls.legacy_urlpatterns (see there).
+legacy_urlpatterns = [
+    path("guardrails/<path:guardrail_id>/", guardrail_views.GuardrailDetailView.as_view(), name="guardrail-detail"),
 ]

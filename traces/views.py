@@ -30,13 +30,14 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.generic import DetailView, ListView
+from django.views import View
+from django.views.generic import DetailView
 
 from guardrails.models import Guardrail
 from kindgi_console.filters import day_start
 from kindgi_console.paging import PAGE_SIZES, keyset_page
-from kindgi_console.tenancy.scoping import Caller
-from kindgi_console.tenancy.views import TenantScopedMixin, tenant_choices
+from kindgi_console.tenancy.scoping import Caller, current_rows, tenant_choices
+from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import filters, forms, ledger, ledger_chart, review, timeline, violation_days
 from traces.models import (
     EvaluationResult,
@@ -70,7 +71,7 @@ def violation_count() -> Subquery:
 # ------------------------------------------------------------------------------ traces
 
 
-class TraceListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+class TraceListView(TenantScopedMixin, View):
     """The current tenant's traces, newest first, with filters."""
 
     model = RunTrace
@@ -168,7 +169,7 @@ def violation_rows(violations: QuerySet[Violation]) -> QuerySet[Violation]:
     )
 
 
-class ViolationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+class ViolationListView(TenantScopedMixin, View):
     """The current tenant's violation history with every filter of the API and review."""
 
     model = Violation
@@ -194,7 +195,7 @@ class ViolationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         })
 
 
-class ViolationChartView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+class ViolationChartView(TenantScopedMixin, View):
     """Violations per day, per guardrail or per severity, as charts.js reads them.
 
     One aggregate query grouped by day over the (tenant, created_at) index range: the
@@ -221,7 +222,7 @@ class ViolationChartView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
         named = {name for name in form.fields if form.value(name) not in (None, "")}
         if not named <= violation_days.ROLLED_UP_FILTERS:
             return None
-        days = ViolationDay.objects.for_caller(self.caller, self.scope).filter(tenant=self.tenant)
+        days: QuerySet[ViolationDay] = current_rows(self.request, ViolationDay.objects, self.scope)
         for name in ("guardrail", "severity"):
             if form.value(name):
                 field = "guardrail__guardrail_id" if name == "guardrail" else name
@@ -304,7 +305,7 @@ def _back(request: HttpRequest, fallback: str) -> str:
     return target
 
 
-class ViolationReviewView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+class ViolationReviewView(TenantScopedMixin, View):
     """POST: move one violation to another review state (from its page or the list)."""
 
     model = Violation
@@ -330,7 +331,7 @@ class ViolationReviewView(TenantScopedMixin, ListView):  # type: ignore[type-arg
         return HttpResponseRedirect(target)
 
 
-class ViolationBulkReviewView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+class ViolationBulkReviewView(TenantScopedMixin, View):
     """POST: review the ticked violations, or every one the list's filter selects."""
 
     model = Violation
@@ -384,7 +385,7 @@ class ViolationBulkReviewView(TenantScopedMixin, ListView):  # type: ignore[type
 # ------------------------------------------------------------------------------ ledger
 
 
-class LedgerView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
+class LedgerView(TenantScopedMixin, View):
     """The judge cost ledger: sums by guardrail, model, tenant or day, a chart, the calls."""
 
     model = JudgeLedgerEntry

@@ -7,7 +7,7 @@ positive`) goes through this module in the same transaction: an aggregate of the
 violations, then one upsert per (tenant, guardrail, revision, severity, day) that adds to
 its counts, on PostgreSQL and SQLite alike. The chart (`chart_rows`) reads it when its
 filter names no more than guardrail, severity and dates, and the violations otherwise;
-both give the same rows. `guardrails.quality.rolled_up_quality` reads its review counts.
+both give the same rows. `traces.quality.rolled_up_quality` reads its review counts.
 """
 
 from __future__ import annotations

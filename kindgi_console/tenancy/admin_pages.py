@@ -24,17 +24,10 @@ from django.views import View
 
 from kindgi_console.tenancy import changes, invitations
 from kindgi_console.tenancy.models import SCOPES, ApiKey, Membership, Tenant
-from kindgi_console.tenancy.views import current_tenant
+from kindgi_console.tenancy.scoping import administered_tenants, current_tenant
 
 User = get_user_model()
 NEW_KEY_SESSION = "kindgi:new-api-key"
-
-
-def administered_tenants(user: Any) -> QuerySet[Tenant]:
-    """The tenants the person manages: where they are admin, or all for a superuser."""
-    if user.is_superuser:
-        return Tenant.objects.all()
-    return Tenant.objects.filter(memberships__user=user, memberships__role=Membership.Role.ADMIN)
 
 
 class AdminPageMixin(LoginRequiredMixin):

@@ -2,7 +2,10 @@
 
 Every tenant-owned model's queryset is a `TenantScopedQuerySet`; its `for_caller` narrows
 it to the tenants the caller may act on. The API's base view and the pages'
-`TenantScopedMixin` apply it, so no view filters by tenant by hand.
+`TenantScopedMixin` apply it, so no view filters by tenant by hand. The other questions a
+view asks are answered here too: the tenants the caller may act on (`Caller.tenants`), the
+current tenant's rows on a page (`current_rows`), and who administers a tenant
+(`is_admin_of`, `administered_tenants`). A view that needs another adds it here.
 """
 
 from __future__ import annotations
@@ -88,17 +91,30 @@ class Caller:
 
     def tenant_filter(self, scope: str = "read") -> models.Q | None:
         """A filter on `tenant_id` for what the caller may do `scope` on; None: everything."""
+        return self._tenant_condition(scope, "tenant_id")
+
+    def tenants(self, scope: str = "read") -> models.QuerySet[Tenant]:
+        """The tenants on which the caller may do `scope` (every one, for a superuser)."""
+        condition = self._tenant_condition(scope, "pk")
+        if condition is None:
+            return Tenant.objects.all()
+        if condition is NOTHING:
+            return Tenant.objects.none()
+        return Tenant.objects.filter(condition)
+
+    def _tenant_condition(self, scope: str, column: str) -> models.Q | None:
+        """`tenant_filter` on `column`, a tenant's id (NOTHING: none; None: every tenant)."""
         if self.is_superuser:
             return None
         if self.key is not None:
             if self.key.tenant_id is None or key_scope(scope) not in self.key.scopes:
                 return NOTHING
-            return models.Q(tenant_id=self.key.tenant_id)
+            return models.Q(**{column: self.key.tenant_id})
         if not self.is_authenticated:
             return NOTHING
         roles = roles_at_least(ROLE_FOR_SCOPE[scope])
         memberships = Membership.objects.filter(user=self.user, role__in=roles)
-        return models.Q(tenant_id__in=memberships.values("tenant_id"))
+        return models.Q(**{f"{column}__in": memberships.values("tenant_id")})
 
     def is_console_admin(self, scope: str = "author") -> bool:
         """Whether the caller acts for the whole console: a superuser, or a key bound to no
@@ -200,3 +216,78 @@ class TenantScopedQuerySet(models.QuerySet[M]):
         if condition is NOTHING:
             return self.none()
         return self.filter(condition)
+
+
+# ---------------------------------------------------------------------------- the pages' tenant
+
+#: The session key of the tenant picked with the switcher.
+SESSION_TENANT = "kindgi_tenant"
+
+
+def tenant_choices(user: Any) -> list[Tenant]:
+    """The tenants a signed-in person can switch between (every one, for a superuser)."""
+    if not getattr(user, "is_authenticated", False):
+        return []
+    if user.is_superuser:
+        return list(Tenant.objects.order_by("slug"))
+    return [m.tenant for m in Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug")]
+
+
+def current_tenant(request: HttpRequest) -> Tenant | None:
+    """The tenant chosen with the switcher, else the person's first; cached on the request."""
+    if not hasattr(request, "_kindgi_tenant"):
+        choices = tenant_choices(request.user)
+        session = getattr(request, "session", None)
+        wanted = session.get(SESSION_TENANT) if session is not None else None
+        chosen = next((t for t in choices if t.slug == wanted), choices[0] if choices else None)
+        request._kindgi_tenant = chosen  # type: ignore[attr-defined]
+        request._kindgi_choices = choices  # type: ignore[attr-defined]
+    tenant: Tenant | None = request._kindgi_tenant  # type: ignore[attr-defined]
+    return tenant
+
+
+def may_in_current_tenant(request: HttpRequest, scope: str) -> bool:
+    """Whether the signed-in person may do `scope` in the tenant picked with the switcher."""
+    tenant = current_tenant(request)
+    if tenant is None:
+        return False
+    try:
+        Caller(user=request.user).tenant_for_write(tenant.slug, scope)
+    except TenantDenied:
+        return False
+    return True
+
+
+def current_rows(request: HttpRequest, rows: Any, scope: str = "read") -> Any:
+    """A tenant-owned model's rows (its manager or a queryset) as a page shows them: what the
+    signed-in person may do `scope` on, in the tenant picked with the switcher; none
+    without a tenant. Another tenant's row is absent, so a detail page answers 404."""
+    tenant = current_tenant(request)
+    scoped = rows.for_caller(Caller(user=request.user), scope)
+    return scoped.filter(tenant=tenant) if tenant is not None else scoped.none()
+
+
+# ---------------------------------------------------------------------------- administering
+
+
+def administered_tenants(user: Any) -> models.QuerySet[Tenant]:
+    """The tenants the person manages: where they are admin, or all for a superuser."""
+    if user.is_superuser:
+        return Tenant.objects.all()
+    return Tenant.objects.filter(memberships__user=user, memberships__role=Membership.Role.ADMIN)
+
+
+def is_admin_of(user: Any, tenant: Tenant | None) -> bool:
+    """Whether the signed-in person administers `tenant` (a superuser, every one)."""
+    if tenant is None or not getattr(user, "is_authenticated", False):
+        return False
+    if user.is_superuser:
+        return True
+    return Membership.objects.filter(user=user, tenant=tenant, role=Membership.Role.ADMIN).exists()
+
+
+def administers_any(user: Any) -> bool:
+    """Whether the person manages tenants, members and keys (an admin somewhere)."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return bool(user.is_superuser or Membership.objects.filter(user=user, role=Membership.Role.ADMIN).exists())

@@ -15,39 +15,15 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from kindgi_console.tenancy.models import Membership, Tenant
-from kindgi_console.tenancy.scoping import Caller
-
-SESSION_TENANT = "kindgi_tenant"
-
-
-def tenant_choices(user: Any) -> list[Tenant]:
-    """The tenants a signed-in person can switch between (every one, for a superuser)."""
-    if not getattr(user, "is_authenticated", False):
-        return []
-    if user.is_superuser:
-        return list(Tenant.objects.order_by("slug"))
-    return [m.tenant for m in Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug")]
-
-
-def current_tenant(request: HttpRequest) -> Tenant | None:
-    """The tenant chosen with the switcher, else the person's first; cached on the request."""
-    if not hasattr(request, "_kindgi_tenant"):
-        choices = tenant_choices(request.user)
-        session = getattr(request, "session", None)
-        wanted = session.get(SESSION_TENANT) if session is not None else None
-        chosen = next((t for t in choices if t.slug == wanted), choices[0] if choices else None)
-        request._kindgi_tenant = chosen  # type: ignore[attr-defined]
-        request._kindgi_choices = choices  # type: ignore[attr-defined]
-    tenant: Tenant | None = request._kindgi_tenant  # type: ignore[attr-defined]
-    return tenant
-
-
-def is_console_admin(user: Any) -> bool:
-    """Whether the person manages tenants, members and keys (an admin somewhere)."""
-    if not getattr(user, "is_authenticated", False):
-        return False
-    return bool(user.is_superuser or Membership.objects.filter(user=user, role="admin").exists())
+from kindgi_console.tenancy.models import Tenant
+from kindgi_console.tenancy.scoping import (
+    SESSION_TENANT,
+    Caller,
+    administers_any,
+    current_rows,
+    current_tenant,
+    tenant_choices,
+)
 
 
 def console_context(request: HttpRequest) -> dict[str, Any]:
@@ -58,7 +34,7 @@ def console_context(request: HttpRequest) -> dict[str, Any]:
     return {
         "current_tenant": tenant,
         "tenant_choices": request._kindgi_choices,  # type: ignore[attr-defined]
-        "is_console_admin": is_console_admin(request.user),
+        "is_console_admin": administers_any(request.user),
     }
 
 
@@ -76,14 +52,15 @@ def switch_tenant(request: HttpRequest) -> HttpResponse:
 
 
 class TenantScopedMixin(LoginRequiredMixin):
-    """For list and detail pages of tenant-owned models: the current tenant's rows only.
+    """For pages of a tenant-owned `model`: the current tenant's rows only (`current_rows`).
 
     The queryset is first narrowed by the one scoping method (`for_caller`), then to the
     tenant picked with the switcher; another tenant's object is absent, so detail views
-    answer 404.
+    answer 404. Over a plain View as well as Django's list and detail views.
     """
 
     scope = "read"
+    model: Any
 
     @property
     def caller(self) -> Caller:
@@ -94,6 +71,6 @@ class TenantScopedMixin(LoginRequiredMixin):
         return current_tenant(self.request)  # type: ignore[attr-defined]
 
     def get_queryset(self) -> Any:
-        queryset = super().get_queryset().for_caller(self.caller, self.scope)  # type: ignore[misc]
-        tenant = self.tenant
-        return queryset.filter(tenant=tenant) if tenant is not None else queryset.none()
+        parent = getattr(super(), "get_queryset", None)
+        rows = parent() if parent is not None else self.model._default_manager.all()
+        return current_rows(self.request, rows, self.scope)  # type: ignore[attr-defined]

@@ -4,10 +4,10 @@ the tenant's policy."""
 import pytest
 from django.contrib.auth.models import User
 
-from guardrails.judge import save_registration
 from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
 from kindgi_console.tenancy.models import Membership, Tenant
 from tests.browser.conftest import screenshot
+from traces.judge.registry import save_registration
 
 
 @pytest.mark.django_db(transaction=True)

@@ -16,6 +16,7 @@ from django.test import override_settings
 from guardrails import deployment
 from guardrails.engine.sandbox import SandboxPool
 from tests.conftest import make_guardrail, make_trace
+from traces.judge.services import evaluation_services
 from traces.models import EvaluationResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,9 +148,10 @@ def test_production_accepts_the_packaged_check_with_an_oci_artifact(api: Any, al
 
 @pytest.mark.django_db
 def test_evaluation_services_hand_out_the_deployment_pool(deployment_pool: SandboxPool) -> None:
-    services = deployment.evaluation_services("acme")
-    assert services["sandbox"] is deployment_pool
-    assert deployment.evaluation_services(None)["sandbox"] is deployment_pool
+    with evaluation_services("acme") as services:
+        assert services.sandbox is deployment_pool
+    with evaluation_services(None) as services:
+        assert services.sandbox is deployment_pool
 
 
 def greedy(mb: int) -> dict[str, Any]:

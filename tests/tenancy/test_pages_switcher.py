@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from kindgi_console.tenancy.models import Membership, Tenant
-from kindgi_console.tenancy.views import SESSION_TENANT
+from kindgi_console.tenancy.scoping import SESSION_TENANT
 
 
 @pytest.fixture

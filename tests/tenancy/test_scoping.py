@@ -117,3 +117,88 @@ def test_the_page_mixin_scopes_by_the_signed_in_user(
     request.user = charlie
     view.setup(request)
     assert [t.trace_id for t in view.get_queryset()] == ["g"]
+
+
+def test_the_page_mixin_scopes_a_plain_view_too(rf: Any, acme: Tenant, globex: Tenant, charlie: User) -> None:
+    from django.views import View
+
+    from kindgi_console.tenancy.views import TenantScopedMixin
+
+    trace_in(acme, "a")
+    trace_in(globex, "g")
+
+    class TraceList(TenantScopedMixin, View):
+        model = RunTrace
+
+    view = TraceList()
+    request = rf.get("/traces/")
+    request.user = charlie
+    view.setup(request)
+    assert [t.trace_id for t in view.get_queryset()] == ["g"]
+
+
+def slugs(tenants: Any) -> list[str]:
+    return sorted(tenants.values_list("slug", flat=True))
+
+
+def test_the_tenants_a_caller_may_act_on(acme: Tenant, globex: Tenant, alice: User, bob: User, charlie: User) -> None:
+    from django.contrib.auth.models import AnonymousUser
+
+    root = User.objects.create_superuser("root", "root@example.org", "correct horse 42")
+    assert slugs(Caller(user=alice).tenants()) == ["acme"]
+    assert slugs(Caller(user=bob).tenants()) == ["acme"]
+    assert slugs(Caller(user=bob).tenants("ingest")) == []  # a reviewer writes nothing
+    assert slugs(Caller(user=charlie).tenants()) == ["globex"]
+    assert slugs(Caller(user=root).tenants()) == ["acme", "globex"]
+    assert slugs(Caller(user=AnonymousUser()).tenants()) == []
+    reader = ApiKey.issue(scopes=["read"], tenant=acme)[0]
+    unbound = ApiKey.issue(scopes=["read", "author"])[0]
+    assert slugs(Caller(key=reader).tenants()) == ["acme"]
+    assert slugs(Caller(key=reader).tenants("ingest")) == []
+    assert slugs(Caller(key=unbound).tenants()) == []
+
+
+def test_the_current_tenants_rows_are_the_switchers_tenant_only(
+    rf: Any, acme: Tenant, globex: Tenant, alice: User, charlie: User
+) -> None:
+    from kindgi_console.tenancy.models import Membership
+    from kindgi_console.tenancy.scoping import SESSION_TENANT, current_rows
+
+    trace_in(acme, "a")
+    trace_in(globex, "g")
+    Membership.objects.create(user=alice, tenant=globex, role="reviewer")
+    for chosen, expected in (("acme", ["a"]), ("globex", ["g"])):
+        request = rf.get("/")
+        request.user, request.session = alice, {SESSION_TENANT: chosen}
+        assert sorted(current_rows(request, RunTrace.objects).values_list("trace_id", flat=True)) == expected
+    request = rf.get("/")
+    request.user, request.session = User.objects.create_user("nobody"), {}
+    assert list(current_rows(request, RunTrace.objects)) == []  # no tenant: nothing
+
+
+def test_who_administers_a_tenant(acme: Tenant, globex: Tenant, alice: User, charlie: User) -> None:
+    from kindgi_console.tenancy.models import Membership
+    from kindgi_console.tenancy.scoping import administered_tenants, administers_any, is_admin_of
+
+    dana = User.objects.create_user("dana")
+    Membership.objects.create(user=dana, tenant=acme, role="admin")
+    root = User.objects.create_superuser("root", "root@example.org", "correct horse 42")
+    assert is_admin_of(dana, acme) and not is_admin_of(dana, globex)
+    assert not is_admin_of(alice, acme)  # an author is no admin
+    assert not is_admin_of(charlie, acme)
+    assert is_admin_of(root, globex) and not is_admin_of(root, None)
+    assert slugs(administered_tenants(dana)) == ["acme"] and slugs(administered_tenants(root)) == ["acme", "globex"]
+    assert administers_any(dana) and administers_any(root) and not administers_any(alice)
+
+
+def test_may_in_the_current_tenant(rf: Any, acme: Tenant, alice: User, bob: User, charlie: User) -> None:
+    from kindgi_console.tenancy.scoping import may_in_current_tenant
+
+    def may(user: User, scope: str) -> bool:
+        request = rf.get("/")
+        request.user, request.session = user, {}
+        return may_in_current_tenant(request, scope)
+
+    assert may(alice, "author") and may(bob, "review") and not may(bob, "author")
+    assert may(charlie, "author")  # in globex, charlie's current tenant
+    assert not may(User.objects.create_user("nobody"), "read")

@@ -12,11 +12,11 @@ from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from guardrails.judge import ConsoleJudgeServices
 from guardrails.redaction import judge_key_names
 from tests.conftest import make_trace
 from tests.traces.test_evaluations import store_traces
 from traces import bulk, evaluations, tasks
+from traces.judge.services import ConsoleJudgeServices
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Violation, ViolationDay
 
 URL = "/api/v1/evaluations"

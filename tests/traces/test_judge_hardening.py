@@ -18,11 +18,11 @@ from django.db import connection
 from django.test import Client
 
 from guardrails.engine.cli import run_guardrail_ci
-from guardrails.judge import ConsoleJudgeServices
 from guardrails.models import JudgeClaim
 from guardrails.services import Author, save_guardrail
 from tests.conftest import make_trace, together
 from tests.fakeproviders import Answer, Drip, FakeProvider, Fault
+from traces.judge.services import ConsoleJudgeServices
 from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace
 
 from .test_judge_ledger import judge_document, judge_result
@@ -197,7 +197,7 @@ def test_an_anthropic_budget_under_1024_is_a_400_with_its_pointer(
 
 def test_the_registration_page_shows_the_budget_minimum_on_its_field(root: User) -> None:
     from tests.conftest import signed_in
-    from tests.guardrails.test_judge_pages import URL, form_data
+    from tests.traces.test_judge_pages import URL, form_data
 
     response = signed_in(root).post(URL, form_data(provider="anthropic", thinking="budgetTokens",
                                                    thinking_value="500", sampling=""))

@@ -13,12 +13,12 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from guardrails.judge import estimate_run
 from guardrails.models import JudgeCacheEntry, JudgeModelRegistration
 from guardrails.services import Author, enforced_guardrails, save_guardrail
 from kindgi_console.tenancy.models import ApiKey, Tenant
 from tests.conftest import make_trace
 from tests.fakeproviders import Answer, FakeProvider, Raw
+from traces.judge.estimate import estimate_run
 from traces.models import Evaluation, JudgeLedgerEntry, RunTrace
 from traces.services import evaluate_traces
 

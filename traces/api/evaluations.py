@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -398,7 +398,7 @@ class EvaluationEstimateView(ConsoleAPIView):
         responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
     )
     def get(self, request: Request) -> Response:
-        from guardrails.judge import estimate_run
+        from traces.judge.estimate import estimate_run
 
         traces = self.filter_queryset(self.get_queryset())
         tenant = self._tenant(request)
@@ -409,12 +409,7 @@ class EvaluationEstimateView(ConsoleAPIView):
         return Response({"tenant": tenant.slug, **estimate})
 
     def _tenant(self, request: Request) -> Any:
-        from kindgi_console.tenancy.models import Tenant
-
-        visible = Tenant.objects.annotate(tenant_id=F("pk"))
-        condition = self.caller.tenant_filter("read")
-        if condition is not None:
-            visible = visible.filter(condition)
+        visible = self.caller.tenants("read")
         slug = request.query_params.get("tenant")
         if slug:
             visible = visible.filter(slug=slug)

@@ -232,3 +232,40 @@ ESTIMATE_SCHEMA = {
                    "description": "Guardrail id -> why no judge model fits."},
     },
 }
+
+
+# Guardrails' endpoints that read or evaluate traces (guardrails/try, guardrails/{id}/quality).
+TRY_BODY = {"application/json": {
+    "type": "object",
+    "required": ["guardrail"],
+    "properties": {
+        "guardrail": {"type": "object", "description": "The guardrail document being authored."},
+        "trace": {"type": "object", "description": "A RunTrace to evaluate it against."},
+        "traceId": {"type": "string", "description": "Or the runtime id of a stored trace "
+                    "of one of the caller's tenants."},
+        "mode": {"type": "string", "enum": ["runtime", "ci"], "default": "ci"},
+    },
+}}
+TRY_RESPONSE = OpenApiResponse(
+    {"type": "object", "properties": {"result": {"type": "object"}}},
+    description="The engine's result: guardrail, revision, status (pass, fail, error, "
+    "skipped), reason, action, severity, durationMs, details.",
+)
+QUALITY_FIGURES = {
+    "violations": {"type": "integer"}, "reviewed": {"type": "integer"}, "falsePositives": {"type": "integer"},
+    "precision": {"type": "number", "nullable": True,
+                  "description": "1 - false positives / reviewed; null before any review."},
+    "precisionInterval": {"type": "array", "items": {"type": "number"}, "nullable": True,
+                          "description": "The 95% Wilson interval of the precision."},
+    "coverage": {"type": "number", "nullable": True, "description": "reviewed / violations"},
+}
+QUALITY_RESPONSE = OpenApiResponse({"type": "object", "properties": {
+    "guardrail": {"type": "string"}, "since": {"type": "string", "nullable": True},
+    "until": {"type": "string", "nullable": True}, **QUALITY_FIGURES,
+    "revisions": {"type": "array", "items": {"type": "object", "properties": {
+        "revision": {"type": "integer"}, **QUALITY_FIGURES}}},
+    "calibration": {"type": "object", "nullable": True, "description": "The newest calibration sample (an "
+                    "llm-judge against people's labels): accuracy, Cohen's kappa, false-positive and "
+                    "false-negative rates with 95% intervals, the disagreeing traces; `stale` when the "
+                    "guardrail has a newer revision."},
+}})

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db.models import F, Prefetch
+from django.db.models import Prefetch
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -15,7 +15,6 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from guardrails.deployment import close_services, evaluation_services
 from guardrails.engine.types import Issue
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import error_responses
@@ -24,6 +23,7 @@ from kindgi_console.tenancy.scoping import TenantDenied
 from traces import filters, ingest
 from traces.api import serializers
 from traces.api.serializers import BATCH_SCHEMA, ITEM_SCHEMA, TRACE_BODY, VERDICT_BODY, VERDICT_SCHEMA
+from traces.judge.services import evaluation_services
 from traces.models import EvaluationResult, RunTrace
 from traces.services import enforced_now, queue_runtime_evaluation, runtime_verdict
 from traces.verdicts import store_verdict
@@ -143,11 +143,8 @@ class EvaluateView(ConsoleAPIView):
             raise ApiError(item.errors)
         assert item.document is not None
         enforced = enforced_now(item.tenant or self._named_tenant(item.document))
-        services = evaluation_services(item.tenant, until=deadline)
-        try:
+        with evaluation_services(item.tenant, until=deadline) as services:
             verdict = runtime_verdict(item.document, enforced, services, deadline=deadline)
-        finally:
-            close_services(services)
         answer: dict[str, Any] = {
             "turn": verdict.turn,
             "reason": verdict.reason,
@@ -156,7 +153,7 @@ class EvaluateView(ConsoleAPIView):
         if storing:
             if verdict.withheld:
                 ingest.withhold_output(item)
-            store_verdict(item, verdict.results, enforced, services["judge"])
+            store_verdict(item, verdict.results, enforced, services.judge)
             answer["trace"] = item.as_dict()
         return Response(answer)
 
@@ -169,11 +166,7 @@ class EvaluateView(ConsoleAPIView):
 
     def _named_tenant(self, document: dict[str, Any]) -> Any:
         """The tenant an unstored trace names, if the caller reads it (whose guardrails apply)."""
-        from kindgi_console.tenancy.models import Tenant
-
-        condition = self.caller.tenant_filter("read")
-        tenants = Tenant.objects.annotate(tenant_id=F("pk")).filter(slug=document.get("tenant"))
-        return (tenants if condition is None else tenants.filter(condition)).first()
+        return self.caller.tenants("read").filter(slug=document.get("tenant")).first()
 
     def _unstored_item(self, payload: object) -> ingest.Item:
         """A trace that is evaluated only: validated, its tenant checked against a key's."""

@@ -1,9 +1,17 @@
 from django.urls import path
 
-from traces.api import evaluations, ledger, traces, uploads, violations
+from traces.api import evaluations, guardrail_try, ledger, previews, quality, traces, uploads, violations
+from traces.judge import api as judge
 from traces.otlp.views import OtlpTracesView
 
 urlpatterns = [
+    # Guardrails' routes that evaluate or read traces: before guardrails.api.urls, whose
+    # `guardrails/<path:guardrail_id>` takes any other path under guardrails/.
+    path("guardrails/try", guardrail_try.GuardrailTryView.as_view(), name="api-guardrail-try"),
+    path("guardrails/preview", previews.PreviewStartView.as_view(), name="api-guardrail-preview"),
+    path("guardrails/previews/<int:pk>", previews.PreviewDetailView.as_view(), name="api-guardrail-preview-read"),
+    path("guardrails/<path:guardrail_id>/quality", quality.GuardrailQualityView.as_view(),
+         name="api-guardrail-quality"),
     path("otlp/v1/traces", OtlpTracesView.as_view(), name="api-otlp-traces"),
     path("traces", traces.TraceListView.as_view(), name="api-traces"),
     path("traces/<path:trace_id>", traces.TraceDetailView.as_view(), name="api-trace"),
@@ -29,5 +37,10 @@ urlpatterns = [
     path("evaluations/<int:pk>/cancel", evaluations.EvaluationCancelView.as_view(),
          name="api-evaluation-cancel"),
     path("uploads/<int:pk>", uploads.UploadDetailView.as_view(), name="api-upload"),
+    path("judge-models", judge.JudgeModelListView.as_view(), name="api-judge-models"),
+    path("judge-models/<str:model_id>", judge.JudgeModelDetailView.as_view(),
+         name="api-judge-model"),
+    path("tenants/<slug:slug>/judge-policy", judge.TenantJudgePolicyView.as_view(),
+         name="api-tenant-judge-policy"),
     path("ledger/entries.csv", ledger.LedgerCsvView.as_view(), name="api-ledger-entries-csv"),
 ]

@@ -14,8 +14,8 @@ import orjson
 from guardrails.engine.judge.parsing import JudgeOutcome
 from guardrails.engine.types import CheckOutcome, Context
 from guardrails.engine.types import Guardrail as EngineGuardrail
-from guardrails.judge import outcome_text
 from guardrails.models import JudgeModelRegistration
+from traces.judge.services import outcome_text
 
 
 @dataclass

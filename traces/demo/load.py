@@ -27,6 +27,7 @@ from traces.demo.catalogue import REVIEW_NOTES, TRACES_PER_TENANT
 from traces.demo.judge import DemoJudge
 from traces.demo.maker import TraceMaker
 from traces.demo.setup import ensure_guardrails, ensure_judge_models, ensure_people
+from traces.judge.services import evaluation_services
 from traces.models import (
     Evaluation,
     EvaluationResult,
@@ -182,17 +183,14 @@ def _demo_run(tenant: Tenant, traces: dict[str, RunTrace], enforced: list[Any], 
     summary: dict[str, dict[str, int]] = defaultdict(lambda: {"pass": 0, "fail": 0, "error": 0,
                                                                "skipped": 0})
     verdicts = []
-    services = deployment.evaluation_services(tenant.slug, evaluation=run)
-    try:
+    with evaluation_services(tenant.slug, evaluation=run) as services:
         for trace in chosen:
             document = documents[trace.pk]
-            results = evaluate_all(guardrails, document, Context.for_trace(document, "ci", **services),
+            results = evaluate_all(guardrails, document, services.context(document, "ci"),
                                    engine=deployment.engine()).results
             for result in results:
                 summary[result.guardrail][result.status] += 1
             verdicts.append((trace, results))
-    finally:
-        deployment.close_services(services)
     record_results(verdicts, enforced, mode="ci", evaluation=run)
     run.summary = dict(summary)
     run.save(update_fields=["summary"])

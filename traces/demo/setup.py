@@ -7,12 +7,12 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
-from guardrails.judge import save_registration, validate_registration
 from guardrails.models import Guardrail, JudgeModelRegistration
 from guardrails.services import Author, register_document, save_guardrail, set_shadow
 from kindgi_console.tenancy import changes
 from kindgi_console.tenancy.models import Membership, Tenant
 from traces.demo.catalogue import DEMO_JUDGE_MODELS, EXAMPLES, EXTRA_GUARDRAILS, PASSWORD, PEOPLE, TENANTS
+from traces.judge.registry import save_registration, validate_registration
 
 
 def ensure_people() -> dict[str, User]:

@@ -111,7 +111,7 @@ class ViolationDay(models.Model):
 
     Kept by `traces.violation_days`, in the same transaction as the violations it counts and
     as their review changes, so that the violation chart and a guardrail's quality
-    (`guardrails.quality`) read a few rows per day instead of every violation. `day` is the
+    (`traces.quality`) read a few rows per day instead of every violation. `day` is the
     violation's `created_at` date in the console's time zone, as `TruncDate` gives it.
     `reviewed` counts the violations out of `open` (acknowledged, resolved, false positive),
     `false_positives` those marked false positive; the other review states are not counted

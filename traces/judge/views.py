@@ -1,7 +1,7 @@
 """The judge models page: the registry for everyone signed in, its editing for superusers,
 and the current tenant's judge policy for that tenant's admins.
 
-Registrations are the whole console's (see guardrails/api/judge.py for who may write them
+Registrations are the whole console's (see traces/judge/api.py for who may write them
 and why); the registry is small (a handful of models), so the page lists it whole in one
 query, plus one for the tenant's policy and one for the reader's role.
 """
@@ -13,14 +13,15 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views import View
 
-from guardrails.judge import (
+from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
+from kindgi_console.tenancy.scoping import current_tenant, is_admin_of
+from traces.judge.registry import (
     api_key_set,
     delete_registration,
     registration_doc,
@@ -29,9 +30,6 @@ from guardrails.judge import (
     validate_policy,
     validate_registration,
 )
-from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
-from kindgi_console.tenancy.models import Membership, Tenant
-from kindgi_console.tenancy.views import current_tenant
 
 THINKING_CHOICES = [("", "Does not think"), ("effort", "Lowest reasoning effort (OpenAI)"),
                     ("budgetTokens", "Minimum thinking budget in tokens (Anthropic)")]
@@ -116,15 +114,6 @@ def _superuser(request: HttpRequest) -> None:
         raise PermissionDenied("only a superuser registers judge models")
 
 
-def may_set_policy(request: HttpRequest, tenant: Tenant | None) -> bool:
-    user = request.user
-    if tenant is None or not isinstance(user, User):  # AnonymousUser
-        return False
-    if user.is_superuser:
-        return True
-    return Membership.objects.filter(user=user, tenant=tenant, role="admin").exists()
-
-
 class JudgeModelListView(LoginRequiredMixin, View):
     """`judge-model-list`: the registry, the create form (superusers) and the tenant's policy."""
 
@@ -151,7 +140,7 @@ class JudgeModelListView(LoginRequiredMixin, View):
             "models": models,
             "form": form if request.user.is_superuser else None,
             "can_register": request.user.is_superuser,
-            "can_set_policy": may_set_policy(request, tenant),
+            "can_set_policy": is_admin_of(request.user, tenant),
             "policy_all": allowed is None,
             "nav_active": "judge-models",
         }
@@ -219,7 +208,7 @@ class JudgePolicyView(LoginRequiredMixin, View):
 
     def post(self, request: HttpRequest) -> HttpResponse:
         tenant = current_tenant(request)
-        if tenant is None or not may_set_policy(request, tenant):
+        if tenant is None or not is_admin_of(request.user, tenant):
             raise PermissionDenied("only an admin of this tenant sets its judge policy")
         chosen = request.POST.getlist("allowed")
         doc: dict[str, Any] = {"allowedModels": None if request.POST.get("all") else chosen}

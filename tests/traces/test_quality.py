@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from guardrails.quality import midnight, quality_of, rolled_up_quality, wilson
 from guardrails.services import Author, save_guardrail
 from kindgi_console.tenancy.scoping import Caller
 from tests.conftest import make_guardrail, signed_in
@@ -17,6 +16,7 @@ from tests.traces.test_evaluations import run_for, store_traces
 from traces import retention, violation_days
 from traces import review as reviewing
 from traces.models import RunTrace, Violation, ViolationDay
+from traces.quality import midnight, quality_of, rolled_up_quality, wilson
 
 URL = "/api/v1/guardrails/no-refunds/quality"
 

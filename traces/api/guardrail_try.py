@@ -1,49 +1,30 @@
-"""REST endpoints that run a guardrail without storing it: validate a document, try it on a trace."""
+"""`POST guardrails/try`: an unsaved guardrail evaluated against one trace, pasted or stored.
+
+It lives with the traces because it reads a stored trace and judges with the trace's
+tenant's judge services (charged to the ledger), as every evaluation path does.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
-from django.db.models import F
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from guardrails import deployment
-from guardrails.api import serializers
-from guardrails.api.serializers import (
-    ANY_BODY,
-    TRY_BODY,
-    TRY_RESPONSE,
-)
 from guardrails.engine.evaluate import evaluate_guardrail
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.sandbox.posture import sandbox_level
 from guardrails.engine.schema import validate_runtrace
-from guardrails.engine.types import Context, Issue, Result
-from guardrails.services import (
-    register_document,
-)
+from guardrails.engine.types import Issue, Mode, Result
+from guardrails.services import register_document
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import error_responses
-
-
-class GuardrailValidateView(ConsoleAPIView):
-    """`POST guardrails/validate`: schema and registration, saving nothing."""
-
-    filter_backends: list[Any] = []
-    scopes = {"POST": "read"}
-
-    @extend_schema(request=ANY_BODY, responses={
-        200: serializers.ValidationSerializer, **error_responses(400, 401, 403, 413, 415, 429)})
-    def post(self, request: Request) -> Response:
-        registration = register_document(read_json_body(request))
-        return Response({
-            "valid": registration.valid,
-            "errors": [issue.as_dict() for issue in registration.errors],
-            "warnings": [issue.as_dict() for issue in registration.warnings],
-        })
+from traces.api.serializers import TRY_BODY, TRY_RESPONSE
+from traces.judge.services import EvaluationServices, console_judge_services
+from traces.models import RunTrace
 
 
 def prefixed(issues: list[Issue], prefix: str) -> list[Issue]:
@@ -75,15 +56,12 @@ class GuardrailTryView(ConsoleAPIView):
         if issues or registration.guardrail is None:
             raise ApiError(issues)
         guardrail = registration.guardrail
-        services = self.services(trace, guardrail.document)
-        try:
-            if guardrail.kind == JUDGE_KIND and "judge" not in services:
+        with self.services(trace, guardrail.document) as services:
+            if guardrail.kind == JUDGE_KIND and services.judge is None:
                 result = no_judge_result(guardrail)
             else:
-                result = evaluate_guardrail(guardrail, trace, self.context(trace, mode, services),
+                result = evaluate_guardrail(guardrail, trace, services.context(trace, cast(Mode, mode)),
                                             engine=deployment.engine())
-        finally:
-            deployment.close_services(services)
         return Response({"result": result.as_dict(), "mode": mode,
                          "warnings": [w.as_dict() for w in registration.warnings]})
 
@@ -96,43 +74,32 @@ class GuardrailTryView(ConsoleAPIView):
         trace_id = body.get("traceId")
         if not isinstance(trace_id, str) or not trace_id:
             return {}, [Issue("/trace", "give a trace, or the traceId of a stored trace")]
-        from traces.models import RunTrace
-
         stored = (RunTrace.objects.for_caller(self.caller).filter(trace_id=trace_id)
                   .select_related("tenant").order_by("-received_at").first())
         if stored is None:
             return {}, [Issue("/traceId", f"no trace {trace_id!r} of yours is stored")]
         return {"tenant": stored.tenant.slug, **stored.document}, []
 
-    def services(self, trace: dict[str, Any], document: Any) -> dict[str, Any]:
+    def services(self, trace: dict[str, Any], document: Any) -> EvaluationServices:
         """A sandboxed pack check gets the deployment's sandbox pool; an llm-judge draft the
         judge its tenant's policy routes to (the trace's tenant when the caller reads it, else
         the caller's one tenant), charged to the ledger like any judgement of that tenant."""
-        services: dict[str, Any] = {}
+        services = EvaluationServices()
         if sandbox_level(document) != "none":
-            services["sandbox"] = deployment.sandbox_pool()
+            services.sandbox = deployment.sandbox_pool()
         if document.get("kind") == JUDGE_KIND:
             tenant = self.judge_tenant(trace)
             if tenant is not None:
-                services["judge"] = deployment.evaluation_services(tenant)["judge"]
+                services.judge = console_judge_services(tenant)
         return services
 
     def judge_tenant(self, trace: dict[str, Any]) -> Any:
-        from kindgi_console.tenancy.models import Tenant
-
-        readable = Tenant.objects.annotate(tenant_id=F("pk"))
-        condition = self.caller.tenant_filter("read")
-        if condition is not None:
-            readable = readable.filter(condition)
+        readable = self.caller.tenants("read")
         named = trace.get("tenant")
         if isinstance(named, str) and named:
             return readable.filter(slug=named).first()
         found = list(readable[:2])
         return found[0] if len(found) == 1 else None
-
-    @staticmethod
-    def context(trace: dict[str, Any], mode: str, services: dict[str, Any]) -> Context:
-        return Context.for_trace(trace, mode, **services)  # type: ignore[arg-type]
 
 
 def default_try_mode(document: object) -> str:

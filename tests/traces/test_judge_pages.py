@@ -9,10 +9,10 @@ from django.contrib.auth.models import User
 from django.template.loader import render_to_string
 from django.test import Client
 
-from guardrails.judge import registration_doc, save_policy, save_registration
 from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
 from kindgi_console.tenancy.models import Tenant
 from tests.conftest import signed_in
+from traces.judge.registry import registration_doc, save_policy, save_registration
 
 URL = "/judge-models/"
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from guardrails import judge_views
+from traces.judge import views as judge_views
 
 urlpatterns = [
     path("judge-models/", judge_views.JudgeModelListView.as_view(), name="judge-model-list"),

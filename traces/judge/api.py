@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import IntegrityError
-from django.db.models import F
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
@@ -27,7 +26,12 @@ from rest_framework.response import Response
 
 from guardrails.engine.judge import JUDGE_MODEL_SCHEMA, JUDGE_POLICY_SCHEMA
 from guardrails.engine.types import Issue
-from guardrails.judge import (
+from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
+from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.openapi import error_responses
+from kindgi_console.tenancy.models import Tenant
+from kindgi_console.tenancy.scoping import is_admin_of
+from traces.judge.registry import (
     delete_registration,
     registration_doc,
     save_policy,
@@ -35,10 +39,6 @@ from guardrails.judge import (
     validate_policy,
     validate_registration,
 )
-from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
-from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
-from kindgi_console.openapi import error_responses
-from kindgi_console.tenancy.models import Membership, Tenant
 
 REGISTRATION_SCHEMA = {
     **{key: value for key, value in JUDGE_MODEL_SCHEMA.items() if key not in ("$schema", "allOf")},
@@ -139,12 +139,7 @@ class TenantJudgePolicyView(ConsoleAPIView):
 
     def readable_tenant(self, slug: str) -> Tenant:
         """The tenant if the caller may read it; 404 otherwise, so that it does not leak."""
-        condition = self.caller.tenant_filter("read")
-        tenants = Tenant.objects.filter(slug=slug)
-        if condition is not None:
-            # tenant_filter is a filter on `tenant_id`: a tenant answers it with its own id.
-            tenants = tenants.annotate(tenant_id=F("pk")).filter(condition)
-        tenant = tenants.first()
+        tenant = self.caller.tenants("read").filter(slug=slug).first()
         if tenant is None:
             raise Http404
         return tenant
@@ -162,7 +157,8 @@ class TenantJudgePolicyView(ConsoleAPIView):
                               **error_responses(400, 401, 403, 404, 415)})
     def put(self, request: Request, slug: str) -> Response:
         tenant = self.readable_tenant(slug)
-        if not may_set_policy(self.caller, tenant):
+        # A superuser, or a signed-in admin of the tenant: never an API key.
+        if self.caller.key is not None or not is_admin_of(self.caller.user, tenant):
             raise exceptions.PermissionDenied("only an admin of this tenant sets its judge policy")
         payload = read_json_body(request)
         issues = validate_policy(payload)
@@ -172,10 +168,3 @@ class TenantJudgePolicyView(ConsoleAPIView):
         return Response({"allowedModels": policy.allowed_models})
 
 
-def may_set_policy(caller: Any, tenant: Tenant) -> bool:
-    """A superuser, or a signed-in admin of the tenant (no API key)."""
-    if caller.is_superuser:
-        return True
-    if caller.key is not None or not caller.is_authenticated:
-        return False
-    return Membership.objects.filter(user=caller.user, tenant=tenant, role="admin").exists()
