@@ -66,7 +66,9 @@ def claim(delivery_id: int) -> Delivery | None:
     now = timezone.now()
     claimed = Delivery.objects.filter(
         Q(lease_until__isnull=True) | Q(lease_until__lt=now),
-        pk=delivery_id, state=Delivery.State.PENDING, next_attempt_at__lte=now + DUE_SLACK,
+        pk=delivery_id,
+        state=Delivery.State.PENDING,
+        next_attempt_at__lte=now + DUE_SLACK,
     ).update(lease_until=now + lease(), attempts=F("attempts") + 1)
     if not claimed:
         return None
@@ -86,8 +88,7 @@ def send(delivery: Delivery, at: datetime) -> Answer:
 def signed_headers(secret: str, msg_id: str, at: datetime, body: bytes) -> dict[str, str]:
     """The Standard Webhooks headers: id, timestamp and `v1,<base64 HMAC-SHA256>`."""
     signature = Webhook(secret).sign(msg_id, at, body.decode())
-    return {"webhook-id": msg_id, "webhook-timestamp": str(int(at.timestamp())),
-            "webhook-signature": signature}
+    return {"webhook-id": msg_id, "webhook-timestamp": str(int(at.timestamp())), "webhook-signature": signature}
 
 
 def post(url: str, body: bytes, headers: dict[str, str]) -> Answer:
@@ -157,8 +158,13 @@ def finish(delivery: Delivery, answer: Answer, started: datetime, duration_ms: i
         if not Delivery.objects.select_for_update().filter(pk=delivery.pk).exists():
             return "gone"  # its rule or channel was deleted meanwhile: nothing left to record
         DeliveryAttempt.objects.create(
-            delivery=delivery, number=delivery.attempts, started_at=started, duration_ms=duration_ms,
-            status_code=answer.status, ok=answer.ok, answer=answer.text[:ANSWER_CHARS],
+            delivery=delivery,
+            number=delivery.attempts,
+            started_at=started,
+            duration_ms=duration_ms,
+            status_code=answer.status,
+            ok=answer.ok,
+            answer=answer.text[:ANSWER_CHARS],
         )
         delivery.lease_until = None
         if answer.ok:
@@ -192,9 +198,11 @@ def resend_due(now: datetime | None = None) -> int:
 
     now = now or timezone.now()
     due = list(
-        Delivery.objects.filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now),
-                                state=Delivery.State.PENDING, next_attempt_at__lte=now)
-        .order_by("next_attempt_at").values_list("pk", flat=True)[:1000]
+        Delivery.objects.filter(
+            Q(lease_until__isnull=True) | Q(lease_until__lt=now), state=Delivery.State.PENDING, next_attempt_at__lte=now
+        )
+        .order_by("next_attempt_at")
+        .values_list("pk", flat=True)[:1000]
     )
     for pk in due:
         deliver_task.delay(pk)

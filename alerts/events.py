@@ -22,14 +22,23 @@ def _queue(kind: str, tenant_id: int, key: str, summary: str, figures: dict[str,
 
 
 def on_run_failed(sender: Any, *, evaluation_id: int, tenant_id: int, error: str, **kwargs: Any) -> None:
-    _queue(AlertRule.Kind.RUN_FAILED, tenant_id, f"evaluation:{evaluation_id}",
-           f"evaluation run {evaluation_id} failed: {error[:300]}",
-           {"evaluation": evaluation_id, "error": error[:1000]})
+    _queue(
+        AlertRule.Kind.RUN_FAILED,
+        tenant_id,
+        f"evaluation:{evaluation_id}",
+        f"evaluation run {evaluation_id} failed: {error[:300]}",
+        {"evaluation": evaluation_id, "error": error[:1000]},
+    )
 
 
 def on_upload_failed(sender: Any, *, upload_id: int, tenant_id: int, error: str, **kwargs: Any) -> None:
-    _queue(AlertRule.Kind.UPLOAD_FAILED, tenant_id, f"upload:{upload_id}",
-           f"upload {upload_id} failed: {error[:300]}", {"upload": upload_id, "error": error[:1000]})
+    _queue(
+        AlertRule.Kind.UPLOAD_FAILED,
+        tenant_id,
+        f"upload:{upload_id}",
+        f"upload {upload_id} failed: {error[:300]}",
+        {"upload": upload_id, "error": error[:1000]},
+    )
 
 
 def on_violations_reviewed(sender: Any, *, tenant_ids: list[int], violation_ids: list[int], **kwargs: Any) -> None:

@@ -34,8 +34,11 @@ def evaluate_precision(tenant_ids: list[int], violation_ids: list[int], now: dat
     rules = AlertRule.objects.filter(tenant_id__in=tenant_ids, kind=AlertRule.Kind.PRECISION, enabled=True)
     if not rules.exists():
         return {"fired": 0, "resolved": 0}
-    guardrails = set(Violation.objects.filter(pk__in=violation_ids, tenant_id__in=tenant_ids)
-                     .values_list("guardrail__guardrail_id", flat=True))
+    guardrails = set(
+        Violation.objects.filter(pk__in=violation_ids, tenant_id__in=tenant_ids).values_list(
+            "guardrail__guardrail_id", flat=True
+        )
+    )
     wanted = [rule for rule in rules if rule.params.get("guardrail") in guardrails]
     return evaluate(wanted, now or timezone.now(), tenant_ids)
 
@@ -90,8 +93,12 @@ def change_state(rule: AlertRule, seen: Observation, now: datetime) -> str | Non
 def fire(rule: AlertRule, seen: Observation, now: datetime, *, event_key: str = "") -> Firing:
     """A new firing with what it saw, and a delivery to each of the rule's channels."""
     firing = Firing.objects.create(
-        tenant_id=rule.tenant_id, rule=rule, event_key=event_key, summary=seen.summary[:500],
-        observed=seen.figures, fired_at=now,
+        tenant_id=rule.tenant_id,
+        rule=rule,
+        event_key=event_key,
+        summary=seen.summary[:500],
+        observed=seen.figures,
+        fired_at=now,
         state=Firing.State.RESOLVED if event_key else Firing.State.FIRING,
         resolved_at=now if event_key else None,
     )

@@ -34,8 +34,11 @@ def text_of(delivery: Delivery) -> str:
     """A few lines for people (Slack, e-mail)."""
     firing, rule = delivery.firing, delivery.firing.rule
     head = "Resolved" if delivery.event == Delivery.Event.RESOLVED else "Alert"
-    lines = [f"{head}: {rule.name} ({delivery.tenant.slug})", firing.summary,
-             f"Fired at {firing.fired_at:%Y-%m-%d %H:%M} UTC"]
+    lines = [
+        f"{head}: {rule.name} ({delivery.tenant.slug})",
+        firing.summary,
+        f"Fired at {firing.fired_at:%Y-%m-%d %H:%M} UTC",
+    ]
     if firing.resolved_at and delivery.event == Delivery.Event.RESOLVED:
         lines.append(f"Resolved at {firing.resolved_at:%Y-%m-%d %H:%M} UTC")
     return "\n".join(lines)

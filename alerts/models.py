@@ -109,8 +109,9 @@ class Firing(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["rule"], condition=Q(state="firing"), name="alert_one_open_firing"),
-            models.UniqueConstraint(fields=["rule", "event_key"], condition=~Q(event_key=""),
-                                    name="alert_firing_per_event"),
+            models.UniqueConstraint(
+                fields=["rule", "event_key"], condition=~Q(event_key=""), name="alert_firing_per_event"
+            ),
         ]
         indexes = [models.Index(fields=["tenant", "-fired_at", "-id"], name="alert_firing_tenant_time")]
 
@@ -151,9 +152,7 @@ class Delivery(models.Model):
 
     class Meta:
         verbose_name_plural = "deliveries"
-        constraints = [
-            models.UniqueConstraint(fields=["firing", "channel", "event"], name="alert_delivery_once"),
-        ]
+        constraints = [models.UniqueConstraint(fields=["firing", "channel", "event"], name="alert_delivery_once")]
         indexes = [models.Index(fields=["state", "next_attempt_at"], name="alert_delivery_due")]
 
     def __str__(self) -> str:

@@ -130,9 +130,14 @@ def _precision(rule: AlertRule, today: date) -> Observation:
     window = int(params.get("windowDays", PRECISION_WINDOW_DAYS))
     needed = int(params.get("minReviewed", MIN_REVIEWED))
     start = today - timedelta(days=window - 1)
-    figures: dict[str, Any] = {"guardrail": params["guardrail"], "threshold": params["threshold"],
-                               "minReviewed": needed, "windowDays": window,
-                               "from": start.isoformat(), "to": today.isoformat()}
+    figures: dict[str, Any] = {
+        "guardrail": params["guardrail"],
+        "threshold": params["threshold"],
+        "minReviewed": needed,
+        "windowDays": window,
+        "from": start.isoformat(),
+        "to": today.isoformat(),
+    }
     guardrail = Guardrail.objects.live().applying_to(rule.tenant_id).filter(guardrail_id=params["guardrail"]).first()
     if guardrail is None:
         return Observation(False, f"guardrail {params['guardrail']} is gone", {**figures, "guardrailGone": True})
@@ -144,13 +149,18 @@ def _precision(rule: AlertRule, today: date) -> Observation:
     figures.update(seen.as_dict())
     precision = seen.precision
     if precision is None or seen.reviewed < needed:
-        return Observation(False, f"{seen.reviewed} of {needed} reviews needed for {guardrail.guardrail_id}'s "
-                                  "precision", figures)
+        return Observation(
+            False, f"{seen.reviewed} of {needed} reviews needed for {guardrail.guardrail_id}'s precision", figures
+        )
     breached = precision < params["threshold"]
     relation = "under" if breached else "at or over"
-    return Observation(breached, f"{guardrail.guardrail_id}'s precision {precision:.0%} is {relation} "
-                                 f"{params['threshold']:.0%} ({seen.false_positives} false positives "
-                                 f"of {seen.reviewed} reviewed in {window} day(s))", figures)
+    return Observation(
+        breached,
+        f"{guardrail.guardrail_id}'s precision {precision:.0%} is {relation} "
+        f"{params['threshold']:.0%} ({seen.false_positives} false positives "
+        f"of {seen.reviewed} reviewed in {window} day(s))",
+        figures,
+    )
 
 
 def _violations(rule: AlertRule, today: date) -> Observation:
@@ -166,12 +176,18 @@ def _violations(rule: AlertRule, today: date) -> Observation:
         rows = rows.filter(severity=params["severity"])
     if "action" in params:
         rows = rows.filter(guardrail__on_violation=params["action"])
-    sums = rows.aggregate(current=Sum("count", filter=Q(day__gte=start)),
-                          baseline=Sum("count", filter=Q(day__lt=start)))
+    sums = rows.aggregate(
+        current=Sum("count", filter=Q(day__gte=start)), baseline=Sum("count", filter=Q(day__lt=start))
+    )
     current, baseline = int(sums["current"] or 0), int(sums["baseline"] or 0)
     breached, reason = _violations_breached(params, current, baseline)
-    figures = {"count": current, "baseline": baseline, "windowDays": window,
-               "from": start.isoformat(), "to": today.isoformat()}
+    figures = {
+        "count": current,
+        "baseline": baseline,
+        "windowDays": window,
+        "from": start.isoformat(),
+        "to": today.isoformat(),
+    }
     return Observation(breached, f"{current} violations in {window} day(s) ({reason})", figures)
 
 
@@ -195,8 +211,13 @@ def _spend(rule: AlertRule, today: date) -> Observation:
         rows = rows.filter(guardrail__guardrail_id=params["guardrail"])
     sums = rows.aggregate(cost=Sum("cost_usd"), over=Sum("over_budget"))
     spent, over = sums["cost"] or Decimal(0), int(sums["over"] or 0)
-    figures: dict[str, Any] = {"costUsd": str(spent.normalize()), "overBudgetCalls": over, "period": period,
-                               "from": start.isoformat(), "to": today.isoformat()}
+    figures: dict[str, Any] = {
+        "costUsd": str(spent.normalize()),
+        "overBudgetCalls": over,
+        "period": period,
+        "from": start.isoformat(),
+        "to": today.isoformat(),
+    }
     reasons = []
     if "amountUsd" in params and spent > Decimal(str(params["amountUsd"])):
         reasons.append(f"over ${params['amountUsd']}")

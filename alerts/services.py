@@ -45,8 +45,11 @@ def nul_issues(value: object, path: str = "") -> list[Issue]:
     if isinstance(value, str):
         return [Issue(path, "the NUL character is not allowed")] if "\x00" in value else []
     if isinstance(value, dict):
-        return [issue for key, item in value.items() for issue in
-                (nul_issues(key, path) + nul_issues(item, f"{path}/{key}"))]
+        return [
+            issue
+            for key, item in value.items()
+            for issue in (nul_issues(key, path) + nul_issues(item, f"{path}/{key}"))
+        ]
     if isinstance(value, list):
         return [issue for index, item in enumerate(value) for issue in nul_issues(item, f"{path}/{index}")]
     return []
@@ -69,8 +72,9 @@ def _name(body: dict[str, Any], checked: Checked, taken: QuerySet[Any]) -> None:
     if not isinstance(name, str) or not 1 <= len(name.strip()) <= 200:
         checked.issues.append(Issue("/name", "name is a text of 1 to 200 characters"))
     elif taken.filter(name=name.strip()).exists():
-        checked.issues.append(Issue("/name", f"another {taken.model._meta.verbose_name} has the name "
-                                             f"{name.strip()!r}: choose another"))
+        checked.issues.append(
+            Issue("/name", f"another {taken.model._meta.verbose_name} has the name {name.strip()!r}: choose another")
+        )
     else:
         checked.fields["name"] = name.strip()
 
@@ -106,8 +110,11 @@ def check_rule(body: object, tenant: Tenant, current: AlertRule | None = None) -
     if not issues:
         checked.fields.update(kind=kind, params=params)
     channels = body.get("channels", [])
-    if not isinstance(channels, list) or len(channels) > MAX_CHANNELS_PER_RULE or \
-            not all(isinstance(pk, int) and not isinstance(pk, bool) and 0 < pk <= MAX_PK for pk in channels):
+    if (
+        not isinstance(channels, list)
+        or len(channels) > MAX_CHANNELS_PER_RULE
+        or not all(isinstance(pk, int) and not isinstance(pk, bool) and 0 < pk <= MAX_PK for pk in channels)
+    ):
         checked.issues.append(Issue("/channels", f"channels is a list of at most {MAX_CHANNELS_PER_RULE} channel ids"))
         return checked
     found = list(Channel.objects.filter(tenant=tenant, pk__in=channels))
@@ -174,13 +181,24 @@ def _emails(emails: object, checked: Checked) -> None:
 
 def rule_state(rule: AlertRule) -> dict[str, Any]:
     """A rule's fields as the audit log compares them."""
-    return {"name": rule.name, "kind": rule.kind, "params": rule.params, "enabled": rule.enabled,
-            "channels": sorted(c.pk for c in rule.channels.all()) if rule.pk else []}
+    return {
+        "name": rule.name,
+        "kind": rule.kind,
+        "params": rule.params,
+        "enabled": rule.enabled,
+        "channels": sorted(c.pk for c in rule.channels.all()) if rule.pk else [],
+    }
 
 
 def channel_state(channel: Channel) -> dict[str, Any]:
-    return {"name": channel.name, "kind": channel.kind, "url": channel.url, "emails": channel.emails,
-            "enabled": channel.enabled, "secret": channel.secret}
+    return {
+        "name": channel.name,
+        "kind": channel.kind,
+        "url": channel.url,
+        "emails": channel.emails,
+        "enabled": channel.enabled,
+        "secret": channel.secret,
+    }
 
 
 @transaction.atomic
@@ -195,8 +213,9 @@ def save_rule(tenant: Tenant, fields: dict[str, Any], actor: object, rule: Alert
     rule.save()
     if channels is not None:
         rule.channels.set(channels)
-    audit.record("alertrule.update" if before else "alertrule.create", rule, before=before,
-                 after=rule_state(rule), actor=actor)
+    audit.record(
+        "alertrule.update" if before else "alertrule.create", rule, before=before, after=rule_state(rule), actor=actor
+    )
     return rule
 
 
@@ -219,8 +238,13 @@ def save_channel(tenant: Tenant, fields: dict[str, Any], actor: object, channel:
     for name, value in fields.items():
         setattr(channel, name, value)
     channel.save()
-    audit.record("channel.update" if before else "channel.create", channel, before=before,
-                 after=channel_state(channel), actor=actor)
+    audit.record(
+        "channel.update" if before else "channel.create",
+        channel,
+        before=before,
+        after=channel_state(channel),
+        actor=actor,
+    )
     return channel
 
 

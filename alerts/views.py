@@ -78,14 +78,24 @@ def rule_body(post: Any) -> dict[str, Any]:
     except ValueError:
         params = raw  # reported as "/params: not an object" by the check
     channels = [int(pk) for pk in post.getlist("channels") if pk.isdigit()]
-    return {"name": post.get("name", ""), "kind": post.get("kind", ""), "params": params,
-            "channels": channels, "enabled": post.get("enabled") == "on"}
+    return {
+        "name": post.get("name", ""),
+        "kind": post.get("kind", ""),
+        "params": params,
+        "channels": channels,
+        "enabled": post.get("enabled") == "on",
+    }
 
 
 def channel_body(post: Any) -> dict[str, Any]:
     emails = [e.strip() for e in post.get("emails", "")[:4000].split(",") if e.strip()]
-    return {"name": post.get("name", ""), "kind": post.get("kind", ""), "url": post.get("url", ""),
-            "emails": emails, "enabled": True}
+    return {
+        "name": post.get("name", ""),
+        "kind": post.get("kind", ""),
+        "url": post.get("url", ""),
+        "emails": emails,
+        "enabled": True,
+    }
 
 
 class AlertListView(AlertPageMixin, View):
@@ -98,9 +108,13 @@ class AlertListView(AlertPageMixin, View):
             "rules": self.rows(AlertRule).prefetch_related("channels").order_by("name"),
             "channels": self.rows(Channel).order_by("name"),
             "firings": self.rows(Firing).select_related("rule").order_by("-fired_at", "-pk")[:50],
-            "kinds": AlertRule.Kind.choices, "channel_kinds": Channel.Kind.choices,
-            "examples": json.dumps(PARAMS_EXAMPLES), "schemas": PARAMS_SCHEMAS,
-            "may_write": self.may_write(), "nav_active": "alerts", **extra,
+            "kinds": AlertRule.Kind.choices,
+            "channel_kinds": Channel.Kind.choices,
+            "examples": json.dumps(PARAMS_EXAMPLES),
+            "schemas": PARAMS_SCHEMAS,
+            "may_write": self.may_write(),
+            "nav_active": "alerts",
+            **extra,
         }
         return render(request, self.template_name, context, status=400 if extra.get("issues") else 200)
 
@@ -153,11 +167,15 @@ class AlertRuleView(AlertPageMixin, View):
     def get(self, request: HttpRequest, pk: int, **extra: Any) -> HttpResponse:
         rule = self.rule(pk)
         context = {
-            "rule": rule, "params": json.dumps(rule.params, indent=2),
+            "rule": rule,
+            "params": json.dumps(rule.params, indent=2),
             "rule_channels": {c.pk for c in rule.channels.all()},
-            "channels": self.rows(Channel).order_by("name"), "kinds": AlertRule.Kind.choices,
-            "firings": rule.firings.order_by("-fired_at", "-pk")[:50], "may_write": self.may_write(),
-            "nav_active": "alerts", **extra,
+            "channels": self.rows(Channel).order_by("name"),
+            "kinds": AlertRule.Kind.choices,
+            "firings": rule.firings.order_by("-fired_at", "-pk")[:50],
+            "may_write": self.may_write(),
+            "nav_active": "alerts",
+            **extra,
         }
         return render(request, self.template_name, context, status=400 if extra.get("issues") else 200)
 
@@ -183,12 +201,16 @@ class FiringView(AlertPageMixin, View):
 
     def get(self, request: HttpRequest, pk: int) -> HttpResponse:
         attempts = Prefetch("attempt_log", queryset=DeliveryAttempt.objects.order_by("number"))
-        deliveries = Prefetch("deliveries", queryset=Delivery.objects.select_related("channel")
-                              .order_by("pk").prefetch_related(attempts))
+        deliveries = Prefetch(
+            "deliveries", queryset=Delivery.objects.select_related("channel").order_by("pk").prefetch_related(attempts)
+        )
         firing = self.rows(Firing).select_related("rule").prefetch_related(deliveries).filter(pk=pk).first()
         if firing is None:
             raise Http404("no such firing")
-        context = {"firing": firing, "observed": json.dumps(firing.observed, indent=2),
-                   "resolved_observed": json.dumps(firing.resolved_observed, indent=2),
-                   "nav_active": "alerts"}
+        context = {
+            "firing": firing,
+            "observed": json.dumps(firing.observed, indent=2),
+            "resolved_observed": json.dumps(firing.resolved_observed, indent=2),
+            "nav_active": "alerts",
+        }
         return render(request, self.template_name, context)

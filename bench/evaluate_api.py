@@ -101,8 +101,11 @@ def script(folder: Path, key: str) -> Path:
     trace["id"] = "ID"
     body = json.dumps(trace, separators=(",", ":"))
     first, rest = body.split('"ID"')
-    lua = (LUA.replace("__FIRST__", (first + '"bench-').replace('"', '\\"'))
-           .replace("__REST__", ('"' + rest).replace('"', '\\"')).replace("__KEY__", key))
+    lua = (
+        LUA.replace("__FIRST__", (first + '"bench-').replace('"', '\\"'))
+        .replace("__REST__", ('"' + rest).replace('"', '\\"'))
+        .replace("__KEY__", key)
+    )
     path = folder / "evaluate.lua"
     path.write_text(lua)
     return path
@@ -111,18 +114,40 @@ def script(folder: Path, key: str) -> Path:
 #: The recommended gunicorn command's options (README, Deploying): gthread workers keep a
 #: client's connection open between requests (sync workers close it after each one), and
 #: the workers' heartbeat files live in memory rather than on the disk.
-GUNICORN_OPTIONS = ("--worker-class", "gthread", "--threads", "1", "--keep-alive", "30",
-                    "--worker-tmp-dir", "/dev/shm")
+GUNICORN_OPTIONS = ("--worker-class", "gthread", "--threads", "1", "--keep-alive", "30", "--worker-tmp-dir", "/dev/shm")
 
 
 def serve(port: int, workers: int, url: str, log: Path, options: tuple[str, ...]) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_DEBUG": "false", "DJANGO_SECRET_KEY": "bench-only-not-secret",
-           "DJANGO_SECURE_SSL_REDIRECT": "false", "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-           "KINDGI_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DJANGO_DEBUG": "false",
+        "DJANGO_SECRET_KEY": "bench-only-not-secret",
+        "DJANGO_SECURE_SSL_REDIRECT": "false",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "KINDGI_LOG_LEVEL": "WARNING",
+    }
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "kindgi_console.wsgi:application", "--workers", str(workers),
-         "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--preload", *options],
-        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "kindgi_console.wsgi:application",
+            "--workers",
+            str(workers),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+            "--preload",
+            *options,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -143,7 +168,7 @@ def _process_cpu(pid: str) -> tuple[int, float] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()  # from field 3 (state) on
+    fields = text[text.rindex(")") + 2 :].split()  # from field 3 (state) on
     return int(fields[2]), (int(fields[11]) + int(fields[12])) / TICKS
 
 
@@ -175,8 +200,11 @@ class CpuMeter:
                 continue
             group, cpu = reading
             if known is None:
-                kind = "app" if group == self.server_group else (
-                    "db" if _command(pid).startswith("postgres:") and self.backend in _command(pid) else "")
+                kind = (
+                    "app"
+                    if group == self.server_group
+                    else ("db" if _command(pid).startswith("postgres:") and self.backend in _command(pid) else "")
+                )
                 if not kind:
                     continue
                 self.first[pid] = (kind, cpu if initial else 0.0)
@@ -200,14 +228,31 @@ class CpuMeter:
         return sum(self.last[pid] - start for pid, (of, start) in self.first.items() if of == kind)
 
 
-def load(port: int, lua: Path, clients: int, seconds: int, meter: CpuMeter | None = None,
-         timeout: int = 10) -> dict[str, float]:
+def load(
+    port: int, lua: Path, clients: int, seconds: int, meter: CpuMeter | None = None, timeout: int = 10
+) -> dict[str, float]:
     threads = max(1, min(clients, 2))
     wrk_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with meter or contextlib.nullcontext():
         done = subprocess.run(
-            ["wrk", "-t", str(threads), "-c", str(clients), "-d", f"{seconds}s", "--timeout", f"{timeout}s", "-s",
-             str(lua), f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=False)
+            [
+                "wrk",
+                "-t",
+                str(threads),
+                "-c",
+                str(clients),
+                "-d",
+                f"{seconds}s",
+                "--timeout",
+                f"{timeout}s",
+                "-s",
+                str(lua),
+                f"http://127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     wrk_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # wrk is the only child reaped here
     wrk_cpu = (wrk_after.ru_utime + wrk_after.ru_stime) - (wrk_before.ru_utime + wrk_before.ru_stime)
     found = re.search(r"RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) ([\d.]+) (\d+)", done.stdout)
@@ -220,8 +265,13 @@ def load(port: int, lua: Path, clients: int, seconds: int, meter: CpuMeter | Non
     count = int(requests)
     if not count:
         raise SystemExit(f"wrk answered no request:\n{done.stdout}\n{done.stderr[:2000]}")
-    row = {"rps": count / (int(micros) / 1e6), "p50": float(p50), "p95": float(p95), "p99": float(p99),
-           "wrk": wrk_cpu / count}
+    row = {
+        "rps": count / (int(micros) / 1e6),
+        "p50": float(p50),
+        "p95": float(p95),
+        "p99": float(p99),
+        "wrk": wrk_cpu / count,
+    }
     if meter is not None:
         row.update(app=meter.seconds("app") / count, db=meter.seconds("db") / count)
     return row
@@ -236,8 +286,9 @@ def in_process(key: str, requests: int = 200) -> tuple[float, float]:
     trace = make_trace(2, random.Random(18))
 
     def post(n: int) -> None:
-        answer = client.post("/api/v1/evaluate", json.dumps({**trace, "id": f"in-process-{n}"}),
-                             content_type="application/json")
+        answer = client.post(
+            "/api/v1/evaluate", json.dumps({**trace, "id": f"in-process-{n}"}), content_type="application/json"
+        )
         assert answer.status_code == 200, answer.content[:300]
 
     for n in range(20):
@@ -255,8 +306,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--db", default="kindgi_evalapi_bench")
     parser.add_argument("--rate", default=RATE, help="the API throttle's rate (KINDGI_API_RATE)")
-    parser.add_argument("--sync", action="store_true",
-                        help="gunicorn's default sync workers (a connection per request), as before")
+    parser.add_argument(
+        "--sync", action="store_true", help="gunicorn's default sync workers (a connection per request), as before"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: apt-get install -y wrk")
@@ -281,21 +333,28 @@ def main() -> None:
     print(f"in process (no socket): {wall:.1f} ms wall, {cpu:.1f} ms CPU of the application per request")
 
 
-def report(args: argparse.Namespace, options: tuple[str, ...], alone: dict[str, float],
-           busy: dict[str, float]) -> None:
-    print(f"POST /api/v1/evaluate, 7 guardrails, trace stored; gunicorn {args.workers} workers "
-          f"{' '.join(options) or '(sync)'}; wrk; load average {os.getloadavg()[0]:.1f}")
-    print(f"{'clients':>8} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
-          f" | CPU ms per request: {'app':>6} {'db':>6} {'wrk':>6} | capacity of 2 cores")
+def report(args: argparse.Namespace, options: tuple[str, ...], alone: dict[str, float], busy: dict[str, float]) -> None:
+    print(
+        f"POST /api/v1/evaluate, 7 guardrails, trace stored; gunicorn {args.workers} workers "
+        f"{' '.join(options) or '(sync)'}; wrk; load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'clients':>8} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
+        f" | CPU ms per request: {'app':>6} {'db':>6} {'wrk':>6} | capacity of 2 cores"
+    )
     for clients, row in ((1, alone), (args.clients, busy)):
         total = row["app"] + row["db"] + row["wrk"]
-        print(f"{clients:>8} {row['rps']:>8.0f} {row['p50']:>8.1f} {row['p95']:>8.1f} {row['p99']:>8.1f}"
-              f" | {'':>19} {row['app'] * 1e3:>6.2f} {row['db'] * 1e3:>6.2f} {row['wrk'] * 1e3:>6.2f}"
-              f" | {2 / total:>5.0f} req/s ({2 / (row['app'] + row['db']):.0f} without wrk)")
+        print(
+            f"{clients:>8} {row['rps']:>8.0f} {row['p50']:>8.1f} {row['p95']:>8.1f} {row['p99']:>8.1f}"
+            f" | {'':>19} {row['app'] * 1e3:>6.2f} {row['db'] * 1e3:>6.2f} {row['wrk'] * 1e3:>6.2f}"
+            f" | {2 / total:>5.0f} req/s ({2 / (row['app'] + row['db']):.0f} without wrk)"
+        )
     capacity = 2 / (busy["app"] + busy["db"] + busy["wrk"])
-    print(f"at {args.clients} clients: {busy['rps'] / BASELINE_RPS:.2f}x the {BASELINE_RPS:.0f} req/s of "
-          f"issue 18 (target 3x), p99 {busy['p99']:.0f} ms (target under {TARGET_P99_MS:.0f} ms); "
-          f"the CPU per request allows {capacity:.0f} req/s on 2 idle cores ({capacity / BASELINE_RPS:.2f}x)")
+    print(
+        f"at {args.clients} clients: {busy['rps'] / BASELINE_RPS:.2f}x the {BASELINE_RPS:.0f} req/s of "
+        f"issue 18 (target 3x), p99 {busy['p99']:.0f} ms (target under {TARGET_P99_MS:.0f} ms); "
+        f"the CPU per request allows {capacity:.0f} req/s on 2 idle cores ({capacity / BASELINE_RPS:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

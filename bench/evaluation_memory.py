@@ -216,8 +216,10 @@ def postgres_child(database: str, count: int) -> None:
     started = time.perf_counter()
     outcome = evaluate()
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"evaluate {count:>9,} traces: {peak_kb / 1024:.1f} MB peak resident (the worker's whole "
-          f"memory; {before_kb / 1024:.1f} MB before the run), {time.perf_counter() - started:.0f} s, {outcome}")
+    print(
+        f"evaluate {count:>9,} traces: {peak_kb / 1024:.1f} MB peak resident (the worker's whole "
+        f"memory; {before_kb / 1024:.1f} MB before the run), {time.perf_counter() - started:.0f} s, {outcome}"
+    )
 
 
 def measure(step: str, work: Path, count: int) -> tuple[float, float, str]:

@@ -47,13 +47,15 @@ def setup_django(database: str) -> str:
     """A fresh, migrated database; returns its URL (the workers open it too)."""
     server = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
     url = f"{server}/{database}"
-    os.environ.update({
-        "DATABASE_URL": url,
-        "DJANGO_SETTINGS_MODULE": "kindgi_console.settings",
-        "DJANGO_DEBUG": "false",  # as a worker runs: no SQL kept in memory
-        "DJANGO_SECRET_KEY": "bench-only-not-secret",
-        "KINDGI_LOG_LEVEL": "WARNING",
-    })
+    os.environ.update(
+        {
+            "DATABASE_URL": url,
+            "DJANGO_SETTINGS_MODULE": "kindgi_console.settings",
+            "DJANGO_DEBUG": "false",  # as a worker runs: no SQL kept in memory
+            "DJANGO_SECRET_KEY": "bench-only-not-secret",
+            "KINDGI_LOG_LEVEL": "WARNING",
+        }
+    )
     import psycopg
 
     with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
@@ -84,8 +86,16 @@ def load(guardrails: list[Path], traces: Path) -> Any:
     with traces.open("rb") as handle:
         for line in handle:
             doc = orjson.loads(line)
-            rows.append(RunTrace(tenant=acme, trace_id=doc["id"], agent=doc.get("agent") or "",
-                                 flow=doc.get("flow") or "", document=doc, content_hash=content_hash(doc)))
+            rows.append(
+                RunTrace(
+                    tenant=acme,
+                    trace_id=doc["id"],
+                    agent=doc.get("agent") or "",
+                    flow=doc.get("flow") or "",
+                    document=doc,
+                    content_hash=content_hash(doc),
+                )
+            )
             if len(rows) == 2000:
                 RunTrace.objects.bulk_create(rows)
                 rows = []
@@ -102,8 +112,19 @@ Timing = tuple[float, float | None]  # wall seconds, CPU seconds (None: not meas
 
 def time_ci(guardrails: list[Path], traces: Path, folder: Path) -> Timing:
     """Wall and CPU time of the faster of two runs of the CI command, whole process."""
-    command = [sys.executable, "manage.py", "guardrail_ci", "--guardrails", *map(str, guardrails),
-               "--traces", str(traces), "--format", "json", "--output", str(folder / "report.json")]
+    command = [
+        sys.executable,
+        "manage.py",
+        "guardrail_ci",
+        "--guardrails",
+        *map(str, guardrails),
+        "--traces",
+        str(traces),
+        "--format",
+        "json",
+        "--output",
+        str(folder / "report.json"),
+    ]
     runs = []
     for _ in range(2):
         cpu = children_cpu()
@@ -153,7 +174,7 @@ def time_ingested() -> Timing:
     ids = list(RunTrace.objects.order_by("pk").values_list("pk", flat=True))
     cpu, started = own_cpu(), time.perf_counter()
     for low in range(0, len(ids), 1000):
-        evaluate_stored_traces(ids[low:low + 1000])
+        evaluate_stored_traces(ids[low : low + 1000])
     return time.perf_counter() - started, own_cpu() - cpu
 
 
@@ -162,11 +183,34 @@ def start_workers(count: int, url: str, log_dir: Path) -> list[subprocess.Popen[
     workers = []
     for n in range(count):
         log = (log_dir / f"worker-{count}-{n}.log").open("wb")
-        workers.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "kindgi_console", "worker", "-Q", "kindgi",
-             "-n", f"bench{count}-{n}@%h", "--concurrency", "1", "--loglevel", "INFO",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        workers.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "kindgi_console",
+                    "worker",
+                    "-Q",
+                    "kindgi",
+                    "-n",
+                    f"bench{count}-{n}@%h",
+                    "--concurrency",
+                    "1",
+                    "--loglevel",
+                    "INFO",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
     for n in range(count):
         path = log_dir / f"worker-{count}-{n}.log"
         deadline = time.monotonic() + 60
@@ -222,18 +266,25 @@ def main() -> None:
         def ci() -> Timing:
             return time_ci(guardrails, traces, folder)
 
-        rows = [side_by_side("evaluation run, in process", lambda: time_run_in_process(tenant), ci),
-                side_by_side("evaluate_ingested, batches of 1,000", time_ingested, ci)]
+        rows = [
+            side_by_side("evaluation run, in process", lambda: time_run_in_process(tenant), ci),
+            side_by_side("evaluate_ingested, batches of 1,000", time_ingested, ci),
+        ]
         for count in [int(n) for n in args.workers.split(",") if n]:
-            rows.append(side_by_side(f"evaluation run, {count} worker(s)",
-                                     partial(time_run_on_workers, tenant, count, url, folder), ci))
+            rows.append(
+                side_by_side(
+                    f"evaluation run, {count} worker(s)", partial(time_run_on_workers, tenant, count, url, folder), ci
+                )
+            )
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"\nlargest peak RSS of a child process (the CI command, a worker or its pool process): {peak:.0f} MB")
     print(f"{'path':<38} {'seconds':>8} {'evaluations/s':>14} {'CI s':>6} {'ratio to CI':>12} {'CPU ratio':>10}")
     for name, (seconds, cpu), (ci_seconds, ci_cpu) in rows:
         cpu_ratio = f"{ci_cpu / cpu:10.3f}" if cpu and ci_cpu else f"{'':>10}"
-        print(f"{name:<38} {seconds:>8.2f} {evaluations / seconds:>14,.0f} {ci_seconds:>6.2f} "
-              f"{ci_seconds / seconds:>12.3f} {cpu_ratio}")
+        print(
+            f"{name:<38} {seconds:>8.2f} {evaluations / seconds:>14,.0f} {ci_seconds:>6.2f} "
+            f"{ci_seconds / seconds:>12.3f} {cpu_ratio}"
+        )
 
 
 def side_by_side(name: str, path: Callable[[], Timing], ci: Callable[[], Timing]) -> tuple[str, Timing, Timing]:
@@ -245,6 +296,7 @@ def side_by_side(name: str, path: Callable[[], Timing], ci: Callable[[], Timing]
     timing = path()
     after = ci()
     return name, timing, ((before[0] + after[0]) / 2, ((before[1] or 0) + (after[1] or 0)) / 2)
+
 
 if __name__ == "__main__":
     main()

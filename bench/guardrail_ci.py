@@ -89,10 +89,7 @@ def make_trace(number: int, rng: random.Random) -> dict[str, object]:
         "input": question,
         "output": answer,
         "messages": [
-            {
-                "role": "system",
-                "content": "You are Acme's support assistant. Be brief and cite policies.",
-            },
+            {"role": "system", "content": "You are Acme's support assistant. Be brief and cite policies."},
             {"role": "user", "content": question},
             {"role": "assistant", "content": answer},
         ],

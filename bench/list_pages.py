@@ -169,8 +169,12 @@ def time_pages(user: Any, repeats: int) -> dict[str, float]:
 
     today = timezone.now().date()
     newest = Violation.objects.filter(tenant__slug="acme").order_by("-created_at", "-id").values("pk", "trace_id")[0]
-    names = {"day": today.isoformat(), "next_day": (today + timedelta(days=1)).isoformat(),
-             "violation": newest["pk"], "trace": RunTrace.objects.get(pk=newest["trace_id"]).pk}
+    names = {
+        "day": today.isoformat(),
+        "next_day": (today + timedelta(days=1)).isoformat(),
+        "violation": newest["pk"],
+        "trace": RunTrace.objects.get(pk=newest["trace_id"]).pk,
+    }
     timings: dict[str, float] = {}
     first = client.get("/violations/").content.decode()
     found = re.search(r'href="([^"]+)" rel="next"', first)

@@ -77,12 +77,14 @@ def bodies(turns: list[Any], per_request: int) -> dict[str, list[list[bytes]]]:
 
     ways: dict[str, list[list[bytes]]] = {way: [] for way in WAYS}
     for start in range(0, len(turns), per_request):
-        group = turns[start:start + per_request]
+        group = turns[start : start + per_request]
         ways["otlp"].append([encode_spans([span for turn in group for span in turn]).SerializeToString()])
-        ways["split"].append([
-            encode_spans([span for turn in group for span in turn[:3]]).SerializeToString(),
-            encode_spans([span for turn in group for span in turn[3:]]).SerializeToString(),
-        ])
+        ways["split"].append(
+            [
+                encode_spans([span for turn in group for span in turn[:3]]).SerializeToString(),
+                encode_spans([span for turn in group for span in turn[3:]]).SerializeToString(),
+            ]
+        )
         documents = [expected_document(turn) for turn in group]
         for document in documents:
             del document["tenant"]
@@ -92,8 +94,7 @@ def bodies(turns: list[Any], per_request: int) -> dict[str, list[list[bytes]]]:
 
 def send(client: httpx.Client, url: str, key: str, content_type: str, body: bytes, expected: int) -> float:
     started = time.perf_counter()
-    response = client.post(url, content=body, headers={"Authorization": f"Bearer {key}",
-                                                        "Content-Type": content_type})
+    response = client.post(url, content=body, headers={"Authorization": f"Bearer {key}", "Content-Type": content_type})
     elapsed = time.perf_counter() - started
     assert response.status_code == expected, response.text[:300]
     if content_type == "application/x-protobuf":
@@ -127,8 +128,9 @@ def main() -> None:
                         if way == "rest":
                             timings[way] += send(client, f"{base}/traces", key, "application/json", body, 207)
                         else:
-                            timings[way] += send(client, f"{base}/otlp/v1/traces", key,
-                                                 "application/x-protobuf", body, 200)
+                            timings[way] += send(
+                                client, f"{base}/otlp/v1/traces", key, "application/x-protobuf", body, 200
+                            )
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -137,10 +139,13 @@ def main() -> None:
     rate = {way: args.turns / timings[way] for way in WAYS}
     print(f"turns:                   {args.turns}, {args.turns_per_export} per request (6 spans a turn)")
     print(f"REST ingestion:          {rate['rest']:8.0f} turns/s")
-    print(f"OTLP, whole turns:       {rate['otlp']:8.0f} turns/s   ratio to REST {rate['otlp'] / rate['rest']:.2f}"
-          "  (target: at least 0.5)")
-    print(f"OTLP, turns over 2 exports: {rate['split']:5.0f} turns/s   ratio to REST "
-          f"{rate['split'] / rate['rest']:.2f}")
+    print(
+        f"OTLP, whole turns:       {rate['otlp']:8.0f} turns/s   ratio to REST {rate['otlp'] / rate['rest']:.2f}"
+        "  (target: at least 0.5)"
+    )
+    print(
+        f"OTLP, turns over 2 exports: {rate['split']:5.0f} turns/s   ratio to REST {rate['split'] / rate['rest']:.2f}"
+    )
 
 
 def check_stored(tenant_slug: str, expected: int) -> None:

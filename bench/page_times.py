@@ -35,20 +35,28 @@ def pages() -> list[tuple[str, str]]:
     guardrail = Guardrail.objects.filter(revision__gt=1).first() or Guardrail.objects.first()
     assert guardrail is not None, "load the demo first"
     listed = [
-        ("overview", "/"), ("guardrails", "/guardrails/"),
+        ("overview", "/"),
+        ("guardrails", "/guardrails/"),
         ("guardrail", f"/guardrails/{guardrail.guardrail_id}/"),
         ("guardrail editor", f"/guardrails/{guardrail.guardrail_id}/edit/"),
         ("guardrail import", "/guardrails/import/"),
-        ("traces", "/traces/"), ("trace", f"/traces/{trace.pk}/"),
+        ("traces", "/traces/"),
+        ("trace", f"/traces/{trace.pk}/"),
         ("try-it traces", f"/traces/picker.json?guardrail={guardrail.guardrail_id}"),
-        ("evaluations", "/evaluations/"), ("evaluation new", "/evaluations/new/"),
-        ("uploads", "/uploads/"), ("upload new", "/uploads/new/"),
-        ("violations", "/violations/"), ("violation", f"/violations/{violation.pk}/"),
+        ("evaluations", "/evaluations/"),
+        ("evaluation new", "/evaluations/new/"),
+        ("uploads", "/uploads/"),
+        ("upload new", "/uploads/new/"),
+        ("violations", "/violations/"),
+        ("violation", f"/violations/{violation.pk}/"),
         ("violation chart", "/violations/chart.json?by=severity"),
-        ("review queue", "/violations/queue/"), ("ledger", "/ledger/"),
+        ("review queue", "/violations/queue/"),
+        ("ledger", "/ledger/"),
         ("ledger by tenant", "/ledger/?group=tenant&tenant=*"),
-        ("judge models", "/judge-models/"), ("tenants", "/manage/tenants/"),
-        ("members", "/manage/members/"), ("api keys", "/manage/api-keys/"),
+        ("judge models", "/judge-models/"),
+        ("tenants", "/manage/tenants/"),
+        ("members", "/manage/members/"),
+        ("api keys", "/manage/api-keys/"),
     ]
     evaluation = Evaluation.objects.filter(tenant__slug="acme").first()
     upload = Upload.objects.filter(tenant__slug="acme").first()

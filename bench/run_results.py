@@ -48,8 +48,14 @@ def arrange() -> dict[str, Any]:
     from traces.models import Evaluation
 
     acme = Tenant.objects.create(slug="acme")
-    document = {"id": "no-refunds", "kind": "zero-llm", "check": "never-call-tool",
-                "config": {"tools": ["issue_refund"]}, "action": {"on-violation": "halt"}, "severity": "critical"}
+    document = {
+        "id": "no-refunds",
+        "kind": "zero-llm",
+        "check": "never-call-tool",
+        "config": {"tools": ["issue_refund"]},
+        "action": {"on-violation": "halt"},
+        "severity": "critical",
+    }
     author = Author(user=None, label="bench")
     guardrail = save_guardrail(document, author)
     old = Evaluation.objects.create(tenant=acme, status="succeeded")
@@ -58,8 +64,15 @@ def arrange() -> dict[str, Any]:
     new = Evaluation.objects.create(tenant=acme, status="succeeded")
     new.revisions.set([guardrail.revisions.get(number=2)])
     key = ApiKey.issue(scopes=["read"], tenant=acme, name="bench")[1]
-    return {"tenant": acme.pk, "guardrail": guardrail.pk, "old": old.pk, "new": new.pk, "key": key,
-            "rev1": guardrail.revisions.get(number=1).pk, "rev2": guardrail.revisions.get(number=2).pk}
+    return {
+        "tenant": acme.pk,
+        "guardrail": guardrail.pk,
+        "old": old.pk,
+        "new": new.pk,
+        "key": key,
+        "rev1": guardrail.revisions.get(number=1).pk,
+        "rev2": guardrail.revisions.get(number=2).pk,
+    }
 
 
 GROW_SQL = """
@@ -120,8 +133,11 @@ def endpoints(ids: dict[str, Any], client: Any) -> list[tuple[str, str]]:
         ("results, page 2 of passes", first["next"]),
         ("results, skipped", f"{base}/results?status=skipped"),
         ("compare with the older run", f"{base}/compare?with={ids['old']}"),
-        ("compare, a later page of traces", f"{base}/compare/traces?with={ids['old']}&guardrail=no-refunds"
-                                            f"&change=newly-failing&cursor={later_cursor(ids, client)}"),
+        (
+            "compare, a later page of traces",
+            f"{base}/compare/traces?with={ids['old']}&guardrail=no-refunds"
+            f"&change=newly-failing&cursor={later_cursor(ids, client)}",
+        ),
         ("guardrail quality", "/api/v1/guardrails/no-refunds/quality"),
         ("guardrail quality, last 30 days", f"/api/v1/guardrails/no-refunds/quality?since={month_ago()}"),
     ]
@@ -144,12 +160,16 @@ def later_cursor(ids: dict[str, Any], client: Any) -> str:
     url = f"/api/v1/evaluations/{ids['new']}/compare?with={ids['old']}"
     started = time.perf_counter()
     body = client.get(url).json()
-    print(f"  comparison computed once in {time.perf_counter() - started:.1f} s ({body['status']}): "
-          + ", ".join(f"{row['guardrail']} {row['newlyFailing']:,} newly failing" for row in body["guardrails"]))
+    print(
+        f"  comparison computed once in {time.perf_counter() - started:.1f} s ({body['status']}): "
+        + ", ".join(f"{row['guardrail']} {row['newlyFailing']:,} newly failing" for row in body["guardrails"])
+    )
     cursor = body["guardrails"][0]["newlyFailingCursor"]
     for _ in range(3):
-        page = client.get(f"/api/v1/evaluations/{ids['new']}/compare/traces?with={ids['old']}"
-                          f"&guardrail=no-refunds&change=newly-failing&cursor={cursor}").json()
+        page = client.get(
+            f"/api/v1/evaluations/{ids['new']}/compare/traces?with={ids['old']}"
+            f"&guardrail=no-refunds&change=newly-failing&cursor={cursor}"
+        ).json()
         cursor = page["next"].split("cursor=")[1]
     return str(cursor)
 

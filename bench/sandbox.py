@@ -34,10 +34,7 @@ POSTURES: dict[str, dict[str, object]] = {
     "in process": {"sandbox": "none"},
     "context-isolated": {"sandbox": "context-isolated"},
     "strict, network none": {"sandbox": "strict", "network": {"kind": "none"}},
-    "strict, allowlist": {
-        "sandbox": "strict",
-        "network": {"kind": "allowlist", "hosts": ["api.example.test"]},
-    },
+    "strict, allowlist": {"sandbox": "strict", "network": {"kind": "allowlist", "hosts": ["api.example.test"]}},
 }
 
 
@@ -95,8 +92,9 @@ def main(calls: int) -> None:
             return
         context = Context(mode="ci", tenant="bench", services={"sandbox": pool})
         in_process = guardrail(engine, POSTURES["in process"])
-        print(f"{'posture':<24}{'median us':>11}{'in process':>12}{'difference':>12}"
-              f"{'ratio':>8}   ({calls} calls each)")
+        print(
+            f"{'posture':<24}{'median us':>11}{'in process':>12}{'difference':>12}{'ratio':>8}   ({calls} calls each)"
+        )
         for name, fields in POSTURES.items():
             if name == "in process":
                 continue
@@ -104,8 +102,7 @@ def main(calls: int) -> None:
             base = median_us(engine, in_process, context, calls)
             us = median_us(engine, sandboxed, context, calls)
             print(f"{name:<24}{us:>11.1f}{base:>12.1f}{us - base:>10.1f}us{us / base:>7.1f}x")
-        print(f"worker start (median of 10, first call of a new tenant): "
-              f"{worker_start_ms(engine, pool, 10):.1f} ms")
+        print(f"worker start (median of 10, first call of a new tenant): {worker_start_ms(engine, pool, 10):.1f} ms")
 
 
 if __name__ == "__main__":

@@ -43,9 +43,7 @@ def handler_environ() -> dict[str, str]:
     never a variable holding a registered judge model's API key."""
     from guardrails.redaction import judge_key_names
 
-    return recipe.handler_environ(
-        os.environ, settings.KINDGI_SECRETS, settings.KINDGI_PACK_ENV, judge_key_names()
-    )
+    return recipe.handler_environ(os.environ, settings.KINDGI_SECRETS, settings.KINDGI_PACK_ENV, judge_key_names())
 
 
 def registration_policy() -> RegistrationPolicy:
@@ -140,10 +138,7 @@ def pack_system_checks(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
 
 def sandbox_postures() -> list[dict[str, Any]]:
     """Which sandbox postures this host enforces (the guardrails page, `check --deploy`)."""
-    return [
-        {"posture": posture, "enforced": enforced, "how": how}
-        for posture, enforced, how in host_postures()
-    ]
+    return [{"posture": posture, "enforced": enforced, "how": how} for posture, enforced, how in host_postures()]
 
 
 def sandbox_system_checks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
@@ -156,12 +151,14 @@ def sandbox_system_checks(app_configs: Any = None, **kwargs: Any) -> list[CheckM
         if row["enforced"]:
             messages.append(CheckInfo(text, id="guardrails.I002"))
         else:
-            messages.append(CheckWarning(
-                text,
-                hint="Install bubblewrap (and python3-seccomp) and allow user namespaces; "
-                     "until then guardrails of this posture answer error.",
-                id="guardrails.W002",
-            ))
+            messages.append(
+                CheckWarning(
+                    text,
+                    hint="Install bubblewrap (and python3-seccomp) and allow user namespaces; "
+                    "until then guardrails of this posture answer error.",
+                    id="guardrails.W002",
+                )
+            )
     return messages
 
 

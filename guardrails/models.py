@@ -52,8 +52,12 @@ class Guardrail(models.Model):
 
     guardrail_id = models.CharField(max_length=200, unique=True)
     tenant = models.ForeignKey(
-        "tenancy.Tenant", on_delete=models.PROTECT, null=True, blank=True,
-        related_name="guardrails", help_text="the owner; empty: the whole console",
+        "tenancy.Tenant",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="guardrails",
+        help_text="the owner; empty: the whole console",
     )
     document = AuthoredJSONField()
     name = models.CharField(max_length=300, blank=True)
@@ -63,9 +67,11 @@ class Guardrail(models.Model):
     on_violation = models.CharField(max_length=100)
     enabled = models.BooleanField(default=True)
     shadow = models.BooleanField(
-        default=False, help_text="evaluated and recorded, never halting and never a violation (llm-judge)")
+        default=False, help_text="evaluated and recorded, never halting and never a violation (llm-judge)"
+    )
     shadow_sample_rate = models.FloatField(
-        null=True, blank=True, help_text="in shadow, the share of matching traces judged (none: every one)")
+        null=True, blank=True, help_text="in shadow, the share of matching traces judged (none: every one)"
+    )
     revision = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -100,17 +106,13 @@ class GuardrailRevision(models.Model):
     guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="revisions")
     number = models.PositiveIntegerField()
     document = AuthoredJSONField()
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
-    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     created_by_label = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["guardrail", "-number"]
-        constraints = [
-            models.UniqueConstraint(fields=["guardrail", "number"], name="revision_number")
-        ]
+        constraints = [models.UniqueConstraint(fields=["guardrail", "number"], name="revision_number")]
 
     def __str__(self) -> str:
         return f"{self.guardrail.guardrail_id}@{self.number}"
@@ -152,9 +154,7 @@ class TenantJudgePolicy(models.Model):
     A tenant without a row may use every enabled registration.
     """
 
-    tenant = models.OneToOneField(
-        "tenancy.Tenant", on_delete=models.CASCADE, related_name="judge_policy"
-    )
+    tenant = models.OneToOneField("tenancy.Tenant", on_delete=models.CASCADE, related_name="judge_policy")
     allowed_models = models.JSONField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
 

@@ -18,14 +18,7 @@ from django.utils import timezone
 
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail
-from guardrails.services import (
-    Author,
-    OwnershipError,
-    check_owner,
-    ownership_issues,
-    register_document,
-    save_guardrail,
-)
+from guardrails.services import Author, OwnershipError, check_owner, ownership_issues, register_document, save_guardrail
 from kindgi_console.jsonbody import JsonBodyError, parse_json
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller
@@ -73,8 +66,7 @@ class ImportedFile:
         return not self.error and all(g.status != "invalid" for g in self.guardrails)
 
 
-def import_files(files: list[Any], author: Author, owner: Tenant | None,
-                 caller: Caller) -> list[ImportedFile]:
+def import_files(files: list[Any], author: Author, owner: Tenant | None, caller: Caller) -> list[ImportedFile]:
     """Validate every uploaded guardrail as the API does; save them all, or none.
 
     New guardrails belong to `owner` (None: the whole console); a guardrail the caller may
@@ -106,22 +98,19 @@ def _read_file(upload: Any, owner: Tenant | None, caller: Caller) -> ImportedFil
     except JsonBodyError as error:
         report.error = f"not JSON: {error}"
         return report
-    items: list[tuple[int | None, object]] = list(enumerate(data)) if isinstance(data, list) \
-        else [(None, data)]
+    items: list[tuple[int | None, object]] = list(enumerate(data)) if isinstance(data, list) else [(None, data)]
     if not items:
         report.error = "the file holds an empty array: no guardrail to import"
     report.guardrails = [_check_document(index, doc, owner, caller) for index, doc in items]
     return report
 
 
-def _check_document(index: int | None, document: object, owner: Tenant | None,
-                    caller: Caller) -> ImportedGuardrail:
+def _check_document(index: int | None, document: object, owner: Tenant | None, caller: Caller) -> ImportedGuardrail:
     """Registration and ownership of one guardrail, saving nothing."""
     registration = register_document(document)
     guardrail_id = str(document["id"]) if isinstance(document, dict) and "id" in document else None
     if not registration.valid:
-        return ImportedGuardrail(index, guardrail_id, "invalid", registration.errors,
-                                 registration.warnings)
+        return ImportedGuardrail(index, guardrail_id, "invalid", registration.errors, registration.warnings)
     assert isinstance(document, dict)
     current = Guardrail.objects.filter(guardrail_id=document["id"]).select_related("tenant").first()
     errors = _ownership_errors(document, current, owner, caller)
@@ -135,8 +124,9 @@ def _check_document(index: int | None, document: object, owner: Tenant | None,
     return ImportedGuardrail(index, guardrail_id, status, [], registration.warnings, document)
 
 
-def _ownership_errors(document: dict[str, Any], current: Guardrail | None, owner: Tenant | None,
-                      caller: Caller) -> list[Issue]:
+def _ownership_errors(
+    document: dict[str, Any], current: Guardrail | None, owner: Tenant | None, caller: Caller
+) -> list[Issue]:
     if current is None:
         try:
             check_owner(document["id"], owner)
@@ -144,8 +134,7 @@ def _ownership_errors(document: dict[str, Any], current: Guardrail | None, owner
             return error.issues
         return ownership_issues(document, owner)
     if not Guardrail.objects.for_caller(caller, "author").filter(pk=current.pk).exists():
-        return [Issue("/id", f"the id {document['id']!r} is taken by a guardrail you may not "
-                             "change: choose another")]
+        return [Issue("/id", f"the id {document['id']!r} is taken by a guardrail you may not change: choose another")]
     return ownership_issues(document, current.tenant)
 
 
@@ -200,7 +189,8 @@ def pass_rate_chart(results: Any, days: int = 30) -> dict[str, Any]:
     today = timezone.now().date()
     since = today - timedelta(days=days - 1)
     rows = (
-        results.filter(created_at__date__gte=since).exclude(status="skipped")
+        results.filter(created_at__date__gte=since)
+        .exclude(status="skipped")
         .annotate(day=TruncDate("created_at"))
         .values("day")
         .annotate(total=Count("pk"), passed=Count("pk", filter=Q(status="pass")))

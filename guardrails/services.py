@@ -67,9 +67,13 @@ def ownership_issues(document: dict[str, Any], owner: Tenant | None) -> list[Iss
     if owner is None or not isinstance(tenants, list):
         return []
     return [
-        Issue(f"/scope/tenants/{index}", f"a guardrail of tenant {owner.slug!r} selects only "
-              f"its traces: scope.tenants may name {owner.slug!r} and no other tenant")
-        for index, slug in enumerate(tenants) if slug != owner.slug
+        Issue(
+            f"/scope/tenants/{index}",
+            f"a guardrail of tenant {owner.slug!r} selects only "
+            f"its traces: scope.tenants may name {owner.slug!r} and no other tenant",
+        )
+        for index, slug in enumerate(tenants)
+        if slug != owner.slug
     ]
 
 
@@ -79,14 +83,17 @@ def check_owner(guardrail_id: str, owner: Tenant | None) -> None:
     rows = Guardrail.objects.filter(guardrail_id=guardrail_id)
     others = rows.filter(tenant__isnull=False) if owner is None else rows.exclude(tenant=owner)
     if others.exists():
-        raise OwnershipError([Issue("/id", f"the id {guardrail_id!r} is taken: choose another")],
-                             409)
+        raise OwnershipError([Issue("/id", f"the id {guardrail_id!r} is taken: choose another")], 409)
 
 
 @transaction.atomic
 def save_guardrail(
-    document: dict[str, Any], author: Author, *, enabled: bool | None = None,
-    audit_verb: str | None = None, owner: Tenant | None = None,
+    document: dict[str, Any],
+    author: Author,
+    *,
+    enabled: bool | None = None,
+    audit_verb: str | None = None,
+    owner: Tenant | None = None,
 ) -> Guardrail:
     """Create or replace the guardrail of `document["id"]` and record the new revision.
 
@@ -96,9 +103,8 @@ def save_guardrail(
     `scope.tenants` names a tenant other than the owner. `audit_verb` names the change in
     the audit log when it is not a plain create or update (`import`).
     """
-    guardrail = (
-        Guardrail.objects.select_for_update().filter(guardrail_id=document["id"]).first()
-        or Guardrail(guardrail_id=document["id"], tenant=owner)
+    guardrail = Guardrail.objects.select_for_update().filter(guardrail_id=document["id"]).first() or Guardrail(
+        guardrail_id=document["id"], tenant=owner
     )
     issues = ownership_issues(document, guardrail.tenant)
     if issues:
@@ -214,9 +220,7 @@ def enforced_guardrails(tenant: Tenant | object | None = ...) -> list[Enforced]:
 
     revisions = (
         GuardrailRevision.objects.filter(
-            guardrail__enabled=True,
-            guardrail__deleted_at__isnull=True,
-            number=F("guardrail__revision"),
+            guardrail__enabled=True, guardrail__deleted_at__isnull=True, number=F("guardrail__revision")
         )
         .select_related("guardrail__tenant")
         .order_by("guardrail__guardrail_id")
@@ -263,14 +267,14 @@ def revision_authors(revisions: Iterable[GuardrailRevision], caller: Caller) -> 
         ApiKey.objects.filter(prefix__in=prefixes).values_list("prefix", "tenant_id")
     )
     users = {row.created_by_id for row in rows if row.created_by_id is not None}
-    shown_users = set(Membership.objects.filter(user__in=users, tenant__in=readable)
-                      .values_list("user_id", flat=True))
+    shown_users = set(Membership.objects.filter(user__in=users, tenant__in=readable).values_list("user_id", flat=True))
     shown_users |= set(User.objects.filter(pk__in=users, is_superuser=True).values_list("pk", flat=True))
     return {row.pk: _author_label(row, readable, key_tenants, shown_users) for row in rows}
 
 
-def _author_label(row: GuardrailRevision, readable: set[int], key_tenants: dict[str, int | None],
-                  shown_users: set[int]) -> str:
+def _author_label(
+    row: GuardrailRevision, readable: set[int], key_tenants: dict[str, int | None], shown_users: set[int]
+) -> str:
     label = row.created_by_label
     if label.startswith("key:"):
         tenant = key_tenants.get(label[4:])

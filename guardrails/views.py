@@ -144,8 +144,12 @@ class GuardrailShadowView(GuardrailPageMixin, View):
         except (ValueError, ApiError) as error:
             messages.error(request, f"Not changed: {getattr(error, 'detail', error)}")
             return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
-        messages.success(request, f"{guardrail.guardrail_id} is in shadow: judged and recorded, never halting, "
-                                  "never a violation." if shadow else f"{guardrail.guardrail_id} is enforced.")
+        messages.success(
+            request,
+            f"{guardrail.guardrail_id} is in shadow: judged and recorded, never halting, never a violation."
+            if shadow
+            else f"{guardrail.guardrail_id} is enforced.",
+        )
         return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
 
 
@@ -206,8 +210,9 @@ class GuardrailEditorView(GuardrailPageMixin, TemplateView):
             "save_url": save_url,
             "save_method": "PUT" if guardrail else "POST",
             "after_save_url": reverse("guardrail-detail", args=["__id__"]),
-            "cancel_url": (reverse("guardrail-detail", args=[guardrail.guardrail_id])
-                           if guardrail else reverse("guardrail-list")),
+            "cancel_url": (
+                reverse("guardrail-detail", args=[guardrail.guardrail_id]) if guardrail else reverse("guardrail-list")
+            ),
         }
 
     @staticmethod
@@ -228,15 +233,18 @@ class GuardrailImportView(GuardrailPageMixin, TemplateView):
     def post(self, request: HttpRequest) -> HttpResponse:
         files = request.FILES.getlist("files")
         if not files:
-            return render(request, self.template_name, {"form_error": "Choose one or more JSON files."},
-                          status=400)
+            return render(request, self.template_name, {"form_error": "Choose one or more JSON files."}, status=400)
         tenant = current_tenant(request)
         try:  # console admins import console-wide guardrails, others the current tenant's
-            owner = None if self.caller.is_console_admin() else self.caller.guardrail_owner(
-                tenant.slug if tenant is not None else None)
+            owner = (
+                None
+                if self.caller.is_console_admin()
+                else self.caller.guardrail_owner(tenant.slug if tenant is not None else None)
+            )
         except TenantDenied as denied:
-            return render(request, self.template_name, {"form_error": f"{denied}: switch to a "
-                          "tenant you author for."}, status=403)
+            return render(
+                request, self.template_name, {"form_error": f"{denied}: switch to a tenant you author for."}, status=403
+            )
         reports = import_files(files, self.author(), owner, self.caller)
         saved = sum(1 for f in reports for g in f.guardrails if g.status in ("created", "updated"))
         status = 200 if all(report.ok for report in reports) else 400
@@ -262,4 +270,3 @@ class GuardrailExportView(GuardrailPageMixin, View):
 
 def _safe_filename(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-

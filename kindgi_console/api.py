@@ -87,9 +87,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     An `IssuesError` of a service (a run, a review, a guardrail's owner...) is answered
     with its issues and status: views let it through instead of catching it."""
     if isinstance(exc, RequestDataTooBig):
-        exc = PayloadTooLarge(
-            f"the request body is over the limit of {settings.KINDGI_MAX_REQUEST_BYTES} bytes"
-        )
+        exc = PayloadTooLarge(f"the request body is over the limit of {settings.KINDGI_MAX_REQUEST_BYTES} bytes")
     elif isinstance(exc, TenantDenied):
         exc = ApiError([Issue(pointer("tenant"), str(exc))], exc.status)
     elif isinstance(exc, IssuesError):  # a service's refusal, named field by field
@@ -291,19 +289,25 @@ class KeysetPagination(BasePagination):
         return {
             "type": "object",
             "required": ["next", "results"],
-            "properties": {
-                "next": {"type": "string", "format": "uri", "nullable": True},
-                "results": schema,
-            },
+            "properties": {"next": {"type": "string", "format": "uri", "nullable": True}, "results": schema},
         }
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [
-            {"name": self.cursor_query_param, "in": "query", "required": False,
-             "description": "The `next` link's cursor.", "schema": {"type": "string"}},
-            {"name": self.page_size_query_param, "in": "query", "required": False,
-             "description": "Page size.",
-             "schema": {"type": "integer", "minimum": 1, "maximum": self.max_page_size}},
+            {
+                "name": self.cursor_query_param,
+                "in": "query",
+                "required": False,
+                "description": "The `next` link's cursor.",
+                "schema": {"type": "string"},
+            },
+            {
+                "name": self.page_size_query_param,
+                "in": "query",
+                "required": False,
+                "description": "Page size.",
+                "schema": {"type": "integer", "minimum": 1, "maximum": self.max_page_size},
+            },
         ]
 
 

@@ -30,8 +30,9 @@ def is_api(request: HttpRequest) -> bool:
 def error_response(exc: BaseException | None) -> JsonResponse:
     """The API's error shape for an unexpected exception: 503 for the database, else 500."""
     if isinstance(exc, OperationalError | InterfaceError):
-        response = JsonResponse({"errors": [{"path": "", "message": "the database is "
-                                 "unavailable; retry later"}]}, status=503)
+        response = JsonResponse(
+            {"errors": [{"path": "", "message": "the database is unavailable; retry later"}]}, status=503
+        )
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
     return JsonResponse({"errors": [{"path": "", "message": "internal error"}]}, status=500)

@@ -28,6 +28,7 @@ class IdFilter(django_filters.NumberFilter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, min_value=1, max_value=MAX_ID, **kwargs)
 
+
 class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
     """An RFC 3339 time, compared in UTC (PostgreSQL refuses offsets beyond 15:59)."""
 

@@ -58,8 +58,9 @@ def idempotent(method: View) -> View:
 
 def check_key(key: str) -> None:
     if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable() or not key.isascii():
-        raise ApiError([Issue(f"/{HEADER}", f"the {HEADER} header is 1 to {MAX_KEY_LENGTH} "
-                                            "printable ASCII characters")])
+        raise ApiError(
+            [Issue(f"/{HEADER}", f"the {HEADER} header is 1 to {MAX_KEY_LENGTH} printable ASCII characters")]
+        )
 
 
 def owner_of(request: Request) -> str:
@@ -79,15 +80,14 @@ def claim(owner: str, key: str, fingerprint: str) -> tuple[IdempotencyRecord, Ht
     expired.filter(owner=owner, key=key).delete()
     try:
         with transaction.atomic():
-            return IdempotencyRecord.objects.create(owner=owner, key=key,
-                                                    fingerprint=fingerprint), None
+            return IdempotencyRecord.objects.create(owner=owner, key=key, fingerprint=fingerprint), None
     except IntegrityError:  # sent before (a concurrent first has committed by now)
         earlier = IdempotencyRecord.objects.get(owner=owner, key=key)
     if earlier.fingerprint != fingerprint:
-        raise ApiError([Issue(f"/{HEADER}", f"this {HEADER} was used with another request: "
-                                            "use a new key for a new request")], 422)
-    response = HttpResponse(earlier.content, status=earlier.status_code,
-                            content_type="application/json")
+        raise ApiError(
+            [Issue(f"/{HEADER}", f"this {HEADER} was used with another request: use a new key for a new request")], 422
+        )
+    response = HttpResponse(earlier.content, status=earlier.status_code, content_type="application/json")
     response["Idempotent-Replayed"] = "true"
     return earlier, response
 
@@ -103,7 +103,10 @@ def remember(record: IdempotencyRecord, response: Any) -> None:
 
 #: The header in the OpenAPI description of an idempotent endpoint.
 PARAMETER = OpenApiParameter(
-    HEADER, str, location=OpenApiParameter.HEADER, required=False,
+    HEADER,
+    str,
+    location=OpenApiParameter.HEADER,
+    required=False,
     description="Retry safely: the same key and body answer the first answer again and "
     f"start nothing twice (for {int(KEPT_FOR.total_seconds() // 3600)} hours); the same key "
     f"with another body is a 422. 1 to {MAX_KEY_LENGTH} printable ASCII characters.",

@@ -46,8 +46,7 @@ def parse_json(raw: bytes | str) -> Any:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise JsonBodyError(str(error)) from None
-    if not isinstance(value, dict | list) or (b"{" not in raw if isinstance(raw, bytes)
-                                               else "{" not in raw):
+    if not isinstance(value, dict | list) or (b"{" not in raw if isinstance(raw, bytes) else "{" not in raw):
         return value
     try:
         json.loads(raw, object_pairs_hook=_refuse_duplicates)
@@ -61,8 +60,7 @@ def parse_json(raw: bytes | str) -> Any:
 class StrictJSONParser(JSONParser):
     """DRF's JSON parser with the console's rules: bounded depth, no duplicate keys."""
 
-    def parse(self, stream: Any, media_type: str | None = None,
-              parser_context: Mapping[str, Any] | None = None) -> Any:
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None) -> Any:
         try:
             return parse_json(stream.read() if stream is not None else b"")
         except JsonBodyError as error:

@@ -15,8 +15,11 @@ from drf_spectacular.utils import OpenApiResponse
 
 from guardrails.engine.schema import CONSOLE_LIMITS_SCHEMA, GUARDRAIL_SCHEMA, RUNTRACE_SCHEMA
 
-WIRE_SCHEMAS = {"RunTrace": RUNTRACE_SCHEMA, "GuardrailDocument": GUARDRAIL_SCHEMA,
-                "GuardrailConsoleLimits": CONSOLE_LIMITS_SCHEMA}
+WIRE_SCHEMAS = {
+    "RunTrace": RUNTRACE_SCHEMA,
+    "GuardrailDocument": GUARDRAIL_SCHEMA,
+    "GuardrailConsoleLimits": CONSOLE_LIMITS_SCHEMA,
+}
 
 #: The API's one error shape: every 4xx answer is `{"errors": [{path, message}]}`.
 ERRORS_SCHEMA = {
@@ -66,15 +69,13 @@ def add_wire_schemas(result: dict[str, Any], generator: Any, request: Any, publi
 NO_NUL = "^[^\\x00]*$"
 
 
-def refuse_nul_in_text_parameters(result: dict[str, Any], generator: Any, request: Any,
-                             public: bool) -> Any:
+def refuse_nul_in_text_parameters(result: dict[str, Any], generator: Any, request: Any, public: bool) -> Any:
     """drf-spectacular postprocessing hook: say that text parameters take no NUL."""
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
             for parameter in operation.get("parameters", []):
                 schema = parameter.get("schema", {})
-                plain_text = schema.get("type") == "string" and not (
-                    {"enum", "format", "pattern"} & schema.keys())
+                plain_text = schema.get("type") == "string" and not ({"enum", "format", "pattern"} & schema.keys())
                 if parameter.get("in") in ("query", "path") and plain_text:
                     schema["pattern"] = NO_NUL
     return result
@@ -108,10 +109,19 @@ def filter_parameters(filterset_class: Any) -> list[Any]:
 ERRORS_COMPONENT = {
     "type": "object",
     "required": ["errors"],
-    "properties": {"errors": {"type": "array", "items": {
-        "type": "object", "required": ["path", "message"],
-        "properties": {"path": {"type": "string", "description": "JSON pointer of the field"},
-                       "message": {"type": "string"}}}}},
+    "properties": {
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "message"],
+                "properties": {
+                    "path": {"type": "string", "description": "JSON pointer of the field"},
+                    "message": {"type": "string"},
+                },
+            },
+        }
+    },
 }
 _COMMON_ERRORS = {
     "400": "A parameter or the body is invalid: each error names its field.",
@@ -120,14 +130,10 @@ _COMMON_ERRORS = {
     "429": "Too many requests from this caller: retry later.",
     "503": "The database is unavailable: retry after Retry-After seconds.",
 }
-_BODY_ERRORS = {
-    "413": "The body is over the size limit.",
-    "415": "The body is not application/json.",
-}
+_BODY_ERRORS = {"413": "The body is over the size limit.", "415": "The body is not application/json."}
 
 
-def add_common_error_responses(result: dict[str, Any], generator: Any, request: Any,
-                               public: bool) -> Any:
+def add_common_error_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> Any:
     """drf-spectacular postprocessing hook: the errors any authenticated operation may
     answer (the base view's authentication, permissions, throttle, parser and the
     database), each in the one error shape; 404 where the path names an object."""
@@ -146,6 +152,5 @@ def add_common_error_responses(result: dict[str, Any], generator: Any, request: 
             if "{" in path:
                 wanted["404"] = "No such object among those the caller may see."
             for code, description in wanted.items():
-                operation["responses"].setdefault(code, {"description": description,
-                                                         "content": errors})
+                operation["responses"].setdefault(code, {"description": description, "content": errors})
     return result

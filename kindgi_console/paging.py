@@ -102,7 +102,8 @@ def keyset_page(request: HttpRequest, queryset: QuerySet[Any], field: str) -> Pa
         has_more_newer = len(rows) > size
         rows = rows[:size][::-1]
         return Page(
-            rows, size,
+            rows,
+            size,
             next_url=_link(request, "after", encode(rows[-1], field)) if rows else None,
             previous_url=_link(request, "before", encode(rows[0], field)) if has_more_newer else None,
         )
@@ -112,7 +113,8 @@ def keyset_page(request: HttpRequest, queryset: QuerySet[Any], field: str) -> Pa
     has_more = len(rows) > size
     rows = rows[:size]
     return Page(
-        rows, size,
+        rows,
+        size,
         next_url=_link(request, "after", encode(rows[-1], field)) if has_more else None,
         previous_url=_link(request, "before", encode(rows[0], field)) if after and rows else None,
     )

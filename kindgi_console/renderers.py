@@ -17,8 +17,9 @@ _ENCODER = JSONEncoder()
 
 
 class ORJSONRenderer(JSONRenderer):
-    def render(self, data: Any, accepted_media_type: str | None = None,
-               renderer_context: Mapping[str, Any] | None = None) -> bytes:
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Mapping[str, Any] | None = None
+    ) -> bytes:
         if data is None:
             return b""
         return orjson.dumps(data, default=_ENCODER.default)

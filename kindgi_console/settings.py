@@ -88,9 +88,9 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "kindgi_console.tenancy.views.console_context",
-            ],
+            ]
         },
-    },
+    }
 ]
 
 DATABASES = {
@@ -114,7 +114,8 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Only server-bound cursors prepare (`traces.verdicts.prepared_cursor`); Django's bind on
     # the client. None: nothing is prepared (a pooler in transaction mode cannot keep them).
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
-        5 if flag("DATABASE_PREPARED_STATEMENTS") else None)
+        5 if flag("DATABASE_PREPARED_STATEMENTS") else None
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -191,8 +192,7 @@ KINDGI_API_RATE = text("KINDGI_API_RATE")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Kindgi Console API",
     "DESCRIPTION": (
-        "Ingest run traces, get runtime verdicts, author guardrails, "
-        "read violations and the judge cost ledger."
+        "Ingest run traces, get runtime verdicts, author guardrails, read violations and the judge cost ledger."
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -213,15 +213,18 @@ SPECTACULAR_SETTINGS = {
 # URL: give it a database of its own), else a table of the database.
 _broker = text("CELERY_BROKER_URL")
 if _broker.startswith(("redis://", "rediss://")):
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": text("KINDGI_CACHE_URL") or _broker,
-                          # test processes (xdist) keep their counters apart
-                          "KEY_PREFIX": f"kindgi{_XDIST_WORKER}",
-                          # a Redis that is down answers at once rather than hold requests
-                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": text("KINDGI_CACHE_URL") or _broker,
+            # test processes (xdist) keep their counters apart
+            "KEY_PREFIX": f"kindgi{_XDIST_WORKER}",
+            # a Redis that is down answers at once rather than hold requests
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache",
-                          "LOCATION": "kindgi_cache"}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "kindgi_cache"}}
 # Failed sign-ins allowed per username and address in the window (ten times as many per address).
 KINDGI_SIGNIN_FAILURES = whole("KINDGI_SIGNIN_FAILURES")
 KINDGI_SIGNIN_WINDOW_S = whole("KINDGI_SIGNIN_WINDOW_S")
@@ -294,18 +297,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "traces.tasks.requeue_expired_work",
         "schedule": float(KINDGI_CHUNK_CHECK_SECONDS),
     },
-    "apply-retention": {
-        "task": "traces.tasks.apply_retention",
-        "schedule": float(KINDGI_RETENTION_CHECK_SECONDS),
-    },
+    "apply-retention": {"task": "traces.tasks.apply_retention", "schedule": float(KINDGI_RETENTION_CHECK_SECONDS)},
     "complete-otlp-turns": {
         "task": "traces.tasks.complete_waiting_otlp_turns",
         "schedule": float(max(1, KINDGI_OTLP_TURN_TIMEOUT_S // 2)),
     },
-    "alerts-tick": {
-        "task": "alerts.tasks.tick",
-        "schedule": float(KINDGI_ALERT_CHECK_SECONDS),
-    },
+    "alerts-tick": {"task": "alerts.tasks.tick", "schedule": float(KINDGI_ALERT_CHECK_SECONDS)},
 }
 
 # Alerts: one attempt's total deadline, the backoff between attempts (base x 2^n, capped),

@@ -86,8 +86,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     attribute that pytest 9 no longer reads)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    items.sort(key=lambda item: LONG_MODULES.index(_module(item)) if _module(item) in LONG_MODULES
-               else len(LONG_MODULES))
+    items.sort(
+        key=lambda item: LONG_MODULES.index(_module(item)) if _module(item) in LONG_MODULES else len(LONG_MODULES)
+    )
     if config.getvalue("loadgroup"):
         for item in items:
             groups = sorted({str(mark.args[0]) for mark in item.iter_markers("xdist_group") if mark.args})
@@ -244,8 +245,7 @@ TRACE: dict[str, Any] = {
         {"role": "assistant", "content": "Yes: orders can be refunded within 30 days."},
     ],
     "toolCalls": [
-        {"id": "c1", "name": "lookup_order", "arguments": {"order": "1234"},
-         "result": {"status": "delivered"}},
+        {"id": "c1", "name": "lookup_order", "arguments": {"order": "1234"}, "result": {"status": "delivered"}},
         {"id": "c2", "name": "issue_refund", "arguments": {"order": "1234"}, "result": "ok"},
     ],
     "usage": {"inputTokens": 812, "outputTokens": 40, "costUsd": 0.0021, "model": "m"},

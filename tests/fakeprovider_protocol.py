@@ -133,11 +133,7 @@ def _anthropic_refusal(request: RecordedRequest) -> tuple[int, str, str] | None:
         return None
     budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
     if not isinstance(budget, int) or budget < 1024:
-        return (
-            400,
-            bad,
-            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
-        )
+        return (400, bad, "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
     if budget >= body["max_tokens"]:
         return 400, bad, "`max_tokens` must be greater than `thinking.budget_tokens`"
     if "temperature" in body and body["temperature"] != 1:
@@ -171,11 +167,7 @@ def reply(request: RecordedRequest, answer: Answer) -> dict[str, Any]:
 
 
 def _openai_reply(
-    body: dict[str, Any],
-    answer: Answer,
-    input_tokens: int,
-    output_tokens: int,
-    thinking_tokens: int,
+    body: dict[str, Any], answer: Answer, input_tokens: int, output_tokens: int, thinking_tokens: int
 ) -> dict[str, Any]:
     reply: dict[str, Any] = {
         "id": "chatcmpl-" + digest(body)[:24],
@@ -201,9 +193,7 @@ def _openai_reply(
     return reply
 
 
-def _anthropic_reply(
-    body: dict[str, Any], answer: Answer, input_tokens: int, output_tokens: int
-) -> dict[str, Any]:
+def _anthropic_reply(body: dict[str, Any], answer: Answer, input_tokens: int, output_tokens: int) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if answer.thinking is not None:
         content.append({"type": "thinking", "thinking": answer.thinking, "signature": "c2ln"})
@@ -237,15 +227,10 @@ def own_judgement(request: RecordedRequest) -> Answer:
     thinking = "Weighing the turn against the criteria." if _thinks(body) else None
     if '"score"' in system:
         return Answer(
-            json.dumps({"score": round(byte / 255, 2), "reason": "scored by the fake judge"}),
-            thinking=thinking,
+            json.dumps({"score": round(byte / 255, 2), "reason": "scored by the fake judge"}), thinking=thinking
         )
     verdict = "FAIL" if byte < 52 else "PASS"
-    reason = (
-        "the turn does not meet the criteria"
-        if verdict == "FAIL"
-        else "the turn meets the criteria"
-    )
+    reason = "the turn does not meet the criteria" if verdict == "FAIL" else "the turn meets the criteria"
     return Answer(json.dumps({"verdict": verdict, "reason": reason}), thinking=thinking)
 
 

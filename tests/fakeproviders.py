@@ -51,6 +51,7 @@ from tests.fakeprovider_protocol import (
 
 __all__ = ["Answer", "Drip", "FakeProvider", "Fault", "Hangup", "Raw", "RecordedRequest", "Step"]
 
+
 @dataclass
 class _State:
     steps: deque[Step] = field(default_factory=deque)
@@ -65,13 +66,7 @@ class FakeProvider:
     `no_temperature_models` are model names that refuse a temperature, as reasoning models do.
     """
 
-    def __init__(
-        self,
-        port: int = 0,
-        *,
-        api_key: str | None = None,
-        no_temperature_models: Iterable[str] = (),
-    ) -> None:
+    def __init__(self, port: int = 0, *, api_key: str | None = None, no_temperature_models: Iterable[str] = ()) -> None:
         self.state = _State()
         self.api_key = api_key
         self.no_temperature_models = frozenset(no_temperature_models)
@@ -187,9 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
         time.sleep(step.delay_s)
         if isinstance(step, Fault):
             extra = {"retry-after": step.retry_after} if step.retry_after else {}
-            return self._send_error(
-                request, step.status, error_type(step.status), step.message, extra
-            )
+            return self._send_error(request, step.status, error_type(step.status), step.message, extra)
         self._send_json(200, reply(request, step))
 
     def _send_error(
@@ -201,20 +194,13 @@ class _Handler(BaseHTTPRequestHandler):
         headers: dict[str, str] | None = None,
     ) -> None:
         if request.protocol == "anthropic":
-            body: dict[str, Any] = {
-                "type": "error",
-                "error": {"type": error_type, "message": message},
-            }
+            body: dict[str, Any] = {"type": "error", "error": {"type": error_type, "message": message}}
         else:
             body = {"error": {"message": message, "type": error_type, "param": None, "code": None}}
         self._send_json(status, body, headers)
 
     def _send_json(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
-        self._send(
-            status,
-            json.dumps(body).encode(),
-            {"content-type": "application/json", **(headers or {})},
-        )
+        self._send(status, json.dumps(body).encode(), {"content-type": "application/json", **(headers or {})})
 
     def _send(self, status: int, payload: bytes, headers: dict[str, str]) -> None:
         try:
@@ -226,7 +212,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up waiting (a timeout test): nothing to answer
-
 
     def _drip(self, step: Drip, payload: bytes) -> None:
         head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(payload)}\r\n\r\n"
@@ -244,7 +229,6 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client stopped waiting, as it should
 
 
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8089)
@@ -257,9 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         help="a model name that refuses a temperature, as reasoning models do",
     )
     args = parser.parse_args(argv)
-    provider = FakeProvider(
-        args.port, api_key=args.api_key, no_temperature_models=args.no_temperature_model
-    )
+    provider = FakeProvider(args.port, api_key=args.api_key, no_temperature_models=args.no_temperature_model)
     print(f"fake judge provider, openai: {provider.openai_base_url}", flush=True)
     print(f"fake judge provider, anthropic: {provider.anthropic_base_url}", flush=True)
     try:

@@ -29,11 +29,11 @@ def test_an_unknown_api_url_is_a_json_404_for_every_method(alice: Any, method: s
 def failing(exc: Exception) -> Any:
     def get(*args: Any, **kwargs: Any) -> Any:
         raise exc
+
     return get
 
 
-def test_a_bug_is_a_500_in_the_error_shape(api: Any, acme_key: str,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bug_is_a_500_in_the_error_shape(api: Any, acme_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(trace_views.TraceListView, "get", failing(RuntimeError("a bug")))
     client = api(acme_key)
     client.raise_request_exception = False
@@ -42,8 +42,7 @@ def test_a_bug_is_a_500_in_the_error_shape(api: Any, acme_key: str,
     assert response.json() == {"errors": [{"path": "", "message": "internal error"}]}
 
 
-def test_a_lost_database_is_a_503_with_retry_after(api: Any, acme_key: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lost_database_is_a_503_with_retry_after(api: Any, acme_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
     lost = OperationalError("server closed the connection unexpectedly")
     monkeypatch.setattr(trace_views.TraceListView, "get", failing(lost))
     client = api(acme_key)
@@ -83,6 +82,5 @@ def test_a_duplicate_key_in_a_body_is_a_400(api: Any, acme_key: str, body: bytes
 
 def test_a_very_deep_body_is_a_400(api: Any, alice: Any) -> None:
     body = b"[" * 100_000 + b"]" * 100_000
-    response = api(alice).post("/api/v1/guardrails/validate", data=body,
-                               content_type="application/json")
+    response = api(alice).post("/api/v1/guardrails/validate", data=body, content_type="application/json")
     assert response.status_code == 400

@@ -17,11 +17,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from tests.conftest import make_guardrail, make_trace
 
-EXAMPLES = settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-)
+EXAMPLES = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @pytest.fixture
@@ -81,10 +77,7 @@ def test_ingestion_and_verdicts_answer_as_described(case: Any, acme_data: str) -
     # Schema-valid traces may still be refused, for rules JSON Schema cannot state
     # (`endedAt` before `startedAt`, another tenant's id: 400 and 403 with the field named);
     # every other check applies, negative data rejection included.
-    case.call_and_validate(
-        headers={"Authorization": f"Bearer {acme_data}"},
-        excluded_checks=[positive_data_acceptance],
-    )
+    case.call_and_validate(headers={"Authorization": f"Bearer {acme_data}"}, excluded_checks=[positive_data_acceptance])
 
 
 @pytest.fixture
@@ -109,5 +102,4 @@ def test_every_endpoint_answers_as_described_for_every_scope(case: Any, every_sc
     if case.query:
         case.query.pop("cursor", None)
     for key in every_scope:
-        case.call_and_validate(headers={"Authorization": f"Bearer {key}"},
-                               excluded_checks=[positive_data_acceptance])
+        case.call_and_validate(headers={"Authorization": f"Bearer {key}"}, excluded_checks=[positive_data_acceptance])

@@ -32,8 +32,7 @@ def test_it_counts_open_violations_by_severity_and_the_days_traces(
     assert b'href="/guardrails/no-refunds/"' in response.content
 
 
-def test_charlie_sees_nothing_of_acme(client: Any, api: Any, charlie: Any, acme_key: str,
-                                     halt_guardrail: Any) -> None:
+def test_charlie_sees_nothing_of_acme(client: Any, api: Any, charlie: Any, acme_key: str, halt_guardrail: Any) -> None:
     violate(api, acme_key, "r-1")
     client.force_login(charlie)
     response = client.get("/")
@@ -46,8 +45,9 @@ def test_a_visitor_is_sent_to_sign_in(client: Any, db: Any) -> None:
 
 
 @pytest.mark.parametrize("size", [1, 12])
-def test_it_takes_a_fixed_number_of_queries(client: Any, api: Any, alice: Any, acme_key: str,
-                                           halt_guardrail: Any, size: int) -> None:
+def test_it_takes_a_fixed_number_of_queries(
+    client: Any, api: Any, alice: Any, acme_key: str, halt_guardrail: Any, size: int
+) -> None:
     violate(api, acme_key, *[f"r-{n}" for n in range(size)])
     client.force_login(alice)
     with CaptureQueriesContext(connection) as queries:

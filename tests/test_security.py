@@ -12,8 +12,15 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["/", "/guardrails/", "/guardrails/new/", "/guardrails/import/", "/guardrails/no-refunds/",
-         "/guardrails/no-refunds/edit/", "/guardrails/no-refunds/diff/?from=1&to=1"]
+PAGES = [
+    "/",
+    "/guardrails/",
+    "/guardrails/new/",
+    "/guardrails/import/",
+    "/guardrails/no-refunds/",
+    "/guardrails/no-refunds/edit/",
+    "/guardrails/no-refunds/diff/?from=1&to=1",
+]
 
 
 @pytest.mark.parametrize("url", PAGES)
@@ -43,7 +50,7 @@ def test_the_editor_hands_its_style_nonce_to_the_json_view(client: Any, alice: A
     for url in ("/guardrails/new/", "/guardrails/no-refunds/edit/"):
         response = client.get(url)
         style_src = response["Content-Security-Policy"].split("style-src ", 1)[1].split(";")[0].split()
-        nonces = [source[len("'nonce-"):-1] for source in style_src if source.startswith("'nonce-")]
+        nonces = [source[len("'nonce-") : -1] for source in style_src if source.startswith("'nonce-")]
         assert len(nonces) == 1 and f'data-csp-nonce="{nonces[0]}"' in response.content.decode(), style_src
     # Each response has its own nonce.
     assert client.get("/guardrails/new/")["Content-Security-Policy"] != response["Content-Security-Policy"]
@@ -65,7 +72,12 @@ def test_check_deploy_is_clean_with_production_settings() -> None:
     }
     completed = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     # Clean: nothing but the sandbox's INFO lines saying which postures this host enforces.
@@ -77,7 +89,12 @@ def test_check_deploy_is_clean_with_production_settings() -> None:
 def test_production_refuses_to_start_without_a_secret_key() -> None:
     env = {**os.environ, "DJANGO_DEBUG": "false", "DJANGO_SECRET_KEY": ""}
     completed = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=120, check=False,
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert completed.returncode != 0 and "DJANGO_SECRET_KEY" in completed.stderr

@@ -31,8 +31,7 @@ class EvaluationResultAdmin(admin.ModelAdmin[EvaluationResult]):
 
 @admin.register(Violation)
 class ViolationAdmin(AuditedAdmin):
-    list_display = ["guardrail", "trace", "tenant", "severity", "action", "mode", "state",
-                    "created_at"]
+    list_display = ["guardrail", "trace", "tenant", "severity", "action", "mode", "state", "created_at"]
     list_filter = ["state", "severity", "mode", "tenant"]
     raw_id_fields = ["trace", "result", "revision", "evaluation", "guardrail"]
     # What the chart's daily roll-up counts by is not edited here (traces.violation_days).
@@ -41,8 +40,18 @@ class ViolationAdmin(AuditedAdmin):
 
 @admin.register(JudgeLedgerEntry)
 class JudgeLedgerEntryAdmin(admin.ModelAdmin[JudgeLedgerEntry]):
-    list_display = ["created_at", "tenant", "guardrail", "model_id", "input_tokens",
-                    "output_tokens", "cost_usd", "latency_ms", "outcome", "cache_hit"]
+    list_display = [
+        "created_at",
+        "tenant",
+        "guardrail",
+        "model_id",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "latency_ms",
+        "outcome",
+        "cache_hit",
+    ]
     list_filter = ["tenant", "model_id", "cache_hit"]
     raw_id_fields = ["trace", "revision", "evaluation", "guardrail"]
 

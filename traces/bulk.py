@@ -85,8 +85,10 @@ def stored_traces(queryset: QuerySet[RunTrace], size: int) -> Iterator[list[Stor
         rows = list(page.order_by("pk")[:size])
         if not rows:
             return
-        yield [StoredTrace(pk, tenant, trace_id, agent, flow, orjson.loads(text))
-               for pk, tenant, trace_id, agent, flow, text in rows]
+        yield [
+            StoredTrace(pk, tenant, trace_id, agent, flow, orjson.loads(text))
+            for pk, tenant, trace_id, agent, flow, text in rows
+        ]
         if len(rows) < size:
             return
         after = rows[-1][0]
@@ -137,9 +139,16 @@ def record_results(
     return True
 
 
-def evaluate_rows(engine: Engine, enforced: Sequence[Enforced], traces: Sequence[StoredTrace], mode: Mode,
-                  evaluation_id: int | None, services: EvaluationServices, *,
-                  mark_shadow: bool = False) -> list[ResultRow]:
+def evaluate_rows(
+    engine: Engine,
+    enforced: Sequence[Enforced],
+    traces: Sequence[StoredTrace],
+    mode: Mode,
+    evaluation_id: int | None,
+    services: EvaluationServices,
+    *,
+    mark_shadow: bool = False,
+) -> list[ResultRow]:
     """Evaluate each guardrail over each trace straight into the rows to store: the
     engine's verdict and its duration, as `evaluate_guardrail` gives them, without a Result
     object per evaluation (a run makes millions); `skipped` gives a row in a run only. A
@@ -174,10 +183,27 @@ def evaluate_rows(engine: Engine, enforced: Sequence[Enforced], traces: Sequence
                 details = {**details, "shadow": True}
             if status != "skipped" or keep_skipped:
                 skip, stored = _stored_details(status, details)
-                append(ResultRow(
-                    trace.tenant_id, trace.pk, guardrail_pk, revision_pk, evaluation_id, mode, status,
-                    reason or "", (perf_counter() - started) * 1000, stored, now, skip, shadow,
-                    action, severity, trace.agent or "", trace.flow or ""))
+                append(
+                    ResultRow(
+                        trace.tenant_id,
+                        trace.pk,
+                        guardrail_pk,
+                        revision_pk,
+                        evaluation_id,
+                        mode,
+                        status,
+                        reason or "",
+                        (perf_counter() - started) * 1000,
+                        stored,
+                        now,
+                        skip,
+                        shadow,
+                        action,
+                        severity,
+                        trace.agent or "",
+                        trace.flow or "",
+                    )
+                )
     return rows
 
 
@@ -249,8 +275,12 @@ class ResultRow(NamedTuple):
     flow: str
 
 
-def result_rows(items: Sequence[tuple[TraceRow, Sequence[Result]]], enforced: Sequence[Enforced],
-                mode: Mode, evaluation_id: int | None) -> list[ResultRow]:
+def result_rows(
+    items: Sequence[tuple[TraceRow, Sequence[Result]]],
+    enforced: Sequence[Enforced],
+    mode: Mode,
+    evaluation_id: int | None,
+) -> list[ResultRow]:
     targets = {item.guardrail.id: _target(item) for item in enforced}
     shadows = {item.guardrail.id for item in enforced if item.shadow}
     now = timezone.now()
@@ -260,23 +290,44 @@ def result_rows(items: Sequence[tuple[TraceRow, Sequence[Result]]], enforced: Se
             if result.guardrail not in targets or (result.status == "skipped" and evaluation_id is None):
                 continue
             skip, details = _stored_details(result.status, result.details)
-            rows.append(ResultRow(
-                trace.tenant_id, trace.pk, *targets[result.guardrail][:2], evaluation_id, mode, result.status,
-                result.reason or "", result.duration_ms, details, now, skip, result.guardrail in shadows,
-                *targets[result.guardrail][2:], trace.agent or "", trace.flow or ""))
+            rows.append(
+                ResultRow(
+                    trace.tenant_id,
+                    trace.pk,
+                    *targets[result.guardrail][:2],
+                    evaluation_id,
+                    mode,
+                    result.status,
+                    result.reason or "",
+                    result.duration_ms,
+                    details,
+                    now,
+                    skip,
+                    result.guardrail in shadows,
+                    *targets[result.guardrail][2:],
+                    trace.agent or "",
+                    trace.flow or "",
+                )
+            )
     return rows
 
 
 def _target(item: Enforced) -> tuple[int, int, str, str]:
     revision = item.revision
     document = revision.document
-    return (revision.guardrail_id, revision.pk, str(document["action"]["on-violation"]),
-            str(document.get("severity") or ""))
+    return (
+        revision.guardrail_id,
+        revision.pk,
+        str(document["action"]["on-violation"]),
+        str(document.get("severity") or ""),
+    )
 
 
 LOAD_TABLE = "kindgi_result_load"
-RESULT_COLUMNS = ("tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode, status, reason,"
-                  " duration_ms, details, created_at, skip_reason, shadow")
+RESULT_COLUMNS = (
+    "tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode, status, reason,"
+    " duration_ms, details, created_at, skip_reason, shadow"
+)
 LOAD_COLUMNS = f"{RESULT_COLUMNS}, action, severity, agent, flow"
 CREATE_LOAD = (
     f"CREATE TEMPORARY TABLE IF NOT EXISTS {LOAD_TABLE} (tenant_id bigint, trace_id bigint,"
@@ -308,15 +359,37 @@ WITH {values}new AS (
 SELECT tenant_id, guardrail_id, revision_id, severity, count(*) FROM violations
 GROUP BY tenant_id, guardrail_id, revision_id, severity ORDER BY tenant_id, guardrail_id, revision_id, severity
 """
-VALUE_TYPES = ("bigint", "bigint", "bigint", "bigint", "bigint", "text", "text", "text", "double precision",
-               "jsonb", "timestamptz", "text", "boolean", "text", "text", "text", "text")
+VALUE_TYPES = (
+    "bigint",
+    "bigint",
+    "bigint",
+    "bigint",
+    "bigint",
+    "text",
+    "text",
+    "text",
+    "double precision",
+    "jsonb",
+    "timestamptz",
+    "text",
+    "boolean",
+    "text",
+    "text",
+    "text",
+    "text",
+)
 #: Up to this many results are written with one statement and no temporary table.
 FEW_ROWS = 64
 
 
 def _insert_results(load: str, values: str = "") -> str:
-    return INSERT_RESULTS.format(results=EvaluationResult._meta.db_table, violations=Violation._meta.db_table,
-                                 columns=RESULT_COLUMNS, load=load, values=values)
+    return INSERT_RESULTS.format(
+        results=EvaluationResult._meta.db_table,
+        violations=Violation._meta.db_table,
+        columns=RESULT_COLUMNS,
+        load=load,
+        values=values,
+    )
 
 
 INSERT_LOADED = _insert_results(LOAD_TABLE)
@@ -329,8 +402,9 @@ def _write_with_copy(rows: list[ResultRow], fresh: bool = False) -> None:
     if counted is None:
         counted = _insert_with_copy(rows)
     day = timezone.localdate(rows[0].created_at)
-    violation_days.add_counts([(tenant, guardrail, revision, severity, day, n)
-                               for tenant, guardrail, revision, severity, n in counted])
+    violation_days.add_counts(
+        [(tenant, guardrail, revision, severity, day, n) for tenant, guardrail, revision, severity, n in counted]
+    )
 
 
 # The sequence is looked up once per statement: per key, the look-up cost ten times the key.
@@ -341,13 +415,45 @@ NEW_RESULT_KEYS = (
 )
 # Fresh rows are copied in binary: nothing to format as text here, nothing to parse there.
 COPY_RESULTS = f"COPY {EvaluationResult._meta.db_table} (id, {RESULT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-RESULT_TYPES = ("int8", "int8", "int8", "int8", "int8", "int8", "text", "text", "text", "float8", "jsonb",
-                "timestamptz", "text", "bool")
-VIOLATION_COLUMNS = ("tenant_id, trace_id, result_id, guardrail_id, revision_id, evaluation_id, action, severity,"
-                     " mode, reason, agent, flow, created_at, state, reviewed_by_label, review_note")
+RESULT_TYPES = (
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+    "text",
+    "text",
+    "text",
+    "float8",
+    "jsonb",
+    "timestamptz",
+    "text",
+    "bool",
+)
+VIOLATION_COLUMNS = (
+    "tenant_id, trace_id, result_id, guardrail_id, revision_id, evaluation_id, action, severity,"
+    " mode, reason, agent, flow, created_at, state, reviewed_by_label, review_note"
+)
 COPY_VIOLATIONS = f"COPY {Violation._meta.db_table} ({VIOLATION_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-VIOLATION_TYPES = ("int8", "int8", "int8", "int8", "int8", "int8", "text", "text", "text", "text", "text", "text",
-                   "timestamptz", "text", "text", "text")
+VIOLATION_TYPES = (
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "timestamptz",
+    "text",
+    "text",
+    "text",
+)
 
 
 def _as_is(text: Any) -> Any:
@@ -371,15 +477,33 @@ def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
                 write = copy.write_row
                 for key, row in zip(keys, rows, strict=True):
                     write((key, *row[:13]))
-            failed = [(key, row) for key, row in zip(keys, rows, strict=True)
-                      if row.status == "fail" and not row.shadow]
+            failed = [
+                (key, row) for key, row in zip(keys, rows, strict=True) if row.status == "fail" and not row.shadow
+            ]
             if failed:
                 with cursor.cursor.copy(COPY_VIOLATIONS) as copy:
                     copy.set_types(VIOLATION_TYPES)
                     for key, row in failed:
-                        copy.write_row((row.tenant_id, row.trace_id, key, row.guardrail_id, row.revision_id,
-                                        row.evaluation_id, row.action, row.severity, row.mode, row.reason,
-                                        row.agent, row.flow, row.created_at, "open", "", ""))
+                        copy.write_row(
+                            (
+                                row.tenant_id,
+                                row.trace_id,
+                                key,
+                                row.guardrail_id,
+                                row.revision_id,
+                                row.evaluation_id,
+                                row.action,
+                                row.severity,
+                                row.mode,
+                                row.reason,
+                                row.agent,
+                                row.flow,
+                                row.created_at,
+                                "open",
+                                "",
+                                "",
+                            )
+                        )
     except (IntegrityError, psycopg.IntegrityError):  # COPY speaks psycopg's errors, not Django's
         return None
     counts = Counter((row.tenant_id, row.guardrail_id, row.revision_id, row.severity) for _, row in failed)
@@ -421,12 +545,17 @@ def _write_with_inserts(rows: list[ResultRow]) -> None:
     statements per batch of thousands of rows, as on PostgreSQL."""
     new = insert_rows(INSERT_RESULTS_SQLITE, [_sqlite_result(row) for row in rows], RESULT_COUNT)
     by_pair = {(row.trace_id, row.revision_id): row for row in rows if row.status == "fail" and not row.shadow}
-    violations = [_sqlite_violation(by_pair[(trace, revision)], pk)
-                  for pk, trace, revision in new if (trace, revision) in by_pair]
+    violations = [
+        _sqlite_violation(by_pair[(trace, revision)], pk) for pk, trace, revision in new if (trace, revision) in by_pair
+    ]
     counted = Counter(insert_rows(INSERT_VIOLATIONS_SQLITE, violations, VIOLATION_COUNT))
     day = timezone.localdate(rows[0].created_at)
-    violation_days.add_counts([(tenant, guardrail, revision, severity, day, n)
-                               for (tenant, guardrail, revision, severity), n in counted.items()])
+    violation_days.add_counts(
+        [
+            (tenant, guardrail, revision, severity, day, n)
+            for (tenant, guardrail, revision, severity), n in counted.items()
+        ]
+    )
 
 
 INSERT_RESULTS_SQLITE = (
@@ -446,9 +575,10 @@ def insert_rows(statement: str, rows: Sequence[tuple[Any, ...]], width: int) -> 
     returned: list[tuple[Any, ...]] = []
     with connection.cursor() as cursor:
         for start in range(0, len(rows), limit):
-            batch = rows[start:start + limit]
-            cursor.execute(statement.format(values=_value_lists(len(batch), width)),
-                           [value for row in batch for value in row])
+            batch = rows[start : start + limit]
+            cursor.execute(
+                statement.format(values=_value_lists(len(batch), width)), [value for row in batch for value in row]
+            )
             returned.extend(tuple(row) for row in cursor.fetchall())
     return returned
 
@@ -474,8 +604,24 @@ def _sqlite_result(row: ResultRow) -> tuple[Any, ...]:
 
 def _sqlite_violation(row: ResultRow, result_id: int) -> tuple[Any, ...]:
     created = connection.ops.adapt_datetimefield_value(row.created_at)
-    return (row.tenant_id, row.trace_id, result_id, row.guardrail_id, row.revision_id, row.evaluation_id,
-            row.action, row.severity, row.mode, row.reason, row.agent, row.flow, created, "open", "", "")
+    return (
+        row.tenant_id,
+        row.trace_id,
+        result_id,
+        row.guardrail_id,
+        row.revision_id,
+        row.evaluation_id,
+        row.action,
+        row.severity,
+        row.mode,
+        row.reason,
+        row.agent,
+        row.flow,
+        created,
+        "open",
+        "",
+        "",
+    )
 
 
 # ---------------------------------------------------------------------------- withholding
@@ -490,12 +636,16 @@ def withhold_outputs(trace_ids: Sequence[int]) -> None:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"UPDATE {RunTrace._meta.db_table} SET document = document - 'output', withheld = true "  # noqa: S608
-                "WHERE id = ANY(%s)", [list(trace_ids)])
+                "WHERE id = ANY(%s)",
+                [list(trace_ids)],
+            )
         return
     limit = _sqlite_variable_limit()
     with connection.cursor() as cursor:
         for start in range(0, len(trace_ids), limit):
-            keys = list(trace_ids[start:start + limit])
+            keys = list(trace_ids[start : start + limit])
             cursor.execute(
                 f"UPDATE {RunTrace._meta.db_table} SET document = json_remove(document, '$.output'),"  # noqa: S608
-                f" withheld = 1 WHERE id IN ({', '.join(['%s'] * len(keys))})", keys)
+                f" withheld = 1 WHERE id IN ({', '.join(['%s'] * len(keys))})",
+                keys,
+            )

@@ -40,22 +40,39 @@ def create_sample(tenant: Tenant, guardrail: Guardrail, size: object, label: str
         raise RunRequestError([Issue("/size", f"size is an integer from 2 to {MAX_SIZE}")])
     revision = GuardrailRevision.objects.get(guardrail=guardrail, number=F("guardrail__revision"))
     recent = EvaluationResult.objects.filter(
-        tenant=tenant, revision=revision,
-        created_at__gte=timezone.now() - timedelta(days=RECENT_DAYS))
+        tenant=tenant, revision=revision, created_at__gte=timezone.now() - timedelta(days=RECENT_DAYS)
+    )
     fails = list(recent.filter(status="fail").order_by("?")[: size // 2])
     passes = list(recent.filter(status="pass").order_by("?")[: size - len(fails)])
     drawn = _unique_traces(fails + passes)
     if not drawn:
-        raise RunRequestError([Issue("/size", "the guardrail has no pass or fail result of its current "
-                                              f"revision in the last {RECENT_DAYS} days to draw from")])
+        raise RunRequestError(
+            [
+                Issue(
+                    "/size",
+                    "the guardrail has no pass or fail result of its current "
+                    f"revision in the last {RECENT_DAYS} days to draw from",
+                )
+            ]
+        )
     models = Counter(str(r.details.get("model") or "") for r in drawn if r.details.get("model"))
     with transaction.atomic():
         sample = CalibrationSample.objects.create(
-            tenant=tenant, guardrail=guardrail, revision=revision, size=len(drawn), created_by_label=label,
-            judge_model=models.most_common(1)[0][0] if models else "")
-        CalibrationItem.objects.bulk_create([
-            CalibrationItem(tenant=tenant, sample=sample, trace_id=r.trace_id, judge_status=r.status,
-                            judge_reason=r.reason) for r in drawn])
+            tenant=tenant,
+            guardrail=guardrail,
+            revision=revision,
+            size=len(drawn),
+            created_by_label=label,
+            judge_model=models.most_common(1)[0][0] if models else "",
+        )
+        CalibrationItem.objects.bulk_create(
+            [
+                CalibrationItem(
+                    tenant=tenant, sample=sample, trace_id=r.trace_id, judge_status=r.status, judge_reason=r.reason
+                )
+                for r in drawn
+            ]
+        )
     return sample
 
 
@@ -96,12 +113,16 @@ class Agreement:
     def as_dict(self) -> dict[str, Any]:
         def rate(count: int, of: int) -> dict[str, Any]:
             interval = wilson(count, of)
-            return {"rate": None if not of else round(count / of, 4), "of": of,
-                    "interval": None if interval is None else [round(interval[0], 4), round(interval[1], 4)]}
+            return {
+                "rate": None if not of else round(count / of, 4),
+                "of": of,
+                "interval": None if interval is None else [round(interval[0], 4), round(interval[1], 4)],
+            }
 
         accuracy = wilson(self.agreed, self.labelled)
         return {
-            "labelled": self.labelled, "agreed": self.agreed,
+            "labelled": self.labelled,
+            "agreed": self.agreed,
             "accuracy": None if self.accuracy is None else round(self.accuracy, 4),
             "accuracyInterval": None if accuracy is None else [round(accuracy[0], 4), round(accuracy[1], 4)],
             "kappa": None if self.kappa is None else round(self.kappa, 4),
@@ -127,21 +148,36 @@ def agreement(sample: CalibrationSample) -> Agreement:
     items = list(sample.items.exclude(label="").select_related("trace").order_by("pk"))
     pairs = [(item.judge_status, item.label) for item in items]
     return Agreement(
-        labelled=len(items), agreed=sum(a == b for a, b in pairs), kappa=cohen_kappa(pairs),
+        labelled=len(items),
+        agreed=sum(a == b for a, b in pairs),
+        kappa=cohen_kappa(pairs),
         false_positives=sum(a == "fail" and b == "pass" for a, b in pairs),
         people_passed=sum(b == "pass" for _, b in pairs),
         false_negatives=sum(a == "pass" and b == "fail" for a, b in pairs),
         people_failed=sum(b == "fail" for _, b in pairs),
-        disagreements=[{"trace": i.trace.trace_id, "traceUrl": f"/traces/{i.trace_id}/", "judge": i.judge_status,
-                        "people": i.label, "judgeReason": i.judge_reason} for i in items if i.judge_status != i.label],
+        disagreements=[
+            {
+                "trace": i.trace.trace_id,
+                "traceUrl": f"/traces/{i.trace_id}/",
+                "judge": i.judge_status,
+                "people": i.label,
+                "judgeReason": i.judge_reason,
+            }
+            for i in items
+            if i.judge_status != i.label
+        ],
     )
 
 
 def sample_as_dict(sample: CalibrationSample) -> dict[str, Any]:
     current = sample.guardrail.revision
     return {
-        "id": sample.pk, "guardrail": sample.guardrail.guardrail_id, "revision": sample.revision.number,
-        "judgeModel": sample.judge_model, "size": sample.size, "createdAt": sample.created_at.isoformat(),
+        "id": sample.pk,
+        "guardrail": sample.guardrail.guardrail_id,
+        "revision": sample.revision.number,
+        "judgeModel": sample.judge_model,
+        "size": sample.size,
+        "createdAt": sample.created_at.isoformat(),
         "currentRevision": current,
         "stale": current != sample.revision.number,
         "agreement": agreement(sample).as_dict(),

@@ -32,14 +32,16 @@ class CalibrateView(TenantScopedMixin, View):
     def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
         if not can_label(request):
             raise PermissionDenied("calibrating needs a reviewer's role in this tenant")
-        guardrail = get_object_or_404(Guardrail.objects.live().for_caller(Caller(user=request.user)),
-                                      guardrail_id=guardrail_id)
+        guardrail = get_object_or_404(
+            Guardrail.objects.live().for_caller(Caller(user=request.user)), guardrail_id=guardrail_id
+        )
         raw = request.POST.get("size", "")
         try:
             tenant = self.tenant
             assert tenant is not None  # can_label needs a role in it
-            sample = calibration.create_sample(tenant, guardrail, int(raw) if raw.isdigit() else raw,
-                                               request.user.get_username())
+            sample = calibration.create_sample(
+                tenant, guardrail, int(raw) if raw.isdigit() else raw, request.user.get_username()
+            )
         except RunRequestError as error:
             messages.error(request, f"No sample drawn: {error}")
             return HttpResponseRedirect(f"/guardrails/{guardrail.guardrail_id}/#calibration")
@@ -62,12 +64,20 @@ class LabelView(TenantScopedMixin, View):
             return HttpResponseRedirect(f"/guardrails/{sample.guardrail.guardrail_id}/#calibration")
         document = item.trace.document if isinstance(item.trace.document, dict) else {}
         labelled = sample.items.exclude(label="").count()
-        return render(request, "traces/calibration_label.html", {
-            "sample": sample, "item": item, "labelled": labelled, "position": labelled + 1,
-            "steps": timeline.steps(document, withheld=item.trace.withheld),
-            "criteria": (sample.revision.document.get("config") or {}).get("criteria", ""),
-            "can_label": can_label(request), "nav_active": "guardrails",
-        })
+        return render(
+            request,
+            "traces/calibration_label.html",
+            {
+                "sample": sample,
+                "item": item,
+                "labelled": labelled,
+                "position": labelled + 1,
+                "steps": timeline.steps(document, withheld=item.trace.withheld),
+                "criteria": (sample.revision.document.get("config") or {}).get("criteria", ""),
+                "can_label": can_label(request),
+                "nav_active": "guardrails",
+            },
+        )
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         if not can_label(request):

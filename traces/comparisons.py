@@ -52,12 +52,14 @@ def comparison_for(run: Evaluation, other: Evaluation) -> RunComparison | None:
         return None
     try:
         comparison, created = RunComparison.objects.get_or_create(
-            evaluation=run, other=other, defaults={"tenant_id": run.tenant_id})
+            evaluation=run, other=other, defaults={"tenant_id": run.tenant_id}
+        )
     except IntegrityError:  # two first requests at once: the other one's row
         comparison, created = RunComparison.objects.get(evaluation=run, other=other), False
     if created or _needs_sending(comparison):
         RunComparison.objects.filter(pk=comparison.pk).update(
-            status=RunComparison.Status.QUEUED, created_at=timezone.now(), error="")
+            status=RunComparison.Status.QUEUED, created_at=timezone.now(), error=""
+        )
         send(comparison.pk)
         comparison.refresh_from_db()
     return comparison
@@ -98,38 +100,49 @@ def compute(comparison_id: int) -> None:
 
     Safe to run again (a redelivered message): it starts over from no kept trace.
     """
-    comparison = (RunComparison.objects.select_related("evaluation", "other")
-                  .filter(pk=comparison_id).first())
+    comparison = RunComparison.objects.select_related("evaluation", "other").filter(pk=comparison_id).first()
     if comparison is None or comparison.status == RunComparison.Status.SUCCEEDED:
         return
     guardrails = shared_guardrails(comparison.evaluation, comparison.other)
     with transaction.atomic():
         ComparisonChange.objects.filter(comparison=comparison).delete()
         RunComparison.objects.filter(pk=comparison_id).update(
-            status=RunComparison.Status.RUNNING, started_at=timezone.now(), total=len(guardrails), done=0,
-            guardrails=[], error="")
+            status=RunComparison.Status.RUNNING,
+            started_at=timezone.now(),
+            total=len(guardrails),
+            done=0,
+            guardrails=[],
+            error="",
+        )
     figures = []
     for pk, name, revision, other_revision in guardrails:
         with transaction.atomic():
             figures.append(_compare_one(comparison, pk, name, revision, other_revision))
             RunComparison.objects.filter(pk=comparison_id).update(done=len(figures), guardrails=figures)
     RunComparison.objects.filter(pk=comparison_id).update(
-        status=RunComparison.Status.SUCCEEDED, finished_at=timezone.now())
+        status=RunComparison.Status.SUCCEEDED, finished_at=timezone.now()
+    )
 
 
 def fail(comparison_id: int, error: str) -> None:
     RunComparison.objects.filter(pk=comparison_id).update(
-        status=RunComparison.Status.FAILED, error=error[:2000], finished_at=timezone.now())
+        status=RunComparison.Status.FAILED, error=error[:2000], finished_at=timezone.now()
+    )
 
 
-def _compare_one(comparison: RunComparison, guardrail_pk: int, name: str,
-                 revision: int | None, other_revision: int | None) -> dict[str, Any]:
+def _compare_one(
+    comparison: RunComparison, guardrail_pk: int, name: str, revision: int | None, other_revision: int | None
+) -> dict[str, Any]:
     run, other = comparison.evaluation_id, comparison.other_id
     failing = EvaluationResult.objects.filter(evaluation_id=run, guardrail_id=guardrail_pk, status="fail")
     other_failing = EvaluationResult.objects.filter(evaluation_id=other, guardrail_id=guardrail_pk, status="fail")
     return {
-        "guardrail": name, "key": guardrail_pk, "revision": revision, "withRevision": other_revision,
-        "failing": failing.count(), "withFailing": other_failing.count(),
+        "guardrail": name,
+        "key": guardrail_pk,
+        "revision": revision,
+        "withRevision": other_revision,
+        "failing": failing.count(),
+        "withFailing": other_failing.count(),
         "newlyFailing": _keep_changed(comparison.pk, guardrail_pk, run, other, Kind.NEWLY_FAILING),
         "noLongerFailing": _keep_changed(comparison.pk, guardrail_pk, other, run, Kind.NO_LONGER_FAILING),
     }
@@ -179,8 +192,9 @@ def decode_cursor(raw: str) -> int:
     return pk
 
 
-def changes_page(comparison: RunComparison, guardrail: str, kind: str, *, after: str | None = None,
-                 size: int = LISTED) -> ChangePage:
+def changes_page(
+    comparison: RunComparison, guardrail: str, kind: str, *, after: str | None = None, size: int = LISTED
+) -> ChangePage:
     """One keyset page of the traces of one list (a guardrail's newly or no longer failing):
     one range of the index `comparison_change_key`, then those traces' ids."""
     guardrail_pk = next((row["key"] for row in comparison.guardrails if row["guardrail"] == guardrail), None)
@@ -196,8 +210,10 @@ def changes_page(comparison: RunComparison, guardrail: str, kind: str, *, after:
     found = found[:size]
     names = dict(RunTrace.objects.filter(pk__in=[trace for _, trace, _ in found]).values_list("pk", "trace_id"))
     return ChangePage(
-        [{"trace": names.get(trace, ""), "traceUrl": f"/traces/{trace}/", "reason": reason}
-         for _, trace, reason in found],
+        [
+            {"trace": names.get(trace, ""), "traceUrl": f"/traces/{trace}/", "reason": reason}
+            for _, trace, reason in found
+        ],
         encode_cursor(found[-1][0]) if more else None,
     )
 

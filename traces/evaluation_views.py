@@ -36,8 +36,12 @@ class EvaluationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         page = keyset_page(self.request, cast(QuerySet[Evaluation], self.object_list), "created_at")
-        kwargs.update(runs=page.rows, next_url=page.next_url, previous_url=page.previous_url,
-                      can_evaluate=can_evaluate(self.request))
+        kwargs.update(
+            runs=page.rows,
+            next_url=page.next_url,
+            previous_url=page.previous_url,
+            can_evaluate=can_evaluate(self.request),
+        )
         return super().get_context_data(**kwargs)
 
 
@@ -49,8 +53,6 @@ def can_evaluate(request: HttpRequest) -> bool:
 def is_author(request: HttpRequest) -> bool:
     """Whether the person authors the current tenant (no judge limit on their runs)."""
     return may_in_current_tenant(request, "author")
-
-
 
 
 class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-arg]
@@ -87,10 +89,12 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
         mode: Mode = preview.cleaned_data["mode"] if preview is not None and valid else "ci"
         traces = evaluations.selected_traces(self.tenant.pk, filters) if self.tenant else RunTrace.objects.none()
         estimate = self.estimate_judge_cost(chosen, traces, mode)
-        over = None if self.tenant is None or is_author(self.request) else (
-            evaluations.reviewer_limit_exceeded(self.tenant, estimate))
-        context.update(selected_traces=traces.count(), filters=filters, judge_estimate=estimate,
-                       limit_reason=over)
+        over = (
+            None
+            if self.tenant is None or is_author(self.request)
+            else (evaluations.reviewer_limit_exceeded(self.tenant, estimate))
+        )
+        context.update(selected_traces=traces.count(), filters=filters, judge_estimate=estimate, limit_reason=over)
         return context
 
     def preview_form(self) -> EvaluationForm | None:
@@ -115,8 +119,9 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
         wanted = {guardrail.guardrail_id for guardrail in chosen}
         if self.tenant is None:
             return None
-        guardrails = [item.guardrail for item in enforced_guardrails(self.tenant)
-                      if not wanted or item.guardrail.id in wanted]
+        guardrails = [
+            item.guardrail for item in enforced_guardrails(self.tenant) if not wanted or item.guardrail.id in wanted
+        ]
         if not any(g.kind == JUDGE_KIND for g in guardrails):
             return None
         return estimate_run(guardrails, traces, self.tenant, mode=mode)
@@ -162,14 +167,17 @@ class EvaluationDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-
         run: Evaluation = self.object
         summary = evaluations.live_summary(run)
         revisions = {
-            r.guardrail.guardrail_id: r for r in GuardrailRevision.objects.filter(
-                pk__in=run.revisions.values("pk")).select_related("guardrail")
+            r.guardrail.guardrail_id: r
+            for r in GuardrailRevision.objects.filter(pk__in=run.revisions.values("pk")).select_related("guardrail")
         }
         rows = [{"id": name, "revision": revisions.get(name), **counts} for name, counts in summary.items()]
-        kwargs.update(summary_rows=rows, status_url=f"/api/v1/evaluations/{run.pk}",
-                      can_evaluate=can_evaluate(self.request),
-                      took=took(run.started_at, run.finished_at),
-                      worker_missing=None if run.is_final else heartbeat.worker_missing())
+        kwargs.update(
+            summary_rows=rows,
+            status_url=f"/api/v1/evaluations/{run.pk}",
+            can_evaluate=can_evaluate(self.request),
+            took=took(run.started_at, run.finished_at),
+            worker_missing=None if run.is_final else heartbeat.worker_missing(),
+        )
         return super().get_context_data(**kwargs)
 
 

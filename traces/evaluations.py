@@ -88,10 +88,15 @@ def pinned_revisions(guardrail_ids: Sequence[str], tenant: Tenant) -> list[Guard
     for index, guardrail_id in enumerate(guardrail_ids):
         if "\x00" in guardrail_id:  # PostgreSQL cannot compare it: a 400, not a 500
             raise RunRequestError([Issue(f"/guardrails/{index}", "the NUL character is not allowed")])
-    revisions = GuardrailRevision.objects.filter(
-        guardrail__deleted_at__isnull=True, number=F("guardrail__revision"),
-        guardrail__in=Guardrail.objects.applying_to(tenant.pk),
-    ).select_related("guardrail").order_by("guardrail__guardrail_id")
+    revisions = (
+        GuardrailRevision.objects.filter(
+            guardrail__deleted_at__isnull=True,
+            number=F("guardrail__revision"),
+            guardrail__in=Guardrail.objects.applying_to(tenant.pk),
+        )
+        .select_related("guardrail")
+        .order_by("guardrail__guardrail_id")
+    )
     if not guardrail_ids:
         return list(revisions.filter(guardrail__enabled=True))
     found = list(revisions.filter(guardrail__guardrail_id__in=list(guardrail_ids)))
@@ -135,10 +140,13 @@ def _clean_filter(name: str, value: object, tenant: Tenant) -> Any:
                 return moment.isoformat()
         except (ValueError, OverflowError):
             pass
-        raise RunRequestError([Issue(pointer, f"{name} is an RFC 3339 date-time with a time "
-                                              "zone, from year 1 to 9999 in UTC")])
-    if not isinstance(value, int) or isinstance(value, bool) or not (
-        Upload.objects.filter(pk=value, tenant=tenant).exists()
+        raise RunRequestError(
+            [Issue(pointer, f"{name} is an RFC 3339 date-time with a time zone, from year 1 to 9999 in UTC")]
+        )
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or not (Upload.objects.filter(pk=value, tenant=tenant).exists())
     ):
         raise RunRequestError([Issue(pointer, "no upload of this tenant has this id")])
     return value
@@ -176,8 +184,10 @@ def reviewer_limit_exceeded(tenant: Tenant, estimate: dict[str, Any] | None) -> 
     limit = tenant.reviewer_judge_limit_usd
     if cost <= limit:
         return None
-    return (f"its llm-judge calls are estimated at ${cost:.2f}, above this tenant's ${limit:.2f} "
-            "for a reviewer's run: an author of the tenant starts it")
+    return (
+        f"its llm-judge calls are estimated at ${cost:.2f}, above this tenant's ${limit:.2f} "
+        "for a reviewer's run: an author of the tenant starts it"
+    )
 
 
 def check_reviewer_limit(tenant: Tenant, documents: Sequence[Any], filters: dict[str, Any], mode: Mode) -> None:
@@ -264,9 +274,7 @@ def plan_chunks(run: Evaluation) -> Iterator[EvaluationChunk]:
 
 
 def _chunk(run: Evaluation, number: int, first: int, last: int, size: int, expires: datetime) -> EvaluationChunk:
-    return EvaluationChunk(
-        evaluation=run, number=number, first_pk=first, last_pk=last, size=size, lease_until=expires
-    )
+    return EvaluationChunk(evaluation=run, number=number, first_pk=first, last_pk=last, size=size, lease_until=expires)
 
 
 # ---------------------------------------------------------------------------- one chunk
@@ -312,9 +320,12 @@ def count_progress(chunk: EvaluationChunk, reached: int, *, finished: bool = Fal
     """
     with transaction.atomic():
         list(Evaluation.objects.select_for_update(no_key=True).filter(pk=chunk.evaluation_id).values_list("pk"))
-        row = EvaluationChunk.objects.select_for_update().filter(
-            pk=chunk.pk, status=EvaluationChunk.Status.RUNNING
-        ).values("progress", "size").first()
+        row = (
+            EvaluationChunk.objects.select_for_update()
+            .filter(pk=chunk.pk, status=EvaluationChunk.Status.RUNNING)
+            .values("progress", "size")
+            .first()
+        )
         if row is None:
             return False
         progress = min(row["size"], max(row["progress"], reached))
@@ -334,9 +345,7 @@ def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
     its run instead of killing workers forever.
     """
     now = timezone.now()
-    claimable = Q(status=EvaluationChunk.Status.QUEUED) | Q(
-        status=EvaluationChunk.Status.RUNNING, lease_until__lt=now
-    )
+    claimable = Q(status=EvaluationChunk.Status.QUEUED) | Q(status=EvaluationChunk.Status.RUNNING, lease_until__lt=now)
     live_runs = Evaluation.objects.filter(status=Evaluation.Status.RUNNING).values("pk")
     claimed = EvaluationChunk.objects.filter(claimable, pk=chunk_id, evaluation_id__in=live_runs).update(
         status=EvaluationChunk.Status.RUNNING, lease_until=now + chunk_lease(), attempts=F("attempts") + 1
@@ -345,8 +354,11 @@ def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
         return None
     chunk = EvaluationChunk.objects.select_related("evaluation__tenant").get(pk=chunk_id)
     if chunk.attempts > settings.KINDGI_CHUNK_MAX_ATTEMPTS:
-        fail_run(chunk.evaluation_id, f"chunk {chunk.number} was tried {chunk.attempts - 1} times "
-                                      "and never finished (its worker was lost each time)")
+        fail_run(
+            chunk.evaluation_id,
+            f"chunk {chunk.number} was tried {chunk.attempts - 1} times "
+            "and never finished (its worker was lost each time)",
+        )
         return None
     return chunk
 
@@ -357,8 +369,9 @@ def run_targets(run: Evaluation) -> list[Enforced]:
     return [Enforced(engine_guardrail(revision), revision) for revision in revisions]
 
 
-def evaluate_batch(run: Evaluation, targets: Sequence[Enforced], traces: Sequence[bulk.StoredTrace],
-                   *, fresh: bool = False) -> bool:
+def evaluate_batch(
+    run: Evaluation, targets: Sequence[Enforced], traces: Sequence[bulk.StoredTrace], *, fresh: bool = False
+) -> bool:
     """Evaluate and store one batch of traces in bulk (nothing stored twice); False when
     the run is no longer running and nothing was stored. `fresh`: the chunk's first attempt."""
     engine = deployment_engine()
@@ -379,9 +392,11 @@ def complete_chunk(chunk: EvaluationChunk) -> bool:
     """
     if not count_progress(chunk, chunk.size, finished=True):
         return False
-    left = EvaluationChunk.objects.filter(evaluation_id=chunk.evaluation_id).exclude(
-        status=EvaluationChunk.Status.DONE
-    ).aggregate(n=Count("pk"), last_queued=Max("number", filter=Q(status=EvaluationChunk.Status.QUEUED)))
+    left = (
+        EvaluationChunk.objects.filter(evaluation_id=chunk.evaluation_id)
+        .exclude(status=EvaluationChunk.Status.DONE)
+        .aggregate(n=Count("pk"), last_queued=Max("number", filter=Q(status=EvaluationChunk.Status.QUEUED)))
+    )
     if not left["n"]:
         finish_run(chunk.evaluation_id)
     elif left["last_queued"] is None or left["last_queued"] < chunk.number:
@@ -392,9 +407,9 @@ def complete_chunk(chunk: EvaluationChunk) -> bool:
 
 
 def _chunks_left(evaluation_id: int) -> bool:
-    return EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
-        status=EvaluationChunk.Status.DONE
-    ).exists()
+    return (
+        EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(status=EvaluationChunk.Status.DONE).exists()
+    )
 
 
 def send_recovery_check(countdown: float) -> None:

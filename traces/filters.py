@@ -89,11 +89,14 @@ class TracePageFilter(PageFilterSet, TraceFilter):
     since = DayFilter(field_name="received_at", label="Since")
     until = DayFilter(field_name="received_at", end=True, label="Until")
     withheld = django_filters.ChoiceFilter(choices=YES_NO, empty_label="Any", method="filter_withheld")
-    violations = django_filters.ChoiceFilter(choices=YES_NO, empty_label="Any", label="Has violations",
-                                             method="filter_violations")
+    violations = django_filters.ChoiceFilter(
+        choices=YES_NO, empty_label="Any", label="Has violations", method="filter_violations"
+    )
     field_order = ("agent", "flow", "since", "until", "withheld", "violations")
-    widget_attrs = {"agent": {"list": "agent-options", "placeholder": "any agent"},
-                    "flow": {"list": "flow-options", "placeholder": "any flow"}}
+    widget_attrs = {
+        "agent": {"list": "agent-options", "placeholder": "any agent"},
+        "flow": {"list": "flow-options", "placeholder": "any flow"},
+    }
 
     class Meta(TraceFilter.Meta):
         form = PageFilterForm
@@ -111,8 +114,7 @@ class ViolationPageFilter(PageFilterSet, ViolationFilter):
     of `GET violations` in the current tenant, with selects for the guardrails and actions."""
 
     tenant = None  # the page lists the current tenant's violations
-    guardrail = django_filters.ChoiceFilter(field_name="guardrail__guardrail_id", empty_label="Any",
-                                            label="Guardrail")
+    guardrail = django_filters.ChoiceFilter(field_name="guardrail__guardrail_id", empty_label="Any", label="Guardrail")
     severity = django_filters.ChoiceFilter(choices=SEVERITIES, empty_label="Any", label="Severity")
     action = django_filters.ChoiceFilter(choices=_pairs(ACTIONS), empty_label="Any", label="Action")
     state = django_filters.ChoiceFilter(choices=_pairs(STATES), empty_label="Any", label="State")
@@ -120,10 +122,12 @@ class ViolationPageFilter(PageFilterSet, ViolationFilter):
     evaluation = IdFilter(field_name="evaluation_id", label="Run")
     since = DayFilter(field_name="created_at", label="Since")
     until = DayFilter(field_name="created_at", end=True, label="Until")
-    field_order = ("guardrail", "severity", "action", "state", "mode", "agent", "evaluation", "flow",
-                   "since", "until")
-    widget_attrs = {"agent": {"placeholder": "any agent"}, "flow": {"placeholder": "any flow"},
-                    "evaluation": {"placeholder": "any run"}}
+    field_order = ("guardrail", "severity", "action", "state", "mode", "agent", "evaluation", "flow", "since", "until")
+    widget_attrs = {
+        "agent": {"placeholder": "any agent"},
+        "flow": {"placeholder": "any flow"},
+        "evaluation": {"placeholder": "any run"},
+    }
 
     class Meta(ViolationFilter.Meta):
         form = PageFilterForm

@@ -67,8 +67,7 @@ def _choices(values: tuple[str, ...] | list[tuple[str, str]], any_label: str = "
     return [("", any_label), *pairs]
 
 
-LEDGER_GROUPS = [("guardrail", "Guardrail"), ("model", "Model"), ("tenant", "Tenant"),
-                 ("day", "Day")]
+LEDGER_GROUPS = [("guardrail", "Guardrail"), ("model", "Model"), ("tenant", "Tenant"), ("day", "Day")]
 ALL_TENANTS = "*"
 
 
@@ -78,12 +77,16 @@ class LedgerFilterForm(FilterForm):
     model = forms.CharField(required=False, max_length=200)
     group = forms.ChoiceField(required=False, choices=LEDGER_GROUPS)
 
-    def __init__(self, data: Any, *, guardrails: list[tuple[str, str]],
-                 tenants: list[tuple[str, str]], **kwargs: Any) -> None:
+    def __init__(
+        self, data: Any, *, guardrails: list[tuple[str, str]], tenants: list[tuple[str, str]], **kwargs: Any
+    ) -> None:
         super().__init__(data, **kwargs)
         self.fields["guardrail"].choices = _choices(guardrails)  # type: ignore[attr-defined]
         self.fields["tenant"].choices = [  # type: ignore[attr-defined]
-            ("", "Current tenant"), (ALL_TENANTS, "All my tenants"), *tenants]
+            ("", "Current tenant"),
+            (ALL_TENANTS, "All my tenants"),
+            *tenants,
+        ]
 
     @property
     def grouping(self) -> str:
@@ -111,16 +114,21 @@ class ReviewForm(forms.Form):
     """One violation's review: the new state and a note."""
 
     state = forms.ChoiceField(choices=[(s, s) for s in STATES])
-    note = forms.CharField(required=False, max_length=MAX_NOTE, widget=forms.Textarea(
-        attrs={"rows": 3, "placeholder": "Why (shown in the history)"}))
+    note = forms.CharField(
+        required=False,
+        max_length=MAX_NOTE,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "Why (shown in the history)"}),
+    )
 
 
 class EvaluationForm(forms.Form):
     """A new run: guardrails (none ticked: every enabled one), the trace selection, the mode."""
 
     guardrails = forms.ModelMultipleChoiceField(
-        queryset=Guardrail.objects.live().order_by("guardrail_id"), to_field_name="guardrail_id",
-        required=False, widget=forms.CheckboxSelectMultiple,
+        queryset=Guardrail.objects.live().order_by("guardrail_id"),
+        to_field_name="guardrail_id",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="None ticked: every enabled guardrail, at its current revision.",
     )
     agent = forms.CharField(required=False, max_length=200)
@@ -128,8 +136,11 @@ class EvaluationForm(forms.Form):
     since = forms.DateTimeField(required=False, help_text="Received at or after (UTC), e.g. 2026-11-29 10:00")
     until = forms.DateTimeField(required=False, help_text="Received before (UTC)")
     upload = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
-    mode = forms.ChoiceField(choices=[("ci", "ci: as the CI command does"), ("runtime", "runtime: as at the runtime")],
-                             initial="ci", widget=forms.RadioSelect)
+    mode = forms.ChoiceField(
+        choices=[("ci", "ci: as the CI command does"), ("runtime", "runtime: as at the runtime")],
+        initial="ci",
+        widget=forms.RadioSelect,
+    )
 
     def __init__(self, *args: Any, tenant: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -153,7 +164,7 @@ class UploadForm(forms.Form):
     file = forms.FileField(help_text=".json (one trace or an array), .jsonl (one trace a line), either may be .gz")
     tenant = forms.ChoiceField()
     evaluate_after = forms.BooleanField(
-        required=False, label="Start an evaluation of these traces when the upload is processed",
+        required=False, label="Start an evaluation of these traces when the upload is processed"
     )
 
     def __init__(self, *args: Any, tenants: list[Any], **kwargs: Any) -> None:

@@ -61,14 +61,20 @@ class GuardrailListView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
         if self.request.GET.get("sort") == "precision":
             # A short list (guardrails, not traces): the first page by precision, without keyset.
             ranked = list(self.by_precision(self.filtered(params))[:PAGE_SIZE])
-            return {**super().get_context_data(**kwargs), **self.page_context(params, ranked, "", ""),
-                    "sort": "precision"}
+            return {
+                **super().get_context_data(**kwargs),
+                **self.page_context(params, ranked, "", ""),
+                "sort": "precision",
+            }
         rows = list(self.filtered(params).filter(guardrail_id__gt=after)[: PAGE_SIZE + 1])
         page = rows[:PAGE_SIZE]
         next_url = self.page_url(params, page[-1].guardrail_id) if len(rows) > PAGE_SIZE else ""
         previous_url = self.page_url(params, "") if after else ""
-        return {**super().get_context_data(**kwargs), **self.page_context(params, page, next_url, previous_url),
-                "sort": "id"}
+        return {
+            **super().get_context_data(**kwargs),
+            **self.page_context(params, page, next_url, previous_url),
+            "sort": "id",
+        }
 
     def page_context(self, params: dict[str, str], page: list[Any], next_url: str, previous_url: str) -> dict[str, Any]:
         return {
@@ -93,8 +99,7 @@ class GuardrailListView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
             rows = rows.filter(enabled=params["enabled"] == "yes")
         if params["q"]:
             q = params["q"]
-            rows = rows.filter(Q(guardrail_id__icontains=q) | Q(name__icontains=q)
-                               | Q(document__icontains=q))
+            rows = rows.filter(Q(guardrail_id__icontains=q) | Q(name__icontains=q) | Q(document__icontains=q))
         return rows.annotate(open_violations=self.open_violations()).order_by("guardrail_id")
 
     def by_precision(self, rows: Any) -> Any:
@@ -105,12 +110,16 @@ class GuardrailListView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
         wrong = scoped.annotate(n=Sum("false_positives")).values("n")
         reviewed_n = Coalesce(Subquery(reviewed, output_field=IntegerField()), Value(0))
         wrong_n = Coalesce(Subquery(wrong, output_field=IntegerField()), Value(0))
-        precision = Case(When(reviewed_count=0, then=Value(None)),
-                         default=Value(1.0) - Cast(F("false_positive_count"), FloatField()) / F("reviewed_count"),
-                         output_field=FloatField())
-        return (rows.annotate(reviewed_count=reviewed_n, false_positive_count=wrong_n)
-                .annotate(precision=precision)
-                .order_by(F("precision").asc(nulls_last=True), "guardrail_id"))
+        precision = Case(
+            When(reviewed_count=0, then=Value(None)),
+            default=Value(1.0) - Cast(F("false_positive_count"), FloatField()) / F("reviewed_count"),
+            output_field=FloatField(),
+        )
+        return (
+            rows.annotate(reviewed_count=reviewed_n, false_positive_count=wrong_n)
+            .annotate(precision=precision)
+            .order_by(F("precision").asc(nulls_last=True), "guardrail_id")
+        )
 
     def open_violations(self) -> Any:
         """The current tenant's open violations of each guardrail, as one subquery."""
@@ -156,22 +165,28 @@ class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
         spend_since = timezone.localdate() - timedelta(days=SPEND_DAYS - 1)
         spend = ledger.summarise(
             self.rows(JudgeLedgerEntry).filter(guardrail=guardrail, created_at__date__gte=spend_since),
-            [], self.rows(LedgerDay).filter(guardrail=guardrail, day__gte=spend_since))[0]
+            [],
+            self.rows(LedgerDay).filter(guardrail=guardrail, day__gte=spend_since),
+        )[0]
         period = quality_period(self.request)
         # The last `period` days, today included, from their midnight: whole days of the roll-up.
         since = quality.midnight(timezone.localdate() - timedelta(days=period - 1)) if period else None
         overall, per_revision = quality.rolled_up_quality(
-            self.rows(ViolationDay).filter(guardrail=guardrail),
-            self.rows(Violation).filter(guardrail=guardrail), since)
-        shadow_stats = self.rows(EvaluationResult).filter(
-            guardrail=guardrail, shadow=True, created_at__gte=timezone.now() - timedelta(days=30),
-        ).aggregate(judged=Count("pk"), failing=Count("pk", filter=Q(status="fail")))
+            self.rows(ViolationDay).filter(guardrail=guardrail), self.rows(Violation).filter(guardrail=guardrail), since
+        )
+        shadow_stats = (
+            self.rows(EvaluationResult)
+            .filter(guardrail=guardrail, shadow=True, created_at__gte=timezone.now() - timedelta(days=30))
+            .aggregate(judged=Count("pk"), failing=Count("pk", filter=Q(status="fail")))
+        )
         return {
             **super().get_context_data(**kwargs),
             "calibration": latest_calibration(self.request, guardrail) if guardrail.kind == "llm-judge" else None,
             "can_label": can_label(self.request),
             "shadow_stats": shadow_stats,
-            "quality": overall, "quality_revisions": per_revision, "quality_period": period,
+            "quality": overall,
+            "quality_revisions": per_revision,
+            "quality_period": period,
             "quality_periods": QUALITY_PERIODS,
             "guardrail": guardrail,
             "doc": guardrail.document,
@@ -182,7 +197,8 @@ class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
             "chart": chart,
             "can_author": self.can_author and self.may_write(guardrail),
             "saved": self.request.GET.get("saved") == "1",
-            "spend": spend, "spend_days": SPEND_DAYS,
+            "spend": spend,
+            "spend_days": SPEND_DAYS,
             "spend_url": f"{reverse('ledger')}?{urlencode({'guardrail': guardrail.guardrail_id})}",
             "tenant": current_tenant(self.request),
         }

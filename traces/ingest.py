@@ -100,8 +100,9 @@ def size_issues(canonical: bytes) -> list[Issue]:
     """The error of a trace whose canonical JSON is over KINDGI_MAX_TRACE_BYTES, if it is."""
     if len(canonical) <= settings.KINDGI_MAX_TRACE_BYTES:
         return []
-    return [Issue("", f"the trace is {len(canonical)} bytes of JSON, over the "
-                      f"limit of {settings.KINDGI_MAX_TRACE_BYTES}")]
+    return [
+        Issue("", f"the trace is {len(canonical)} bytes of JSON, over the limit of {settings.KINDGI_MAX_TRACE_BYTES}")
+    ]
 
 
 def validate(document: object) -> list[Issue]:
@@ -151,9 +152,12 @@ def _write_with_inserts(items: list[Item]) -> None:
     now = timezone.now()
     adapt = connection.ops.adapt_datetimefield_value
     by_key = {(item.tenant.pk, item.id): item for item in items if item.tenant is not None}
-    rows = [(tenant, trace_id, agent, flow, adapt(started), adapt(ended), document, digest, withheld, adapt(at))
-            for tenant, trace_id, agent, flow, started, ended, document, digest, withheld, at
-            in (_copy_row(item, now) for item in items)]
+    rows = [
+        (tenant, trace_id, agent, flow, adapt(started), adapt(ended), document, digest, withheld, adapt(at))
+        for tenant, trace_id, agent, flow, started, ended, document, digest, withheld, at in (
+            _copy_row(item, now) for item in items
+        )
+    ]
     for pk, tenant_id, trace_id in bulk.insert_rows(INSERT_MANY, rows, width=10):
         by_key.pop((tenant_id, trace_id)).row_id = pk
     if by_key:
@@ -161,10 +165,7 @@ def _write_with_inserts(items: list[Item]) -> None:
 
 
 LOAD_TABLE = "kindgi_trace_load"
-LOAD_COLUMNS = (
-    "tenant_id, trace_id, agent, flow, started_at, ended_at, document, content_hash, withheld,"
-    " received_at"
-)
+LOAD_COLUMNS = "tenant_id, trace_id, agent, flow, started_at, ended_at, document, content_hash, withheld, received_at"
 # Table and column names are constants of this module: no input reaches these statements.
 INSERT_LOADED = (
     f"INSERT INTO {RunTrace._meta.db_table} ({LOAD_COLUMNS}) "  # noqa: S608
@@ -249,9 +250,16 @@ def _copy_row(item: Item, now: datetime) -> tuple[Any, ...]:
     doc = item.document
     assert doc is not None and item.tenant is not None
     return (
-        item.tenant.pk, item.id, doc.get("agent") or "", doc.get("flow") or "",
-        _moment(doc.get("startedAt")), _moment(doc.get("endedAt")), item.canonical.decode(),
-        item.content_hash, item.withheld, now,
+        item.tenant.pk,
+        item.id,
+        doc.get("agent") or "",
+        doc.get("flow") or "",
+        _moment(doc.get("startedAt")),
+        _moment(doc.get("endedAt")),
+        item.canonical.decode(),
+        item.content_hash,
+        item.withheld,
+        now,
     )
 
 

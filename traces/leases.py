@@ -83,9 +83,8 @@ def lost_chunks(now: datetime) -> list[tuple[int, datetime | None]]:
         evaluation_id=OuterRef("evaluation_id"), number__gt=OuterRef("number"), attempts__gt=0
     )
     queued = EvaluationChunk.Status.QUEUED
-    lost = (
-        Q(status__in=[queued, EvaluationChunk.Status.RUNNING], lease_until__lt=now)
-        | Q(Exists(later_claimed), status=queued, lease_until__lt=now + lease() - chunk_lease())
+    lost = Q(status__in=[queued, EvaluationChunk.Status.RUNNING], lease_until__lt=now) | Q(
+        Exists(later_claimed), status=queued, lease_until__lt=now + lease() - chunk_lease()
     )
     chunks = EvaluationChunk.objects.filter(lost, evaluation__status=Evaluation.Status.RUNNING)
     return list(chunks.order_by("pk").values_list("pk", "lease_until"))

@@ -78,9 +78,7 @@ def parse_group_by(values: Iterable[str]) -> list[str]:
     names = [name.strip() for value in values for name in value.split(",")]
     unknown = [name for name in names if name not in GROUPS]
     if unknown:
-        raise UnknownGrouping(
-            f"cannot group by {unknown[0]!r}: use guardrail, tenant, model or day"
-        )
+        raise UnknownGrouping(f"cannot group by {unknown[0]!r}: use guardrail, tenant, model or day")
     return list(dict.fromkeys(names))
 
 
@@ -95,9 +93,7 @@ def exact(value: Decimal | None) -> str:
 
 
 def summarise(
-    entries: QuerySet[JudgeLedgerEntry],
-    group_by: Sequence[str],
-    days: QuerySet[LedgerDay] | None = None,
+    entries: QuerySet[JudgeLedgerEntry], group_by: Sequence[str], days: QuerySet[LedgerDay] | None = None
 ) -> list[dict[str, Any]]:
     """The ledger summed over `entries` (already scoped and filtered), one query.
 
@@ -148,8 +144,16 @@ def _group(row: dict[str, Any], group_by: list[str]) -> dict[str, Any]:
 
 #: The roll-up's counters, in the order of the upsert's columns.
 DAY_COUNTERS = (
-    "calls", "billed_calls", "cache_hits", "errors", "over_budget", "over_cost", "over_latency",
-    "input_tokens", "output_tokens", "cost_usd",
+    "calls",
+    "billed_calls",
+    "cache_hits",
+    "errors",
+    "over_budget",
+    "over_cost",
+    "over_latency",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
 )
 
 
@@ -169,11 +173,16 @@ def day_counters(entry: JudgeLedgerEntry) -> tuple[Any, ...]:
     """What one entry adds to its roll-up row, in DAY_COUNTERS order (as SUMS counts it)."""
     call = not entry.cache_hit
     return (
-        int(call), int(call and entry.billed), int(entry.cache_hit),
+        int(call),
+        int(call and entry.billed),
+        int(entry.cache_hit),
         int(call and entry.outcome == "error"),
         int(entry.over_budget_cost or entry.over_budget_latency),
-        int(entry.over_budget_cost), int(entry.over_budget_latency),
-        entry.input_tokens or 0, entry.output_tokens or 0, Decimal(entry.cost_usd or 0),
+        int(entry.over_budget_cost),
+        int(entry.over_budget_latency),
+        entry.input_tokens or 0,
+        entry.output_tokens or 0,
+        Decimal(entry.cost_usd or 0),
     )
 
 
@@ -186,8 +195,7 @@ def add_to_days(entries: Iterable[JudgeLedgerEntry]) -> None:
     """
     deltas: dict[tuple[Any, ...], list[Any]] = defaultdict(lambda: [0] * 9 + [Decimal(0)])
     for entry in entries:
-        key = (entry.tenant_id, entry.guardrail_id, entry.model_id,
-               timezone.localdate(entry.created_at))
+        key = (entry.tenant_id, entry.guardrail_id, entry.model_id, timezone.localdate(entry.created_at))
         for index, value in enumerate(day_counters(entry)):
             deltas[key][index] += value
     if not deltas:
@@ -208,11 +216,15 @@ _UPSERT = (
 
 def remove_from_days(entry: JudgeLedgerEntry) -> None:
     """Take a deleted entry out of its roll-up row (an entry deleted in the admin)."""
-    key = {"tenant_id": entry.tenant_id, "guardrail_id": entry.guardrail_id,
-           "model_id": entry.model_id, "day": timezone.localdate(entry.created_at)}
-    LedgerDay.objects.filter(**key).update(**{
-        name: F(name) - value for name, value in zip(DAY_COUNTERS, day_counters(entry), strict=True)
-    })
+    key = {
+        "tenant_id": entry.tenant_id,
+        "guardrail_id": entry.guardrail_id,
+        "model_id": entry.model_id,
+        "day": timezone.localdate(entry.created_at),
+    }
+    LedgerDay.objects.filter(**key).update(
+        **{name: F(name) - value for name, value in zip(DAY_COUNTERS, day_counters(entry), strict=True)}
+    )
 
 
 def remove_many_from_days(entries: Iterable[JudgeLedgerEntry]) -> None:
@@ -225,7 +237,8 @@ def remove_many_from_days(entries: Iterable[JudgeLedgerEntry]) -> None:
             deltas[key][index] += value
     for (tenant_id, guardrail_id, model_id, day), values in sorted(deltas.items()):
         LedgerDay.objects.filter(tenant_id=tenant_id, guardrail_id=guardrail_id, model_id=model_id, day=day).update(
-            **{name: F(name) - value for name, value in zip(DAY_COUNTERS, values, strict=True)})
+            **{name: F(name) - value for name, value in zip(DAY_COUNTERS, values, strict=True)}
+        )
 
 
 def rebuild_days() -> int:
@@ -240,9 +253,16 @@ def rebuild_days() -> int:
     with transaction.atomic():
         LedgerDay.objects.all().delete()
         created = LedgerDay.objects.bulk_create(
-            [LedgerDay(tenant_id=row["tenant_id"], guardrail_id=row["guardrail_id"],
-                       model_id=row["model_id"], day=row["g_day"],
-                       **{name: row[name] or 0 for name in DAY_COUNTERS}) for row in rows],
+            [
+                LedgerDay(
+                    tenant_id=row["tenant_id"],
+                    guardrail_id=row["guardrail_id"],
+                    model_id=row["model_id"],
+                    day=row["g_day"],
+                    **{name: row[name] or 0 for name in DAY_COUNTERS},
+                )
+                for row in rows
+            ],
             batch_size=1000,
         )
     return len(created)
@@ -250,8 +270,16 @@ def rebuild_days() -> int:
 
 #: The columns of a summary after its group names, in the API's order (the sums CSV header).
 SUMMARY_COLUMNS = (
-    "calls", "billedCalls", "cacheHits", "errors", "overBudget", "overCost", "overLatency",
-    "inputTokens", "outputTokens", "costUsd",
+    "calls",
+    "billedCalls",
+    "cacheHits",
+    "errors",
+    "overBudget",
+    "overCost",
+    "overLatency",
+    "inputTokens",
+    "outputTokens",
+    "costUsd",
 )
 
 
@@ -282,9 +310,7 @@ def summary_csv_lines(groups: Iterable[dict[str, Any]], group_by: Sequence[str])
 def entries_for_listing(entries: QuerySet[JudgeLedgerEntry]) -> QuerySet[JudgeLedgerEntry]:
     """`entries` with the names a listing shows, joined in the same query."""
     return entries.annotate(
-        tenant_slug=F("tenant__slug"),
-        guardrail_ref=F("guardrail__guardrail_id"),
-        revision_number=F("revision__number"),
+        tenant_slug=F("tenant__slug"), guardrail_ref=F("guardrail__guardrail_id"), revision_number=F("revision__number")
     )
 
 
@@ -319,9 +345,28 @@ def entry_dict(entry: JudgeLedgerEntry) -> dict[str, Any]:
 
 
 CSV_COLUMNS = [
-    "createdAt", "tenant", "guardrail", "revision", "trace", "evaluation", "model", "provider",
-    "modelName", "inputTokens", "outputTokens", "costUsd", "latencyMs", "outcome", "verdict",
-    "score", "reason", "error", "billed", "attempts", "cacheHit", "overBudgetCost",
+    "createdAt",
+    "tenant",
+    "guardrail",
+    "revision",
+    "trace",
+    "evaluation",
+    "model",
+    "provider",
+    "modelName",
+    "inputTokens",
+    "outputTokens",
+    "costUsd",
+    "latencyMs",
+    "outcome",
+    "verdict",
+    "score",
+    "reason",
+    "error",
+    "billed",
+    "attempts",
+    "cacheHit",
+    "overBudgetCost",
     "overBudgetLatency",
 ]
 #: Rows read per query while streaming an export: memory stays flat whatever its size.

@@ -32,9 +32,17 @@ def with_budget(chart: dict[str, Any], daily: list[dict[str, Any]], per_call: De
     budget = [per_call * n for n in calls]
     within = [float(min(c, b)) for c, b in zip(cost, budget, strict=True)]
     over = [float(max(Decimal(0), c - b)) for c, b in zip(cost, budget, strict=True)]
-    return {**chart, "title": f"{chart['title']}, against its budget", "datasets": [
-        {"label": "within budget", "data": within},
-        {"label": "over budget", "data": over, "color": OVER_COLOUR},
-        {"label": f"budget (calls x ${per_call} a call)", "data": [float(b) for b in budget],
-         "type": "line", "color": BUDGET_COLOUR},
-    ]}
+    return {
+        **chart,
+        "title": f"{chart['title']}, against its budget",
+        "datasets": [
+            {"label": "within budget", "data": within},
+            {"label": "over budget", "data": over, "color": OVER_COLOUR},
+            {
+                "label": f"budget (calls x ${per_call} a call)",
+                "data": [float(b) for b in budget],
+                "type": "line",
+                "color": BUDGET_COLOUR,
+            },
+        ],
+    }

@@ -56,7 +56,10 @@ class TryTracePickerView(TenantScopedMixin, View):
     def row(self, trace: RunTrace, failed: bool) -> dict[str, Any]:
         detail = reverse("api-trace", args=[trace.trace_id])
         return {
-            "id": trace.trace_id, "agent": trace.agent, "flow": trace.flow, "failed": failed,
+            "id": trace.trace_id,
+            "agent": trace.agent,
+            "flow": trace.flow,
+            "failed": failed,
             "startedAt": trace.started_at.isoformat() if trace.started_at else None,
             "url": f"{detail}?{urlencode({'tenant': self.tenant.slug})}" if self.tenant else detail,
         }

@@ -56,19 +56,34 @@ class PreviewCreateView(TenantScopedMixin, View):
         try:
             tenant = self.tenant
             assert tenant is not None  # can_evaluate needs a role in it
-            preview = previews.create_preview(previews.PreviewRequest(
-                tenant=tenant, draft=draft, filters={k: v for k, v in filters.items() if v},
-                mode=cast(Mode, request.POST.get("mode", "ci")), started_by=request.user,
-                label=request.user.get_username(), by_author=is_author(request)))
+            preview = previews.create_preview(
+                previews.PreviewRequest(
+                    tenant=tenant,
+                    draft=draft,
+                    filters={k: v for k, v in filters.items() if v},
+                    mode=cast(Mode, request.POST.get("mode", "ci")),
+                    started_by=request.user,
+                    label=request.user.get_username(),
+                    by_author=is_author(request),
+                )
+            )
         except RunRequestError as error:
             return self.form(request, text, filters, [f"{i.path}: {i.message}" for i in error.issues])
         return HttpResponseRedirect(f"/guardrails/previews/{preview.pk}/")
 
     def form(self, request: HttpRequest, draft: str, filters: dict[str, str], errors: list[str]) -> HttpResponse:
-        return render(request, "guardrails/preview_form.html", {
-            "draft": draft, "filters": filters, "errors": errors, "days": previews.PREVIEW_DAYS,
-            "most": previews.PREVIEW_MAX, "nav_active": "guardrails",
-        })
+        return render(
+            request,
+            "guardrails/preview_form.html",
+            {
+                "draft": draft,
+                "filters": filters,
+                "errors": errors,
+                "days": previews.PREVIEW_DAYS,
+                "most": previews.PREVIEW_MAX,
+                "nav_active": "guardrails",
+            },
+        )
 
 
 class PreviewDetailView(TenantScopedMixin, View):
@@ -79,6 +94,8 @@ class PreviewDetailView(TenantScopedMixin, View):
     def get(self, request: HttpRequest, pk: int) -> HttpResponse:
         previews_seen = current_rows(request, GuardrailPreview.objects)
         preview = get_object_or_404(previews_seen.select_related("tenant", "current"), pk=pk)
-        return render(request, "guardrails/preview_detail.html", {
-            "preview": preview, "data": previews.preview_as_dict(preview), "nav_active": "guardrails",
-        })
+        return render(
+            request,
+            "guardrails/preview_detail.html",
+            {"preview": preview, "data": previews.preview_as_dict(preview), "nav_active": "guardrails"},
+        )

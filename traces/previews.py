@@ -63,8 +63,13 @@ def create_preview(request: PreviewRequest) -> GuardrailPreview:
         check_reviewer_limit(request.tenant, documents, filters, request.mode)
     with transaction.atomic():
         preview = GuardrailPreview.objects.create(
-            tenant=request.tenant, draft=document, current=current, trace_filters=filters, mode=request.mode,
-            started_by=request.started_by, started_by_label=request.label,
+            tenant=request.tenant,
+            draft=document,
+            current=current,
+            trace_filters=filters,
+            mode=request.mode,
+            started_by=request.started_by,
+            started_by_label=request.label,
             judge_estimate_usd=judge_estimate(request.tenant, registration.guardrail, filters, request.mode),
         )
         transaction.on_commit(lambda: send_preview(preview.pk))
@@ -87,16 +92,18 @@ def preview_filters(raw: object, tenant: Tenant) -> dict[str, Any]:
     try:
         filters = clean_filters(raw, tenant)
     except RunRequestError as error:
-        raise RunRequestError([Issue(i.path.replace("/filters", "/traces", 1), i.message)
-                               for i in error.issues]) from None
+        raise RunRequestError(
+            [Issue(i.path.replace("/filters", "/traces", 1), i.message) for i in error.issues]
+        ) from None
     if "since" not in filters and "upload" not in filters:
         filters["since"] = (timezone.now() - timedelta(days=PREVIEW_DAYS)).isoformat()
     return filters
 
 
 def current_revision(guardrail_id: str) -> GuardrailRevision | None:
-    return (GuardrailRevision.objects.filter(guardrail__guardrail_id=guardrail_id, guardrail__deleted_at__isnull=True,
-                                             number=F("guardrail__revision")).first())
+    return GuardrailRevision.objects.filter(
+        guardrail__guardrail_id=guardrail_id, guardrail__deleted_at__isnull=True, number=F("guardrail__revision")
+    ).first()
 
 
 def send_preview(preview_id: int) -> None:
@@ -113,7 +120,8 @@ def preview_traces(preview: GuardrailPreview) -> QuerySet[RunTrace]:
 def run_preview(preview_id: int) -> None:
     """Evaluate a queued preview (one claimed by no one else); a failure is kept on the row."""
     claimed = GuardrailPreview.objects.filter(pk=preview_id, status=GuardrailPreview.Status.QUEUED).update(
-        status=GuardrailPreview.Status.RUNNING)
+        status=GuardrailPreview.Status.RUNNING
+    )
     if not claimed:
         return
     preview = GuardrailPreview.objects.select_related("tenant", "current").get(pk=preview_id)
@@ -121,8 +129,10 @@ def run_preview(preview_id: int) -> None:
         _evaluate(preview)
     except Exception as error:  # kept on the row for the page, then raised for the worker's log
         GuardrailPreview.objects.filter(pk=preview_id).update(
-            status=GuardrailPreview.Status.FAILED, error=f"{type(error).__name__}: {error}"[:2000],
-            finished_at=timezone.now())
+            status=GuardrailPreview.Status.FAILED,
+            error=f"{type(error).__name__}: {error}"[:2000],
+            finished_at=timezone.now(),
+        )
         raise
 
 
@@ -130,16 +140,23 @@ def _evaluate(preview: GuardrailPreview) -> None:
     pks = list(preview_traces(preview).values_list("pk", flat=True))
     GuardrailPreview.objects.filter(pk=preview.pk).update(total=len(pks))
     draft = EngineGuardrail(document=preview.draft)
-    current = (EngineGuardrail(document=preview.current.document, revision=preview.current.number)
-               if preview.current is not None else None)
+    current = (
+        EngineGuardrail(document=preview.current.document, revision=preview.current.number)
+        if preview.current is not None
+        else None
+    )
     tally = Tally()
     for start in range(0, len(pks), BATCH):
-        rows = list(RunTrace.objects.filter(pk__in=pks[start:start + BATCH]).select_related("tenant"))
+        rows = list(RunTrace.objects.filter(pk__in=pks[start : start + BATCH]).select_related("tenant"))
         _evaluate_batch(preview, draft, current, rows, tally)
         GuardrailPreview.objects.filter(pk=preview.pk).update(done=start + len(rows))
     GuardrailPreview.objects.filter(pk=preview.pk).update(
-        status=GuardrailPreview.Status.SUCCEEDED, counts=tally.counts, changes=tally.changes,
-        judge_cost_usd=tally.cost, finished_at=timezone.now())
+        status=GuardrailPreview.Status.SUCCEEDED,
+        counts=tally.counts,
+        changes=tally.changes,
+        judge_cost_usd=tally.cost,
+        finished_at=timezone.now(),
+    )
 
 
 class Tally:
@@ -152,21 +169,38 @@ class Tally:
 
     def add(self, trace: RunTrace, after: Result, before: Result | None) -> None:
         failing_now, failing_before = after.status == "fail", before is not None and before.status == "fail"
-        kind = ("newly_failing" if failing_now and not failing_before
-                else "no_longer_failing" if failing_before and not failing_now else "unchanged")
+        kind = (
+            "newly_failing"
+            if failing_now and not failing_before
+            else "no_longer_failing"
+            if failing_before and not failing_now
+            else "unchanged"
+        )
         self.counts[kind] += 1
         listed = self.changes.get(kind)
         if listed is not None and len(listed) < PREVIEW_LISTED:
             reason = after.reason if failing_now else (before.reason if before is not None else None)
-            listed.append({"trace": trace.trace_id, "traceUrl": f"/traces/{trace.pk}/", "reason": reason or "",
-                           "now": after.status, "before": before.status if before is not None else None})
+            listed.append(
+                {
+                    "trace": trace.trace_id,
+                    "traceUrl": f"/traces/{trace.pk}/",
+                    "reason": reason or "",
+                    "now": after.status,
+                    "before": before.status if before is not None else None,
+                }
+            )
         for result in (after, before):
             if result is not None and result.details.get("costUsd"):
                 self.cost += Decimal(str(result.details["costUsd"]))
 
 
-def _evaluate_batch(preview: GuardrailPreview, draft: EngineGuardrail, current: EngineGuardrail | None,
-                    rows: list[RunTrace], tally: Tally) -> None:
+def _evaluate_batch(
+    preview: GuardrailPreview,
+    draft: EngineGuardrail,
+    current: EngineGuardrail | None,
+    rows: list[RunTrace],
+    tally: Tally,
+) -> None:
     engine = deployment.engine()
     with evaluation_services(preview.tenant, preview=preview) as services:
         services.know_traces(rows)
@@ -179,18 +213,25 @@ def _evaluate_batch(preview: GuardrailPreview, draft: EngineGuardrail, current: 
 
 def preview_as_dict(preview: GuardrailPreview) -> dict[str, Any]:
     return {
-        "id": preview.pk, "url": f"/api/v1/guardrails/previews/{preview.pk}",
-        "page": f"/guardrails/previews/{preview.pk}/", "tenant": preview.tenant.slug,
+        "id": preview.pk,
+        "url": f"/api/v1/guardrails/previews/{preview.pk}",
+        "page": f"/guardrails/previews/{preview.pk}/",
+        "tenant": preview.tenant.slug,
         "guardrail": preview.draft.get("id"),
         "currentRevision": preview.current.number if preview.current is not None else None,
-        "status": preview.status, "mode": preview.mode, "traces": preview.trace_filters,
+        "status": preview.status,
+        "mode": preview.mode,
+        "traces": preview.trace_filters,
         "progress": {"done": preview.done, "total": preview.total, "percent": preview.percent},
-        "counts": {"newlyFailing": preview.counts.get("newly_failing", 0),
-                   "noLongerFailing": preview.counts.get("no_longer_failing", 0),
-                   "unchanged": preview.counts.get("unchanged", 0)},
+        "counts": {
+            "newlyFailing": preview.counts.get("newly_failing", 0),
+            "noLongerFailing": preview.counts.get("no_longer_failing", 0),
+            "unchanged": preview.counts.get("unchanged", 0),
+        },
         "newlyFailing": preview.changes.get("newly_failing", []),
         "noLongerFailing": preview.changes.get("no_longer_failing", []),
         "judgeEstimateUsd": None if preview.judge_estimate_usd is None else str(preview.judge_estimate_usd),
-        "judgeCostUsd": str(preview.judge_cost_usd), "error": preview.error,
+        "judgeCostUsd": str(preview.judge_cost_usd),
+        "error": preview.error,
         "createdAt": preview.created_at.isoformat(),
     }

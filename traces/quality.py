@@ -70,7 +70,9 @@ class Quality:
     def as_dict(self) -> dict[str, Any]:
         interval = self.interval
         answer: dict[str, Any] = {
-            "violations": self.violations, "reviewed": self.reviewed, "falsePositives": self.false_positives,
+            "violations": self.violations,
+            "reviewed": self.reviewed,
+            "falsePositives": self.false_positives,
             "precision": _rounded(self.precision),
             "precisionInterval": None if interval is None else [_rounded(interval[0]), _rounded(interval[1])],
             "coverage": _rounded(self.coverage),
@@ -95,19 +97,27 @@ def period_violations(
 
 
 def counts(violations: QuerySet[Violation]) -> dict[str, Any]:
-    return {"violations": Count("pk"), "reviewed": Count("pk", filter=REVIEWED),
-            "false_positives": Count("pk", filter=FALSE_POSITIVE)}
+    return {
+        "violations": Count("pk"),
+        "reviewed": Count("pk", filter=REVIEWED),
+        "false_positives": Count("pk", filter=FALSE_POSITIVE),
+    }
 
 
 def quality_of(violations: QuerySet[Violation]) -> tuple[Quality, list[Quality]]:
     """The guardrail's quality over `violations` (one guardrail's, already scoped), overall
     and per revision (newest first): two aggregate queries."""
     overall = Quality(**violations.aggregate(**counts(violations)))
-    rows: Iterable[Mapping[str, Any]] = (violations.order_by().values("revision__number").annotate(**counts(violations))
-            .order_by("-revision__number"))
+    rows: Iterable[Mapping[str, Any]] = (
+        violations.order_by().values("revision__number").annotate(**counts(violations)).order_by("-revision__number")
+    )
     per_revision = [
-        Quality(revision=row["revision__number"], violations=row["violations"], reviewed=row["reviewed"],
-                false_positives=row["false_positives"])
+        Quality(
+            revision=row["revision__number"],
+            violations=row["violations"],
+            reviewed=row["reviewed"],
+            false_positives=row["false_positives"],
+        )
         for row in rows
     ]
     return overall, per_revision
@@ -117,8 +127,10 @@ def quality_of(violations: QuerySet[Violation]) -> tuple[Quality, list[Quality]]
 
 
 def rolled_up_quality(
-    days: QuerySet[ViolationDay], violations: QuerySet[Violation],
-    since: datetime | None = None, until: datetime | None = None,
+    days: QuerySet[ViolationDay],
+    violations: QuerySet[Violation],
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> tuple[Quality, list[Quality]]:
     """What `quality_of(period_violations(violations, since, until))` answers, from the roll-up.
 
@@ -134,22 +146,33 @@ def rolled_up_quality(
     totals: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     rows: Iterable[tuple[Any, ...]]
     if first is None or end is None or first < end:
-        rows = (days.order_by().values_list("revision__number")
-                .annotate(n=Sum("count"), reviewed=Sum("reviewed"), wrong=Sum("false_positives")))
+        rows = (
+            days.order_by()
+            .values_list("revision__number")
+            .annotate(n=Sum("count"), reviewed=Sum("reviewed"), wrong=Sum("false_positives"))
+        )
         _add(totals, rows)
     if edges:
         edge = Q()
         for start, stop in edges:
             edge |= Q(created_at__gte=start, created_at__lt=stop)
-        rows = (violations.filter(edge).order_by().values_list("revision__number")
-                .annotate(n=Count("pk"), reviewed=Count("pk", filter=REVIEWED),
-                          wrong=Count("pk", filter=FALSE_POSITIVE)))
+        rows = (
+            violations.filter(edge)
+            .order_by()
+            .values_list("revision__number")
+            .annotate(n=Count("pk"), reviewed=Count("pk", filter=REVIEWED), wrong=Count("pk", filter=FALSE_POSITIVE))
+        )
         _add(totals, rows)
-    per_revision = [Quality(revision=number, violations=n, reviewed=reviewed, false_positives=wrong)
-                    for number, (n, reviewed, wrong) in sorted(totals.items(), reverse=True) if n > 0]
-    overall = Quality(violations=sum(q.violations for q in per_revision),
-                      reviewed=sum(q.reviewed for q in per_revision),
-                      false_positives=sum(q.false_positives for q in per_revision))
+    per_revision = [
+        Quality(revision=number, violations=n, reviewed=reviewed, false_positives=wrong)
+        for number, (n, reviewed, wrong) in sorted(totals.items(), reverse=True)
+        if n > 0
+    ]
+    overall = Quality(
+        violations=sum(q.violations for q in per_revision),
+        reviewed=sum(q.reviewed for q in per_revision),
+        false_positives=sum(q.false_positives for q in per_revision),
+    )
     return overall, per_revision
 
 

@@ -59,8 +59,12 @@ class ReviewQueueView(TenantScopedMixin, View):
         current = self.current(queue, request)
         filter_query = self.filter_query(request)
         context: dict[str, Any] = {
-            "form": form, "violation": current, "nav_active": "violations",
-            "matching": matching.count(), "left": queue.count(), "shortcuts": SHORTCUTS,
+            "form": form,
+            "violation": current,
+            "nav_active": "violations",
+            "matching": matching.count(),
+            "left": queue.count(),
+            "shortcuts": SHORTCUTS,
             "filter_query": filter_query,
             "list_url": f"{reverse('violation-list')}?{filter_query}",
         }
@@ -100,8 +104,9 @@ class ReviewQueueView(TenantScopedMixin, View):
             "after_url": f"{base}after={current.pk}",
             "steps": timeline.steps(document, withheld=current.trace.withheld),
             "details": timeline.pretty(current.result.details) if current.result.details else "",
-            "review_actions": [(state, label, REVIEW_KEYS.get(state, ""))
-                               for state, label in review.next_states(current.state)],
+            "review_actions": [
+                (state, label, REVIEW_KEYS.get(state, "")) for state, label in review.next_states(current.state)
+            ],
         }
 
     @staticmethod

@@ -47,16 +47,20 @@ def _in_batches(step: Callable[[], int]) -> int:
 
 def delete_old_traces(tenant_id: int, cutoff: datetime) -> int:
     """One batch of the tenant's traces received before `cutoff`, with what hangs on them."""
-    ids = list(RunTrace.objects.filter(tenant_id=tenant_id, received_at__lt=cutoff)
-               .order_by("received_at", "pk").values_list("pk", flat=True)[:settings.KINDGI_RETENTION_BATCH])
+    ids = list(
+        RunTrace.objects.filter(tenant_id=tenant_id, received_at__lt=cutoff)
+        .order_by("received_at", "pk")
+        .values_list("pk", flat=True)[: settings.KINDGI_RETENTION_BATCH]
+    )
     if not ids:
         return 0
     with transaction.atomic():
         _delete_violations(Violation.objects.filter(trace_id__in=ids))
         results = EvaluationResult.objects.filter(trace_id__in=ids)
         # The runs' kept comparisons counted these results: computed again when next asked for.
-        comparisons.forget_runs(list(results.filter(evaluation__isnull=False).order_by()
-                                     .values_list("evaluation_id", flat=True).distinct()))
+        comparisons.forget_runs(
+            list(results.filter(evaluation__isnull=False).order_by().values_list("evaluation_id", flat=True).distinct())
+        )
         results._raw_delete(results.db)  # their violations are gone
         JudgeLedgerEntry.objects.filter(trace_id__in=ids).update(trace=None)
         RunTrace.objects.filter(pk__in=ids).only("pk").delete()
@@ -66,8 +70,11 @@ def delete_old_traces(tenant_id: int, cutoff: datetime) -> int:
 def delete_old_ledger_entries(tenant_id: int, cutoff: datetime) -> int:
     """One batch of the tenant's judge ledger entries created before `cutoff`."""
     with transaction.atomic():
-        entries = list(JudgeLedgerEntry.objects.filter(tenant_id=tenant_id, created_at__lt=cutoff)
-                       .order_by("created_at", "pk")[:settings.KINDGI_RETENTION_BATCH])
+        entries = list(
+            JudgeLedgerEntry.objects.filter(tenant_id=tenant_id, created_at__lt=cutoff).order_by("created_at", "pk")[
+                : settings.KINDGI_RETENTION_BATCH
+            ]
+        )
         if not entries:
             return 0
         ledger.remove_many_from_days(entries)

@@ -122,40 +122,51 @@ def review(selection: QuerySet[Violation], state: str, note: str, caller: Caller
     user = caller.user_or_none
     with transaction.atomic():
         locked = list(
-            selection.select_for_update().order_by("pk").values_list(
-                "pk", "state", "tenant_id", "guardrail_id", "revision_id", "severity", "created_at"
-            )[: MAX_BULK + 1]
+            selection.select_for_update()
+            .order_by("pk")
+            .values_list("pk", "state", "tenant_id", "guardrail_id", "revision_id", "severity", "created_at")[
+                : MAX_BULK + 1
+            ]
         )
         if len(locked) > MAX_BULK:
-            raise ReviewError([Issue("/ids", f"a review acts on at most {MAX_BULK} violations: "
-                                             "narrow the filter")])
+            raise ReviewError([Issue("/ids", f"a review acts on at most {MAX_BULK} violations: narrow the filter")])
         current = [(pk, old, tenant) for pk, old, tenant, *_ in locked]
         movable = [(pk, old, tenant) for pk, old, tenant in current if allowed(old, state)]
-        outcome.refused = [(pk, refusal(old, state)) for pk, old, _ in current
-                           if not allowed(old, state)]
+        outcome.refused = [(pk, refusal(old, state)) for pk, old, _ in current if not allowed(old, state)]
         # The quality roll-up moves with the states, in this transaction.
         violation_days.count_reviews(
             (violation_days.key_of(tenant, guardrail, revision, severity, created), old, state)
-            for _, old, tenant, guardrail, revision, severity, created in locked if allowed(old, state)
+            for _, old, tenant, guardrail, revision, severity, created in locked
+            if allowed(old, state)
         )
         if movable:
             Violation.objects.filter(pk__in=[pk for pk, _, _ in movable]).update(
-                state=state, reviewed_by=user, reviewed_by_label=caller.label,
-                reviewed_at=now, review_note=note,
+                state=state, reviewed_by=user, reviewed_by_label=caller.label, reviewed_at=now, review_note=note
             )
             ViolationReview.objects.bulk_create(
                 ViolationReview(
-                    tenant_id=tenant, violation_id=pk, reviewer=user, reviewer_label=caller.label,
-                    from_state=old, to_state=state, note=note, created_at=now,
+                    tenant_id=tenant,
+                    violation_id=pk,
+                    reviewer=user,
+                    reviewer_label=caller.label,
+                    from_state=old,
+                    to_state=state,
+                    note=note,
+                    created_at=now,
                 )
                 for pk, old, tenant in movable
             )
-            audit.record_many("violation.review", [
-                audit.Change(tenant, str(pk), f"violation {pk}", {"state": old}, {"state": state, "note": note})
-                for pk, old, tenant in movable
-            ], actor=caller)
-            signals.violations_reviewed.send(Violation, tenant_ids=sorted({t for _, _, t in movable}),
-                                             violation_ids=[pk for pk, _, _ in movable])
+            audit.record_many(
+                "violation.review",
+                [
+                    audit.Change(tenant, str(pk), f"violation {pk}", {"state": old}, {"state": state, "note": note})
+                    for pk, old, tenant in movable
+                ],
+                actor=caller,
+            )
+            signals.violations_reviewed.send(
+                Violation, tenant_ids=sorted({t for _, _, t in movable}), violation_ids=[pk for pk, _, _ in movable]
+            )
         outcome.reviewed = [pk for pk, _, _ in movable]
     return outcome
 

@@ -45,17 +45,19 @@ def stop_run(evaluation_id: int, status: str, error: str = "") -> bool:
     taken in the same transaction, counts exactly what is stored.
     """
     with transaction.atomic():
-        live = Evaluation.objects.select_for_update().filter(
-            pk=evaluation_id, status__in=[Evaluation.Status.QUEUED, Evaluation.Status.RUNNING]
-        ).values_list("pk", flat=True)
+        live = (
+            Evaluation.objects.select_for_update()
+            .filter(pk=evaluation_id, status__in=[Evaluation.Status.QUEUED, Evaluation.Status.RUNNING])
+            .values_list("pk", flat=True)
+        )
         if not list(live):
             return False
         Evaluation.objects.filter(pk=evaluation_id).update(
             status=status, finished_at=timezone.now(), error=error[:2000]
         )
-        EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
-            status=EvaluationChunk.Status.DONE
-        ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
+        EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(status=EvaluationChunk.Status.DONE).update(
+            status=EvaluationChunk.Status.CANCELLED, lease_until=None
+        )
         if status == Evaluation.Status.FAILED:
             signals.announce_run_failed(evaluation_id, error)
         Evaluation.objects.filter(pk=evaluation_id).update(summary=run_summary(evaluation_id))

@@ -40,13 +40,21 @@ class RunResultsView(TenantScopedMixin, View):
         query["status"] = status or "all"
         first_url = f"{request.path}?{query.urlencode()}"
         query["after"] = page.next_cursor or ""
-        return render(request, "traces/evaluation_results.html", {
-            "run": run, "rows": [run_results.result_as_dict(r) for r in page.rows],
-            "guardrails": sorted(summary), "guardrail": guardrail, "status": status or "all",
-            "statuses": run_results.STATUSES, "first_url": first_url if request.GET.get("after") else None,
-            "next_url": f"{request.path}?{query.urlencode()}" if page.next_cursor else None,
-            "nav_active": "evaluations",
-        })
+        return render(
+            request,
+            "traces/evaluation_results.html",
+            {
+                "run": run,
+                "rows": [run_results.result_as_dict(r) for r in page.rows],
+                "guardrails": sorted(summary),
+                "guardrail": guardrail,
+                "status": status or "all",
+                "statuses": run_results.STATUSES,
+                "first_url": first_url if request.GET.get("after") else None,
+                "next_url": f"{request.path}?{query.urlencode()}" if page.next_cursor else None,
+                "nav_active": "evaluations",
+            },
+        )
 
 
 def scoped_runs(view: TenantScopedMixin) -> Any:
@@ -80,13 +88,20 @@ class RunCompareView(TenantScopedMixin, View):
         comparison = comparisons.comparison_for(run, other) if other is not None else None
         done = comparison is not None and comparison.status == RunComparison.Status.SUCCEEDED
         choices = runs.exclude(pk=run.pk).order_by("-pk").values_list("pk", "created_at")[:50]
-        return render(request, "traces/evaluation_compare.html", {
-            "run": run, "other": other, "comparison": comparison,
-            "rows": comparisons.figures_with_traces(comparison) if comparison is not None and done else [],
-            "done": done,
-            "status_url": f"/api/v1/evaluations/{run.pk}/compare?with={other.pk}" if other is not None else "",
-            "choices": choices, "nav_active": "evaluations",
-        })
+        return render(
+            request,
+            "traces/evaluation_compare.html",
+            {
+                "run": run,
+                "other": other,
+                "comparison": comparison,
+                "rows": comparisons.figures_with_traces(comparison) if comparison is not None and done else [],
+                "done": done,
+                "status_url": f"/api/v1/evaluations/{run.pk}/compare?with={other.pk}" if other is not None else "",
+                "choices": choices,
+                "nav_active": "evaluations",
+            },
+        )
 
 
 def chosen_other(runs: Any, run: Evaluation, raw: str) -> Evaluation | None:
@@ -121,8 +136,17 @@ class RunCompareTracesView(TenantScopedMixin, View):
         query = request.GET.copy()
         query["after"] = page.next_cursor or ""
         figures = next((row for row in comparison.guardrails if row["guardrail"] == guardrail), None)
-        return render(request, "traces/evaluation_compare_traces.html", {
-            "run": run, "other": other, "guardrail": guardrail, "kind": kind, "figures": figures,
-            "rows": page.rows, "next_url": f"{request.path}?{query.urlencode()}" if page.next_cursor else None,
-            "nav_active": "evaluations",
-        })
+        return render(
+            request,
+            "traces/evaluation_compare_traces.html",
+            {
+                "run": run,
+                "other": other,
+                "guardrail": guardrail,
+                "kind": kind,
+                "figures": figures,
+                "rows": page.rows,
+                "next_url": f"{request.path}?{query.urlencode()}" if page.next_cursor else None,
+                "nav_active": "evaluations",
+            },
+        )

@@ -61,10 +61,21 @@ def results_page(results: QuerySet[EvaluationResult], *, after: str | None, size
     if after:
         results = results.filter(paging.past("status", decode_cursor(after), "gt"))
     rows = list(
-        results.select_related("trace", "guardrail", "revision", "violation")
-        .only("pk", "status", "reason", "skip_reason", "mode", "duration_ms", "created_at",
-              "trace__trace_id", "guardrail__guardrail_id", "revision__number", "revision__document",
-              "violation__id", "violation__state")[: size + 1]
+        results.select_related("trace", "guardrail", "revision", "violation").only(
+            "pk",
+            "status",
+            "reason",
+            "skip_reason",
+            "mode",
+            "duration_ms",
+            "created_at",
+            "trace__trace_id",
+            "guardrail__guardrail_id",
+            "revision__number",
+            "revision__document",
+            "violation__id",
+            "violation__state",
+        )[: size + 1]
     )
     more = len(rows) > size
     rows = rows[:size]
@@ -99,7 +110,8 @@ def previous_run(run: Evaluation) -> Evaluation | None:
     guardrails = run.revisions.values("guardrail_id")
     return (
         Evaluation.objects.filter(tenant_id=run.tenant_id, pk__lt=run.pk, revisions__guardrail_id__in=guardrails)
-        .order_by("-pk").first()
+        .order_by("-pk")
+        .first()
     )
 
 

@@ -170,8 +170,7 @@ def evaluate_traces(
     the trace and to `evaluation` (a batch run) when given. `fresh`: their results are
     most likely not stored yet (written straight in, see `bulk.record_results`).
     """
-    with evaluation_services(evaluation.tenant if evaluation is not None else None,
-                             evaluation=evaluation) as services:
+    with evaluation_services(evaluation.tenant if evaluation is not None else None, evaluation=evaluation) as services:
         if any(item.guardrail.kind == JUDGE_KIND for item in enforced):
             services.know_traces(traces)
         verdicts = [(trace, verdict_of(trace.document, enforced, mode, services)) for trace in traces]

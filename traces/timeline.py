@@ -67,9 +67,9 @@ class Step:
 
     @property
     def css(self) -> str:
-        return {"toolcall": "tool", "output": "assistant", "withheld": "system",
-                "input": "user"}.get(self.kind, self.role if self.role in (
-                    "user", "assistant", "system", "tool") else "system")
+        return {"toolcall": "tool", "output": "assistant", "withheld": "system", "input": "user"}.get(
+            self.kind, self.role if self.role in ("user", "assistant", "system", "tool") else "system"
+        )
 
 
 def tool_step(call: dict[str, Any]) -> Step:
@@ -110,12 +110,9 @@ def steps(document: dict[str, Any], *, withheld: bool) -> list[Step]:
 
     timeline: list[Step] = []
     first_user = next((m for m in messages if m.get("role") == "user"), None)
-    if document.get("input") is not None and (
-        first_user is None or first_user.get("content") != document.get("input")
-    ):
+    if document.get("input") is not None and (first_user is None or first_user.get("content") != document.get("input")):
         timeline.append(Step(kind="input", role="user", content=text(document.get("input"))))
-    last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"),
-                         default=None)
+    last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
     for index, message in enumerate(messages):
         if index == last_assistant:
             timeline.extend(tool_step(c) for c in loose)
@@ -134,8 +131,10 @@ def steps(document: dict[str, Any], *, withheld: bool) -> list[Step]:
         timeline.append(Step(kind="withheld", role="system", content=kept))
     elif document.get("output") is not None:
         output = text(document.get("output"))
-        if not messages or messages[-1].get("role") != "assistant" or (
-            messages[-1].get("content") != document.get("output")
+        if (
+            not messages
+            or messages[-1].get("role") != "assistant"
+            or (messages[-1].get("content") != document.get("output"))
         ):
             timeline.append(Step(kind="output", role="assistant", content=output))
     return timeline
@@ -154,6 +153,5 @@ def citations(document: dict[str, Any]) -> list[Citation]:
     for item in document.get("citations") or []:
         if isinstance(item, dict):
             source = text(item.get("source"))
-            found.append(Citation(source, http_url(source), text(item.get("title")),
-                                  text(item.get("quote"))))
+            found.append(Citation(source, http_url(source), text(item.get("title")), text(item.get("quote"))))
     return found

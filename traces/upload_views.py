@@ -28,8 +28,12 @@ class UploadListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         uploads = cast(QuerySet[Upload], self.object_list)
         page = keyset_page(self.request, uploads.select_related("uploaded_by"), "created_at")
-        kwargs.update(uploads=page.rows, next_url=page.next_url, previous_url=page.previous_url,
-                      can_upload=bool(writable_tenants(self.request.user)))
+        kwargs.update(
+            uploads=page.rows,
+            next_url=page.next_url,
+            previous_url=page.previous_url,
+            can_upload=bool(writable_tenants(self.request.user)),
+        )
         return super().get_context_data(**kwargs)
 
 
@@ -54,7 +58,9 @@ class UploadCreateView(TenantScopedMixin, FormView):  # type: ignore[type-arg]
 
     def form_valid(self, form: UploadForm) -> HttpResponse:
         upload = save_upload(
-            form.cleaned_data["file"], form.cleaned_data["tenant"], self.request.user,
+            form.cleaned_data["file"],
+            form.cleaned_data["tenant"],
+            self.request.user,
             evaluate_after=form.cleaned_data["evaluate_after"],
         )
         return HttpResponseRedirect(reverse("upload-detail", args=[upload.pk]))

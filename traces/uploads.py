@@ -87,8 +87,12 @@ class Progress:
     def of(cls, upload: Upload) -> Progress:
         """The counts the upload's earlier pieces stored."""
         return cls(
-            total=upload.lines_total, stored=upload.lines_stored, duplicate=upload.lines_duplicate,
-            conflict=upload.lines_conflict, invalid=upload.lines_invalid, errors=list(upload.errors),
+            total=upload.lines_total,
+            stored=upload.lines_stored,
+            duplicate=upload.lines_duplicate,
+            conflict=upload.lines_conflict,
+            invalid=upload.lines_invalid,
+            errors=list(upload.errors),
             errors_total=upload.errors_total,
         )
 
@@ -110,8 +114,12 @@ def save_upload(file: File[bytes], tenant: Tenant, user: Any, *, evaluate_after:
 
     name = file.name or "traces.jsonl"
     upload = Upload(
-        tenant=tenant, uploaded_by=user, original_name=name[:300], size=file.size or 0,
-        evaluate_after=evaluate_after, lease_until=timezone.now() + lease(),
+        tenant=tenant,
+        uploaded_by=user,
+        original_name=name[:300],
+        size=file.size or 0,
+        evaluate_after=evaluate_after,
+        lease_until=timezone.now() + lease(),
     )
     upload.file.save(name.rsplit("/", 1)[-1][:200], file, save=False)
     upload.save()
@@ -145,8 +153,11 @@ def claim_upload(upload_id: int) -> Upload | None:
     now = timezone.now()
     claimable = Q(status=Upload.Status.QUEUED) | Q(status=Upload.Status.RUNNING, lease_until__lt=now)
     claimed = Upload.objects.filter(claimable, pk=upload_id).update(
-        status=Upload.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now)),
-        lease_until=now + chunk_lease(), claim=F("claim") + 1, attempts=F("attempts") + 1,
+        status=Upload.Status.RUNNING,
+        started_at=Coalesce(F("started_at"), Value(now)),
+        lease_until=now + chunk_lease(),
+        claim=F("claim") + 1,
+        attempts=F("attempts") + 1,
     )
     return Upload.objects.select_related("tenant").filter(pk=upload_id).first() if claimed else None
 
@@ -179,8 +190,10 @@ def process_upload(upload_id: int) -> None:
 
 def _given_up(upload: Upload) -> str:
     where = f"after {upload.resume_at} traces" if upload.resume_at else "at its start"
-    return (f"the worker reading this file was lost {upload.attempts - 1} times in a row {where} "
-            "(it may have run out of memory or time): the rest of the file is not read")
+    return (
+        f"the worker reading this file was lost {upload.attempts - 1} times in a row {where} "
+        "(it may have run out of memory or time): the rest of the file is not read"
+    )
 
 
 def read_piece(upload: Upload) -> tuple[bool, Progress]:
@@ -218,7 +231,8 @@ def store_batch(upload: Upload, caller: Caller, batch: list[Parsed], progress: P
     ]
     ingest.store([item for item in items if item is not None], on_created=queue_runtime_evaluation)
     delivered = [
-        item.row_id for item in items
+        item.row_id
+        for item in items
         if item is not None and item.row_id is not None and item.status in (ingest.CREATED, ingest.DUPLICATE)
     ]
     RunTrace.objects.filter(pk__in=delivered).update(upload=upload)
@@ -273,8 +287,12 @@ def _save_progress(upload: Upload, progress: Progress, position: Position, *, by
     from traces.evaluations import chunk_lease
 
     saved = Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
-        **progress.columns(), resume_offset=position.offset, resume_at=position.count,
-        bytes_read=min(bytes_read, upload.size), lease_until=timezone.now() + chunk_lease(), attempts=0,
+        **progress.columns(),
+        resume_offset=position.offset,
+        resume_at=position.count,
+        bytes_read=min(bytes_read, upload.size),
+        lease_until=timezone.now() + chunk_lease(),
+        attempts=0,
     )
     if not saved:
         raise LostClaim(upload.pk)
@@ -285,17 +303,23 @@ def _next_piece(upload: Upload) -> None:
     from traces.evaluations import lease
 
     released = Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
-        status=Upload.Status.QUEUED, lease_until=timezone.now() + lease(),
+        status=Upload.Status.QUEUED, lease_until=timezone.now() + lease()
     )
     if released:
         _send(upload.pk)
 
 
 def _finish(upload: Upload, progress: Progress, status: str, failure: str = "") -> bool:
-    finished = bool(Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
-        **progress.columns(), status=status, failure=failure, finished_at=timezone.now(),
-        bytes_read=upload.size, lease_until=None,
-    ))
+    finished = bool(
+        Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
+            **progress.columns(),
+            status=status,
+            failure=failure,
+            finished_at=timezone.now(),
+            bytes_read=upload.size,
+            lease_until=None,
+        )
+    )
     if finished and status == Upload.Status.FAILED:
         _announce_failure(upload.pk, upload.tenant_id, failure)
     return finished
@@ -310,7 +334,7 @@ def fail_upload(upload_id: int, reason: str) -> None:
     """The upload's reading failed for good: failed, with the counts of its stored batches."""
     failure = f"the file could not be read to its end: {reason}"
     failed = Upload.objects.filter(pk=upload_id, status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING]).update(
-        status=Upload.Status.FAILED, failure=failure, finished_at=timezone.now(), lease_until=None,
+        status=Upload.Status.FAILED, failure=failure, finished_at=timezone.now(), lease_until=None
     )
     tenant_id = Upload.objects.filter(pk=upload_id).values_list("tenant_id", flat=True).first()
     if failed and tenant_id is not None:
@@ -331,7 +355,7 @@ def requeue_stale_uploads(now: datetime) -> int:
     sent = 0
     for upload_id in list(stale):
         renewed = Upload.objects.filter(pk=upload_id, lease_until__lt=now).update(
-            status=Upload.Status.QUEUED, lease_until=now + lease(),
+            status=Upload.Status.QUEUED, lease_until=now + lease()
         )
         if renewed:
             _send(upload_id)
@@ -347,10 +371,15 @@ def start_evaluation_of(upload: Upload, progress: Progress) -> None:
         return
     user = upload.uploaded_by
     try:
-        run = create_run(RunRequest(
-            tenant=upload.tenant, filters={"upload": upload.pk}, mode="ci", started_by=user,
-            label=getattr(user, "username", "") or "upload",
-        ))
+        run = create_run(
+            RunRequest(
+                tenant=upload.tenant,
+                filters={"upload": upload.pk},
+                mode="ci",
+                started_by=user,
+                label=getattr(user, "username", "") or "upload",
+            )
+        )
     except RunRequestError as error:
         Upload.objects.filter(pk=upload.pk).update(failure=f"no evaluation was started: {error}")
         return

@@ -27,10 +27,12 @@ urlpatterns = [
     path("evaluations/<int:pk>/", evaluation_views.EvaluationDetailView.as_view(), name="evaluation-detail"),
     path("evaluations/<int:pk>/results/", run_result_views.RunResultsView.as_view(), name="evaluation-results"),
     path("evaluations/<int:pk>/compare/", run_result_views.RunCompareView.as_view(), name="evaluation-compare"),
-    path("evaluations/<int:pk>/compare/traces/", run_result_views.RunCompareTracesView.as_view(),
-         name="evaluation-compare-traces"),
-    path("evaluations/<int:pk>/cancel/", evaluation_views.EvaluationCancelView.as_view(),
-         name="evaluation-cancel"),
+    path(
+        "evaluations/<int:pk>/compare/traces/",
+        run_result_views.RunCompareTracesView.as_view(),
+        name="evaluation-compare-traces",
+    ),
+    path("evaluations/<int:pk>/cancel/", evaluation_views.EvaluationCancelView.as_view(), name="evaluation-cancel"),
     path("uploads/", upload_views.UploadListView.as_view(), name="upload-list"),
     path("uploads/new/", upload_views.UploadCreateView.as_view(), name="upload-create"),
     path("uploads/<int:pk>/", upload_views.UploadDetailView.as_view(), name="upload-detail"),
@@ -49,5 +51,5 @@ urlpatterns = [
 #: The detail page for an id stored before the id alphabet (it may hold a "/"), included
 #: last by the root URLconf, after guardrails.urls.legacy_urlpatterns (see there).
 legacy_urlpatterns = [
-    path("guardrails/<path:guardrail_id>/", guardrail_views.GuardrailDetailView.as_view(), name="guardrail-detail"),
+    path("guardrails/<path:guardrail_id>/", guardrail_views.GuardrailDetailView.as_view(), name="guardrail-detail")
 ]

@@ -134,21 +134,44 @@ def prepared_cursor() -> Any:
 def _trace(item: ingest.Item, pk: int | None) -> RunTrace:
     document = item.document or {}
     assert item.tenant is not None
-    return RunTrace(pk=pk, tenant=item.tenant, trace_id=item.id or "", agent=document.get("agent") or "",
-                    flow=document.get("flow") or "")
+    return RunTrace(
+        pk=pk,
+        tenant=item.tenant,
+        trace_id=item.id or "",
+        agent=document.get("agent") or "",
+        flow=document.get("flow") or "",
+    )
 
 
 def _parameters(item: ingest.Item, rows: list[bulk.ResultRow], now: Any) -> dict[str, Any]:
     tenant, trace_ref, agent, flow, started_at, ended_at, document, digest, withheld, _ = ingest._copy_row(item, now)
     return {
-        "tenant": tenant, "trace_ref": trace_ref, "agent": agent, "flow": flow, "started_at": started_at,
-        "ended_at": ended_at, "document": document, "content_hash": digest, "withheld": withheld, "now": now,
-        "mode": "runtime", "day": timezone.localdate(now),
+        "tenant": tenant,
+        "trace_ref": trace_ref,
+        "agent": agent,
+        "flow": flow,
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "document": document,
+        "content_hash": digest,
+        "withheld": withheld,
+        "now": now,
+        "mode": "runtime",
+        "day": timezone.localdate(now),
         "results": orjson.dumps([_result(row) for row in rows]).decode(),
     }
 
 
 def _result(row: bulk.ResultRow) -> dict[str, Any]:
-    return {"guardrail_id": row.guardrail_id, "revision_id": row.revision_id, "status": row.status,
-            "reason": row.reason, "duration_ms": row.duration_ms, "details": orjson.Fragment(row.details),
-            "skip_reason": row.skip_reason, "shadow": row.shadow, "action": row.action, "severity": row.severity}
+    return {
+        "guardrail_id": row.guardrail_id,
+        "revision_id": row.revision_id,
+        "status": row.status,
+        "reason": row.reason,
+        "duration_ms": row.duration_ms,
+        "details": orjson.Fragment(row.details),
+        "skip_reason": row.skip_reason,
+        "shadow": row.shadow,
+        "action": row.action,
+        "severity": row.severity,
+    }

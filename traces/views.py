@@ -18,14 +18,7 @@ from django.contrib import messages
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
-from django.http import (
-    Http404,
-    HttpRequest,
-    HttpResponse,
-    HttpResponseRedirect,
-    JsonResponse,
-    StreamingHttpResponse,
-)
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -62,8 +55,7 @@ def guardrail_choices(request: HttpRequest) -> list[tuple[str, str]]:
 
 def violation_count() -> Subquery:
     return Subquery(
-        Violation.objects.filter(trace=OuterRef("pk")).order_by().values("trace")
-        .annotate(n=Count("pk")).values("n"),
+        Violation.objects.filter(trace=OuterRef("pk")).order_by().values("trace").annotate(n=Count("pk")).values("n"),
         output_field=IntegerField(),
     )
 
@@ -81,18 +73,23 @@ class TraceListView(TenantScopedMixin, View):
         filterset = filters.TracePageFilter(request.GET)
         traces = (
             filterset.apply(self.get_queryset())
-            .only("pk", "tenant_id", "trace_id", "agent", "flow", "started_at", "ended_at",
-                  "received_at", "withheld")
-            .annotate(input_text=KT("document__input"),
-                      violation_count=Coalesce(violation_count(), 0))
+            .only("pk", "tenant_id", "trace_id", "agent", "flow", "started_at", "ended_at", "received_at", "withheld")
+            .annotate(input_text=KT("document__input"), violation_count=Coalesce(violation_count(), 0))
         )
         page = keyset_page(request, traces, "received_at")
         suggestions = self._recent_values()
-        return render(request, self.template_name, {
-            "form": filterset.form, "page": page, "traces": page.rows, "page_sizes": PAGE_SIZES,
-            "datalists": [("agent-options", suggestions["agents"]), ("flow-options", suggestions["flows"])],
-            "nav_active": "traces",
-        })
+        return render(
+            request,
+            self.template_name,
+            {
+                "form": filterset.form,
+                "page": page,
+                "traces": page.rows,
+                "page_sizes": PAGE_SIZES,
+                "datalists": [("agent-options", suggestions["agents"]), ("flow-options", suggestions["flows"])],
+                "nav_active": "traces",
+            },
+        )
 
     def _recent_values(self) -> dict[str, list[str]]:
         """Agents and flows of the latest traces, as suggestions for the filters (bounded)."""
@@ -112,13 +109,21 @@ class TraceDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-arg]
     context_object_name = "trace"
 
     def get_queryset(self) -> QuerySet[RunTrace]:
-        return cast(QuerySet[RunTrace], super().get_queryset().select_related("tenant").prefetch_related(
-            Prefetch("results", queryset=EvaluationResult.objects
-                     .select_related("guardrail", "revision").order_by("guardrail__guardrail_id",
-                                                                       "-created_at")),
-            Prefetch("violations", queryset=Violation.objects.select_related("guardrail")
-                     .order_by("-created_at")),
-        ))
+        return cast(
+            QuerySet[RunTrace],
+            super()
+            .get_queryset()
+            .select_related("tenant")
+            .prefetch_related(
+                Prefetch(
+                    "results",
+                    queryset=EvaluationResult.objects.select_related("guardrail", "revision").order_by(
+                        "guardrail__guardrail_id", "-created_at"
+                    ),
+                ),
+                Prefetch("violations", queryset=Violation.objects.select_related("guardrail").order_by("-created_at")),
+            ),
+        )
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
@@ -163,9 +168,22 @@ def _status_counts(results: Iterable[EvaluationResult]) -> dict[str, int]:
 def violation_rows(violations: QuerySet[Violation]) -> QuerySet[Violation]:
     """The columns the violation list shows, names joined in the same query."""
     return violations.select_related("guardrail", "trace").only(
-        "pk", "tenant_id", "created_at", "action", "severity", "mode", "reason", "agent", "flow",
-        "state", "reviewed_at", "reviewed_by_label", "guardrail__guardrail_id", "guardrail__name",
-        "trace__trace_id", "trace__withheld",
+        "pk",
+        "tenant_id",
+        "created_at",
+        "action",
+        "severity",
+        "mode",
+        "reason",
+        "agent",
+        "flow",
+        "state",
+        "reviewed_at",
+        "reviewed_by_label",
+        "guardrail__guardrail_id",
+        "guardrail__name",
+        "trace__trace_id",
+        "trace__withheld",
     )
 
 
@@ -183,16 +201,24 @@ class ViolationListView(TenantScopedMixin, View):
         for name in ("after", "before", "size"):
             query.pop(name, None)
         chart_query = query.urlencode()
-        return render(request, self.template_name, {
-            "form": form, "page": page, "violations": page.rows, "page_sizes": PAGE_SIZES,
-            "states": review.STATES, "filter_query": chart_query,
-            "filter_items": [(name, value) for name, value in query.items() if value],
-            "chart_link": f"{reverse('violation-list')}?{chart_query}",
-            "chart_guardrail_url": f"{reverse('violation-chart')}?by=guardrail&{chart_query}",
-            "chart_severity_url": f"{reverse('violation-chart')}?by=severity&{chart_query}",
-            "actions": [(state, review.ACTION_LABELS[state]) for state in review.STATES],
-            "nav_active": "violations",
-        })
+        return render(
+            request,
+            self.template_name,
+            {
+                "form": form,
+                "page": page,
+                "violations": page.rows,
+                "page_sizes": PAGE_SIZES,
+                "states": review.STATES,
+                "filter_query": chart_query,
+                "filter_items": [(name, value) for name, value in query.items() if value],
+                "chart_link": f"{reverse('violation-list')}?{chart_query}",
+                "chart_guardrail_url": f"{reverse('violation-chart')}?by=guardrail&{chart_query}",
+                "chart_severity_url": f"{reverse('violation-chart')}?by=severity&{chart_query}",
+                "actions": [(state, review.ACTION_LABELS[state]) for state in review.STATES],
+                "nav_active": "violations",
+            },
+        )
 
 
 class ViolationChartView(TenantScopedMixin, View):
@@ -210,11 +236,13 @@ class ViolationChartView(TenantScopedMixin, View):
         form = cast(forms.PageFilterForm, filterset.form)
         first, last = chart_days(form)
         violations = filterset.apply(self.get_queryset()).filter(
-            created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(1)))
+            created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(1))
+        )
         rows = violation_days.chart_rows(violations, self.days(form), by, first, last)
         order = ["critical", "error", "warn", "info", ""] if by == "severity" else None
-        return JsonResponse(chart_data(rows, first, last, order=order, y_format="count",
-                                       title=f"Violations per day by {by}"))
+        return JsonResponse(
+            chart_data(rows, first, last, order=order, y_format="count", title=f"Violations per day by {by}")
+        )
 
     def days(self, form: forms.PageFilterForm) -> QuerySet[ViolationDay] | None:
         """The roll-up under the page's scope and filter, when it names nothing the roll-up
@@ -237,9 +265,16 @@ def chart_days(form: forms.PageFilterForm) -> tuple[date, date]:
     return first, max(first, last)
 
 
-def chart_data(rows: list[tuple[date, str, Any]], first: date, last: date, *,
-               order: list[str] | None = None, y_format: str, title: str,
-               top: int = 8) -> dict[str, Any]:
+def chart_data(
+    rows: list[tuple[date, str, Any]],
+    first: date,
+    last: date,
+    *,
+    order: list[str] | None = None,
+    y_format: str,
+    title: str,
+    top: int = 8,
+) -> dict[str, Any]:
     """A stacked bar chart of (day, series, value) rows, one bar per day from first to last.
 
     Beyond the `top` largest series, the rest are summed as "other".
@@ -262,11 +297,15 @@ def chart_data(rows: list[tuple[date, str, Any]], first: date, last: date, *,
             key = name or "none"
             data[key if key in kept else "other"][index[day]] += value
     return {
-        "type": "bar", "stacked": True, "yFormat": y_format, "title": title,
+        "type": "bar",
+        "stacked": True,
+        "yFormat": y_format,
+        "title": title,
         "labels": [day.isoformat() for day in days],
-        "datasets": [{"label": name, "data": [float(v) if isinstance(v, Decimal) else v
-                                              for v in values]}
-                     for name, values in data.items()],
+        "datasets": [
+            {"label": name, "data": [float(v) if isinstance(v, Decimal) else v for v in values]}
+            for name, values in data.items()
+        ],
     }
 
 
@@ -279,10 +318,10 @@ class ViolationDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-a
 
     def get_queryset(self) -> QuerySet[Violation]:
         violations: QuerySet[Violation] = super().get_queryset()
-        return violations.select_related(
-            "guardrail", "revision", "trace", "result", "evaluation", "reviewed_by"
-        ).defer("trace__document").prefetch_related(
-            Prefetch("reviews", queryset=ViolationReview.objects.order_by("-created_at", "-pk"))
+        return (
+            violations.select_related("guardrail", "revision", "trace", "result", "evaluation", "reviewed_by")
+            .defer("trace__document")
+            .prefetch_related(Prefetch("reviews", queryset=ViolationReview.objects.order_by("-created_at", "-pk")))
         )
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
@@ -322,8 +361,12 @@ class ViolationReviewView(TenantScopedMixin, View):
             field, errors = next(iter(form.errors.items()))
             messages.error(request, f"{field}: {errors[0]}")
             return HttpResponseRedirect(target)
-        outcome = review.review(self.get_queryset().filter(pk=pk), form.cleaned_data["state"],
-                                form.cleaned_data["note"].strip(), self.caller)
+        outcome = review.review(
+            self.get_queryset().filter(pk=pk),
+            form.cleaned_data["state"],
+            form.cleaned_data["note"].strip(),
+            self.caller,
+        )
         if outcome.refused:
             messages.error(request, f"Not changed: {outcome.refused[0][1]}.")
         else:
@@ -347,12 +390,12 @@ class ViolationBulkReviewView(TenantScopedMixin, View):
             return HttpResponseRedirect(target)
         selection = self._selection(request)
         if selection is None:
-            messages.error(request, "Tick at least one violation, or choose every violation "
-                                    "that matches the filter.")
+            messages.error(request, "Tick at least one violation, or choose every violation that matches the filter.")
             return HttpResponseRedirect(target)
         try:
-            outcome = review.review(selection, form.cleaned_data["state"],
-                                    form.cleaned_data["note"].strip(), self.caller)
+            outcome = review.review(
+                selection, form.cleaned_data["state"], form.cleaned_data["note"].strip(), self.caller
+            )
         except review.ReviewError as error:
             messages.error(request, error.issues[0].message)
             return HttpResponseRedirect(target)
@@ -362,8 +405,9 @@ class ViolationBulkReviewView(TenantScopedMixin, View):
     def _selection(self, request: HttpRequest) -> QuerySet[Violation] | None:
         if request.POST.get("scope") == "filter":
             # The list's filter comes as hidden f-<name> fields, apart from the new `state`.
-            filterset = filters.ViolationPageFilter(request.POST, prefix="f",
-                                                    guardrails=guardrail_choices(self.request))
+            filterset = filters.ViolationPageFilter(
+                request.POST, prefix="f", guardrails=guardrail_choices(self.request)
+            )
             return filterset.apply(self.get_queryset())
         ids = [int(raw) for raw in request.POST.getlist("ids") if raw.isdigit()]
         return self.get_queryset().filter(pk__in=ids) if ids else None
@@ -372,12 +416,13 @@ class ViolationBulkReviewView(TenantScopedMixin, View):
     def _report(request: HttpRequest, outcome: review.Outcome) -> None:
         moved = len(outcome.reviewed)
         if moved:
-            messages.success(request, f"{moved} violation{'s' if moved != 1 else ''} "
-                                      f"marked {outcome.state}.")
+            messages.success(request, f"{moved} violation{'s' if moved != 1 else ''} marked {outcome.state}.")
         if outcome.refused:
             count = len(outcome.refused)
-            messages.warning(request, f"{count} left as they were: {outcome.refused[0][1]}"
-                                      + (" (and others)" if count > 1 else "") + ".")
+            messages.warning(
+                request,
+                f"{count} left as they were: {outcome.refused[0][1]}" + (" (and others)" if count > 1 else "") + ".",
+            )
         if not moved and not outcome.refused:
             messages.info(request, "No violation matched.")
 
@@ -415,12 +460,18 @@ class LedgerView(TenantScopedMixin, View):
         first, last = chart_days(form)
         # The chart's series follow the chosen grouping (by day: one series, the day's total).
         series = form.grouping if form.grouping != "day" else None
-        daily = ledger.summarise(entries.filter(
-            created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(1))
-        ), ["day", series] if series else ["day"], days.filter(day__gte=first, day__lte=last))
-        chart = chart_data([(date.fromisoformat(g["day"]), g[series] if series else "total",
-                             Decimal(g["costUsd"])) for g in daily], first, last, y_format="usd",
-                           title=f"Judge cost per day by {form.grouping}")
+        daily = ledger.summarise(
+            entries.filter(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(1))),
+            ["day", series] if series else ["day"],
+            days.filter(day__gte=first, day__lte=last),
+        )
+        chart = chart_data(
+            [(date.fromisoformat(g["day"]), g[series] if series else "total", Decimal(g["costUsd"])) for g in daily],
+            first,
+            last,
+            y_format="usd",
+            title=f"Judge cost per day by {form.grouping}",
+        )
         per_call = ledger_chart.max_cost(form.value("guardrail")) if form.value("guardrail") else None
         if per_call is not None:
             chart = ledger_chart.with_budget(chart, daily, per_call)
@@ -428,14 +479,25 @@ class LedgerView(TenantScopedMixin, View):
         query = request.GET.copy()
         for name in ("after", "before", "size", "group", "rows"):
             query.pop(name, None)
-        return render(request, self.template_name, {
-            "form": form, "group": form.grouping, "groups": groups,
-            "total": ledger.totals(groups), "chart": chart, "page": page, "budget_per_call": per_call,
-            "entries": page.rows, "page_sizes": PAGE_SIZES,
-            "models": [g["model"] for g in ledger.summarise(entries, ["model"], days)],
-            "filter_query": query.urlencode(), "group_choices": forms.LEDGER_GROUPS,
-            "nav_active": "ledger",
-        })
+        return render(
+            request,
+            self.template_name,
+            {
+                "form": form,
+                "group": form.grouping,
+                "groups": groups,
+                "total": ledger.totals(groups),
+                "chart": chart,
+                "page": page,
+                "budget_per_call": per_call,
+                "entries": page.rows,
+                "page_sizes": PAGE_SIZES,
+                "models": [g["model"] for g in ledger.summarise(entries, ["model"], days)],
+                "filter_query": query.urlencode(),
+                "group_choices": forms.LEDGER_GROUPS,
+                "nav_active": "ledger",
+            },
+        )
 
 
 class LedgerExportView(LedgerView):

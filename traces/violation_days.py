@@ -93,8 +93,9 @@ def key_of(tenant: int, guardrail: int, revision: int, severity: str, created_at
 
 def uncount(violation: Violation) -> None:
     """Take a deleted violation out of its day (a trace or a run deleted with its violations)."""
-    key = key_of(violation.tenant_id, violation.guardrail_id, violation.revision_id, violation.severity,
-                 violation.created_at)
+    key = key_of(
+        violation.tenant_id, violation.guardrail_id, violation.revision_id, violation.severity, violation.created_at
+    )
     _upsert([(*key, *figures_of(violation.state))], -1)
 
 
@@ -107,8 +108,7 @@ def count_reviews(moves: Iterable[tuple[Key, str, str]]) -> None:
         deltas[(key, 1)] += after[1] - before[1]
         deltas[(key, 2)] += after[2] - before[2]
     keys = sorted({key for key, _ in deltas})
-    _upsert([(*key, 0, deltas[(key, 1)], deltas[(key, 2)]) for key in keys
-             if deltas[(key, 1)] or deltas[(key, 2)]], +1)
+    _upsert([(*key, 0, deltas[(key, 1)], deltas[(key, 2)]) for key in keys if deltas[(key, 1)] or deltas[(key, 2)]], +1)
 
 
 def redate(violations: QuerySet[Violation], created_at: Any) -> None:
@@ -126,16 +126,27 @@ def rebuild() -> int:
     with transaction.atomic():
         ViolationDay.objects.all().delete()
         created = ViolationDay.objects.bulk_create(
-            [ViolationDay(tenant_id=tenant, guardrail_id=guardrail, revision_id=revision, severity=severity,
-                          day=day, count=n, reviewed=reviewed, false_positives=wrong)
-             for tenant, guardrail, revision, severity, day, n, reviewed, wrong in _counts(Violation.objects.all())],
+            [
+                ViolationDay(
+                    tenant_id=tenant,
+                    guardrail_id=guardrail,
+                    revision_id=revision,
+                    severity=severity,
+                    day=day,
+                    count=n,
+                    reviewed=reviewed,
+                    false_positives=wrong,
+                )
+                for tenant, guardrail, revision, severity, day, n, reviewed, wrong in _counts(Violation.objects.all())
+            ],
             batch_size=1000,
         )
     return len(created)
 
 
-def chart_rows(violations: QuerySet[Violation], days: QuerySet[ViolationDay] | None, by: str,
-               first: date, last: date) -> list[tuple[date, str, int]]:
+def chart_rows(
+    violations: QuerySet[Violation], days: QuerySet[ViolationDay] | None, by: str, first: date, last: date
+) -> list[tuple[date, str, int]]:
     """(day, series, count) of the violations from `first` to `last`, by guardrail or severity.
 
     `days`: the roll-up under the same scope and filters, when the filters allow it; else
@@ -144,11 +155,21 @@ def chart_rows(violations: QuerySet[Violation], days: QuerySet[ViolationDay] | N
     series = F("guardrail__guardrail_id") if by == "guardrail" else F("severity")
     rows: Iterable[tuple[Any, ...]]
     if days is not None:
-        rows = (days.filter(day__gte=first, day__lte=last).order_by().annotate(series=series)
-                .values("day", "series").annotate(n=Sum("count")).filter(n__gt=0)
-                .values_list("day", "series", "n"))
+        rows = (
+            days.filter(day__gte=first, day__lte=last)
+            .order_by()
+            .annotate(series=series)
+            .values("day", "series")
+            .annotate(n=Sum("count"))
+            .filter(n__gt=0)
+            .values_list("day", "series", "n")
+        )
     else:
-        rows = (violations
-                .order_by().annotate(day=TruncDate("created_at"), series=series)
-                .values("day", "series").annotate(n=Count("pk")).values_list("day", "series", "n"))
+        rows = (
+            violations.order_by()
+            .annotate(day=TruncDate("created_at"), series=series)
+            .values("day", "series")
+            .annotate(n=Count("pk"))
+            .values_list("day", "series", "n")
+        )
     return [(day, name, int(n)) for day, name, n in rows]

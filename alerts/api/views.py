@@ -39,15 +39,27 @@ RULE_FIELDS: dict[str, Any] = {
     "name": {"type": "string", "minLength": 1, "maxLength": 200},
     "kind": {"type": "string", "enum": list(AlertRule.Kind.values)},
     "params": {"type": "object", "description": PARAMS_DESCRIPTION},
-    "channels": {"type": "array", "items": {"type": "integer"}, "maxItems": services.MAX_CHANNELS_PER_RULE,
-                 "description": "Ids of the tenant's channels."},
+    "channels": {
+        "type": "array",
+        "items": {"type": "integer"},
+        "maxItems": services.MAX_CHANNELS_PER_RULE,
+        "description": "Ids of the tenant's channels.",
+    },
     "enabled": {"type": "boolean", "default": True},
 }
 RULE_BODY = {"application/json": {"type": "object", "required": ["name", "kind"], "properties": RULE_FIELDS}}
-RULE = OpenApiResponse({"type": "object", "properties": {
-    "id": {"type": "integer"}, **RULE_FIELDS, "createdBy": {"type": "string"},
-    "createdAt": {"type": "string", "format": "date-time"}, "updatedAt": {"type": "string", "format": "date-time"},
-}})
+RULE = OpenApiResponse(
+    {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            **RULE_FIELDS,
+            "createdBy": {"type": "string"},
+            "createdAt": {"type": "string", "format": "date-time"},
+            "updatedAt": {"type": "string", "format": "date-time"},
+        },
+    }
+)
 READ_ERRORS = error_responses(400, 401, 403)
 WRITE_ERRORS = error_responses(400, 401, 403, 404, 413, 415)
 
@@ -95,8 +107,7 @@ class AlertRuleListView(TenantObjectView):
         page = self.paginate_queryset(self.get_queryset()) or []
         return self.get_paginated_response([rule_json(rule) for rule in page])
 
-    @extend_schema(operation_id="alert_rules_create", request=RULE_BODY,
-                   responses={201: RULE, **WRITE_ERRORS})
+    @extend_schema(operation_id="alert_rules_create", request=RULE_BODY, responses={201: RULE, **WRITE_ERRORS})
     def post(self, request: Request) -> Response:
         body = self.body()
         tenant = self.caller.tenant_for_write(self.tenant_slug(body), "author")
@@ -116,8 +127,7 @@ class AlertRuleDetailView(TenantObjectView):
     def get(self, request: Request, pk: int) -> Response:
         return Response(rule_json(self.one(pk)))
 
-    @extend_schema(operation_id="alert_rules_replace", request=RULE_BODY,
-                   responses={200: RULE, **WRITE_ERRORS})
+    @extend_schema(operation_id="alert_rules_replace", request=RULE_BODY, responses={200: RULE, **WRITE_ERRORS})
     def put(self, request: Request, pk: int) -> Response:
         rule = self.one(pk, write=True)
         checked = services.check_rule(self.body(), rule.tenant, rule)
@@ -143,8 +153,9 @@ class ChannelListView(TenantObjectView):
         writable = set(self.writable().filter(pk__in=[c.pk for c in page]).values_list("pk", flat=True))
         return self.get_paginated_response([channel_json(c, full_url=c.pk in writable) for c in page])
 
-    @extend_schema(operation_id="alert_channels_create", request=OpenApiTypes.OBJECT,
-                   responses={201: OBJECT, **WRITE_ERRORS})
+    @extend_schema(
+        operation_id="alert_channels_create", request=OpenApiTypes.OBJECT, responses={201: OBJECT, **WRITE_ERRORS}
+    )
     def post(self, request: Request) -> Response:
         body = self.body()
         tenant = self.caller.tenant_for_write(self.tenant_slug(body), "author")
@@ -164,8 +175,9 @@ class ChannelDetailView(TenantObjectView):
     def get(self, request: Request, pk: int) -> Response:
         return Response(channel_json(self.one(pk), full_url=self.writable().filter(pk=pk).exists()))
 
-    @extend_schema(operation_id="alert_channels_replace", request=OpenApiTypes.OBJECT,
-                   responses={200: OBJECT, **WRITE_ERRORS})
+    @extend_schema(
+        operation_id="alert_channels_replace", request=OpenApiTypes.OBJECT, responses={200: OBJECT, **WRITE_ERRORS}
+    )
     def put(self, request: Request, pk: int) -> Response:
         channel = self.one(pk, write=True)
         checked = services.check_channel(self.body(), channel.tenant, channel)

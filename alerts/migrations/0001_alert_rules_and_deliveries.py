@@ -6,132 +6,194 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-        ('tenancy', '0001_initial'),
-    ]
+    dependencies = [("tenancy", "0001_initial")]
 
     operations = [
         migrations.CreateModel(
-            name='Channel',
+            name="Channel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('kind', models.CharField(choices=[('webhook', 'Webhook'), ('slack', 'Slack'), ('email', 'Email')], max_length=20)),
-                ('url', models.URLField(blank=True, max_length=2000)),
-                ('emails', models.JSONField(blank=True, default=list)),
-                ('secret', models.CharField(blank=True, max_length=200)),
-                ('enabled', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("webhook", "Webhook"), ("slack", "Slack"), ("email", "Email")], max_length=20
+                    ),
+                ),
+                ("url", models.URLField(blank=True, max_length=2000)),
+                ("emails", models.JSONField(blank=True, default=list)),
+                ("secret", models.CharField(blank=True, max_length=200)),
+                ("enabled", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='AlertRule',
+            name="AlertRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('kind', models.CharField(choices=[('violations', 'Violations'), ('spend', 'Spend'), ('run_failed', 'Run Failed'), ('upload_failed', 'Upload Failed')], max_length=20)),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('enabled', models.BooleanField(default=True)),
-                ('created_by', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.tenant')),
-                ('channels', models.ManyToManyField(blank=True, related_name='rules', to='alerts.channel')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("violations", "Violations"),
+                            ("spend", "Spend"),
+                            ("run_failed", "Run Failed"),
+                            ("upload_failed", "Upload Failed"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("params", models.JSONField(blank=True, default=dict)),
+                ("enabled", models.BooleanField(default=True)),
+                ("created_by", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
+                ("channels", models.ManyToManyField(blank=True, related_name="rules", to="alerts.channel")),
             ],
         ),
         migrations.CreateModel(
-            name='Delivery',
+            name="Delivery",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event', models.CharField(choices=[('fired', 'Fired'), ('resolved', 'Resolved')], max_length=20)),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('delivered', 'Delivered'), ('failed', 'Failed')], default='pending', max_length=20)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('next_attempt_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('lease_until', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.CharField(blank=True, max_length=1000)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('delivered_at', models.DateTimeField(blank=True, null=True)),
-                ('channel', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='alerts.channel')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("event", models.CharField(choices=[("fired", "Fired"), ("resolved", "Resolved")], max_length=20)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("pending", "Pending"), ("delivered", "Delivered"), ("failed", "Failed")],
+                        default="pending",
+                        max_length=20,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("next_attempt_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("lease_until", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.CharField(blank=True, max_length=1000)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("delivered_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "channel",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="deliveries", to="alerts.channel"
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
             ],
-            options={
-                'verbose_name_plural': 'deliveries',
-            },
+            options={"verbose_name_plural": "deliveries"},
         ),
         migrations.CreateModel(
-            name='DeliveryAttempt',
+            name="DeliveryAttempt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('duration_ms', models.PositiveIntegerField(default=0)),
-                ('status_code', models.PositiveIntegerField(blank=True, null=True)),
-                ('ok', models.BooleanField(default=False)),
-                ('answer', models.CharField(blank=True, max_length=500)),
-                ('delivery', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='attempt_log', to='alerts.delivery')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.PositiveIntegerField()),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("duration_ms", models.PositiveIntegerField(default=0)),
+                ("status_code", models.PositiveIntegerField(blank=True, null=True)),
+                ("ok", models.BooleanField(default=False)),
+                ("answer", models.CharField(blank=True, max_length=500)),
+                (
+                    "delivery",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="attempt_log", to="alerts.delivery"
+                    ),
+                ),
             ],
-            options={
-                'ordering': ['delivery', 'number'],
-            },
+            options={"ordering": ["delivery", "number"]},
         ),
         migrations.CreateModel(
-            name='Firing',
+            name="Firing",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('state', models.CharField(choices=[('firing', 'Firing'), ('resolved', 'Resolved')], default='firing', max_length=20)),
-                ('event_key', models.CharField(blank=True, max_length=200)),
-                ('summary', models.CharField(max_length=500)),
-                ('observed', models.JSONField(default=dict)),
-                ('resolved_observed', models.JSONField(blank=True, null=True)),
-                ('fired_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('rule', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='firings', to='alerts.alertrule')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("firing", "Firing"), ("resolved", "Resolved")], default="firing", max_length=20
+                    ),
+                ),
+                ("event_key", models.CharField(blank=True, max_length=200)),
+                ("summary", models.CharField(max_length=500)),
+                ("observed", models.JSONField(default=dict)),
+                ("resolved_observed", models.JSONField(blank=True, null=True)),
+                ("fired_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "rule",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="firings", to="alerts.alertrule"
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='delivery',
-            name='firing',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='alerts.firing'),
+            model_name="delivery",
+            name="firing",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="deliveries", to="alerts.firing"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='channel',
-            constraint=models.UniqueConstraint(fields=('tenant', 'name'), name='alert_channel_name'),
+            model_name="channel",
+            constraint=models.UniqueConstraint(fields=("tenant", "name"), name="alert_channel_name"),
         ),
         migrations.AddIndex(
-            model_name='alertrule',
-            index=models.Index(fields=['kind', 'enabled'], name='alert_rule_kind'),
+            model_name="alertrule", index=models.Index(fields=["kind", "enabled"], name="alert_rule_kind")
         ),
         migrations.AddConstraint(
-            model_name='alertrule',
-            constraint=models.UniqueConstraint(fields=('tenant', 'name'), name='alert_rule_name'),
+            model_name="alertrule",
+            constraint=models.UniqueConstraint(fields=("tenant", "name"), name="alert_rule_name"),
         ),
         migrations.AddConstraint(
-            model_name='deliveryattempt',
-            constraint=models.UniqueConstraint(fields=('delivery', 'number'), name='alert_attempt_number'),
+            model_name="deliveryattempt",
+            constraint=models.UniqueConstraint(fields=("delivery", "number"), name="alert_attempt_number"),
         ),
         migrations.AddIndex(
-            model_name='firing',
-            index=models.Index(fields=['tenant', '-fired_at', '-id'], name='alert_firing_tenant_time'),
+            model_name="firing",
+            index=models.Index(fields=["tenant", "-fired_at", "-id"], name="alert_firing_tenant_time"),
         ),
         migrations.AddConstraint(
-            model_name='firing',
-            constraint=models.UniqueConstraint(condition=models.Q(('state', 'firing')), fields=('rule',), name='alert_one_open_firing'),
+            model_name="firing",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("state", "firing")), fields=("rule",), name="alert_one_open_firing"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='firing',
-            constraint=models.UniqueConstraint(condition=models.Q(('event_key', ''), _negated=True), fields=('rule', 'event_key'), name='alert_firing_per_event'),
+            model_name="firing",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("event_key", ""), _negated=True),
+                fields=("rule", "event_key"),
+                name="alert_firing_per_event",
+            ),
         ),
         migrations.AddIndex(
-            model_name='delivery',
-            index=models.Index(fields=['state', 'next_attempt_at'], name='alert_delivery_due'),
+            model_name="delivery", index=models.Index(fields=["state", "next_attempt_at"], name="alert_delivery_due")
         ),
         migrations.AddConstraint(
-            model_name='delivery',
-            constraint=models.UniqueConstraint(fields=('firing', 'channel', 'event'), name='alert_delivery_once'),
+            model_name="delivery",
+            constraint=models.UniqueConstraint(fields=("firing", "channel", "event"), name="alert_delivery_once"),
         ),
     ]

@@ -4,15 +4,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('alerts', '0001_alert_rules_and_deliveries'),
-    ]
+    dependencies = [("alerts", "0001_alert_rules_and_deliveries")]
 
     operations = [
         migrations.AlterField(
-            model_name='alertrule',
-            name='kind',
-            field=models.CharField(choices=[('violations', 'Violations'), ('spend', 'Spend'), ('run_failed', 'Run Failed'), ('upload_failed', 'Upload Failed'), ('precision', 'Precision')], max_length=20),
-        ),
+            model_name="alertrule",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("violations", "Violations"),
+                    ("spend", "Spend"),
+                    ("run_failed", "Run Failed"),
+                    ("upload_failed", "Upload Failed"),
+                    ("precision", "Precision"),
+                ],
+                max_length=20,
+            ),
+        )
     ]

@@ -23,8 +23,7 @@ class CheckListView(ConsoleAPIView):
     filter_backends: list[Any] = []
     pagination_class = None
 
-    @extend_schema(responses={200: serializers.CheckSerializer(many=True),
-                              **error_responses(401, 403)})
+    @extend_schema(responses={200: serializers.CheckSerializer(many=True), **error_responses(401, 403)})
     def get(self, request: Request) -> Response:
         return Response(serializers.CheckSerializer(deployment.listed_checks(), many=True).data)
 
@@ -38,8 +37,7 @@ class SchemaView(ConsoleAPIView):
     pagination_class = None
     schemas = {"guardrail.schema.json": GUARDRAIL_SCHEMA, "runtrace.schema.json": RUNTRACE_SCHEMA}
 
-    @extend_schema(responses={200: OpenApiResponse({"type": "object"}),
-                              404: OpenApiResponse(ERRORS_SCHEMA)})
+    @extend_schema(responses={200: OpenApiResponse({"type": "object"}), 404: OpenApiResponse(ERRORS_SCHEMA)})
     def get(self, request: Request, name: str) -> Response:
         if name not in self.schemas:
             raise Http404

@@ -17,12 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from guardrails.api import serializers
-from guardrails.api.serializers import (
-    DOCUMENT_RESPONSE,
-    ENABLED_PARAM,
-    GUARDRAIL_BODY,
-    TENANT_PARAM,
-)
+from guardrails.api.serializers import DOCUMENT_RESPONSE, ENABLED_PARAM, GUARDRAIL_BODY, TENANT_PARAM
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import (
@@ -69,8 +64,7 @@ class GuardrailBaseView(ConsoleAPIView):
     def author(self) -> Author:
         return Author(user=self.caller.user_or_none, label=self.caller.label)
 
-    def save(self, document: dict[str, Any], *, enabled: bool | None,
-             owner: Any = None) -> Guardrail:
+    def save(self, document: dict[str, Any], *, enabled: bool | None, owner: Any = None) -> Guardrail:
         return save_guardrail(document, self.author(), enabled=enabled, owner=owner)
 
 
@@ -79,8 +73,10 @@ class GuardrailListView(GuardrailBaseView):
 
     scopes = {"GET": "read", "POST": "author"}
 
-    @extend_schema(operation_id="guardrails_list", responses={
-        200: serializers.GuardrailSerializer(many=True), **error_responses(400, 401, 403)})
+    @extend_schema(
+        operation_id="guardrails_list",
+        responses={200: serializers.GuardrailSerializer(many=True), **error_responses(400, 401, 403)},
+    )
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -96,8 +92,10 @@ class GuardrailListView(GuardrailBaseView):
         owner = self.caller.guardrail_owner(request.query_params.get("tenant") or None)
         document = registered_document(read_json_body(request))
         if self.get_queryset().filter(guardrail_id=document["id"]).exists():
-            raise ApiError([Issue("/id", f"guardrail {document['id']!r} already exists: "
-                                         "replace it with PUT")], status.HTTP_409_CONFLICT)
+            raise ApiError(
+                [Issue("/id", f"guardrail {document['id']!r} already exists: replace it with PUT")],
+                status.HTTP_409_CONFLICT,
+            )
         check_owner(document["id"], owner)
         guardrail = self.save(document, enabled=True if enabled is None else enabled, owner=owner)
         return document_response(guardrail, status.HTTP_201_CREATED)
@@ -124,12 +122,12 @@ class GuardrailDetailView(GuardrailBaseView):
         """The guardrail, if the caller may change it: 404 unseen, 403 seen but not its own."""
         guardrail = self.get_object()
         if not Guardrail.objects.for_caller(self.caller, "author").filter(pk=guardrail.pk).exists():
-            raise ApiError([Issue("", "a console-wide guardrail is changed only by console "
-                                      "admins")], status.HTTP_403_FORBIDDEN)
+            raise ApiError(
+                [Issue("", "a console-wide guardrail is changed only by console admins")], status.HTTP_403_FORBIDDEN
+            )
         return guardrail
 
-    @extend_schema(operation_id="guardrails_read",
-                   responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404)})
+    @extend_schema(operation_id="guardrails_read", responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404)})
     def get(self, request: Request, guardrail_id: str) -> Response:
         return document_response(self.get_object())
 
@@ -143,8 +141,9 @@ class GuardrailDetailView(GuardrailBaseView):
         enabled = enabled_flag(request)
         document = registered_document(read_json_body(request))
         if document["id"] != guardrail_id:
-            raise ApiError([Issue("/id", f"the document's id must be {guardrail_id!r}, the "
-                                         "guardrail this request replaces")])
+            raise ApiError(
+                [Issue("/id", f"the document's id must be {guardrail_id!r}, the guardrail this request replaces")]
+            )
         return document_response(self.save(document, enabled=enabled))
 
     @extend_schema(responses={204: None, **error_responses(401, 403, 404)})
@@ -164,9 +163,10 @@ class GuardrailRevisionListView(ConsoleAPIView):
     def get_queryset(self) -> Any:
         return super().get_queryset().filter(guardrail__guardrail_id=self.kwargs["guardrail_id"])
 
-    @extend_schema(operation_id="guardrail_revisions_list",
-                   responses={200: serializers.RevisionSerializer(many=True),
-                              **error_responses(400, 401, 403, 404)})
+    @extend_schema(
+        operation_id="guardrail_revisions_list",
+        responses={200: serializers.RevisionSerializer(many=True), **error_responses(400, 401, 403, 404)},
+    )
     def get(self, request: Request, guardrail_id: str) -> Response:
         if not Guardrail.objects.for_caller(self.caller).filter(guardrail_id=guardrail_id).exists():
             raise Http404
@@ -185,12 +185,14 @@ class GuardrailExportView(ConsoleAPIView):
     filter_backends: list[Any] = []
     pagination_class = None
 
-    @extend_schema(responses={
-        200: OpenApiResponse({"type": "array", "items": ref("GuardrailDocument")}),
-        **error_responses(401, 403)})
+    @extend_schema(
+        responses={
+            200: OpenApiResponse({"type": "array", "items": ref("GuardrailDocument")}),
+            **error_responses(401, 403),
+        }
+    )
     def get(self, request: Request) -> Response:
         """Console-wide guardrails and the caller's tenants' own; a tenant's guardrail with
         `scope.tenants` naming it, so that CI applies it to that tenant's traces only."""
         rows = Guardrail.objects.enabled().for_caller(self.caller).select_related("tenant")
-        return Response([enforced_document(row.document, owner_slug(row))
-                         for row in rows.order_by("guardrail_id")])
+        return Response([enforced_document(row.document, owner_slug(row)) for row in rows.order_by("guardrail_id")])

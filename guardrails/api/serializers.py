@@ -14,8 +14,9 @@ class GuardrailSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """A guardrail with the console's own fields; `document` is the wire document as authored."""
 
     id = serializers.CharField(source="guardrail_id")
-    tenant = serializers.CharField(source="tenant.slug", allow_null=True,
-                                   help_text="the owner tenant; null: the whole console")
+    tenant = serializers.CharField(
+        source="tenant.slug", allow_null=True, help_text="the owner tenant; null: the whole console"
+    )
     name = serializers.CharField()
     kind = serializers.CharField()
     check = serializers.CharField(source="check_name")
@@ -55,32 +56,52 @@ class ValidationSerializer(serializers.Serializer):  # type: ignore[type-arg]
 # ---------------------------------------------------------------------------- OpenAPI
 # The bodies, parameters and answers that are not serializers, as extend_schema names them.
 #: A guardrail as the console stores it: schema 1.1.0 and the console's own limits.
-GUARDRAIL_BODY = {"application/json": {"allOf": [ref("GuardrailDocument"),
-                                                 ref("GuardrailConsoleLimits")]}}
+GUARDRAIL_BODY = {"application/json": {"allOf": [ref("GuardrailDocument"), ref("GuardrailConsoleLimits")]}}
 
 
 ANY_BODY = {"application/json": {"description": "Any JSON: a guardrail to validate."}}
 
 
 DOCUMENT_RESPONSE = OpenApiResponse(
-    ref("GuardrailDocument"),
-    description="The guardrail's wire document, exactly as authored.",
+    ref("GuardrailDocument"), description="The guardrail's wire document, exactly as authored."
 )
 TENANT_PARAM = OpenApiParameter(
-    "tenant", OpenApiTypes.STR, description="The tenant the new guardrail belongs to (a "
+    "tenant",
+    OpenApiTypes.STR,
+    description="The tenant the new guardrail belongs to (a "
     "tenant-bound key's own by default, or the only one a person authors for). A console "
-    "admin naming none creates a console-wide guardrail."
+    "admin naming none creates a console-wide guardrail.",
 )
 ENABLED_PARAM = OpenApiParameter(
-    "enabled", OpenApiTypes.BOOL, description="Switch the guardrail on or off "
-    "(the console's switch, not part of the document). New guardrails are enabled."
+    "enabled",
+    OpenApiTypes.BOOL,
+    description="Switch the guardrail on or off "
+    "(the console's switch, not part of the document). New guardrails are enabled.",
 )
-SHADOW_BODY = {"application/json": {"type": "object", "required": ["shadow"], "additionalProperties": False,
-                                    "properties": {
-    "shadow": {"type": "boolean", "description": "true: in shadow; false: promoted to enforced."},
-    "sampleRate": {"type": "number", "nullable": True, "exclusiveMinimum": 0, "maximum": 1,
-                   "description": "In shadow, the share of matching traces judged; null: every one."},
-}}}
-SHADOW_RESPONSE = OpenApiResponse({"type": "object", "properties": {
-    "guardrail": {"type": "string"}, "shadow": {"type": "boolean"},
-    "sampleRate": {"type": "number", "nullable": True}}})
+SHADOW_BODY = {
+    "application/json": {
+        "type": "object",
+        "required": ["shadow"],
+        "additionalProperties": False,
+        "properties": {
+            "shadow": {"type": "boolean", "description": "true: in shadow; false: promoted to enforced."},
+            "sampleRate": {
+                "type": "number",
+                "nullable": True,
+                "exclusiveMinimum": 0,
+                "maximum": 1,
+                "description": "In shadow, the share of matching traces judged; null: every one.",
+            },
+        },
+    }
+}
+SHADOW_RESPONSE = OpenApiResponse(
+    {
+        "type": "object",
+        "properties": {
+            "guardrail": {"type": "string"},
+            "shadow": {"type": "boolean"},
+            "sampleRate": {"type": "number", "nullable": True},
+        },
+    }
+)

@@ -11,10 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from guardrails.api.guardrails import GuardrailBaseView
-from guardrails.api.serializers import (
-    SHADOW_BODY,
-    SHADOW_RESPONSE,
-)
+from guardrails.api.serializers import SHADOW_BODY, SHADOW_RESPONSE
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail
@@ -33,19 +30,28 @@ class GuardrailShadowView(GuardrailBaseView):
     scopes = {"POST": "author"}
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="guardrails_shadow", request=SHADOW_BODY,
-                   responses={200: SHADOW_RESPONSE, **error_responses(400, 401, 403, 404)})
+    @extend_schema(
+        operation_id="guardrails_shadow",
+        request=SHADOW_BODY,
+        responses={200: SHADOW_RESPONSE, **error_responses(400, 401, 403, 404)},
+    )
     def post(self, request: Request, guardrail_id: str) -> Response:
         guardrail = self.get_queryset().filter(guardrail_id=guardrail_id).first()
         if guardrail is None:
             raise Http404
         if not Guardrail.objects.for_caller(self.caller, "author").filter(pk=guardrail.pk).exists():
-            raise ApiError([Issue("", "a console-wide guardrail is changed only by console "
-                                      "admins")], status.HTTP_403_FORBIDDEN)
+            raise ApiError(
+                [Issue("", "a console-wide guardrail is changed only by console admins")], status.HTTP_403_FORBIDDEN
+            )
         shadow, rate = shadow_request(read_json_body(request), guardrail.kind)
         set_shadow(guardrail, shadow, rate)
-        return Response({"guardrail": guardrail.guardrail_id, "shadow": guardrail.shadow,
-                         "sampleRate": guardrail.shadow_sample_rate})
+        return Response(
+            {
+                "guardrail": guardrail.guardrail_id,
+                "shadow": guardrail.shadow,
+                "sampleRate": guardrail.shadow_sample_rate,
+            }
+        )
 
 
 def shadow_request(body: object, kind: str) -> tuple[bool, float | None]:

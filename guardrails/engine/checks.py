@@ -210,10 +210,7 @@ def compile_re2(pattern: str, flags: str = "") -> Any:
 # What the scanner of without_named_groups steps over: an escape (\Q...\E included), a
 # character class (with POSIX classes and a leading `]`), a named group's opening, any other
 # character.
-_PATTERN_PIECE = re.compile(
-    r"\\Q.*?(?:\\E|\Z)|\\.|\[\^?\]?(?:\[:[^\]]*:\]|\\.|[^\]])*\]?|\(\?P?<\w+>|.",
-    re.DOTALL,
-)
+_PATTERN_PIECE = re.compile(r"\\Q.*?(?:\\E|\Z)|\\.|\[\^?\]?(?:\[:[^\]]*:\]|\\.|[^\]])*\]?|\(\?P?<\w+>|.", re.DOTALL)
 
 
 def without_named_groups(pattern: str) -> str:
@@ -225,8 +222,7 @@ def without_named_groups(pattern: str) -> str:
     if "<" not in pattern:
         return pattern
     return "".join(
-        "(?:" if piece.startswith("(?") and piece.endswith(">") else piece
-        for piece in _PATTERN_PIECE.findall(pattern)
+        "(?:" if piece.startswith("(?") and piece.endswith(">") else piece for piece in _PATTERN_PIECE.findall(pattern)
     )
 
 

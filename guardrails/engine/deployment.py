@@ -98,9 +98,7 @@ def handler_environ(
     the judge models' key variables) is never included, whichever list names it.
     """
     names = {*secret_names, *pack_env} - set(console_names)
-    return {
-        name: environ[name] for name in sorted(names) if name in environ and not is_console_name(name)
-    }
+    return {name: environ[name] for name in sorted(names) if name in environ and not is_console_name(name)}
 
 
 def registration_policy(

@@ -144,11 +144,7 @@ class Plan:
 
     __slots__ = ("redact", "steps")
 
-    def __init__(
-        self,
-        steps: list[tuple[str, Step]],
-        redact: Callable[[str], str] | None = None,
-    ) -> None:
+    def __init__(self, steps: list[tuple[str, Step]], redact: Callable[[str], str] | None = None) -> None:
         self.steps = steps
         self.redact = redact
 
@@ -244,8 +240,12 @@ def scope_miss(guardrail: Guardrail, context: Context) -> str | None:
 def skipped_verdict(part: str, context: Context) -> Verdict:
     """A `skipped` verdict whose reason says which part of the scope did not select the
     trace; `details["skip"]` names the part (one of SKIP_PARTS) for those who store it."""
-    values = {"mode": context.mode, "agent": context.agent or "none",
-              "flow": context.flow or "none", "tenant": context.tenant or "none"}
+    values = {
+        "mode": context.mode,
+        "agent": context.agent or "none",
+        "flow": context.flow or "none",
+        "tenant": context.tenant or "none",
+    }
     return ("skipped", _SKIP_SENTENCES[part].format(**values), {"skip": part})
 
 
@@ -285,7 +285,8 @@ def evaluate_all(
     selects and that is still to be evaluated then is an `error` with reason "deadline".
     """
     results = [
-        _past_deadline(g) if deadline is not None and monotonic() >= deadline and selects(g, context)
+        _past_deadline(g)
+        if deadline is not None and monotonic() >= deadline and selects(g, context)
         else evaluate_guardrail(g, trace, context, engine=engine)
         for g in guardrails
     ]

@@ -131,8 +131,11 @@ def _described_check(item: Mapping[str, Any]) -> Check:
     module, function = str(item.get("module") or ""), str(item.get("function") or "")
     try:
         check = define_check(
-            str(item.get("id")), str(item.get("kind")), _ImportedOnFirstCall(module, function),
-            config_schema=item.get("configSchema"), description=str(item.get("description") or ""),
+            str(item.get("id")),
+            str(item.get("kind")),
+            _ImportedOnFirstCall(module, function),
+            config_schema=item.get("configSchema"),
+            description=str(item.get("description") or ""),
         )
     except InvalidCheckDefinition as error:
         raise PackError(f"a described check is invalid: {error}") from error
@@ -151,13 +154,9 @@ def load_pack(module_name: str, describe: Describe | None = None) -> Pack:
     except InvalidCheckDefinition as error:
         raise PackError(f"pack '{module_name}' has an invalid check: {error}") from error
     except MemoryError:
-        raise PackError(
-            f"pack '{module_name}' cannot be imported: memory limit exceeded while importing"
-        ) from None
+        raise PackError(f"pack '{module_name}' cannot be imported: memory limit exceeded while importing") from None
     except Exception as error:
-        raise PackError(
-            f"pack '{module_name}' cannot be imported: {type(error).__name__}: {error}"
-        ) from error
+        raise PackError(f"pack '{module_name}' cannot be imported: {type(error).__name__}: {error}") from error
     return _pack_from_module(module, module_name)
 
 
@@ -197,8 +196,7 @@ def _register_pack_check(
 ) -> Issue | None:
     if strategies is not None and check.kind not in strategies:
         raise PackError(
-            f"pack '{pack.name}': check '{check.id}' is of kind '{check.kind}', "
-            "for which no strategy is registered"
+            f"pack '{pack.name}': check '{check.id}' is of kind '{check.kind}', for which no strategy is registered"
         )
     existing = registry.get(check.id)
     if existing is not None and existing.builtin:
@@ -207,9 +205,7 @@ def _register_pack_check(
             f"the built-in check '{existing.id}' replaces check '{check.id}' of pack '{pack.name}'",
         )
     if existing is not None:
-        raise PackError(
-            f"pack '{pack.name}': check '{check.id}' is already defined by pack '{existing.pack}'"
-        )
+        raise PackError(f"pack '{pack.name}': check '{check.id}' is already defined by pack '{existing.pack}'")
     registry.register(check)
     return None
 
@@ -236,9 +232,7 @@ def load_filesystem_check(module_path: str, check_id: str) -> Check:
     except PackError:
         raise
     except Exception as error:
-        raise PackError(
-            f"'{module_path}' cannot be loaded: {type(error).__name__}: {error}"
-        ) from error
+        raise PackError(f"'{module_path}' cannot be loaded: {type(error).__name__}: {error}") from error
     for check in pack.checks:
         if check.id == check_id:
             return dataclasses.replace(check, module=module_path)
@@ -305,8 +299,10 @@ def resolve_filesystem_artifact(
         # Registering it would replace the check other guardrails name with one they
         # cannot use; define_guardrail reports the kind mismatch at /kind.
         return [
-            Issue("/kind", f"check '{check.id}' at '{check.module}' is of kind '{check.kind}', "
-                  f"not '{document.get('kind')}'")
+            Issue(
+                "/kind",
+                f"check '{check.id}' at '{check.module}' is of kind '{check.kind}', not '{document.get('kind')}'",
+            )
         ], []
     registry.register(check, replace=True)
     return [], []

@@ -170,8 +170,10 @@ def artifact_outside_dirs(doc: Mapping[str, Any], dirs: tuple[str, ...] | None) 
     if isinstance(path, str) and any(_within(path, folder) for folder in dirs):
         return None
     listed = "" if dirs else " (none is listed here)"
-    return Issue("/codeArtifactRef/modulePath", "a filesystem code artifact loads only from "
-                 f"the folders the operator lists in KINDGI_PACK_DIRS{listed}")
+    return Issue(
+        "/codeArtifactRef/modulePath",
+        f"a filesystem code artifact loads only from the folders the operator lists in KINDGI_PACK_DIRS{listed}",
+    )
 
 
 def _within(path: str, folder: str) -> bool:
@@ -187,9 +189,5 @@ def _within(path: str, folder: str) -> bool:
 def _needs_issues(doc: Mapping[str, Any], policy: RegistrationPolicy) -> list[Issue]:
     """Needs the deployment says it cannot meet."""
     return check_needs(
-        doc.get("needsSpec"),
-        policy.available_env,
-        policy.available_secrets,
-        policy.capabilities,
-        policy.bindings,
+        doc.get("needsSpec"), policy.available_env, policy.available_secrets, policy.capabilities, policy.bindings
     )

@@ -8,16 +8,7 @@ from typing import Any
 
 from guardrails.engine import checks
 from guardrails.engine.schema import SchemaCompileError, compile_schema
-from guardrails.engine.types import (
-    Check,
-    CheckOutcome,
-    Config,
-    ConfigValidator,
-    EvaluateFn,
-    Issue,
-    PrepareFn,
-    Trace,
-)
+from guardrails.engine.types import Check, CheckOutcome, Config, ConfigValidator, EvaluateFn, Issue, PrepareFn, Trace
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
 _KIND = re.compile(r"^\S(.*\S)?$")
@@ -196,12 +187,7 @@ def _builtin(
     validate_config: ConfigValidator | None = None,
 ) -> Check:
     return define_check(
-        id,
-        "zero-llm",
-        config_schema=schema,
-        validate_config=validate_config,
-        description=description,
-        prepare=prepare,
+        id, "zero-llm", config_schema=schema, validate_config=validate_config, description=description, prepare=prepare
     )
 
 

@@ -184,11 +184,7 @@ def _check_time_order(trace: Mapping[str, Any]) -> list[Issue]:
 def _same_utc_layout(first: str, second: str) -> bool:
     """Two valid date-times (the format check has passed) in UTC (`Z`) with the same length
     and an upper-case `T`: laid out alike, digit for digit, so compared as text."""
-    return (
-        len(first) == len(second)
-        and first[-1:] == second[-1:] == "Z"
-        and first[10:11] == second[10:11] == "T"
-    )
+    return len(first) == len(second) and first[-1:] == second[-1:] == "Z" and first[10:11] == second[10:11] == "T"
 
 
 def _parse_time(text: str) -> datetime:

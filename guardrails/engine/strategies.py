@@ -12,16 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from guardrails.engine.types import (
-    Check,
-    CheckOutcome,
-    Context,
-    Guardrail,
-    PreparedFn,
-    Strategy,
-    StrategyError,
-    Trace,
-)
+from guardrails.engine.types import Check, CheckOutcome, Context, Guardrail, PreparedFn, Strategy, StrategyError, Trace
 
 
 class StrategyRegistry:

@@ -115,8 +115,10 @@ class LimitedReader(io.RawIOBase):
         data = self.inner.read(len(buffer))
         self.count += len(data)
         if self.limit is not None and self.count > self.limit:
-            raise UnreadableFile(f"the file expands to more than {self.limit} bytes, the limit "
-                                 "(KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED): the rest of the file is not read")
+            raise UnreadableFile(
+                f"the file expands to more than {self.limit} bytes, the limit "
+                "(KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED): the rest of the file is not read"
+            )
         buffer[: len(data)] = data
         return len(data)
 
@@ -152,15 +154,17 @@ def _first_byte(stream: io.BufferedReader) -> bytes:
     return peeked[:1]
 
 
-def parse_file(raw: IO[bytes], name: str, limits: Limits, start: Position | None = None, *,
-               parse: bool = True) -> Iterator[Parsed]:
+def parse_file(
+    raw: IO[bytes], name: str, limits: Limits, start: Position | None = None, *, parse: bool = True
+) -> Iterator[Parsed]:
     """Every trace of the file from `start` on, each one parsed or with the reason it was not
     (`parse=False`: with its bytes in `text`, for `loads` to parse later)."""
     return parse_stream(decompressed(raw, limits.max_decompressed), name, limits, start or Position(), parse=parse)
 
 
-def parse_stream(stream: io.BufferedReader, name: str, limits: Limits, start: Position, *,
-                 parse: bool = True) -> Iterator[Parsed]:
+def parse_stream(
+    stream: io.BufferedReader, name: str, limits: Limits, start: Position, *, parse: bool = True
+) -> Iterator[Parsed]:
     """As `parse_file`, from the decompressed stream (which the caller keeps open)."""
     try:
         if file_format(name, stream) == "jsonl":
@@ -184,8 +188,9 @@ def parse_lines(stream: IO[bytes], limits: Limits, start: Position, *, parse: bo
         number += 1
         if len(line) > limit and not line.endswith(b"\n"):
             offset += _skip_rest_of_line(stream)
-            yield Parsed(line=number, first_line=number, offset=offset,
-                         error=f"the line is over the limit of {limit} bytes")
+            yield Parsed(
+                line=number, first_line=number, offset=offset, error=f"the line is over the limit of {limit} bytes"
+            )
         elif line.strip():
             blank_run = 0
             found = Parsed(line=number, first_line=number, offset=offset)
@@ -202,8 +207,9 @@ def _unparsed(text: bytes, parsed: Parsed) -> Parsed:
 
 def _refuse_long_blank_run(blank_run: int, number: int, bound: int) -> None:
     if blank_run > bound:
-        raise UnreadableFile(f"more than {bound} blank lines in a row (up to line {number}): "
-                             "the rest of the file is not read")
+        raise UnreadableFile(
+            f"more than {bound} blank lines in a row (up to line {number}): the rest of the file is not read"
+        )
 
 
 def _skip_bytes(stream: IO[bytes], count: int) -> None:
@@ -323,9 +329,12 @@ class ArraySplitter:
         except BrokenArray as error:
             broken = self.number + 1
             if broken > self.skip:  # else the reader that read up to there reported it
-                where = self.segment_line + _leading_lines(self.buffer[self.segment:])
-                yield Parsed(item=broken, first_line=where, error=f"not valid JSON from here on "
-                             f"({error}): the rest of the file is not read")
+                where = self.segment_line + _leading_lines(self.buffer[self.segment :])
+                yield Parsed(
+                    item=broken,
+                    first_line=where,
+                    error=f"not valid JSON from here on ({error}): the rest of the file is not read",
+                )
 
     def _split(self) -> Iterator[Parsed]:
         self.buffer = self.stream.read(READ_SIZE)
@@ -344,20 +353,22 @@ class ArraySplitter:
             if token in b"[{":
                 depth += 1
                 if depth > self.limits.max_depth + 1:
-                    raise UnreadableFile(f"element {self.number + 1} is nested deeper than "
-                                         f"{self.limits.max_depth} levels (KINDGI_MAX_DEPTH): "
-                                         "the rest of the file is not read")
+                    raise UnreadableFile(
+                        f"element {self.number + 1} is nested deeper than "
+                        f"{self.limits.max_depth} levels (KINDGI_MAX_DEPTH): "
+                        "the rest of the file is not read"
+                    )
             elif token in b"]}":
                 depth -= 1
                 if depth == 0:  # the array's own closing bracket: what follows is not read
                     if token != 0x5D:
                         raise BrokenArray("a } closes the array")
-                    text = self.buffer[self.segment:found.start()]
+                    text = self.buffer[self.segment : found.start()]
                     if text.strip() or self.number:
                         yield from self._element(text)
                     return
             elif depth == 1:  # a comma of the array's own level ends an element
-                yield from self._element(self.buffer[self.segment:found.start()])
+                yield from self._element(self.buffer[self.segment : found.start()])
                 self._begin_element(position)
 
     def _begin_element(self, position: int) -> None:
@@ -371,10 +382,12 @@ class ArraySplitter:
         data = self.stream.read(READ_SIZE)
         if not data:
             raise BrokenArray("the file ends before the array does")
-        self.buffer = self.buffer[self.segment:] + data
+        self.buffer = self.buffer[self.segment :] + data
         if len(self.buffer) > self.element_limit:
-            raise UnreadableFile(f"element {self.number + 1} is over the limit of "
-                                 f"{self.limits.max_trace_bytes} bytes: the rest of the file is not read")
+            raise UnreadableFile(
+                f"element {self.number + 1} is over the limit of "
+                f"{self.limits.max_trace_bytes} bytes: the rest of the file is not read"
+            )
         position -= self.segment
         self.counted -= self.segment
         self.segment = 0

@@ -109,11 +109,7 @@ class Context:
     def for_trace(cls, trace: Trace, mode: Mode, **services: Any) -> Context:
         """The context a trace implies in `mode`."""
         return cls(
-            mode=mode,
-            tenant=trace.get("tenant"),
-            agent=trace.get("agent"),
-            flow=trace.get("flow"),
-            services=services,
+            mode=mode, tenant=trace.get("tenant"), agent=trace.get("agent"), flow=trace.get("flow"), services=services
         )
 
 

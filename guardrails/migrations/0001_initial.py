@@ -9,49 +9,54 @@ import guardrails.fields
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-        migrations.swappable_dependency(settings.AUTH_USER_MODEL),
-    ]
+    dependencies = [migrations.swappable_dependency(settings.AUTH_USER_MODEL)]
 
     operations = [
         migrations.CreateModel(
-            name='Guardrail',
+            name="Guardrail",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('guardrail_id', models.CharField(max_length=200, unique=True)),
-                ('document', guardrails.fields.AuthoredJSONField()),
-                ('name', models.CharField(blank=True, max_length=300)),
-                ('kind', models.CharField(db_index=True, max_length=100)),
-                ('check_name', models.CharField(db_index=True, help_text='the check id', max_length=200)),
-                ('severity', models.CharField(blank=True, db_index=True, max_length=20)),
-                ('on_violation', models.CharField(max_length=100)),
-                ('enabled', models.BooleanField(default=True)),
-                ('revision', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('deleted_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("guardrail_id", models.CharField(max_length=200, unique=True)),
+                ("document", guardrails.fields.AuthoredJSONField()),
+                ("name", models.CharField(blank=True, max_length=300)),
+                ("kind", models.CharField(db_index=True, max_length=100)),
+                ("check_name", models.CharField(db_index=True, help_text="the check id", max_length=200)),
+                ("severity", models.CharField(blank=True, db_index=True, max_length=20)),
+                ("on_violation", models.CharField(max_length=100)),
+                ("enabled", models.BooleanField(default=True)),
+                ("revision", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("deleted_at", models.DateTimeField(blank=True, null=True)),
             ],
-            options={
-                'ordering': ['guardrail_id'],
-            },
+            options={"ordering": ["guardrail_id"]},
         ),
         migrations.CreateModel(
-            name='GuardrailRevision',
+            name="GuardrailRevision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('document', guardrails.fields.AuthoredJSONField()),
-                ('created_by_label', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('guardrail', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='revisions', to='guardrails.guardrail')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.PositiveIntegerField()),
+                ("document", guardrails.fields.AuthoredJSONField()),
+                ("created_by_label", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "guardrail",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="revisions", to="guardrails.guardrail"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['guardrail', '-number'],
-                'constraints': [models.UniqueConstraint(fields=('guardrail', 'number'), name='revision_number')],
+                "ordering": ["guardrail", "-number"],
+                "constraints": [models.UniqueConstraint(fields=("guardrail", "number"), name="revision_number")],
             },
         ),
     ]

@@ -6,58 +6,53 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('guardrails', '0001_initial'),
-        ('tenancy', '0001_initial'),
-    ]
+    dependencies = [("guardrails", "0001_initial"), ("tenancy", "0001_initial")]
 
     operations = [
         migrations.CreateModel(
-            name='JudgeCacheEntry',
+            name="JudgeCacheEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=64, unique=True)),
-                ('outcome', models.JSONField()),
-                ('model_id', models.CharField(max_length=100)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=64, unique=True)),
+                ("outcome", models.JSONField()),
+                ("model_id", models.CharField(max_length=100)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
-            options={
-                'verbose_name_plural': 'judge cache entries',
-            },
+            options={"verbose_name_plural": "judge cache entries"},
         ),
         migrations.CreateModel(
-            name='JudgeModelRegistration',
+            name="JudgeModelRegistration",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model_id', models.CharField(max_length=100, unique=True)),
-                ('provider', models.CharField(max_length=20)),
-                ('model', models.CharField(help_text="the provider's model name", max_length=200)),
-                ('base_url', models.CharField(max_length=500)),
-                ('api_key_env', models.CharField(blank=True, help_text='name of the env var', max_length=128)),
-                ('input_usd_per_mtok', models.DecimalField(decimal_places=6, max_digits=18)),
-                ('output_usd_per_mtok', models.DecimalField(decimal_places=6, max_digits=18)),
-                ('capabilities', models.JSONField(default=list)),
-                ('thinking', models.JSONField(blank=True, null=True)),
-                ('sampling', models.BooleanField(default=True)),
-                ('enabled', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("model_id", models.CharField(max_length=100, unique=True)),
+                ("provider", models.CharField(max_length=20)),
+                ("model", models.CharField(help_text="the provider's model name", max_length=200)),
+                ("base_url", models.CharField(max_length=500)),
+                ("api_key_env", models.CharField(blank=True, help_text="name of the env var", max_length=128)),
+                ("input_usd_per_mtok", models.DecimalField(decimal_places=6, max_digits=18)),
+                ("output_usd_per_mtok", models.DecimalField(decimal_places=6, max_digits=18)),
+                ("capabilities", models.JSONField(default=list)),
+                ("thinking", models.JSONField(blank=True, null=True)),
+                ("sampling", models.BooleanField(default=True)),
+                ("enabled", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
-            options={
-                'ordering': ['model_id'],
-            },
+            options={"ordering": ["model_id"]},
         ),
         migrations.CreateModel(
-            name='TenantJudgePolicy',
+            name="TenantJudgePolicy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('allowed_models', models.JSONField(blank=True, null=True)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('tenant', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='judge_policy', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("allowed_models", models.JSONField(blank=True, null=True)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "tenant",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="judge_policy", to="tenancy.tenant"
+                    ),
+                ),
             ],
-            options={
-                'verbose_name_plural': 'tenant judge policies',
-            },
+            options={"verbose_name_plural": "tenant judge policies"},
         ),
     ]

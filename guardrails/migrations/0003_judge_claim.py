@@ -4,19 +4,16 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('guardrails', '0002_judge_models'),
-    ]
+    dependencies = [("guardrails", "0002_judge_models")]
 
     operations = [
         migrations.CreateModel(
-            name='JudgeClaim',
+            name="JudgeClaim",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=64, unique=True)),
-                ('holder', models.CharField(max_length=32)),
-                ('expires_at', models.DateTimeField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=64, unique=True)),
+                ("holder", models.CharField(max_length=32)),
+                ("expires_at", models.DateTimeField()),
             ],
-        ),
+        )
     ]

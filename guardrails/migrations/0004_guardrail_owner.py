@@ -5,16 +5,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('guardrails', '0003_judge_claim'),
-        ('tenancy', '0001_initial'),
-    ]
+    dependencies = [("guardrails", "0003_judge_claim"), ("tenancy", "0001_initial")]
 
     operations = [
         migrations.AddField(
-            model_name='guardrail',
-            name='tenant',
-            field=models.ForeignKey(blank=True, help_text='the owner; empty: the whole console', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='guardrails', to='tenancy.tenant'),
-        ),
+            model_name="guardrail",
+            name="tenant",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="the owner; empty: the whole console",
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="guardrails",
+                to="tenancy.tenant",
+            ),
+        )
     ]

@@ -4,20 +4,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('guardrails', '0004_guardrail_owner'),
-    ]
+    dependencies = [("guardrails", "0004_guardrail_owner")]
 
     operations = [
         migrations.AddField(
-            model_name='guardrail',
-            name='shadow',
-            field=models.BooleanField(default=False, help_text='evaluated and recorded, never halting and never a violation (llm-judge)'),
+            model_name="guardrail",
+            name="shadow",
+            field=models.BooleanField(
+                default=False, help_text="evaluated and recorded, never halting and never a violation (llm-judge)"
+            ),
         ),
         migrations.AddField(
-            model_name='guardrail',
-            name='shadow_sample_rate',
-            field=models.FloatField(blank=True, help_text='in shadow, the share of matching traces judged (none: every one)', null=True),
+            model_name="guardrail",
+            name="shadow_sample_rate",
+            field=models.FloatField(
+                blank=True, help_text="in shadow, the share of matching traces judged (none: every one)", null=True
+            ),
         ),
     ]

@@ -33,8 +33,14 @@ def fields_of(obj: models.Model) -> dict[str, Any]:
 
 def _record(request: HttpRequest, obj: models.Model, verb: str, before: Any = None, after: Any = None) -> None:
     with transaction.atomic():  # the admin's transaction, or (a bulk action) one of its own
-        audit.record(f"{obj._meta.model_name}.admin-{verb}", obj, before=before, after=after,
-                     actor=request.user, object_repr=str(obj)[:300])
+        audit.record(
+            f"{obj._meta.model_name}.admin-{verb}",
+            obj,
+            before=before,
+            after=after,
+            actor=request.user,
+            object_repr=str(obj)[:300],
+        )
 
 
 def record_form(request: HttpRequest, obj: models.Model, form: Any, verb: str) -> None:

@@ -33,8 +33,10 @@ class AuditListView(ConsoleAPIView):
         rows = cast(TenantScopedQuerySet[AuditEntry], GenericAPIView.get_queryset(self))
         return rows.for_caller(self.caller, "audit")
 
-    @extend_schema(operation_id="audit_list",
-                   responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **error_responses(400, 401, 403)})
+    @extend_schema(
+        operation_id="audit_list",
+        responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **error_responses(400, 401, 403)},
+    )
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset())) or []
         return self.get_paginated_response([entry_json(entry) for entry in page])

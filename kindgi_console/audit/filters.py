@@ -24,8 +24,13 @@ class AuditFilter(StrictFilterSet):
 
 def entry_json(entry: AuditEntry) -> dict[str, object]:
     return {
-        "id": entry.pk, "createdAt": entry.created_at.isoformat(),
+        "id": entry.pk,
+        "createdAt": entry.created_at.isoformat(),
         "tenant": entry.tenant.slug if entry.tenant_id and entry.tenant else None,
-        "actor": entry.actor, "action": entry.action, "objectType": entry.object_type,
-        "objectId": entry.object_id, "object": entry.object_repr, "changes": entry.changes,
+        "actor": entry.actor,
+        "action": entry.action,
+        "objectType": entry.object_type,
+        "objectId": entry.object_id,
+        "object": entry.object_repr,
+        "changes": entry.changes,
     }

@@ -167,9 +167,14 @@ def record_many(action: str, changes: list[Change], *, actor: object = None) -> 
     who = actor_of(actor)
     return AuditEntry.objects.bulk_create(
         AuditEntry(
-            tenant_id=change.tenant_id, actor_user=who.user, actor=who.label[:200], action=action,
-            object_type=action.partition(".")[0], object_id=change.object_id[:300],
-            object_repr=change.object_repr[:300], changes=diff(change.before, change.after),
+            tenant_id=change.tenant_id,
+            actor_user=who.user,
+            actor=who.label[:200],
+            action=action,
+            object_type=action.partition(".")[0],
+            object_id=change.object_id[:300],
+            object_repr=change.object_repr[:300],
+            changes=diff(change.before, change.after),
         )
         for change in changes
     )

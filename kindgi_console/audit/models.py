@@ -25,8 +25,12 @@ class AuditEntry(models.Model):
         Tenant, null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
     )
     actor_user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.DO_NOTHING,
-        db_constraint=False, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
     )
     actor = models.CharField(max_length=200)
     action = models.CharField(max_length=100)

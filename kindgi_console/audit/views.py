@@ -45,8 +45,13 @@ class AuditLogView(AdminPageMixin, View):
         query.pop("after", None)
         query.pop("before", None)
         query["format"] = "csv"
-        context = {"page": page, "form": filterset.form, "tenants": self.tenants,
-                   "csv_url": f"{request.path}?{query.urlencode()}", "nav_active": "audit"}
+        context = {
+            "page": page,
+            "form": filterset.form,
+            "tenants": self.tenants,
+            "csv_url": f"{request.path}?{query.urlencode()}",
+            "nav_active": "audit",
+        }
         return render(request, self.template_name, context, status=200 if valid else 400)
 
 
@@ -63,14 +68,23 @@ def cell(value: str) -> str:
 def csv_rows(entries: QuerySet[AuditEntry]) -> Iterator[list[Any]]:
     yield CSV_COLUMNS
     for e in entries.order_by("-created_at", "-pk").iterator(chunk_size=2000):
-        row = [e.created_at.isoformat(), e.tenant.slug if e.tenant else "", e.actor, e.action,
-               e.object_type, e.object_id, e.object_repr, json.dumps(e.changes, sort_keys=True)]
+        row = [
+            e.created_at.isoformat(),
+            e.tenant.slug if e.tenant else "",
+            e.actor,
+            e.action,
+            e.object_type,
+            e.object_id,
+            e.object_repr,
+            json.dumps(e.changes, sort_keys=True),
+        ]
         yield [cell(value) for value in row]
 
 
 def csv_response(entries: QuerySet[AuditEntry]) -> StreamingHttpResponse:
     writer = csv.writer(_Echo())
-    response = StreamingHttpResponse((writer.writerow(row) for row in csv_rows(entries)),
-                                     content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(
+        (writer.writerow(row) for row in csv_rows(entries)), content_type="text/csv; charset=utf-8"
+    )
     response["Content-Disposition"] = 'attachment; filename="audit-log.csv"'
     return response

@@ -43,5 +43,11 @@ class ApiKeyAdmin(AuditedAdmin):
         with transaction.atomic():
             for key in queryset.filter(revoked_at__isnull=True):  # type: ignore[attr-defined]
                 key.revoke()
-                audit.record("apikey.revoke", key, before={"revoked": False}, after={"revoked": True},
-                             object_id=key.prefix, actor=getattr(request, "user", None))
+                audit.record(
+                    "apikey.revoke",
+                    key,
+                    before={"revoked": False},
+                    after={"revoked": True},
+                    object_id=key.prefix,
+                    actor=getattr(request, "user", None),
+                )

@@ -103,8 +103,13 @@ class MemberListView(AdminPageMixin, View):
     def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200) -> HttpResponse:
         tenant = self.chosen_tenant(request.GET.get("tenant"))
         members = tenant.memberships.select_related("user").order_by("user__username")
-        context = {"tenant": tenant, "tenants": self.tenants, "members": members,
-                   "roles": Membership.Role.choices, "form": form or {}}
+        context = {
+            "tenant": tenant,
+            "tenants": self.tenants,
+            "members": members,
+            "roles": Membership.Role.choices,
+            "form": form or {},
+        }
         return render(request, self.template_name, context, status=status)
 
     def post(self, request: HttpRequest) -> HttpResponse:
@@ -130,8 +135,11 @@ class MemberListView(AdminPageMixin, View):
             return self.add_by_email(request, tenant, form)
         user = User.objects.filter(username=username).first() if username else None
         if user is None:
-            form["errors"]["username"] = (f"There is no user {username!r}: enter their e-mail address to invite "
-                                          "them." if username else "Enter a username or an e-mail address.")
+            form["errors"]["username"] = (
+                f"There is no user {username!r}: enter their e-mail address to invite them."
+                if username
+                else "Enter a username or an e-mail address."
+            )
         elif tenant.memberships.filter(user=user).exists():
             form["errors"]["username"] = f"{username} is already a member of {tenant.slug}."
         if role not in Membership.Role.values:
@@ -172,8 +180,11 @@ class MemberListView(AdminPageMixin, View):
         else:
             with transaction.atomic():
                 invited = invitations.invite(request, tenant, email, role)
-            messages.success(request, f"Invitation sent to {email}: they join {tenant.slug} as {role} "
-                                      f"(username {invited.get_username()}) once they choose a password.")
+            messages.success(
+                request,
+                f"Invitation sent to {email}: they join {tenant.slug} as {role} "
+                f"(username {invited.get_username()}) once they choose a password.",
+            )
         return self.back(tenant)
 
     def change_role(self, request: HttpRequest, tenant: Tenant, membership: Membership) -> HttpResponse:

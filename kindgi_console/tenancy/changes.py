@@ -55,8 +55,7 @@ def issue_key(
 ) -> tuple[ApiKey, str]:
     """A new key (and its secret, shown once); the log names it by its prefix, never the secret."""
     key, secret = ApiKey.issue(scopes=scopes, tenant=tenant, name=name, created_by=created_by)
-    audit.record("apikey.create", key, after={"name": name, "scopes": key.scopes}, object_id=key.prefix,
-                 tenant=tenant)
+    audit.record("apikey.create", key, after={"name": name, "scopes": key.scopes}, object_id=key.prefix, tenant=tenant)
     return key, secret
 
 

@@ -37,16 +37,23 @@ def invite(request: HttpRequest, tenant: Tenant, email: str, role: str) -> Any:
     user.set_unusable_password()
     user.save(update_fields=["password"])
     changes.add_member(user, tenant, role)  # recorded in the audit log as any other addition
-    link = request.build_absolute_uri(reverse("invitation-accept", kwargs={
-        "uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
-        "token": default_token_generator.make_token(user),
-    }))
+    link = request.build_absolute_uri(
+        reverse(
+            "invitation-accept",
+            kwargs={
+                "uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
+                "token": default_token_generator.make_token(user),
+            },
+        )
+    )
     inviter = request.user.get_username()
     send_mail(
         subject=f"You are invited to {tenant.name or tenant.slug} on Kindgi Console",
-        message=(f"{inviter} added you to {tenant.name or tenant.slug} as {role}.\n\n"
-                 f"Choose a password here (the link works once): {link}\n\n"
-                 f"Your username is {user.get_username()}.\n"),
+        message=(
+            f"{inviter} added you to {tenant.name or tenant.slug} as {role}.\n\n"
+            f"Choose a password here (the link works once): {link}\n\n"
+            f"Your username is {user.get_username()}.\n"
+        ),
         from_email=None,
         recipient_list=[email],
     )

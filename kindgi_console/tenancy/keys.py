@@ -32,8 +32,10 @@ def _statement() -> str:
     columns = [f"k.{_column(ApiKey, name)}" for name in _key_fields()]
     columns += [f"t.{_column(Tenant, name)}" for name in TENANT_FIELDS]
     # Table and column names come from the models: no input reaches the statement's text.
-    return (f"SELECT {', '.join(columns)} FROM {keys} k LEFT JOIN {tenants} t "  # noqa: S608
-            "ON t.id = k.tenant_id WHERE k.hash = %s AND k.revoked_at IS NULL")
+    return (
+        f"SELECT {', '.join(columns)} FROM {keys} k LEFT JOIN {tenants} t "  # noqa: S608
+        "ON t.id = k.tenant_id WHERE k.hash = %s AND k.revoked_at IS NULL"
+    )
 
 
 def active_key(digest: str) -> ApiKey | None:
@@ -44,11 +46,14 @@ def active_key(digest: str) -> ApiKey | None:
     if row is None:
         return None
     names = _key_fields()
-    values = _converted(ApiKey, names, row[:len(names)])
+    values = _converted(ApiKey, names, row[: len(names)])
     key = ApiKey.from_db(connection.alias, list(names), values)
-    tenant = row[len(names):]
-    key.tenant = None if tenant[0] is None else Tenant.from_db(
-        connection.alias, list(TENANT_FIELDS), _converted(Tenant, TENANT_FIELDS, tenant))
+    tenant = row[len(names) :]
+    key.tenant = (
+        None
+        if tenant[0] is None
+        else Tenant.from_db(connection.alias, list(TENANT_FIELDS), _converted(Tenant, TENANT_FIELDS, tenant))
+    )
     return key
 
 

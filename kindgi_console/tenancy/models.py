@@ -39,6 +39,7 @@ def key_scope(scope: str) -> str:
     """The key scope that allows the capability `scope`."""
     return KEY_SCOPE_FOR.get(scope, scope)
 
+
 KEY_PREFIX = "kgi_"
 #: How often a key's last-used time is written at most: every request would be a write.
 LAST_USED_RESOLUTION_SECONDS = 60
@@ -56,9 +57,11 @@ class Tenant(models.Model):
     name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     reviewer_judge_limit_usd = models.DecimalField(
-        max_digits=12, decimal_places=4, default=Decimal("1.00"),
+        max_digits=12,
+        decimal_places=4,
+        default=Decimal("1.00"),
         help_text="a reviewer starts a run or preview whose judge cost estimate is at most this; "
-                  "above it, an author does",
+        "above it, an author does",
     )
 
     class Meta:
@@ -76,16 +79,12 @@ class Membership(models.Model):
         AUTHOR = "author"
         ADMIN = "admin"
 
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
-    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices, default=Role.REVIEWER)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "tenant"], name="membership_user_tenant")
-        ]
+        constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="membership_user_tenant")]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant} ({self.role})"
@@ -112,12 +111,8 @@ class ApiKey(models.Model):
     hash = models.CharField(max_length=64, unique=True)
     name = models.CharField(max_length=200, blank=True)
     scopes = models.JSONField(default=list)
-    tenant = models.ForeignKey(
-        Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="api_keys"
-    )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
-    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="api_keys")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -132,12 +127,7 @@ class ApiKey(models.Model):
 
     @classmethod
     def issue(
-        cls,
-        *,
-        scopes: list[str],
-        tenant: Tenant | None = None,
-        name: str = "",
-        created_by: User | None = None,
+        cls, *, scopes: list[str], tenant: Tenant | None = None, name: str = "", created_by: User | None = None
     ) -> tuple[ApiKey, str]:
         """Create a key and return it with its secret, which is not kept anywhere."""
         secret = KEY_PREFIX + secrets.token_urlsafe(32)
@@ -189,9 +179,7 @@ class IdempotencyRecord(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["owner", "key"], name="idempotency_owner_key")
-        ]
+        constraints = [models.UniqueConstraint(fields=["owner", "key"], name="idempotency_owner_key")]
 
     def __str__(self) -> str:
         return f"{self.owner} {self.key}"

@@ -16,14 +16,7 @@ from typing import Any, TypeVar
 from django.db import models
 from django.http import HttpRequest
 
-from kindgi_console.tenancy.models import (
-    ROLE_FOR_SCOPE,
-    ApiKey,
-    Membership,
-    Tenant,
-    key_scope,
-    roles_at_least,
-)
+from kindgi_console.tenancy.models import ROLE_FOR_SCOPE, ApiKey, Membership, Tenant, key_scope, roles_at_least
 
 M = TypeVar("M", bound=models.Model)
 

@@ -34,8 +34,7 @@ def _keys(request: HttpRequest | None, username: str) -> list[tuple[str, int]]:
     """The counters a sign-in attempt is held to, each with its limit."""
     limit = settings.KINDGI_SIGNIN_FAILURES
     pair = hashlib.sha256(f"{username.casefold()}|{_address(request)}".encode()).hexdigest()
-    return [(f"signin:user:{pair}", limit),
-            (f"signin:addr:{_address(request)}", limit * ADDRESS_FACTOR)]
+    return [(f"signin:user:{pair}", limit), (f"signin:addr:{_address(request)}", limit * ADDRESS_FACTOR)]
 
 
 def is_blocked(request: HttpRequest | None, username: str) -> bool:
@@ -74,8 +73,7 @@ class ThrottledFormMixin:
         if is_blocked(self.request, username):
             self.blocked = True
             minutes = max(1, settings.KINDGI_SIGNIN_WINDOW_S // 60)
-            raise ValidationError(f"Too many failed sign-ins: try again in {minutes} minutes.",
-                                  code="throttled")
+            raise ValidationError(f"Too many failed sign-ins: try again in {minutes} minutes.", code="throttled")
         try:
             cleaned: dict[str, Any] = super().clean()  # type: ignore[misc]
         except ValidationError:

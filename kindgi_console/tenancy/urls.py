@@ -10,7 +10,11 @@ urlpatterns = [
     path("manage/members/", admin_pages.MemberListView.as_view(), name="member-list"),
     path("manage/api-keys/", admin_pages.ApiKeyListView.as_view(), name="apikey-list"),
     # An invitation's link: choose a password (Django's reset token: it works once), then in.
-    path("invitation/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(
-        template_name="registration/invitation_accept.html", post_reset_login=True, success_url="/"),
-        name="invitation-accept"),
+    path(
+        "invitation/<uidb64>/<token>/",
+        auth_views.PasswordResetConfirmView.as_view(
+            template_name="registration/invitation_accept.html", post_reset_login=True, success_url="/"
+        ),
+        name="invitation-accept",
+    ),
 ]

@@ -17,15 +17,18 @@ from tests.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
 
-RULE = {"tenant": "acme", "name": "critical spike", "kind": "violations",
-        "params": {"severity": "critical", "factor": 10, "minCount": 5}}
+RULE = {
+    "tenant": "acme",
+    "name": "critical spike",
+    "kind": "violations",
+    "params": {"severity": "critical", "factor": 10, "minCount": 5},
+}
 
 
 @pytest.fixture
 def acme_rule(acme: Any, django_capture_on_commit_callbacks: Any) -> AlertRule:
     channel = save_channel(acme, {"name": "mail", "kind": "email", "emails": ["ops@example.org"]}, "fixture")
-    rule = save_rule(acme, {"name": "acme rule", "kind": "run_failed", "params": {}, "channels": [channel]},
-                     "fixture")
+    rule = save_rule(acme, {"name": "acme rule", "kind": "run_failed", "params": {}, "channels": [channel]}, "fixture")
     with django_capture_on_commit_callbacks(execute=True):
         fire(rule, Observation(True, "run 1 failed", {"evaluation": 1}), timezone.now(), event_key="e:1")
     return rule
@@ -33,8 +36,11 @@ def acme_rule(acme: Any, django_capture_on_commit_callbacks: Any) -> AlertRule:
 
 def test_an_author_creates_a_rule_and_a_channel_whose_secret_is_shown_once(alice: Any, api: Any) -> None:
     client = api(alice)
-    created = client.post("/api/v1/alert-channels", {"tenant": "acme", "name": "hook", "kind": "webhook",
-                                                     "url": "https://hooks.example.org/x"}, format="json")
+    created = client.post(
+        "/api/v1/alert-channels",
+        {"tenant": "acme", "name": "hook", "kind": "webhook", "url": "https://hooks.example.org/x"},
+        format="json",
+    )
     assert created.status_code == 201 and created.json()["secret"].startswith("whsec_")
     channel_id = created.json()["id"]
     assert "secret" not in client.get(f"/api/v1/alert-channels/{channel_id}").json()
@@ -50,17 +56,20 @@ def test_a_tenant_key_with_the_author_scope_writes_its_tenant(acme: Any, api: An
     assert answer.status_code == 201 and answer.json()["tenant"] == "acme"
 
 
-@pytest.mark.parametrize(("body", "path"), [
-    ({**RULE, "params": {"severity": "fatal", "threshold": 1}}, "/params/severity"),
-    ({**RULE, "params": {"windowDays": 2}}, "/params"),
-    ({**RULE, "kind": "weather"}, "/kind"),
-    ({**RULE, "name": ""}, "/name"),
-    ({**RULE, "channels": [999]}, "/channels/0"),
-    ({**RULE, "params": {"threshold": 1, "extra": 1}}, "/params"),
-    ({**RULE, "kind": "spend", "params": {"period": "week", "amountUsd": 1}}, "/params/period"),
-    ({**RULE, "kind": "spend", "params": {"period": "day"}}, "/params"),
-    ({**RULE, "kind": "run_failed", "params": {"threshold": 1}}, "/params"),
-])
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({**RULE, "params": {"severity": "fatal", "threshold": 1}}, "/params/severity"),
+        ({**RULE, "params": {"windowDays": 2}}, "/params"),
+        ({**RULE, "kind": "weather"}, "/kind"),
+        ({**RULE, "name": ""}, "/name"),
+        ({**RULE, "channels": [999]}, "/channels/0"),
+        ({**RULE, "params": {"threshold": 1, "extra": 1}}, "/params"),
+        ({**RULE, "kind": "spend", "params": {"period": "week", "amountUsd": 1}}, "/params/period"),
+        ({**RULE, "kind": "spend", "params": {"period": "day"}}, "/params"),
+        ({**RULE, "kind": "run_failed", "params": {"threshold": 1}}, "/params"),
+    ],
+)
 def test_an_invalid_rule_is_a_400_naming_the_field(alice: Any, api: Any, body: Any, path: str) -> None:
     answer = api(alice).post("/api/v1/alert-rules", body, format="json")
     assert answer.status_code == 400
@@ -68,15 +77,18 @@ def test_an_invalid_rule_is_a_400_naming_the_field(alice: Any, api: Any, body: A
     assert not AlertRule.objects.exists()
 
 
-@pytest.mark.parametrize(("url", "body", "path"), [
-    ("/api/v1/alert-rules", {**RULE, "name": "a\x00b"}, "/name"),
-    ("/api/v1/alert-rules", {**RULE, "params": {"guardrail": "g\x00", "threshold": 1}}, "/params/guardrail"),
-    ("/api/v1/alert-rules", {**RULE, "tenant": ["acme"]}, "/tenant"),
-    ("/api/v1/alert-rules", {**RULE, "channels": [10**30]}, "/channels"),
-    ("/api/v1/alert-channels", {"tenant": "acme", "name": "m", "kind": "email", "emails": [5]}, "/emails/0"),
-    ("/api/v1/alert-channels", {"tenant": {"slug": "acme"}, "name": "m", "kind": "email"}, "/tenant"),
-    ("/api/v1/alert-channels", [], ""),
-])
+@pytest.mark.parametrize(
+    ("url", "body", "path"),
+    [
+        ("/api/v1/alert-rules", {**RULE, "name": "a\x00b"}, "/name"),
+        ("/api/v1/alert-rules", {**RULE, "params": {"guardrail": "g\x00", "threshold": 1}}, "/params/guardrail"),
+        ("/api/v1/alert-rules", {**RULE, "tenant": ["acme"]}, "/tenant"),
+        ("/api/v1/alert-rules", {**RULE, "channels": [10**30]}, "/channels"),
+        ("/api/v1/alert-channels", {"tenant": "acme", "name": "m", "kind": "email", "emails": [5]}, "/emails/0"),
+        ("/api/v1/alert-channels", {"tenant": {"slug": "acme"}, "name": "m", "kind": "email"}, "/tenant"),
+        ("/api/v1/alert-channels", [], ""),
+    ],
+)
 def test_malformed_input_is_a_400_never_a_500(alice: Any, api: Any, url: str, body: Any, path: str) -> None:
     answer = api(alice).post(url, body, format="json")
     assert answer.status_code == 400, answer.content
@@ -84,8 +96,11 @@ def test_malformed_input_is_a_400_never_a_500(alice: Any, api: Any, url: str, bo
 
 
 def test_a_channel_url_must_be_http(alice: Any, api: Any) -> None:
-    answer = api(alice).post("/api/v1/alert-channels", {"tenant": "acme", "name": "x", "kind": "slack",
-                                                        "url": "file:///etc/passwd"}, format="json")
+    answer = api(alice).post(
+        "/api/v1/alert-channels",
+        {"tenant": "acme", "name": "x", "kind": "slack", "url": "file:///etc/passwd"},
+        format="json",
+    )
     assert answer.status_code == 400 and answer.json()["errors"][0]["path"] == "/url"
 
 
@@ -97,11 +112,14 @@ def test_a_reviewer_reads_but_does_not_write(bob: Any, acme_rule: Any, api: Any)
 
 
 def test_readers_see_only_the_origin_of_a_channel_url(acme: Any, alice: Any, bob: Any, api: Any) -> None:
-    channel = save_channel(acme, {"name": "slack", "kind": "slack",
-                                  "url": "https://hooks.slack.com/services/T0/B0/secret-token"}, "f")
+    channel = save_channel(
+        acme, {"name": "slack", "kind": "slack", "url": "https://hooks.slack.com/services/T0/B0/secret-token"}, "f"
+    )
     assert api(alice).get(f"/api/v1/alert-channels/{channel.pk}").json()["url"].endswith("secret-token")
-    for answer in (api(bob).get(f"/api/v1/alert-channels/{channel.pk}").json(),
-                   api(bob).get("/api/v1/alert-channels").json()["results"][0]):
+    for answer in (
+        api(bob).get(f"/api/v1/alert-channels/{channel.pk}").json(),
+        api(bob).get("/api/v1/alert-channels").json()["results"][0],
+    ):
         assert answer["url"] == "https://hooks.slack.com/…"
     assert b"secret-token" not in signed_in(bob).get("/alerts/").content
 
@@ -121,21 +139,39 @@ def test_charlie_gets_nothing_of_acmes_alerts_through_the_api(
     for client in (api(charlie), api(charlie_key)):
         for url in ("/api/v1/alert-rules", "/api/v1/alert-channels", "/api/v1/alert-firings"):
             assert client.get(url).json()["results"] == []
-        for url in (f"/api/v1/alert-rules/{acme_rule.pk}", f"/api/v1/alert-channels/{channel.pk}",
-                    f"/api/v1/alert-firings/{firing_id}"):
+        for url in (
+            f"/api/v1/alert-rules/{acme_rule.pk}",
+            f"/api/v1/alert-channels/{channel.pk}",
+            f"/api/v1/alert-firings/{firing_id}",
+        ):
             assert client.get(url).status_code == 404
     writer = api(charlie)
     assert writer.put(f"/api/v1/alert-rules/{acme_rule.pk}", RULE, format="json").status_code == 404
     assert writer.delete(f"/api/v1/alert-rules/{acme_rule.pk}").status_code == 404
-    assert writer.put(f"/api/v1/alert-channels/{channel.pk}", {"name": "x", "kind": "email",
-                                                               "emails": ["c@example.org"]},
-                      format="json").status_code == 404
+    assert (
+        writer.put(
+            f"/api/v1/alert-channels/{channel.pk}",
+            {"name": "x", "kind": "email", "emails": ["c@example.org"]},
+            format="json",
+        ).status_code
+        == 404
+    )
     assert writer.delete(f"/api/v1/alert-channels/{channel.pk}").status_code == 404
     assert writer.post("/api/v1/alert-rules", RULE, format="json").status_code == 403
-    assert writer.post("/api/v1/alert-channels", {"tenant": "acme", "name": "x", "kind": "email",
-                                                  "emails": ["c@example.org"]}, format="json").status_code == 403
-    assert writer.post("/api/v1/alert-rules", {**RULE, "tenant": "globex", "channels": [channel.pk]},
-                       format="json").status_code == 400  # acme's channel does not exist in globex
+    assert (
+        writer.post(
+            "/api/v1/alert-channels",
+            {"tenant": "acme", "name": "x", "kind": "email", "emails": ["c@example.org"]},
+            format="json",
+        ).status_code
+        == 403
+    )
+    assert (
+        writer.post(
+            "/api/v1/alert-rules", {**RULE, "tenant": "globex", "channels": [channel.pk]}, format="json"
+        ).status_code
+        == 400
+    )  # acme's channel does not exist in globex
     assert AlertRule.objects.count() == 1 and Channel.objects.get().name == "mail"
 
 
@@ -150,11 +186,21 @@ def test_the_alerts_page_lists_rules_firings_and_the_delivery_log(alice: Any, ac
 
 def test_an_author_adds_edits_and_deletes_a_rule_on_the_pages(alice: Any, acme: Any) -> None:
     client = signed_in(alice)
-    client.post("/alerts/", {"action": "add-channel", "name": "hook", "kind": "webhook",
-                             "url": "https://hooks.example.org/a"})
+    client.post(
+        "/alerts/", {"action": "add-channel", "name": "hook", "kind": "webhook", "url": "https://hooks.example.org/a"}
+    )
     channel = Channel.objects.get()
-    answer = client.post("/alerts/", {"action": "add-rule", "name": "spend", "kind": "spend",
-                                      "params": '{"amountUsd": 20}', "channels": [str(channel.pk)], "enabled": "on"})
+    answer = client.post(
+        "/alerts/",
+        {
+            "action": "add-rule",
+            "name": "spend",
+            "kind": "spend",
+            "params": '{"amountUsd": 20}',
+            "channels": [str(channel.pk)],
+            "enabled": "on",
+        },
+    )
     assert answer.status_code == 302
     rule = AlertRule.objects.get()
     detail = client.get(f"/alerts/rules/{rule.pk}/")

@@ -28,8 +28,7 @@ pytestmark = pytest.mark.django_db
 
 def rule_with(tenant: Any, channel: Any, kind: str = "violations", params: Any = None) -> Any:
     params = {"threshold": 0} if params is None else params
-    return save_rule(tenant, {"name": f"{kind} rule", "kind": kind, "params": params, "channels": [channel]},
-                     "fixture")
+    return save_rule(tenant, {"name": f"{kind} rule", "kind": kind, "params": params, "channels": [channel]}, "fixture")
 
 
 def webhook(tenant: Any, receiver: Receiver, kind: str = "webhook") -> Any:
@@ -58,8 +57,9 @@ def test_a_delivery_claimed_by_a_killed_worker_is_sent_again_once_its_lease_runs
         assert len(receiver.requests) == 1 and receiver.requests[0].verified
 
 
-def test_a_failed_attempt_waits_its_backoff_then_fails_for_good(acme: Any, settings: Any,
-                                                              django_capture_on_commit_callbacks: Any) -> None:
+def test_a_failed_attempt_waits_its_backoff_then_fails_for_good(
+    acme: Any, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     settings.KINDGI_ALERT_MAX_ATTEMPTS = 2
     with Receiver(statuses=[503]) as receiver:
         rule = rule_with(acme, webhook(acme, receiver))
@@ -75,8 +75,9 @@ def test_a_failed_attempt_waits_its_backoff_then_fails_for_good(acme: Any, setti
         assert (delivery.state, delivery.attempts, len(receiver.requests)) == ("failed", 2, 2)
 
 
-def test_an_event_fires_each_rule_once_however_often_it_is_told(acme: Any,
-                                                               django_capture_on_commit_callbacks: Any) -> None:
+def test_an_event_fires_each_rule_once_however_often_it_is_told(
+    acme: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     with Receiver() as receiver:
         rule_with(acme, webhook(acme, receiver), "run_failed", {})
         with django_capture_on_commit_callbacks(execute=True):
@@ -98,12 +99,14 @@ def test_a_failed_run_fires_the_tenants_run_failed_rules_only(
         assert firing.rule.tenant == acme and firing.state == "resolved"
         assert firing.observed == {"evaluation": run.pk, "error": "the worker ran out of memory"}
         assert [r.json["data"]["firing"]["summary"] for r in ours.requests] == [
-            f"evaluation run {run.pk} failed: the worker ran out of memory"]
+            f"evaluation run {run.pk} failed: the worker ran out of memory"
+        ]
         assert theirs.requests == []
 
 
-def test_a_failed_upload_fires_upload_failed_rules(acme: Any, alice: Any,
-                                                   django_capture_on_commit_callbacks: Any) -> None:
+def test_a_failed_upload_fires_upload_failed_rules(
+    acme: Any, alice: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     with Receiver() as receiver:
         rule_with(acme, webhook(acme, receiver, "slack"), "upload_failed", {})
         data = gzip.compress(jsonl(make_trace("a")) * 50)[:-30] + b"garbage-garbage-garbage-garbag"
@@ -126,8 +129,12 @@ def test_email_goes_through_the_django_backend(acme: Any, django_capture_on_comm
 
 
 def test_spend_over_the_monthly_amount_fires_and_resolves_with_the_new_month(acme: Any, halt_guardrail: Any) -> None:
-    rule_with(acme, save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f"),
-              "spend", {"period": "month", "amountUsd": 5})
+    rule_with(
+        acme,
+        save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f"),
+        "spend",
+        {"period": "month", "amountUsd": 5},
+    )
     for day, cost in ((date(2026, 11, 2), "3.5"), (date(2026, 11, 20), "2.25")):
         LedgerDay.objects.create(tenant=acme, guardrail=halt_guardrail, model_id="m", day=day, cost_usd=Decimal(cost))
     assert evaluate_rules(datetime(2026, 11, 10, tzinfo=UTC)) == {"fired": 0, "resolved": 0}
@@ -138,22 +145,30 @@ def test_spend_over_the_monthly_amount_fires_and_resolves_with_the_new_month(acm
 
 def test_calls_over_their_guardrails_own_budget_fire_a_spend_rule(acme: Any, halt_guardrail: Any) -> None:
     channel = save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f")
-    save_rule(acme, {"name": "over budget", "kind": "spend", "channels": [channel],
-                     "params": {"overBudgetCalls": 2}}, "f")
-    LedgerDay.objects.create(tenant=acme, guardrail=halt_guardrail, model_id="m", day=date(2026, 11, 30),
-                             over_budget=3, calls=10)
+    save_rule(
+        acme, {"name": "over budget", "kind": "spend", "channels": [channel], "params": {"overBudgetCalls": 2}}, "f"
+    )
+    LedgerDay.objects.create(
+        tenant=acme, guardrail=halt_guardrail, model_id="m", day=date(2026, 11, 30), over_budget=3, calls=10
+    )
     assert evaluate_rules(datetime(2026, 11, 30, 9, tzinfo=UTC)) == {"fired": 1, "resolved": 0}
     assert Firing.objects.get().summary == "judge spend $0.0000 this day (3 calls over their guardrail's budget)"
 
 
-def test_disabling_a_firing_rule_resolves_its_firing(acme: Any, halt_guardrail: Any,
-                                                     django_capture_on_commit_callbacks: Any) -> None:
+def test_disabling_a_firing_rule_resolves_its_firing(
+    acme: Any, halt_guardrail: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     channel = save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f")
     fields = {"name": "any", "kind": "violations", "channels": [channel], "params": {"threshold": 0}}
     rule = save_rule(acme, dict(fields), "f")
-    ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
-                                severity="critical",
-                                day=date(2026, 11, 30), count=1)
+    ViolationDay.objects.create(
+        tenant=acme,
+        guardrail=halt_guardrail,
+        revision=halt_guardrail.revisions.get(),
+        severity="critical",
+        day=date(2026, 11, 30),
+        count=1,
+    )
     with django_capture_on_commit_callbacks(execute=True):
         assert evaluate_rules(datetime(2026, 11, 30, 9, tzinfo=UTC))["fired"] == 1
         save_rule(acme, {**fields, "enabled": False}, "f", rule)
@@ -166,13 +181,30 @@ def test_violation_rules_filter_by_severity_and_action_and_read_only_their_windo
     acme: Any, halt_guardrail: Any
 ) -> None:
     channel = save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f")
-    save_rule(acme, {"name": "halts", "kind": "violations", "channels": [channel],
-                     "params": {"action": "halt", "threshold": 9, "windowDays": 2}}, "f")
-    save_rule(acme, {"name": "infos", "kind": "violations", "channels": [channel],
-                     "params": {"severity": "info", "threshold": 0}}, "f")
+    save_rule(
+        acme,
+        {
+            "name": "halts",
+            "kind": "violations",
+            "channels": [channel],
+            "params": {"action": "halt", "threshold": 9, "windowDays": 2},
+        },
+        "f",
+    )
+    save_rule(
+        acme,
+        {"name": "infos", "kind": "violations", "channels": [channel], "params": {"severity": "info", "threshold": 0}},
+        "f",
+    )
     for day, count in ((date(2026, 11, 27), 100), (date(2026, 11, 29), 4), (date(2026, 11, 30), 6)):
-        ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
-                                severity="critical", day=day, count=count)
+        ViolationDay.objects.create(
+            tenant=acme,
+            guardrail=halt_guardrail,
+            revision=halt_guardrail.revisions.get(),
+            severity="critical",
+            day=day,
+            count=count,
+        )
     assert evaluate_rules(datetime(2026, 11, 30, tzinfo=UTC)) == {"fired": 1, "resolved": 0}
     assert Firing.objects.get().observed["count"] == 10
 
@@ -195,15 +227,21 @@ def test_the_periodic_task_evaluates_and_sends_what_is_due(acme: Any, halt_guard
 
     channel = save_channel(acme, {"name": "m", "kind": "email", "emails": ["a@example.org"]}, "f")
     save_rule(acme, {"name": "any", "kind": "violations", "channels": [channel], "params": {"threshold": 0}}, "f")
-    ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
-                                severity="critical",
-                                day=timezone.localdate(), count=1)
+    ViolationDay.objects.create(
+        tenant=acme,
+        guardrail=halt_guardrail,
+        revision=halt_guardrail.revisions.get(),
+        severity="critical",
+        day=timezone.localdate(),
+        count=1,
+    )
     assert tick.delay().get() == {"fired": 1, "resolved": 0, "resent": 1}  # on_commit does not run here
     assert Delivery.objects.get().state == "delivered" and len(mail.outbox) == 1
 
 
-def test_a_delivery_whose_rule_is_deleted_mid_send_is_dropped_quietly(acme: Any, monkeypatch: Any,
-                                                                    django_capture_on_commit_callbacks: Any) -> None:
+def test_a_delivery_whose_rule_is_deleted_mid_send_is_dropped_quietly(
+    acme: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     from alerts import delivery as delivery_module
     from alerts.services import delete_rule
 

@@ -25,8 +25,12 @@ from traces.models import ViolationDay
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
-WORKER_SETTINGS = {"KINDGI_ALERT_RETRY_BASE_S": 1, "KINDGI_ALERT_SEND_TIMEOUT_S": 1, "KINDGI_ALERT_MAX_ATTEMPTS": 3,
-                   "KINDGI_ALERT_PRIVATE_URLS": "true"}
+WORKER_SETTINGS = {
+    "KINDGI_ALERT_RETRY_BASE_S": 1,
+    "KINDGI_ALERT_SEND_TIMEOUT_S": 1,
+    "KINDGI_ALERT_MAX_ATTEMPTS": 3,
+    "KINDGI_ALERT_PRIVATE_URLS": "true",
+}
 DAY = date(2026, 11, 30)
 NOON = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
@@ -43,20 +47,37 @@ def test_a_spike_fires_once_resolves_and_fires_again_with_signed_retried_deliver
         stuck = save_channel(acme, {"name": "stuck", "kind": "webhook", "url": slow.url}, "fixture")
         good.secret, slow.secret = hook.secret, stuck.secret
         params = {"guardrail": "no-refunds", "windowDays": 1, "factor": 3, "minCount": 5}
-        save_rule(acme, {"name": "refund spike", "kind": "violations", "params": params,
-                         "channels": [hook, stuck]}, "fixture")
-        ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
-                                severity="critical",
-                                    day=DAY - timedelta(days=1), count=2)
-        ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
-                                severity="critical", day=DAY, count=20)
+        save_rule(
+            acme, {"name": "refund spike", "kind": "violations", "params": params, "channels": [hook, stuck]}, "fixture"
+        )
+        ViolationDay.objects.create(
+            tenant=acme,
+            guardrail=halt_guardrail,
+            revision=halt_guardrail.revisions.get(),
+            severity="critical",
+            day=DAY - timedelta(days=1),
+            count=2,
+        )
+        ViolationDay.objects.create(
+            tenant=acme,
+            guardrail=halt_guardrail,
+            revision=halt_guardrail.revisions.get(),
+            severity="critical",
+            day=DAY,
+            count=20,
+        )
         worker = Worker("alerts", tmp_path, concurrency=2, **WORKER_SETTINGS)
         try:
             assert evaluate_rules(NOON) == {"fired": 1, "resolved": 0}
             assert evaluate_rules(NOON + timedelta(minutes=1)) == {"fired": 0, "resolved": 0}  # one episode
             first = Firing.objects.get()
-            assert first.observed == {"count": 20, "baseline": 2, "windowDays": 1,
-                                      "from": "2026-11-30", "to": "2026-11-30"}
+            assert first.observed == {
+                "count": 20,
+                "baseline": 2,
+                "windowDays": 1,
+                "from": "2026-11-30",
+                "to": "2026-11-30",
+            }
             wait_for(lambda: delivered(hook, "fired", first), 30, "the first alert delivered", worker)
 
             assert [r.status for r in good.requests] == [500, 200]
@@ -73,19 +94,31 @@ def test_a_spike_fires_once_resolves_and_fires_again_with_signed_retried_deliver
             wait_for(lambda: delivered(hook, "resolved", first), 30, "the resolution delivered", worker)
             assert good.requests[-1].json["type"] == "alert.resolved"
 
-            ViolationDay.objects.create(tenant=acme, guardrail=halt_guardrail, revision=halt_guardrail.revisions.get(),
-                                severity="critical",
-                                        day=DAY + timedelta(days=2), count=30)
+            ViolationDay.objects.create(
+                tenant=acme,
+                guardrail=halt_guardrail,
+                revision=halt_guardrail.revisions.get(),
+                severity="critical",
+                day=DAY + timedelta(days=2),
+                count=30,
+            )
             assert evaluate_rules(NOON + timedelta(days=2)) == {"fired": 1, "resolved": 0}
             second = Firing.objects.exclude(pk=first.pk).get()
             wait_for(lambda: delivered(hook, "fired", second), 30, "the second alert delivered", worker)
-            fired = [r.json["data"]["firing"]["id"] for r in good.requests
-                     if r.status == 200 and r.json["type"] == "alert.fired"]
+            fired = [
+                r.json["data"]["firing"]["id"]
+                for r in good.requests
+                if r.status == 200 and r.json["type"] == "alert.fired"
+            ]
             assert fired == [first.pk, second.pk]
             assert all(r.verified for r in good.requests)
 
-            wait_for(lambda: Delivery.objects.filter(channel=stuck, state="failed").count() >= 1, 40,
-                     "the unanswered deliveries failed for good", worker)
+            wait_for(
+                lambda: Delivery.objects.filter(channel=stuck, state="failed").count() >= 1,
+                40,
+                "the unanswered deliveries failed for good",
+                worker,
+            )
             stuck_attempts = DeliveryAttempt.objects.filter(delivery__channel=stuck)
             assert stuck_attempts.count() >= 3
             assert all(a.status_code is None and "no answer within 1 s" in a.answer for a in stuck_attempts)
@@ -104,8 +137,7 @@ def test_a_delivery_survives_its_worker_being_killed_mid_send(acme: Any, real_br
     with Receiver(hang_seconds=30, hang_requests=1) as receiver:
         hook = save_channel(acme, {"name": "ops", "kind": "webhook", "url": receiver.url}, "fixture")
         receiver.secret = hook.secret
-        rule = save_rule(acme, {"name": "failures", "kind": "run_failed", "params": {}, "channels": [hook]},
-                         "fixture")
+        rule = save_rule(acme, {"name": "failures", "kind": "run_failed", "params": {}, "channels": [hook]}, "fixture")
         first = Worker("first", tmp_path, concurrency=1, **settings)
         try:
             fire(rule, Observation(True, "run 1 failed", {}), NOON, event_key="evaluation:1")
@@ -139,8 +171,9 @@ def test_a_precision_alert_fires_on_reviews_and_resolves_when_they_are_corrected
         hook = save_channel(acme, {"name": "ops", "kind": "webhook", "url": receiver.url}, "fixture")
         receiver.secret = hook.secret
         params = {"guardrail": "no-refunds", "threshold": 0.8, "minReviewed": 3}
-        save_rule(acme, {"name": "refund precision", "kind": "precision", "params": params,
-                         "channels": [hook]}, "fixture")
+        save_rule(
+            acme, {"name": "refund precision", "kind": "precision", "params": params, "channels": [hook]}, "fixture"
+        )
         seed.traces(acme, 3)
         first, second, third = seed.violations(acme)
         client = api(bob)
@@ -158,8 +191,9 @@ def test_a_precision_alert_fires_on_reviews_and_resolves_when_they_are_corrected
             assert receiver.requests[1].json["data"]["firing"]["observed"]["falsePositives"] == 2
 
             for state in ("open", "acknowledged"):
-                answer = client.post("/api/v1/violations/review", {"ids": [first.pk, second.pk], "state": state},
-                                     format="json")
+                answer = client.post(
+                    "/api/v1/violations/review", {"ids": [first.pk, second.pk], "state": state}, format="json"
+                )
                 assert answer.status_code == 200, answer.json()
             wait_for(lambda: delivered(hook, "resolved", firing), 30, "the resolution delivered", worker)
             firing.refresh_from_db()

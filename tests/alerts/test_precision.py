@@ -43,8 +43,9 @@ def acme_violations(acme: Any, acme_guardrail: Any) -> list[Violation]:
 @pytest.fixture
 def precision_rule(acme: Any, acme_guardrail: Any) -> AlertRule:
     channel = save_channel(acme, {"name": "mail", "kind": "email", "emails": ["ops@example.org"]}, "fixture")
-    return save_rule(acme, {"name": "refund precision", "kind": "precision", "params": PARAMS,
-                            "channels": [channel]}, "fixture")
+    return save_rule(
+        acme, {"name": "refund precision", "kind": "precision", "params": PARAMS, "channels": [channel]}, "fixture"
+    )
 
 
 def test_an_author_creates_a_precision_rule_through_the_api(alice: Any, acme_guardrail: Any, api: Any) -> None:
@@ -53,17 +54,20 @@ def test_an_author_creates_a_precision_rule_through_the_api(alice: Any, acme_gua
     assert answer.json()["kind"] == "precision" and answer.json()["params"] == PARAMS
 
 
-@pytest.mark.parametrize(("params", "path"), [
-    ({"threshold": 0.8}, "/params/guardrail"),
-    ({"guardrail": "no-refunds"}, "/params/threshold"),
-    ({**PARAMS, "threshold": 1.5}, "/params/threshold"),
-    ({**PARAMS, "threshold": 0}, "/params/threshold"),
-    ({**PARAMS, "threshold": "high"}, "/params/threshold"),
-    ({**PARAMS, "minReviewed": 0}, "/params/minReviewed"),
-    ({**PARAMS, "windowDays": 0}, "/params/windowDays"),
-    ({**PARAMS, "guardrail": "no-such-guardrail"}, "/params/guardrail"),
-    ({**PARAMS, "factor": 2}, "/params"),
-])
+@pytest.mark.parametrize(
+    ("params", "path"),
+    [
+        ({"threshold": 0.8}, "/params/guardrail"),
+        ({"guardrail": "no-refunds"}, "/params/threshold"),
+        ({**PARAMS, "threshold": 1.5}, "/params/threshold"),
+        ({**PARAMS, "threshold": 0}, "/params/threshold"),
+        ({**PARAMS, "threshold": "high"}, "/params/threshold"),
+        ({**PARAMS, "minReviewed": 0}, "/params/minReviewed"),
+        ({**PARAMS, "windowDays": 0}, "/params/windowDays"),
+        ({**PARAMS, "guardrail": "no-such-guardrail"}, "/params/guardrail"),
+        ({**PARAMS, "factor": 2}, "/params"),
+    ],
+)
 def test_an_invalid_precision_rule_is_a_400_naming_the_field(
     alice: Any, acme_guardrail: Any, api: Any, params: Any, path: str
 ) -> None:
@@ -74,7 +78,10 @@ def test_an_invalid_precision_rule_is_a_400_naming_the_field(
 
 
 def test_one_false_positive_does_not_fire_before_the_minimum_of_reviews(
-    bob: Any, api: Any, acme_violations: list[Violation], precision_rule: AlertRule,
+    bob: Any,
+    api: Any,
+    acme_violations: list[Violation],
+    precision_rule: AlertRule,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
@@ -84,7 +91,10 @@ def test_one_false_positive_does_not_fire_before_the_minimum_of_reviews(
 
 
 def test_reviews_fire_it_once_and_resolve_it_when_precision_recovers(
-    bob: Any, api: Any, acme_violations: list[Violation], precision_rule: AlertRule,
+    bob: Any,
+    api: Any,
+    acme_violations: list[Violation],
+    precision_rule: AlertRule,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     client = api(bob)
@@ -95,7 +105,11 @@ def test_reviews_fire_it_once_and_resolve_it_when_precision_recovers(
     firing = Firing.objects.get()
     assert firing.state == "firing"
     assert {key: firing.observed[key] for key in ("reviewed", "falsePositives", "precision", "threshold")} == {
-        "reviewed": 3, "falsePositives": 2, "precision": 0.3333, "threshold": 0.8}
+        "reviewed": 3,
+        "falsePositives": 2,
+        "precision": 0.3333,
+        "threshold": 0.8,
+    }
     assert "precision 33% is under 80%" in firing.summary
     assert Delivery.objects.filter(firing=firing, event="fired", state="delivered").count() == 1
 
@@ -119,11 +133,16 @@ def test_reviews_fire_it_once_and_resolve_it_when_precision_recovers(
     observed = firing.resolved_observed or {}
     assert (observed["precision"], observed["reviewed"]) == (1.0, 6)
     assert list(Delivery.objects.filter(firing=firing).values_list("event", flat=True).order_by("pk")) == [
-        "fired", "resolved"]
+        "fired",
+        "resolved",
+    ]
 
 
 def test_the_periodic_check_resolves_it_when_the_reviews_leave_the_window(
-    bob: Any, api: Any, acme_violations: list[Violation], precision_rule: AlertRule,
+    bob: Any,
+    api: Any,
+    acme_violations: list[Violation],
+    precision_rule: AlertRule,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
@@ -138,7 +157,7 @@ def test_the_periodic_check_resolves_it_when_the_reviews_leave_the_window(
 
 
 def test_the_periodic_check_fires_it_too(
-    bob: Any, api: Any, acme: Any, acme_violations: list[Violation], acme_guardrail: Any,
+    bob: Any, api: Any, acme: Any, acme_violations: list[Violation], acme_guardrail: Any
 ) -> None:
     client = api(bob)
     for violation in acme_violations[:3]:
@@ -153,11 +172,27 @@ def test_the_periodic_check_fires_it_too(
 def test_an_author_adds_a_precision_rule_on_the_page(alice: Any, acme_guardrail: Any) -> None:
     client = signed_in(alice)
     assert b"precision" in client.get("/alerts/").content
-    bad = client.post("/alerts/", {"action": "add-rule", "name": "p", "kind": "precision",
-                                   "params": '{"guardrail": "no-refunds", "threshold": 2}', "enabled": "on"})
+    bad = client.post(
+        "/alerts/",
+        {
+            "action": "add-rule",
+            "name": "p",
+            "kind": "precision",
+            "params": '{"guardrail": "no-refunds", "threshold": 2}',
+            "enabled": "on",
+        },
+    )
     assert bad.status_code == 400 and "/params/threshold" in bad.content.decode()
-    answer = client.post("/alerts/", {"action": "add-rule", "name": "p", "kind": "precision",
-                                      "params": '{"guardrail": "no-refunds", "threshold": 0.9}', "enabled": "on"})
+    answer = client.post(
+        "/alerts/",
+        {
+            "action": "add-rule",
+            "name": "p",
+            "kind": "precision",
+            "params": '{"guardrail": "no-refunds", "threshold": 0.9}',
+            "enabled": "on",
+        },
+    )
     assert answer.status_code == 302
     rule = AlertRule.objects.get()
     assert rule.kind == "precision" and rule.params == {"guardrail": "no-refunds", "threshold": 0.9}
@@ -165,37 +200,54 @@ def test_an_author_adds_a_precision_rule_on_the_page(alice: Any, acme_guardrail:
 
 
 def test_charlie_gets_nothing_of_acmes_precision_rule_and_cannot_watch_acmes_guardrail(
-    charlie: Any, charlie_key: Any, api: Any, precision_rule: AlertRule,
+    charlie: Any, charlie_key: Any, api: Any, precision_rule: AlertRule
 ) -> None:
     channel = Channel.objects.get()
     for client in (api(charlie), api(charlie_key)):
         assert client.get("/api/v1/alert-rules").json()["results"] == []
         assert client.get(f"/api/v1/alert-rules/{precision_rule.pk}").status_code == 404
     writer = api(charlie)
-    assert writer.put(f"/api/v1/alert-rules/{precision_rule.pk}", {**RULE, "tenant": "globex"},
-                      format="json").status_code == 404
+    assert (
+        writer.put(f"/api/v1/alert-rules/{precision_rule.pk}", {**RULE, "tenant": "globex"}, format="json").status_code
+        == 404
+    )
     assert writer.delete(f"/api/v1/alert-rules/{precision_rule.pk}").status_code == 404
     assert writer.post("/api/v1/alert-rules", RULE, format="json").status_code == 403
     # acme's guardrail does not exist for globex: the same answer as an unknown id
     own = writer.post("/api/v1/alert-rules", {**RULE, "tenant": "globex"}, format="json")
     assert own.status_code == 400
-    assert own.json()["errors"] == [{"path": "/params/guardrail",
-                                     "message": "there is no guardrail 'no-refunds' in globex"}]
+    assert own.json()["errors"] == [
+        {"path": "/params/guardrail", "message": "there is no guardrail 'no-refunds' in globex"}
+    ]
     page = signed_in(charlie)
     assert page.get(f"/alerts/rules/{precision_rule.pk}/").status_code == 404
     assert page.post(f"/alerts/rules/{precision_rule.pk}/", {"action": "delete"}).status_code == 404
-    assert page.post(f"/alerts/rules/{precision_rule.pk}/", {"name": "x", "kind": "precision",
-                                                             "params": '{"guardrail": "no-refunds", '
-                                                                       '"threshold": 0.5}'}).status_code == 404
-    assert page.post("/alerts/", {"action": "add-rule", "name": "p", "kind": "precision", "params":
-                                  '{"guardrail": "no-refunds", "threshold": 0.5}'}).status_code == 400
+    assert (
+        page.post(
+            f"/alerts/rules/{precision_rule.pk}/",
+            {"name": "x", "kind": "precision", "params": '{"guardrail": "no-refunds", "threshold": 0.5}'},
+        ).status_code
+        == 404
+    )
+    assert (
+        page.post(
+            "/alerts/",
+            {
+                "action": "add-rule",
+                "name": "p",
+                "kind": "precision",
+                "params": '{"guardrail": "no-refunds", "threshold": 0.5}',
+            },
+        ).status_code
+        == 400
+    )
     assert "refund precision" not in page.get("/alerts/").content.decode()
     precision_rule.refresh_from_db()
     assert precision_rule.params == PARAMS and AlertRule.objects.count() == 1 and Channel.objects.get() == channel
 
 
 def test_one_tenants_reviews_never_move_anothers_rule(
-    acme: Any, globex: Any, bob: Any, api: Any, django_capture_on_commit_callbacks: Any,
+    acme: Any, globex: Any, bob: Any, api: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     """A console-wide guardrail applies to both: each tenant's rule sees its own reviews."""
     save_guardrail(make_guardrail(), Author(user=None, label="fixture"))

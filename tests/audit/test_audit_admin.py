@@ -22,9 +22,7 @@ def root_client() -> Client:
     return client
 
 
-def test_admin_changes_deletions_and_the_revoke_action_are_audited(
-    root_client: Client, alice: Any, acme: Any
-) -> None:
+def test_admin_changes_deletions_and_the_revoke_action_are_audited(root_client: Client, alice: Any, acme: Any) -> None:
     membership = Membership.objects.get(user=alice)
     url = f"/admin/tenancy/membership/{membership.pk}/change/"
     answer = root_client.post(url, {"user": alice.pk, "tenant": acme.pk, "role": "admin"})
@@ -36,17 +34,28 @@ def test_admin_changes_deletions_and_the_revoke_action_are_audited(
     assert entries == [
         ("membership.admin-change", "root", {"role": ["author", "admin"]}),
         ("apikey.revoke", "root", {"revoked": [False, True]}),
-        ("membership.admin-delete", "root", {"id": [membership.pk, None], "role": ["admin", None],
-                                             "tenant": [acme.pk, None], "user": [alice.pk, None]}),
+        (
+            "membership.admin-delete",
+            "root",
+            {"id": [membership.pk, None], "role": ["admin", None], "tenant": [acme.pk, None], "user": [alice.pk, None]},
+        ),
     ]
     assert not Membership.objects.exists() and ApiKey.objects.get().revoked
 
 
 def test_the_admin_shows_the_log_but_cannot_change_it(root_client: Client, acme: Any) -> None:
-    root_client.post("/admin/tenancy/tenant/add/", {"slug": "initech", "name": "Initech",
-                                                   "created_at_0": "2026-11-30", "created_at_1": "10:00:00",
-                                                   "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
-                                                   "reviewer_judge_limit_usd": "1.00"})
+    root_client.post(
+        "/admin/tenancy/tenant/add/",
+        {
+            "slug": "initech",
+            "name": "Initech",
+            "created_at_0": "2026-11-30",
+            "created_at_1": "10:00:00",
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+            "reviewer_judge_limit_usd": "1.00",
+        },
+    )
     entry = AuditEntry.objects.get()
     assert entry.action == "tenant.admin-add" and entry.changes["slug"] == [None, "initech"]
     assert root_client.get("/admin/audit/auditentry/").status_code == 200
@@ -55,15 +64,28 @@ def test_the_admin_shows_the_log_but_cannot_change_it(root_client: Client, acme:
 
 def test_tenant_settings_changed_on_the_admin_are_audited(root_client: Client, acme: Any) -> None:
     """The reviewer's judge limit (on the tenant) and its retention policy: one entry each."""
-    answer = root_client.post(f"/admin/tenancy/tenant/{acme.pk}/change/", {
-        "slug": "acme", "name": "Acme", "created_at_0": "2026-11-30", "created_at_1": "10:00:00",
-        "reviewer_judge_limit_usd": "5.00", "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"})
+    answer = root_client.post(
+        f"/admin/tenancy/tenant/{acme.pk}/change/",
+        {
+            "slug": "acme",
+            "name": "Acme",
+            "created_at_0": "2026-11-30",
+            "created_at_1": "10:00:00",
+            "reviewer_judge_limit_usd": "5.00",
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+        },
+    )
     assert answer.status_code == 302, answer.content[:500]
-    answer = root_client.post("/admin/traces/retentionpolicy/add/", {
-        "tenant": acme.pk, "days": "30", "updated_at_0": "2026-11-30", "updated_at_1": "10:00:00"})
+    answer = root_client.post(
+        "/admin/traces/retentionpolicy/add/",
+        {"tenant": acme.pk, "days": "30", "updated_at_0": "2026-11-30", "updated_at_1": "10:00:00"},
+    )
     assert answer.status_code == 302, answer.content[:500]
     entries = list(AuditEntry.objects.order_by("pk").values_list("action", "tenant_id", "changes"))
     assert [(action, tenant) for action, tenant, _ in entries] == [
-        ("tenant.admin-change", acme.pk), ("retentionpolicy.admin-add", acme.pk)]
+        ("tenant.admin-change", acme.pk),
+        ("retentionpolicy.admin-add", acme.pk),
+    ]
     assert [Decimal(v) for v in entries[0][2]["reviewer_judge_limit_usd"]] == [Decimal(1), Decimal(5)]
     assert entries[1][2]["days"] == [None, 30]

@@ -26,8 +26,15 @@ pytestmark = pytest.mark.django_db
 def entries(tenant: Any, count: int, action: str = "guardrail.update", actor: str = "recorder") -> None:
     with transaction.atomic():
         for n in range(count):
-            audit.record(action, tenant=tenant, object_id=f"g-{n}", object_repr=f"g-{n}",
-                         before={"severity": "warn"}, after={"severity": "critical"}, actor=actor)
+            audit.record(
+                action,
+                tenant=tenant,
+                object_id=f"g-{n}",
+                object_repr=f"g-{n}",
+                before={"severity": "warn"},
+                after={"severity": "critical"},
+                actor=actor,
+            )
 
 
 @pytest.fixture
@@ -47,12 +54,17 @@ def test_the_trigger_refuses_update_and_delete_even_with_the_retention_setting_f
     if connection.vendor == "postgresql":  # SQLite refuses UPDATE only (see kindgi_console/audit/sqlite.py)
         changes.append(lambda: AuditEntry.objects.filter(pk=old.pk).delete())
     for change in changes:
-        with pytest.raises((InternalError, ProgrammingError, IntegrityError), match="append-only"), \
-                transaction.atomic():
+        with (
+            pytest.raises((InternalError, ProgrammingError, IntegrityError), match="append-only"),
+            transaction.atomic(),
+        ):
             change()
     # even the retention's setting does not allow UPDATE (PostgreSQL; SQLite has no such setting)
-    with connection.cursor() as cursor, pytest.raises((InternalError, ProgrammingError, IntegrityError)), \
-            transaction.atomic():
+    with (
+        connection.cursor() as cursor,
+        pytest.raises((InternalError, ProgrammingError, IntegrityError)),
+        transaction.atomic(),
+    ):
         if connection.vendor == "postgresql":
             cursor.execute("SET LOCAL kindgi.audit_retention = 'on'")
         cursor.execute("UPDATE audit_auditentry SET actor = 'forged'")
@@ -63,8 +75,13 @@ def test_the_trigger_refuses_update_and_delete_even_with_the_retention_setting_f
 def test_retention_deletes_only_entries_older_than_the_cut_off(acme: Any) -> None:
     entries(acme, 1)
     with transaction.atomic():
-        AuditEntry.objects.create(tenant=acme, actor="x", action="guardrail.update", object_type="guardrail",
-                                  created_at=timezone.now() - timedelta(days=400))
+        AuditEntry.objects.create(
+            tenant=acme,
+            actor="x",
+            action="guardrail.update",
+            object_type="guardrail",
+            created_at=timezone.now() - timedelta(days=400),
+        )
     assert purge_older_than(365) == 1
     assert AuditEntry.objects.count() == 1
 

@@ -38,16 +38,39 @@ def arrange(django_user_model: Any) -> None:
         Membership.objects.create(user=user, tenant=tenant, role=role)
     fixture = Author(user=alice, label="alice")
     save_guardrail(make_guardrail(severity="warn", description="Refunds need a human."), fixture, owner=acme)
-    save_guardrail(make_guardrail(description="Refunds need a human in the loop.",
-                                  scope={"when": "always", "agents": ["support-bot"]}), fixture, owner=acme)
-    save_guardrail(make_guardrail("max-three-calls", name="At most three tool calls", check="max-tool-calls",
-                                  config={"max": 3}, severity="warn", action={"on-violation": "log-only"}),
-                   fixture, owner=acme)
-    save_guardrail(make_guardrail("cite-sources", name="Cite the policy", check="must-cite", config={},
-                                  severity="error", action={"on-violation": "log-only"}), fixture,
-                   enabled=False, owner=acme)
-    ApiKey.issue(scopes=["ingest", "evaluate", "read"], tenant=acme, name="support-bot production",
-                 created_by=alice)
+    save_guardrail(
+        make_guardrail(
+            description="Refunds need a human in the loop.", scope={"when": "always", "agents": ["support-bot"]}
+        ),
+        fixture,
+        owner=acme,
+    )
+    save_guardrail(
+        make_guardrail(
+            "max-three-calls",
+            name="At most three tool calls",
+            check="max-tool-calls",
+            config={"max": 3},
+            severity="warn",
+            action={"on-violation": "log-only"},
+        ),
+        fixture,
+        owner=acme,
+    )
+    save_guardrail(
+        make_guardrail(
+            "cite-sources",
+            name="Cite the policy",
+            check="must-cite",
+            config={},
+            severity="error",
+            action={"on-violation": "log-only"},
+        ),
+        fixture,
+        enabled=False,
+        owner=acme,
+    )
+    ApiKey.issue(scopes=["ingest", "evaluate", "read"], tenant=acme, name="support-bot production", created_by=alice)
     key = ApiKey.issue(scopes=["ingest", "evaluate", "read"], tenant=acme, name="runtime")[1]
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
@@ -73,8 +96,7 @@ def wait_for_server_check(page: Any) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_author_writes_a_guardrail_with_the_generated_form(page: Any, sign_in: Any,
-                                                              django_user_model: Any) -> None:
+def test_an_author_writes_a_guardrail_with_the_generated_form(page: Any, sign_in: Any, django_user_model: Any) -> None:
     arrange(django_user_model)
     sign_in("alice", PASSWORD)
     page.goto("/guardrails/new/")
@@ -121,7 +143,8 @@ def test_an_author_writes_a_guardrail_with_the_generated_form(page: Any, sign_in
     page.wait_for_url("**/guardrails/no-ssn-promises/?saved=1")
     assert "Saved: no-ssn-promises is now at revision 1" in page.locator("#saved-note").inner_text()
     assert Guardrail.objects.get(guardrail_id="no-ssn-promises").document["config"] == {
-        "values": ["social security number"]}
+        "values": ["social security number"]
+    }
     screenshot(page, "guardrail-detail-new")
 
     # Find it in the list, then export it.
@@ -136,8 +159,9 @@ def test_an_author_writes_a_guardrail_with_the_generated_form(page: Any, sign_in
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_editor_replaces_the_config_form_when_the_check_changes(page: Any, sign_in: Any,
-                                                                   django_user_model: Any) -> None:
+def test_the_editor_replaces_the_config_form_when_the_check_changes(
+    page: Any, sign_in: Any, django_user_model: Any
+) -> None:
     arrange(django_user_model)
     sign_in("alice", PASSWORD)
     page.goto("/guardrails/max-three-calls/edit/")
@@ -168,8 +192,7 @@ def test_the_editor_replaces_the_config_form_when_the_check_changes(page: Any, s
 
 
 @pytest.mark.django_db(transaction=True)
-def test_screenshots_of_the_guardrail_and_admin_pages(page: Any, sign_in: Any,
-                                                      django_user_model: Any) -> None:
+def test_screenshots_of_the_guardrail_and_admin_pages(page: Any, sign_in: Any, django_user_model: Any) -> None:
     arrange(django_user_model)
     sign_in("alice", PASSWORD)
     for url, name, marker in [

@@ -27,7 +27,8 @@ def open_advanced(page: Any) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_an_empty_new_form_shows_no_error_until_a_field_is_touched_or_saved(
-        page: Any, sign_in: Any, django_user_model: Any) -> None:
+    page: Any, sign_in: Any, django_user_model: Any
+) -> None:
     new_form(page, sign_in, django_user_model)
     page.wait_for_timeout(1500)  # the server check has answered by now
     body = page.locator(".kg-editor").inner_text()
@@ -61,8 +62,7 @@ def test_a_section_the_author_opens_stays_open(page: Any, sign_in: Any, django_u
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_form_shows_what_the_kind_uses_and_folds_the_rest(page: Any, sign_in: Any,
-                                                              django_user_model: Any) -> None:
+def test_the_form_shows_what_the_kind_uses_and_folds_the_rest(page: Any, sign_in: Any, django_user_model: Any) -> None:
     new_form(page, sign_in, django_user_model)
     kinds = page.locator("select#root_kind option").all_inner_texts()
     assert "zero-llm" in kinds and "llm-judge" in kinds, kinds
@@ -131,7 +131,8 @@ def test_try_it_offers_recent_failures_first_and_searches(page: Any, sign_in: An
     page.wait_for_timeout(800)
     labels = page.locator("#kg-try-recent option").all_inner_texts()
     assert [label for label in labels if label.startswith("run-")] == [
-        label for label in labels if label.startswith("run-0001")] and len(labels) == 2, labels
+        label for label in labels if label.startswith("run-0001")
+    ] and len(labels) == 2, labels
     page.select_option("#kg-try-recent", "run-0001")
     page.wait_for_function("() => document.querySelector('#kg-try-trace').value.includes('run-0001')")
     assert page.script_errors == []

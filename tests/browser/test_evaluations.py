@@ -16,8 +16,9 @@ PASSWORD = "correct horse 42"
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_author_starts_a_run_and_watches_it_finish(page: Any, sign_in: Any, alice: Any, acme: Any,
-                                                      halt_guardrail: Any) -> None:
+def test_an_author_starts_a_run_and_watches_it_finish(
+    page: Any, sign_in: Any, alice: Any, acme: Any, halt_guardrail: Any
+) -> None:
     store_traces(acme, 60)
     sign_in("alice", PASSWORD)
     page.goto("/evaluations/")
@@ -39,8 +40,9 @@ def test_an_author_starts_a_run_and_watches_it_finish(page: Any, sign_in: Any, a
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_author_uploads_a_file_and_sees_its_bad_lines(page: Any, sign_in: Any, alice: Any, acme: Any,
-                                                         halt_guardrail: Any, tmp_path: Path) -> None:
+def test_an_author_uploads_a_file_and_sees_its_bad_lines(
+    page: Any, sign_in: Any, alice: Any, acme: Any, halt_guardrail: Any, tmp_path: Path
+) -> None:
     lines = [orjson.dumps(make_trace(f"up-{n}")) for n in range(20)]
     lines.insert(5, b'{"id": "broken", "toolcalls": []}')
     lines.insert(9, b"{not json")
@@ -64,8 +66,9 @@ def test_an_author_uploads_a_file_and_sees_its_bad_lines(page: Any, sign_in: Any
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_run_card_says_what_the_progress_bar_says(page: Any, sign_in: Any, alice: Any, acme: Any,
-                                                     halt_guardrail: Any) -> None:
+def test_the_run_card_says_what_the_progress_bar_says(
+    page: Any, sign_in: Any, alice: Any, acme: Any, halt_guardrail: Any
+) -> None:
     from traces.models import Evaluation
 
     run = Evaluation.objects.create(tenant=acme, status="queued", total=1000)

@@ -66,8 +66,9 @@ def pages() -> list[tuple[str, str]]:
     upload = Upload.objects.filter(tenant__slug="acme").first()
     guardrail = Guardrail.objects.filter(revision__gt=1).first() or Guardrail.objects.first()
     gid = guardrail.guardrail_id
-    budgeted = next((g.guardrail_id for g in Guardrail.objects.all() if (g.document.get("budget") or {})
-                     .get("maxCostUsd")), gid)
+    budgeted = next(
+        (g.guardrail_id for g in Guardrail.objects.all() if (g.document.get("budget") or {}).get("maxCostUsd")), gid
+    )
     listed = [
         ("overview", "/"),
         ("guardrails", "/guardrails/"),
@@ -106,8 +107,7 @@ def demo_console(db: Any) -> None:
 
 def signed_in_context(browser: Browser, live_server: Any, width: int) -> Any:
     # bypass_csp only lets the test inject axe-core; the console's own scripts obey the CSP.
-    context = browser.new_context(base_url=live_server.url, viewport={"width": width, "height": 900},
-                                  bypass_csp=True)
+    context = browser.new_context(base_url=live_server.url, viewport={"width": width, "height": 900}, bypass_csp=True)
     page = context.new_page()
     page.set_default_timeout(15_000)
     page.goto("/login/")
@@ -126,8 +126,9 @@ def settle(page: Any) -> None:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("width", WIDTHS)
-def test_every_page_fits_its_cards_and_passes_axe(browser: Browser, live_server: Any, demo_console: None,
-                                                  width: int) -> None:
+def test_every_page_fits_its_cards_and_passes_axe(
+    browser: Browser, live_server: Any, demo_console: None, width: int
+) -> None:
     context, page = signed_in_context(browser, live_server, width)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -156,9 +157,9 @@ def test_every_page_fits_its_cards_and_passes_axe(browser: Browser, live_server:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_sign_in_page_passes_axe_and_works_with_the_keyboard_alone(
-        browser: Browser, live_server: Any, demo_console: None) -> None:
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1024, "height": 800},
-                                  bypass_csp=True)
+    browser: Browser, live_server: Any, demo_console: None
+) -> None:
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1024, "height": 800}, bypass_csp=True)
     page = context.new_page()
     try:
         page.goto("/login/")

@@ -39,8 +39,9 @@ def replace_text(page: Any, text: str) -> None:
 def marked_lines(page: Any) -> list[str]:
     """The text of each line that holds an error mark."""
     page.wait_for_selector("#guardrail-raw-json .cm-lintRange-error")
-    return page.locator("#guardrail-raw-json .cm-line").filter(
-        has=page.locator(".cm-lintRange-error")).all_inner_texts()
+    return (
+        page.locator("#guardrail-raw-json .cm-line").filter(has=page.locator(".cm-lintRange-error")).all_inner_texts()
+    )
 
 
 def refused(messages: list[str]) -> list[str]:
@@ -49,7 +50,8 @@ def refused(messages: list[str]) -> list[str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_json_view_marks_errors_on_their_lines_and_edits_reach_the_form(
-        page: Any, sign_in: Any, django_user_model: Any) -> None:
+    page: Any, sign_in: Any, django_user_model: Any
+) -> None:
     messages = open_json_view(page, sign_in, django_user_model)
     # Highlighting and folding: property names are styled, objects fold from the gutter.
     assert page.locator("#guardrail-raw-json .cm-foldGutter").count() == 1
@@ -67,8 +69,10 @@ def test_the_json_view_marks_errors_on_their_lines_and_edits_reach_the_form(
     # A schema error (an unknown severity) is marked on the severity's line.
     document["severity"] = "apocalyptic"
     replace_text(page, json.dumps(document, indent=2))
-    page.wait_for_function("() => [...document.querySelectorAll('#guardrail-raw-json .cm-line')].some("
-                           "(l) => l.querySelector('.cm-lintRange-error') && l.textContent.includes('apocalyptic'))")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#guardrail-raw-json .cm-line')].some("
+        "(l) => l.querySelector('.cm-lintRange-error') && l.textContent.includes('apocalyptic'))"
+    )
     assert all("apocalyptic" in line or "severity" in line for line in marked_lines(page)), marked_lines(page)
 
     # A valid edit shows in the form, and the form's edit shows back in the JSON.
@@ -87,8 +91,7 @@ def test_the_json_view_marks_errors_on_their_lines_and_edits_reach_the_form(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_page_sends_a_style_nonce_that_the_editor_uses(
-        page: Any, sign_in: Any, django_user_model: Any) -> None:
+def test_the_page_sends_a_style_nonce_that_the_editor_uses(page: Any, sign_in: Any, django_user_model: Any) -> None:
     messages = open_json_view(page, sign_in, django_user_model)
     nonce = page.locator("#guardrail-editor").get_attribute("data-csp-nonce")
     assert nonce
@@ -101,8 +104,7 @@ def test_the_page_sends_a_style_nonce_that_the_editor_uses(
 def test_the_json_view_passes_axe(browser: Browser, live_server: Any, django_user_model: Any) -> None:
     arrange(django_user_model)
     # bypass_csp only lets the test inject axe-core; the other tests run under the real CSP.
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900},
-                                  bypass_csp=True)
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900}, bypass_csp=True)
     page = context.new_page()
     try:
         page.goto("/login/")

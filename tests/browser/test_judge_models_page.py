@@ -16,13 +16,19 @@ def test_a_superuser_registers_a_judge_model_and_an_admin_narrows_the_policy(pag
     acme = Tenant.objects.create(slug="acme", name="Acme")
     root = User.objects.create_superuser("root", password="pw-root-123")
     Membership.objects.create(user=root, tenant=acme, role="admin")
-    save_registration({
-        "id": "claude-judge", "provider": "anthropic", "model": "claude-haiku",
-        "baseUrl": "https://api.anthropic.com", "apiKeyEnv": "MISSING_ANTHROPIC_KEY",
-        "pricing": {"inputUsdPerMTok": "0.80", "outputUsdPerMTok": "4"},
-        "capabilities": ["json", "long-context", "reasoning"], "thinking": {"budgetTokens": 1024},
-        "sampling": False,
-    })
+    save_registration(
+        {
+            "id": "claude-judge",
+            "provider": "anthropic",
+            "model": "claude-haiku",
+            "baseUrl": "https://api.anthropic.com",
+            "apiKeyEnv": "MISSING_ANTHROPIC_KEY",
+            "pricing": {"inputUsdPerMTok": "0.80", "outputUsdPerMTok": "4"},
+            "capabilities": ["json", "long-context", "reasoning"],
+            "thinking": {"budgetTokens": 1024},
+            "sampling": False,
+        }
+    )
     sign_in("root", "pw-root-123")
     page.goto("/judge-models/")
     page.locator("#id_id").fill("local-judge")

@@ -62,15 +62,12 @@ def test_acme_reviewer_sees_only_acme_and_reviews_a_violation(
     expect(page.get_by_role("cell", name="Checked with the support lead")).to_be_visible()
     screenshot(page, "violation-detail")
     change = ViolationReview.objects.get()
-    assert (change.from_state, change.to_state, change.reviewer_label) == (
-        "open", "acknowledged", "acme-reviewer")
+    assert (change.from_state, change.to_state, change.reviewer_label) == ("open", "acknowledged", "acme-reviewer")
     assert page.script_errors == []  # type: ignore[attr-defined]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_bulk_review_of_the_selected_violations(
-    page: Page, sign_in: Any, people: Any, halt_guardrail: Any
-) -> None:
+def test_bulk_review_of_the_selected_violations(page: Page, sign_in: Any, people: Any, halt_guardrail: Any) -> None:
     arrange(halt_guardrail)
     sign_in("acme-reviewer", demo.PASSWORD)
     page.goto("/violations/")
@@ -79,16 +76,12 @@ def test_bulk_review_of_the_selected_violations(
     page.locator("#bulk-state").select_option("false-positive")
     page.get_by_role("button", name="Apply to selected").click()
     expect(page.get_by_text("4 violations marked false-positive.")).to_be_visible()
-    assert set(Violation.objects.filter(tenant__slug="acme").values_list("state", flat=True)) == {
-        "false-positive"}
-    assert set(Violation.objects.filter(tenant__slug="globex").values_list("state", flat=True)) == {
-        "open"}
+    assert set(Violation.objects.filter(tenant__slug="acme").values_list("state", flat=True)) == {"false-positive"}
+    assert set(Violation.objects.filter(tenant__slug="globex").values_list("state", flat=True)) == {"open"}
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_ledger_chart_renders_with_data(
-    page: Page, sign_in: Any, people: Any, halt_guardrail: Any
-) -> None:
+def test_the_ledger_chart_renders_with_data(page: Page, sign_in: Any, people: Any, halt_guardrail: Any) -> None:
     arrange(halt_guardrail)
     sign_in("acme-reviewer", demo.PASSWORD)
     page.goto("/ledger/")
@@ -106,13 +99,23 @@ def test_hostile_trace_content_renders_as_text_and_runs_nothing(
 ) -> None:
     acme, _ = arrange(halt_guardrail)
     trace = seed.traces(
-        acme, 1, prefix="hostile", output=HOSTILE_OUTPUT,
-        messages=[{"role": "user", "content": "<b>bold?</b>"},
-                  {"role": "assistant", "content": HOSTILE_OUTPUT}],
-        toolCalls=[{"id": "c1", "name": "issue_refund", "arguments": {"q": "<script>alert(2)</script>"},
-                    "result": "<img src=y onerror=alert(3)>"}],
-        citations=[{"source": "javascript:alert('citation')", "title": "Click me"},
-                   {"source": "https://example.org/policy", "title": "Real policy"}],
+        acme,
+        1,
+        prefix="hostile",
+        output=HOSTILE_OUTPUT,
+        messages=[{"role": "user", "content": "<b>bold?</b>"}, {"role": "assistant", "content": HOSTILE_OUTPUT}],
+        toolCalls=[
+            {
+                "id": "c1",
+                "name": "issue_refund",
+                "arguments": {"q": "<script>alert(2)</script>"},
+                "result": "<img src=y onerror=alert(3)>",
+            }
+        ],
+        citations=[
+            {"source": "javascript:alert('citation')", "title": "Click me"},
+            {"source": "https://example.org/policy", "title": "Real policy"},
+        ],
     )[0]
     RunTrace.objects.filter(pk=trace.pk).update(withheld=True)
     dialogs = watch_dialogs(page)
@@ -129,7 +132,8 @@ def test_hostile_trace_content_renders_as_text_and_runs_nothing(
     # What is kept and what is not, in so many words, next to the kept assistant message.
     expect(page.locator(".withheld")).to_contain_text("Not stored: the trace's output")
     expect(page.locator(".withheld")).to_contain_text(
-        "the last assistant message above is the response that was withheld")
+        "the last assistant message above is the response that was withheld"
+    )
     assert page.locator("a[href^='javascript']").count() == 0
     assert page.locator("main script, main img, main b").count() == 0
     link = page.get_by_role("link", name="https://example.org/policy")

@@ -35,8 +35,9 @@ def counts_text(page: Any) -> str:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_review_next_walks_the_open_violations_with_the_keyboard(page: Any, sign_in: Any,
-                                                                 django_user_model: Any) -> None:
+def test_review_next_walks_the_open_violations_with_the_keyboard(
+    page: Any, sign_in: Any, django_user_model: Any
+) -> None:
     arrange(django_user_model)
     more_violations(3)
     total = Violation.objects.filter(tenant__slug="acme").count()
@@ -100,8 +101,7 @@ def test_the_queue_follows_the_filter_and_ends(page: Any, sign_in: Any, django_u
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_chart_bar_filters_the_list_to_its_day_and_severity(page: Any, sign_in: Any,
-                                                              django_user_model: Any) -> None:
+def test_a_chart_bar_filters_the_list_to_its_day_and_severity(page: Any, sign_in: Any, django_user_model: Any) -> None:
     arrange(django_user_model)
     sign_in("alice", PASSWORD)
     page.goto("/violations/")
@@ -128,8 +128,9 @@ def test_a_chart_bar_filters_the_list_to_its_day_and_severity(page: Any, sign_in
     url = page.url
     assert f"since={point['day']}" in url and f"until={point['day']}" in url
     shown = page.locator("tbody tr").count()
-    expected = Violation.objects.filter(tenant__slug="acme", severity=point["label"],
-                                        created_at__date=timezone.localdate()).count()
+    expected = Violation.objects.filter(
+        tenant__slug="acme", severity=point["label"], created_at__date=timezone.localdate()
+    ).count()
     assert shown == expected > 0
     assert page.locator("#id_severity").input_value() == point["label"]
 

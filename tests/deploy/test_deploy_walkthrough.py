@@ -75,8 +75,11 @@ def wait_for(condition: Any, timeout: float, what: str, logs: Path | None = None
         if condition():
             return
         time.sleep(0.2)
-    tails = "".join(f"\n--- {log.name}\n{log.read_text(errors='replace')[-3000:]}"
-                    for log in sorted(logs.glob("*.log"))) if logs else ""
+    tails = (
+        "".join(f"\n--- {log.name}\n{log.read_text(errors='replace')[-3000:]}" for log in sorted(logs.glob("*.log")))
+        if logs
+        else ""
+    )
     raise AssertionError(f"timed out after {timeout} s waiting for {what}{tails}")
 
 
@@ -122,8 +125,11 @@ class Deployment:
     def _start(self, argv: list[str], environ: dict[str, str]) -> None:
         name = "gunicorn" if Path(argv[0]).name == "gunicorn" else f"celery-{argv[3]}"
         with (self.folder / f"{name}.log").open("wb") as log:
-            self.processes.append(subprocess.Popen(
-                argv, cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            self.processes.append(
+                subprocess.Popen(
+                    argv, cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
 
     def stop(self) -> None:
         for process in self.processes:
@@ -150,8 +156,11 @@ def _assignments(words: list[str], word: Any) -> dict[str, str]:
 
 def _base_environ() -> dict[str, str]:
     """The test's environment without any console variable: the README's exports must suffice."""
-    return {key: value for key, value in os.environ.items()
-            if key not in DECLARED and not key.startswith(("DJANGO_", "CELERY_", "KINDGI_", "DATABASE_"))}
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key not in DECLARED and not key.startswith(("DJANGO_", "CELERY_", "KINDGI_", "DATABASE_"))
+    }
 
 
 @pytest.fixture
@@ -159,7 +168,8 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     process = subprocess.Popen(
         ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
     )
     try:
         wait_for(lambda: answers(port), 15, "redis-server to start")
@@ -177,11 +187,19 @@ def deployment(tmp_path: Path, redis_url: str) -> Iterator[Deployment]:
     host, port = str(server["HOST"] or "127.0.0.1"), str(server["PORT"] or 5432)
     database = f"kindgi_walkthrough_{os.getpid()}"
     web_port = free_port()
-    place = Deployment(tmp_path, {
-        "db.internal:5432/kindgi": f"{host}:{port}/{database}", "db.internal": host,
-        "redis.internal:6379/0": redis_url, "/var/lib/kindgi": str(tmp_path / "var"),
-        "127.0.0.1:8000": f"127.0.0.1:{web_port}",
-    }, database, environ=_base_environ(), web_port=web_port)
+    place = Deployment(
+        tmp_path,
+        {
+            "db.internal:5432/kindgi": f"{host}:{port}/{database}",
+            "db.internal": host,
+            "redis.internal:6379/0": redis_url,
+            "/var/lib/kindgi": str(tmp_path / "var"),
+            "127.0.0.1:8000": f"127.0.0.1:{web_port}",
+        },
+        database,
+        environ=_base_environ(),
+        web_port=web_port,
+    )
     if port != "5432":
         place.substitutions["-h " + host] = f"-h {host} -p {port}"
     dropdb = ["dropdb", "--if-exists", "-h", host, "-p", port, "-U", str(server["USER"] or "postgres"), database]
@@ -197,8 +215,9 @@ class Proxy:
     """The TLS proxy in front of gunicorn: the README's curl commands, forwarded."""
 
     def __init__(self, port: int) -> None:
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
-                                   headers={"Host": PUBLIC_HOST, "X-Forwarded-Proto": "https"})
+        self.client = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", timeout=30, headers={"Host": PUBLIC_HOST, "X-Forwarded-Proto": "https"}
+        )
         self.variables: dict[str, str] = {}
 
     def curl(self, words: list[str]) -> httpx.Response:
@@ -219,8 +238,7 @@ class Proxy:
         assert url.startswith(f"https://{PUBLIC_HOST}/"), url
         if data is not None and data.startswith("@"):
             data = (ROOT / data[1:]).read_text()
-        return self.client.request(method, url.removeprefix(f"https://{PUBLIC_HOST}"), headers=headers,
-                                   content=data)
+        return self.client.request(method, url.removeprefix(f"https://{PUBLIC_HOST}"), headers=headers, content=data)
 
     def _expand(self, word: str) -> str:
         return re.sub(r"\$([A-Z_]+)", lambda m: self.variables[m.group(1)], word)
@@ -229,7 +247,8 @@ class Proxy:
 def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
     setup = commands(fenced_block("walkthrough:setup"))
     assert {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_DEBUG", "DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS"} <= {
-        word.partition("=")[0] for words in setup if words[0] == "export" for word in words[1:]}
+        word.partition("=")[0] for words in setup if words[0] == "export" for word in words[1:]
+    }
     for words in setup:
         deployment.run(words)
     assert deployment.environ["DJANGO_DEBUG"] == "false"
@@ -269,11 +288,19 @@ def _follow(proxy: Proxy, words: list[str], deployment: Deployment) -> httpx.Res
     if response.request.method == "POST" and response.request.url.path == "/api/v1/traces":
         # The traces' runtime evaluation runs on the worker; as the README says, a guardrail
         # added before it has run would already apply to them (halting run-0002).
-        wait_for(lambda: _pending_runtime_evaluations(deployment) == 0, 120,
-                 "the runtime evaluation of the ingested traces", deployment.folder)
+        wait_for(
+            lambda: _pending_runtime_evaluations(deployment) == 0,
+            120,
+            "the runtime evaluation of the ingested traces",
+            deployment.folder,
+        )
     if "$RUN" in " ".join(words):
-        wait_for(lambda: proxy.curl(words).json()["status"] in ("succeeded", "failed"), 180,
-                 "the evaluation run to finish", deployment.folder)
+        wait_for(
+            lambda: proxy.curl(words).json()["status"] in ("succeeded", "failed"),
+            180,
+            "the evaluation run to finish",
+            deployment.folder,
+        )
         response = proxy.curl(words)
         run = response.json()
         assert run["status"] == "succeeded", run
@@ -288,8 +315,11 @@ def _documented_edges(proxy: Proxy) -> None:
     plain = httpx.get(f"{proxy.client.base_url}/api/v1/traces", headers={"Host": PUBLIC_HOST})
     assert plain.status_code == 301
     assert plain.headers["location"] == f"https://{PUBLIC_HOST}/api/v1/traces"
-    other = proxy.client.post("/api/v1/traces", headers={"Authorization": f"Bearer {proxy.variables['KEY']}"},
-                              json={"id": "run-9", "tenant": "globex", "output": "hello"})
+    other = proxy.client.post(
+        "/api/v1/traces",
+        headers={"Authorization": f"Bearer {proxy.variables['KEY']}"},
+        json={"id": "run-9", "tenant": "globex", "output": "hello"},
+    )
     assert other.status_code == 403, other.text
     assert "Strict-Transport-Security" in proxy.client.get("/login/").headers
 

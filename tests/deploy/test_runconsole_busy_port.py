@@ -14,7 +14,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def runconsole(addrport: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "manage.py", "runconsole", addrport, "--no-worker"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
 
 
@@ -44,7 +48,10 @@ def test_a_free_port_is_announced_and_served() -> None:
         port = probe.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "manage.py", "runconsole", f"127.0.0.1:{port}", "--no-worker"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
@@ -64,7 +71,10 @@ def test_make_run_checks_the_port_before_migrating() -> None:
         port = holder.getsockname()[1]
         result = subprocess.run(
             ["make", "--no-print-directory", "run", f"PORT={port}", f"PY={sys.executable}"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     assert result.returncode != 0
     assert f"port {port} on 127.0.0.1 is busy" in result.stderr

@@ -70,9 +70,18 @@ def test_every_declared_variable_is_read_somewhere() -> None:
 
 def test_the_table_has_a_row_per_variable_including_the_ones_once_missing() -> None:
     table = settings_table()
-    for name in ("KINDGI_LOG_LEVEL", "KINDGI_VAR_DIR", "CELERY_TASK_TIME_LIMIT", "DATABASE_CONN_MAX_AGE",
-                 "KINDGI_CHUNK_MAX_ATTEMPTS", "KINDGI_BROKER_POLL_MS", "DJANGO_HSTS_SECONDS",
-                 "DJANGO_SECURE_SSL_REDIRECT", "KINDGI_EVALUATE_TIME_LIMIT_S", "KINDGI_PACK_ENV"):
+    for name in (
+        "KINDGI_LOG_LEVEL",
+        "KINDGI_VAR_DIR",
+        "CELERY_TASK_TIME_LIMIT",
+        "DATABASE_CONN_MAX_AGE",
+        "KINDGI_CHUNK_MAX_ATTEMPTS",
+        "KINDGI_BROKER_POLL_MS",
+        "DJANGO_HSTS_SECONDS",
+        "DJANGO_SECURE_SSL_REDIRECT",
+        "KINDGI_EVALUATE_TIME_LIMIT_S",
+        "KINDGI_PACK_ENV",
+    ):
         assert f"| `{name}` |" in table
     assert table.count("\n") == len(DECLARED) + 2
 
@@ -84,11 +93,14 @@ def test_the_declaration_imports_no_django() -> None:
     assert not [name for name in imported if name.startswith(("django", "kindgi_console"))]
 
 
-@pytest.mark.parametrize(("name", "raw", "message"), [
-    ("EMAIL_PORT", "abc", "EMAIL_PORT='abc' is not an integer"),
-    ("KINDGI_MAX_DEPTH", "1", "KINDGI_MAX_DEPTH=1 must be at least 2"),
-    ("DJANGO_DEBUG", "maybe", "DJANGO_DEBUG='maybe' is not a boolean (use true or false)"),
-])
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        ("EMAIL_PORT", "abc", "EMAIL_PORT='abc' is not an integer"),
+        ("KINDGI_MAX_DEPTH", "1", "KINDGI_MAX_DEPTH=1 must be at least 2"),
+        ("DJANGO_DEBUG", "maybe", "DJANGO_DEBUG='maybe' is not a boolean (use true or false)"),
+    ],
+)
 def test_a_bad_value_names_the_variable(name: str, raw: str, message: str) -> None:
     with pytest.raises(BadValue, match=re.escape(message)):
         {"int": environment.whole, "bool": environment.flag}[DECLARED[name].kind](name, environ={name: raw})
@@ -101,14 +113,23 @@ def _settings_in_a_fresh_process(environ: dict[str, str], names: list[str]) -> s
     )
     clean = {key: value for key, value in os.environ.items() if key not in DECLARED}
     return subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**clean, "DJANGO_SETTINGS_MODULE": "kindgi_console.settings", **environ},
     )
 
 
 def test_settings_start_with_the_declared_defaults() -> None:
-    same_name = sorted(name for name in DECLARED if name.startswith("KINDGI_") and DECLARED[name].shown is None
-                       and name not in ("KINDGI_API_KEY", "KINDGI_REQUIRE_SERVICES", "KINDGI_CHROMIUM"))
+    same_name = sorted(
+        name
+        for name in DECLARED
+        if name.startswith("KINDGI_")
+        and DECLARED[name].shown is None
+        and name not in ("KINDGI_API_KEY", "KINDGI_REQUIRE_SERVICES", "KINDGI_CHROMIUM")
+    )
     result = _settings_in_a_fresh_process({}, same_name)
     assert result.returncode == 0, result.stderr
     values = json.loads(result.stdout)
@@ -126,15 +147,26 @@ def test_a_bad_value_stops_start_up_naming_the_variable() -> None:
 
 def test_production_settings_come_from_their_variables() -> None:
     result = _settings_in_a_fresh_process(
-        {"DJANGO_DEBUG": "false", "DJANGO_SECRET_KEY": "x" * 50, "DJANGO_HSTS_SECONDS": "60",
-         "DJANGO_SECURE_SSL_REDIRECT": "false"},
-        ["SECURE_HSTS_SECONDS", "SECURE_SSL_REDIRECT", "SECURE_PROXY_SSL_HEADER", "KINDGI_PRODUCTION",
-         "KINDGI_ALERT_PRIVATE_URLS"],
+        {
+            "DJANGO_DEBUG": "false",
+            "DJANGO_SECRET_KEY": "x" * 50,
+            "DJANGO_HSTS_SECONDS": "60",
+            "DJANGO_SECURE_SSL_REDIRECT": "false",
+        },
+        [
+            "SECURE_HSTS_SECONDS",
+            "SECURE_SSL_REDIRECT",
+            "SECURE_PROXY_SSL_HEADER",
+            "KINDGI_PRODUCTION",
+            "KINDGI_ALERT_PRIVATE_URLS",
+        ],
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
-        "SECURE_HSTS_SECONDS": 60, "SECURE_SSL_REDIRECT": False,
-        "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"], "KINDGI_PRODUCTION": True,
+        "SECURE_HSTS_SECONDS": 60,
+        "SECURE_SSL_REDIRECT": False,
+        "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
+        "KINDGI_PRODUCTION": True,
         "KINDGI_ALERT_PRIVATE_URLS": False,
     }
 

@@ -40,8 +40,13 @@ def test_an_author_creates_a_guardrail_exactly_as_authored(api: Any, alice: Any)
     assert client.get(f"{URL}/max-calls").json() == AUTHORED
     assert list(client.get(f"{URL}/max-calls").json()) == list(AUTHORED)
     stored = Guardrail.objects.get()
-    assert (stored.kind, stored.check_name, stored.severity, stored.on_violation, stored.enabled) \
-        == ("zero-llm", "max-tool-calls", "warn", "retry", True)
+    assert (stored.kind, stored.check_name, stored.severity, stored.on_violation, stored.enabled) == (
+        "zero-llm",
+        "max-tool-calls",
+        "warn",
+        "retry",
+        True,
+    )
     revision = GuardrailRevision.objects.get()
     assert (revision.number, revision.created_by, revision.created_by_label) == (1, alice, "alice")
 
@@ -52,8 +57,7 @@ def test_the_export_round_trips_without_loss(api: Any, author_key: str) -> None:
     exported = api(author_key).get(f"{URL}/export").json()
     assert exported == [AUTHORED, make_guardrail()]
     for document in exported:  # importing the export again changes nothing but the revision
-        assert api(author_key).put(f"{URL}/{document['id']}", data=document, format="json") \
-            .json() == document
+        assert api(author_key).put(f"{URL}/{document['id']}", data=document, format="json").json() == document
     assert api(author_key).get(f"{URL}/export").json() == exported
 
 
@@ -70,7 +74,9 @@ def test_every_save_is_a_revision(api: Any, alice: Any, author_key: str) -> None
     assert response.status_code == 200 and response["ETag"] == '"no-refunds@2"'
     revisions = api(alice).get(f"{URL}/no-refunds/revisions").json()["results"]
     assert [(r["number"], r["createdBy"], r["document"]["severity"]) for r in revisions] == [
-        (2, ApiKey.objects.get().label, "warn"), (1, "alice", "critical")]
+        (2, ApiKey.objects.get().label, "warn"),
+        (1, "alice", "critical"),
+    ]
 
 
 def test_deleting_keeps_the_history_and_the_id_can_come_back(api: Any, alice: Any) -> None:
@@ -131,8 +137,7 @@ def test_validate_saves_nothing(api: Any, bob: Any) -> None:
     client = api(bob)
     ok = client.post(f"{URL}/validate", data=make_guardrail(), format="json").json()
     assert ok == {"valid": True, "errors": [], "warnings": []}
-    bad = client.post(f"{URL}/validate", data=make_guardrail(check="no-such-check"),
-                      format="json").json()
+    bad = client.post(f"{URL}/validate", data=make_guardrail(check="no-such-check"), format="json").json()
     assert bad["valid"] is False and bad["errors"][0]["path"] == "/check"
     assert not Guardrail.objects.exists()
 
@@ -163,8 +168,7 @@ def test_charlie_reads_the_console_wide_guardrails_but_writes_nothing_of_acme(
     assert create(api(charlie_key), make_guardrail("x")).status_code == 403
     revisions = api(charlie).get(f"{URL}/no-refunds/revisions").json()["results"]
     assert revisions[0]["createdBy"] == "a person of another tenant"
-    assert api(alice).get(f"{URL}/no-refunds/revisions").json()["results"][0]["createdBy"] \
-        == "alice"
+    assert api(alice).get(f"{URL}/no-refunds/revisions").json()["results"][0]["createdBy"] == "alice"
 
 
 def test_an_unknown_guardrail_is_404(api: Any, alice: Any) -> None:
@@ -186,8 +190,15 @@ def test_a_wrong_method_is_405_in_the_error_shape(api: Any, alice: Any) -> None:
 
 def test_it_lists_the_check_registry(api: Any, charlie_key: str) -> None:
     checks = {c["id"]: c for c in api(charlie_key).get("/api/v1/checks").json()}
-    assert {"must-cite", "never-call-tool", "max-tool-calls", "output-matches", "tool-order",
-            "required-substring", "forbidden-substring"} <= set(checks)
+    assert {
+        "must-cite",
+        "never-call-tool",
+        "max-tool-calls",
+        "output-matches",
+        "tool-order",
+        "required-substring",
+        "forbidden-substring",
+    } <= set(checks)
     never = checks["never-call-tool"]
     assert never["kind"] == "zero-llm" and never["builtin"] is True and never["pack"] is None
     assert never["configSchema"]["required"] == ["tools"]
@@ -214,15 +225,18 @@ def test_the_tenant_list_of_a_guardrail_scopes_it(api: Any, author_key: str, acm
     assert create(api(author_key), document).json()["scope"] == {"tenants": ["globex"]}
 
 
-@pytest.mark.parametrize(("field", "value", "path"), [
-    ("id", "x" * 201, "/id"),
-    ("name", "n" * 301, "/name"),
-    ("action", {"on-violation": "v" * 101}, "/action/on-violation"),
-    ("id", "sec/slash", "/id"),
-    ("id", "has space", "/id"),
-    ("id", "-starts-with-a-dash", "/id"),
-    ("id", "..", "/id"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "path"),
+    [
+        ("id", "x" * 201, "/id"),
+        ("name", "n" * 301, "/name"),
+        ("action", {"on-violation": "v" * 101}, "/action/on-violation"),
+        ("id", "sec/slash", "/id"),
+        ("id", "has space", "/id"),
+        ("id", "-starts-with-a-dash", "/id"),
+        ("id", "..", "/id"),
+    ],
+)
 def test_what_the_database_cannot_hold_is_a_400_at_its_field(
     api: Any, author_key: str, field: str, value: Any, path: str
 ) -> None:
@@ -241,9 +255,14 @@ def test_every_accepted_id_works_on_every_page_and_url(
 ) -> None:
     assert create(api(alice), make_guardrail(guardrail_id)).status_code == 201
     client.force_login(alice)
-    for url in ("/", "/guardrails/", f"/guardrails/{guardrail_id}/",
-                f"/guardrails/{guardrail_id}/edit/", f"/guardrails/{guardrail_id}/diff/",
-                f"/guardrails/export.json?guardrail={guardrail_id}"):
+    for url in (
+        "/",
+        "/guardrails/",
+        f"/guardrails/{guardrail_id}/",
+        f"/guardrails/{guardrail_id}/edit/",
+        f"/guardrails/{guardrail_id}/diff/",
+        f"/guardrails/export.json?guardrail={guardrail_id}",
+    ):
         assert client.get(url).status_code == 200, url
     assert api(author_key).get(f"{URL}/{guardrail_id}/revisions").status_code == 200
     assert api(author_key).delete(f"{URL}/{guardrail_id}").status_code == 204
@@ -251,11 +270,12 @@ def test_every_accepted_id_works_on_every_page_and_url(
 
 def test_the_openapi_description_names_every_query_parameter_and_error(api: Any, db: Any) -> None:
     paths = api().get("/api/schema/?format=json").json()["paths"]
-    names = {path: {p["name"] for p in paths[path]["get"].get("parameters", [])}
-             for path in ("/api/v1/ledger", "/api/v1/evaluations/estimate")}
+    names = {
+        path: {p["name"] for p in paths[path]["get"].get("parameters", [])}
+        for path in ("/api/v1/ledger", "/api/v1/evaluations/estimate")
+    }
     assert {"group_by", "guardrail", "tenant", "model", "since", "until"} <= names["/api/v1/ledger"]
-    assert {"guardrails", "tenant", "agent", "flow", "since", "until"} \
-        <= names["/api/v1/evaluations/estimate"]
+    assert {"guardrails", "tenant", "agent", "flow", "since", "until"} <= names["/api/v1/evaluations/estimate"]
     assert "400" in paths["/api/v1/guardrails/{guardrail_id}/revisions"]["get"]["responses"]
     started = paths["/api/v1/evaluations"]["post"]
     assert "Idempotency-Key" in {p["name"] for p in started["parameters"]}
@@ -269,8 +289,13 @@ def test_a_guardrail_stored_before_the_id_alphabet_still_works(
     could not delete it."""
     save_guardrail(make_guardrail("sec/slash"), Author(user=None, label="before"))
     client.force_login(admin_user)
-    for url in ("/", "/guardrails/", "/guardrails/sec/slash/", "/guardrails/sec/slash/edit/",
-                "/guardrails/sec/slash/diff/"):
+    for url in (
+        "/",
+        "/guardrails/",
+        "/guardrails/sec/slash/",
+        "/guardrails/sec/slash/edit/",
+        "/guardrails/sec/slash/diff/",
+    ):
         assert client.get(url).status_code == 200, url
     assert api(author_key).get(f"{URL}/sec/slash/revisions").status_code == 200
     assert api(author_key).get(f"{URL}/sec/slash").json()["id"] == "sec/slash"

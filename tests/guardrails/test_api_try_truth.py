@@ -28,7 +28,7 @@ def test_a_draft_whose_scope_does_not_select_says_which_part(api: Any, alice: An
 
 
 def test_an_llm_judge_draft_is_judged_by_the_tenants_routed_model(
-    api: Any, alice: Any, acme: Any, local_judge: Any,  # noqa: F811
+    api: Any, alice: Any, acme: Any, local_judge: Any
 ) -> None:
     body = {"guardrail": judge_document("draft-judge"), "trace": make_trace(tenant="acme", toolCalls=[])}
     result = api(alice).post(URL, body, format="json").json()["result"]
@@ -39,7 +39,7 @@ def test_an_llm_judge_draft_is_judged_by_the_tenants_routed_model(
 
 
 def test_an_llm_judge_draft_without_a_tenant_says_why_in_one_sentence(
-    api: Any, alice: Any, acme: Any, globex: Any, local_judge: Any,  # noqa: F811
+    api: Any, alice: Any, acme: Any, globex: Any, local_judge: Any
 ) -> None:
     from tests.conftest import member
 

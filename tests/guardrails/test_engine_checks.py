@@ -39,8 +39,10 @@ def test_there_are_the_seven_builtins() -> None:
         "forbidden-substring",
     }
     assert all(check.kind == "zero-llm" and check.builtin for check in builtin_checks())
-    assert all(check.config_schema is not None and check.config_schema["additionalProperties"] is False
-               for check in builtin_checks())
+    assert all(
+        check.config_schema is not None and check.config_schema["additionalProperties"] is False
+        for check in builtin_checks()
+    )
 
 
 CASES = [
@@ -59,13 +61,7 @@ CASES = [
     ),
     ("must-cite", {}, {"output": "no markers", "citations": [{"source": "doc-1"}]}, True, None),
     ("must-cite", {"min": 2}, {"output": "[a] and [b c]"}, True, None),
-    (
-        "must-cite",
-        {"min": 3},
-        {"output": "[a] and [b]"},
-        False,
-        "2 citation(s), at least 3 required",
-    ),
+    ("must-cite", {"min": 3}, {"output": "[a] and [b]"}, False, "2 citation(s), at least 3 required"),
     ("must-cite", {"allowedSources": ["a", "b c"]}, {"output": "[a] and [b c]"}, True, None),
     (
         "must-cite",
@@ -94,13 +90,7 @@ CASES = [
     # max-tool-calls
     ("max-tool-calls", {"max": 2}, {"toolCalls": calls("a", "b")}, True, None),
     ("max-tool-calls", {"max": 0}, {}, True, None),
-    (
-        "max-tool-calls",
-        {"max": 1},
-        {"toolCalls": calls("a", "b")},
-        False,
-        "2 tool calls, more than the maximum of 1",
-    ),
+    ("max-tool-calls", {"max": 1}, {"toolCalls": calls("a", "b")}, False, "2 tool calls, more than the maximum of 1"),
     ("max-tool-calls", {"max": 1, "tool": "r"}, {"toolCalls": calls("a", "r", "b")}, True, None),
     (
         "max-tool-calls",
@@ -120,21 +110,9 @@ CASES = [
     ),
     ("output-matches", {"pattern": r"order \d+", "flags": "i"}, {"output": "ORDER 12"}, True, None),
     ("output-matches", {"pattern": "^b$", "flags": "m"}, {"output": "a\nb\nc"}, True, None),
-    (
-        "output-matches",
-        {"pattern": "^b$"},
-        {"output": "a\nb\nc"},
-        False,
-        "pattern '^b$' does not occur in the output",
-    ),
+    ("output-matches", {"pattern": "^b$"}, {"output": "a\nb\nc"}, False, "pattern '^b$' does not occur in the output"),
     ("output-matches", {"pattern": "a.c", "flags": "s"}, {"output": "a\nc"}, True, None),
-    (
-        "output-matches",
-        {"pattern": "a.c"},
-        {"output": "a\nc"},
-        False,
-        "pattern 'a.c' does not occur in the output",
-    ),
+    ("output-matches", {"pattern": "a.c"}, {"output": "a\nc"}, False, "pattern 'a.c' does not occur in the output"),
     ("output-matches", {"pattern": "yes", "fullMatch": True}, {"output": "yes"}, True, None),
     (
         "output-matches",
@@ -147,13 +125,7 @@ CASES = [
     ("output-matches", {"pattern": "x*"}, {}, False, "there is no output"),
     ("output-matches", {"pattern": "x*"}, {"output": ""}, True, None),
     # tool-order: pairs, prerequisites never called, tools outside the order ignored
-    (
-        "tool-order",
-        {"order": ["lookup", "refund"]},
-        {"toolCalls": calls("lookup", "x", "refund")},
-        True,
-        None,
-    ),
+    ("tool-order", {"order": ["lookup", "refund"]}, {"toolCalls": calls("lookup", "x", "refund")}, True, None),
     ("tool-order", {"order": ["lookup", "refund"]}, {"toolCalls": calls("x", "y")}, True, None),
     ("tool-order", {"order": ["lookup", "refund"]}, {}, True, None),
     ("tool-order", {"order": ["lookup", "refund"]}, {"toolCalls": calls("lookup")}, True, None),
@@ -178,21 +150,9 @@ CASES = [
         False,
         "'check' was called but 'lookup', which must come first, never was",
     ),
-    (
-        "tool-order",
-        {"order": ["a", "b", "c"]},
-        {"toolCalls": calls("a", "c", "b")},
-        False,
-        "'c' was called before 'b'",
-    ),
+    ("tool-order", {"order": ["a", "b", "c"]}, {"toolCalls": calls("a", "c", "b")}, False, "'c' was called before 'b'"),
     # required-substring: case folding, no output
-    (
-        "required-substring",
-        {"values": ["5 business days"]},
-        {"output": "in 5 business days"},
-        True,
-        None,
-    ),
+    ("required-substring", {"values": ["5 business days"]}, {"output": "in 5 business days"}, True, None),
     (
         "required-substring",
         {"values": ["refund", "5 business days"]},
@@ -207,13 +167,7 @@ CASES = [
         True,
         None,
     ),
-    (
-        "required-substring",
-        {"values": ["straße"], "caseSensitive": False},
-        {"output": "STRASSE 1"},
-        True,
-        None,
-    ),
+    ("required-substring", {"values": ["straße"], "caseSensitive": False}, {"output": "STRASSE 1"}, True, None),
     ("required-substring", {"values": ["a"]}, {"output": None}, False, "there is no output"),
     ("required-substring", {"values": ["a"]}, {}, False, "there is no output"),
     # forbidden-substring: case folding, no output passes
@@ -225,13 +179,7 @@ CASES = [
         False,
         "output contains forbidden 'internal'",
     ),
-    (
-        "forbidden-substring",
-        {"values": ["Internal Use"]},
-        {"output": "internal use only"},
-        True,
-        None,
-    ),
+    ("forbidden-substring", {"values": ["Internal Use"]}, {"output": "internal use only"}, True, None),
     (
         "forbidden-substring",
         {"values": ["Internal Use"], "caseSensitive": False},
@@ -266,25 +214,13 @@ BAD_CONFIGS = [
     ("must-cite", {"minimum": 1}, Issue("/minimum", "unknown field 'minimum'")),
     ("never-call-tool", {}, Issue("/tools", "'tools' is required")),
     ("never-call-tool", {"tools": []}, Issue("/tools", "must have at least 1 item")),
-    (
-        "never-call-tool",
-        {"tools": ["a", "a"]},
-        Issue("/tools", "must not contain the same item twice"),
-    ),
+    ("never-call-tool", {"tools": ["a", "a"]}, Issue("/tools", "must not contain the same item twice")),
     ("max-tool-calls", {}, Issue("/max", "'max' is required")),
     ("max-tool-calls", {"max": -1}, Issue("/max", "must be at least 0")),
     ("max-tool-calls", {"max": 1, "tool": ""}, Issue("/tool", "must not be empty")),
     ("output-matches", {}, Issue("/pattern", "'pattern' is required")),
-    (
-        "output-matches",
-        {"pattern": "a", "flags": "x"},
-        Issue("/flags", "must match the pattern ^[ims]*$"),
-    ),
-    (
-        "output-matches",
-        {"pattern": "a", "fullMatch": "yes"},
-        Issue("/fullMatch", "must be true or false"),
-    ),
+    ("output-matches", {"pattern": "a", "flags": "x"}, Issue("/flags", "must match the pattern ^[ims]*$")),
+    ("output-matches", {"pattern": "a", "fullMatch": "yes"}, Issue("/fullMatch", "must be true or false")),
     (
         "output-matches",
         {"pattern": "(a)\\1"},
@@ -312,27 +248,17 @@ BAD_CONFIGS = [
             "(RE2 has no backreferences or lookaround)",
         ),
     ),
-    (
-        "output-matches",
-        {"pattern": "[a"},
-        Issue("/pattern", "is not a valid RE2 regular expression: missing ]: [a"),
-    ),
+    ("output-matches", {"pattern": "[a"}, Issue("/pattern", "is not a valid RE2 regular expression: missing ]: [a")),
     ("tool-order", {"order": ["a"]}, Issue("/order", "must have at least 2 items")),
     ("tool-order", {"order": ["a", "a"]}, Issue("/order", "must not contain the same item twice")),
     ("required-substring", {"values": []}, Issue("/values", "must have at least 1 item")),
-    (
-        "required-substring",
-        {"values": ["a"], "caseSensitive": 1},
-        Issue("/caseSensitive", "must be true or false"),
-    ),
+    ("required-substring", {"values": ["a"], "caseSensitive": 1}, Issue("/caseSensitive", "must be true or false")),
     ("forbidden-substring", {"values": "a"}, Issue("/values", "must be an array")),
 ]
 
 
 @pytest.mark.parametrize(("check_id", "config", "expected"), BAD_CONFIGS)
-def test_each_builtin_refuses_a_bad_config(
-    check_id: str, config: dict[str, Any], expected: Issue
-) -> None:
+def test_each_builtin_refuses_a_bad_config(check_id: str, config: dict[str, Any], expected: Issue) -> None:
     check = REGISTRY.get(check_id)
     assert check is not None
     assert check.validate_config(config) == [expected]

@@ -94,15 +94,11 @@ def test_validate_guardrail_json(tmp_path: Path) -> None:
         "errors": [],
         "warnings": [],
     }
-    assert report["guardrails"][1]["errors"] == [
-        {"path": "/check", "message": "no check 'nope' is registered"}
-    ]
+    assert report["guardrails"][1]["errors"] == [{"path": "/check", "message": "no check 'nope' is registered"}]
 
 
 @pytest.mark.parametrize("content", [None, b"{not json", b""])
-def test_validate_guardrail_exits_2_on_an_unreadable_file(
-    tmp_path: Path, content: bytes | None
-) -> None:
+def test_validate_guardrail_exits_2_on_an_unreadable_file(tmp_path: Path, content: bytes | None) -> None:
     path = tmp_path / "g.json"
     if content is not None:
         path.write_bytes(content)
@@ -122,9 +118,7 @@ def test_validate_guardrail_refuses_a_duplicate_id(tmp_path: Path) -> None:
 
 
 def test_the_examples_block_the_build() -> None:
-    status, out, err = run(
-        run_guardrail_ci, "--guardrails", *EXAMPLE_GUARDRAILS, "--traces", EXAMPLE_TRACES
-    )
+    status, out, err = run(run_guardrail_ci, "--guardrails", *EXAMPLE_GUARDRAILS, "--traces", EXAMPLE_TRACES)
     assert status == 1, err
     assert out.splitlines()[-1].startswith("BLOCKED: 7 guardrails x 12 traces: 45 pass, 10 fail")
     assert "FAIL  support-never-deletes-accounts on run-2026-11-29-0007" in out
@@ -164,11 +158,7 @@ def test_invalid_traces_give_2_with_file_and_line_and_the_rest_still_count(tmp_p
     g = write(tmp_path / "g.json", GUARDRAIL)
     t = tmp_path / "t.jsonl"
     t.write_text(
-        '{"id": "a", "output": "a secret"}\n'
-        "\n"
-        '{"id": "b", "toolcalls": []}\n'
-        "{broken\n"
-        '{"id": "c", "output": "fine"}\n',
+        '{"id": "a", "output": "a secret"}\n\n{"id": "b", "toolcalls": []}\n{broken\n{"id": "c", "output": "fine"}\n',
         encoding="utf-8",
     )
     status, out, err = run(run_guardrail_ci, "--guardrails", g, "--traces", str(t))
@@ -180,9 +170,7 @@ def test_invalid_traces_give_2_with_file_and_line_and_the_rest_still_count(tmp_p
 
 def test_an_unreadable_trace_file_gives_2(tmp_path: Path) -> None:
     g = write(tmp_path / "g.json", GUARDRAIL)
-    status, _, err = run(
-        run_guardrail_ci, "--guardrails", g, "--traces", str(tmp_path / "none.jsonl")
-    )
+    status, _, err = run(run_guardrail_ci, "--guardrails", g, "--traces", str(tmp_path / "none.jsonl"))
     assert status == 2
     assert "none.jsonl: cannot read" in err
 
@@ -221,9 +209,7 @@ def test_a_line_that_is_not_json_is_an_issue(tmp_path: Path) -> None:
 
 def mixed(tmp_path: Path) -> tuple[str, str]:
     g = write(tmp_path / "g.json", [GUARDRAIL, RUNTIME_ONLY])
-    t = jsonl(
-        tmp_path / "t.jsonl", {"id": "a", "output": "fine"}, {"id": "b", "output": "my secret"}
-    )
+    t = jsonl(tmp_path / "t.jsonl", {"id": "a", "output": "fine"}, {"id": "b", "output": "my secret"})
     return g, t
 
 
@@ -251,26 +237,13 @@ def test_junit_report_parses_back(tmp_path: Path) -> None:
     g, t = mixed(tmp_path)
     output = tmp_path / "report.xml"
     status, out, _ = run(
-        run_guardrail_ci,
-        "--guardrails",
-        g,
-        "--traces",
-        t,
-        "--format",
-        "junit",
-        "--output",
-        str(output),
+        run_guardrail_ci, "--guardrails", g, "--traces", t, "--format", "junit", "--output", str(output)
     )
     assert status == 1
     assert f"report written to {output}" in out
     root = ET.parse(output).getroot()
     assert root.tag == "testsuites"
-    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == (
-        "4",
-        "1",
-        "0",
-        "2",
-    )
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("4", "1", "0", "2")
     suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
     assert set(suites) == {"no-secrets", "runtime-only"}
     cases = suites["no-secrets"].findall("testcase")
@@ -278,20 +251,14 @@ def test_junit_report_parses_back(tmp_path: Path) -> None:
     assert cases[0].find("failure") is None
     failure = cases[1].find("failure")
     assert failure is not None and failure.get("message") == "output contains forbidden 'secret'"
-    assert all(
-        case.find("skipped") is not None for case in suites["runtime-only"].findall("testcase")
-    )
+    assert all(case.find("skipped") is not None for case in suites["runtime-only"].findall("testcase"))
 
 
 def test_junit_shows_errors_and_bad_input(tmp_path: Path) -> None:
-    g = write(
-        tmp_path / "g.json", {**GUARDRAIL, "check": "output-matches", "config": {"pattern": "x"}}
-    )
+    g = write(tmp_path / "g.json", {**GUARDRAIL, "check": "output-matches", "config": {"pattern": "x"}})
     t = tmp_path / "t.jsonl"
     t.write_text('{"id": "a", "output": "x\\u0001"}\n{"id": 5}\n', encoding="utf-8")
-    status, out, _ = run(
-        run_guardrail_ci, "--guardrails", g, "--traces", str(t), "--format", "junit"
-    )
+    status, out, _ = run(run_guardrail_ci, "--guardrails", g, "--traces", str(t), "--format", "junit")
     assert status == 2
     root = ET.fromstring(out)
     input_suite = next(s for s in root.iter("testsuite") if s.get("name") == "guardrail_ci input")

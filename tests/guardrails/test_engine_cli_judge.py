@@ -32,17 +32,27 @@ def files(tmp_path: Path, judges: Any, *traces: dict[str, Any]) -> list[str]:
     (tmp_path / "g.json").write_text(json.dumps(JUDGE_GUARDRAIL))
     (tmp_path / "j.json").write_text(json.dumps(judges))
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(t) + "\n" for t in traces))
-    return ["--guardrails", str(tmp_path / "g.json"), "--traces", str(tmp_path / "t.jsonl"),
-            "--judge-models", str(tmp_path / "j.json"), "--format", "json"]
+    return [
+        "--guardrails",
+        str(tmp_path / "g.json"),
+        "--traces",
+        str(tmp_path / "t.jsonl"),
+        "--judge-models",
+        str(tmp_path / "j.json"),
+        "--format",
+        "json",
+    ]
 
 
 def test_llm_judge_guardrails_are_judged_in_ci_with_the_keys_from_the_environment(
-    tmp_path: Path, monkeypatch: Any,
+    tmp_path: Path, monkeypatch: Any
 ) -> None:
     monkeypatch.setenv("CI_JUDGE_KEY", "sk-ci")
     with FakeProvider(api_key="sk-ci") as provider:
-        provider.script(Answer('{"verdict": "PASS"}', 1000, 10),
-                        Answer('{"verdict": "FAIL", "reason": "promises a refund"}', 1000, 10))
+        provider.script(
+            Answer('{"verdict": "PASS"}', 1000, 10),
+            Answer('{"verdict": "FAIL", "reason": "promises a refund"}', 1000, 10),
+        )
         judges = [provider.registration("local", apiKeyEnv="CI_JUDGE_KEY")]
         status, out, err = run(*files(tmp_path, judges, make_trace("a"), make_trace("b")))
     report = json.loads(out)
@@ -61,8 +71,15 @@ def test_without_judge_models_an_llm_judge_guardrail_is_an_error(tmp_path: Path)
 
 
 def test_bad_judge_model_files_give_2_with_pointers(tmp_path: Path) -> None:
-    bad = [{"id": "x", "provider": "gemini", "model": "m", "baseUrl": "http://h/v1",
-            "pricing": {"inputUsdPerMTok": 1, "outputUsdPerMTok": 1}}]
+    bad = [
+        {
+            "id": "x",
+            "provider": "gemini",
+            "model": "m",
+            "baseUrl": "http://h/v1",
+            "pricing": {"inputUsdPerMTok": 1, "outputUsdPerMTok": 1},
+        }
+    ]
     status, _, err = run(*files(tmp_path, bad, make_trace("a")))
     assert status == 2 and "j.json: /0/provider:" in err
     status, _, err = run(*files(tmp_path, {"id": "x"}, make_trace("a")))

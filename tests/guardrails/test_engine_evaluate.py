@@ -6,13 +6,7 @@ from typing import Any
 
 import pytest
 
-from guardrails.engine.evaluate import (
-    Engine,
-    blocks_ci,
-    evaluate_all,
-    evaluate_guardrail,
-    selects,
-)
+from guardrails.engine.evaluate import Engine, blocks_ci, evaluate_all, evaluate_guardrail, selects
 from guardrails.engine.registration import RegistrationPolicy, define_guardrail
 from guardrails.engine.registry import (
     CheckRegistry,
@@ -22,17 +16,7 @@ from guardrails.engine.registry import (
     define_check,
 )
 from guardrails.engine.strategies import default_strategies
-from guardrails.engine.types import (
-    PASSED,
-    Check,
-    CheckOutcome,
-    Config,
-    Context,
-    Guardrail,
-    Issue,
-    Trace,
-    failed,
-)
+from guardrails.engine.types import PASSED, Check, CheckOutcome, Config, Context, Guardrail, Issue, Trace, failed
 
 
 def guardrail(**fields: Any) -> Guardrail:
@@ -66,9 +50,7 @@ MAX_CITATIONS_SCHEMA = {
 
 
 def test_define_check_derives_config_validation_from_the_schema() -> None:
-    check = define_check(
-        "demo.max-citations", "zero-llm", max_citations, config_schema=MAX_CITATIONS_SCHEMA
-    )
+    check = define_check("demo.max-citations", "zero-llm", max_citations, config_schema=MAX_CITATIONS_SCHEMA)
     assert check.validate_config({"max": 2}) == []
     assert check.validate_config({"max": 0}) == [Issue("/max", "must be at least 1")]
     assert check.module == __name__ and check.function == "max_citations"
@@ -99,9 +81,7 @@ def test_define_check_refuses_an_invalid_definition(kwargs: dict[str, Any], mess
     arguments: dict[str, Any] = {"id": "demo.x", "kind": "zero-llm", "evaluate": max_citations}
     arguments.update(kwargs)
     with pytest.raises(InvalidCheckDefinition, match=message.replace("(", r"\(")):
-        define_check(
-            arguments.pop("id"), arguments.pop("kind"), arguments.pop("evaluate"), **arguments
-        )
+        define_check(arguments.pop("id"), arguments.pop("kind"), arguments.pop("evaluate"), **arguments)
 
 
 def test_an_llm_judge_check_needs_no_evaluate_function() -> None:
@@ -140,9 +120,7 @@ def document(**fields: Any) -> dict[str, Any]:
 
 def pack_registry() -> CheckRegistry:
     registry = default_registry()
-    registry.register(
-        define_check("acme.cite", "zero-llm", max_citations, config_schema={}, pack="acme")
-    )
+    registry.register(define_check("acme.cite", "zero-llm", max_citations, config_schema={}, pack="acme"))
     return registry
 
 
@@ -150,10 +128,7 @@ def pack_registry() -> CheckRegistry:
     ("fields", "errors"),
     [
         ({"check": "nope"}, [Issue("/check", "no check 'nope' is registered")]),
-        (
-            {"kind": "llm-judge"},
-            [Issue("/kind", "check 'output-matches' is of kind 'zero-llm', not 'llm-judge'")],
-        ),
+        ({"kind": "llm-judge"}, [Issue("/kind", "check 'output-matches' is of kind 'zero-llm', not 'llm-judge'")]),
         ({"config": {"pattern": ""}}, [Issue("/config/pattern", "must not be empty")]),
         ({"config": {"pattern": "a", "x": 1}}, [Issue("/config/x", "unknown field 'x'")]),
         (
@@ -204,34 +179,26 @@ def test_a_filesystem_artifact_is_refused_in_production_only() -> None:
 
 
 def test_a_builtin_named_with_an_artifact_and_no_marker_gives_a_warning() -> None:
-    registration = define_guardrail(
-        document(codeArtifactRef=FILESYSTEM), registry=default_registry()
-    )
+    registration = define_guardrail(document(codeArtifactRef=FILESYSTEM), registry=default_registry())
     assert registration.valid
     assert [issue.path for issue in registration.warnings] == ["/checkBuiltIn"]
-    marked = define_guardrail(
-        document(codeArtifactRef=FILESYSTEM, checkBuiltIn=True), registry=default_registry()
-    )
+    marked = define_guardrail(document(codeArtifactRef=FILESYSTEM, checkBuiltIn=True), registry=default_registry())
     assert marked.warnings == []
 
 
 def test_a_pack_config_schema_is_kept_and_applied_to_every_guardrail_naming_the_check() -> None:
     registry = pack_registry()
     first = define_guardrail(
-        document(check="acme.cite", config={"max": 2}, configSchema=MAX_CITATIONS_SCHEMA),
-        registry=registry,
+        document(check="acme.cite", config={"max": 2}, configSchema=MAX_CITATIONS_SCHEMA), registry=registry
     )
     assert first.valid
-    second = define_guardrail(
-        document(id="g2", check="acme.cite", config={"max": 0}), registry=registry
-    )
+    second = define_guardrail(document(id="g2", check="acme.cite", config={"max": 0}), registry=registry)
     assert second.errors == [Issue("/config/max", "must be at least 1")]
 
 
 def test_a_config_schema_that_does_not_compile_is_an_error() -> None:
     registration = define_guardrail(
-        document(check="acme.cite", config={}, configSchema={"type": 12}),
-        registry=pack_registry(),
+        document(check="acme.cite", config={}, configSchema={"type": 12}), registry=pack_registry()
     )
     assert [issue.path for issue in registration.errors] == ["/configSchema"]
 
@@ -248,13 +215,9 @@ def test_needs_the_deployment_cannot_meet_are_errors() -> None:
 
 def test_a_kind_without_strategy_is_a_warning_at_registration() -> None:
     registry = default_registry()
-    registry.register(
-        define_check("acme.ext", "acme-kind", max_citations, config_schema={}, pack="a")
-    )
+    registry.register(define_check("acme.ext", "acme-kind", max_citations, config_schema={}, pack="a"))
     registration = define_guardrail(
-        document(kind="acme-kind", check="acme.ext", config={}),
-        registry=registry,
-        strategies=default_strategies(),
+        document(kind="acme-kind", check="acme.ext", config={}), registry=registry, strategies=default_strategies()
     )
     assert registration.valid
     assert registration.warnings[0].path == "/kind"
@@ -334,9 +297,7 @@ def test_each_action_at_runtime(action: str, turn: str, reason: str | None) -> N
 
 def test_halt_passing_or_in_ci_does_not_fail_the_turn() -> None:
     g = guardrail(action={"on-violation": "halt"})
-    assert (
-        evaluate_all([g], {"id": "t", "output": "ok"}, Context(mode="runtime")).turn == "completed"
-    )
+    assert evaluate_all([g], {"id": "t", "output": "ok"}, Context(mode="runtime")).turn == "completed"
     ci = evaluate_all([g], TRACE, Context(mode="ci"))
     assert ci.turn == "completed" and blocks_ci(ci.results)
 
@@ -353,9 +314,7 @@ def engine_with(*checks: Check) -> Engine:
 
 
 def test_a_raising_check_gives_error_never_a_crash() -> None:
-    engine = engine_with(
-        define_check("acme.raise", "zero-llm", raising_check, config_schema={}, pack="a")
-    )
+    engine = engine_with(define_check("acme.raise", "zero-llm", raising_check, config_schema={}, pack="a"))
     g = guardrail(check="acme.raise", action={"on-violation": "halt"})
     verdict = evaluate_all([g], TRACE, Context(mode="runtime"), engine=engine)
     assert verdict.results[0].status == "error"
@@ -369,17 +328,13 @@ def test_a_check_returning_something_else_gives_error() -> None:
         return True  # type: ignore[return-value]
 
     engine = engine_with(define_check("acme.odd", "zero-llm", odd, config_schema={}, pack="a"))
-    result = evaluate_guardrail(
-        guardrail(check="acme.odd"), TRACE, Context(mode="ci"), engine=engine
-    )
+    result = evaluate_guardrail(guardrail(check="acme.odd"), TRACE, Context(mode="ci"), engine=engine)
     assert (result.status, result.reason) == ("error", "check 'acme.odd' returned bool")
 
 
 def test_external_gives_error() -> None:
     engine = engine_with(define_check("acme.ext", "external", config_schema={}, pack="a"))
-    result = evaluate_guardrail(
-        guardrail(kind="external", check="acme.ext"), TRACE, Context(mode="ci"), engine=engine
-    )
+    result = evaluate_guardrail(guardrail(kind="external", check="acme.ext"), TRACE, Context(mode="ci"), engine=engine)
     assert result.status == "error"
     assert "evaluated outside the engine" in (result.reason or "")
 
@@ -392,58 +347,31 @@ def test_llm_judge_without_a_judge_gives_error_and_with_one_asks_it() -> None:
     assert (result.reason or "").startswith("no judge model is bound")
 
     class Strict:
-        def judge(
-            self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
-        ) -> CheckOutcome:
+        def judge(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
             return failed("the judge says no", score=0.2)
 
-    judged = evaluate_guardrail(
-        g, TRACE, Context(mode="ci", services={"judge": Strict()}), engine=engine
-    )
-    assert (judged.status, judged.reason, dict(judged.details)) == (
-        "fail",
-        "the judge says no",
-        {"score": 0.2},
-    )
+    judged = evaluate_guardrail(g, TRACE, Context(mode="ci", services={"judge": Strict()}), engine=engine)
+    assert (judged.status, judged.reason, dict(judged.details)) == ("fail", "the judge says no", {"score": 0.2})
 
 
 def test_missing_check_and_missing_strategy_give_error() -> None:
-    engine = engine_with(
-        define_check("acme.k", "acme-kind", max_citations, config_schema={}, pack="a")
-    )
-    missing_check = evaluate_guardrail(
-        guardrail(check="gone"), TRACE, Context(mode="ci"), engine=engine
-    )
-    assert (missing_check.status, missing_check.reason) == (
-        "error",
-        "check 'gone' is not registered",
-    )
+    engine = engine_with(define_check("acme.k", "acme-kind", max_citations, config_schema={}, pack="a"))
+    missing_check = evaluate_guardrail(guardrail(check="gone"), TRACE, Context(mode="ci"), engine=engine)
+    assert (missing_check.status, missing_check.reason) == ("error", "check 'gone' is not registered")
     no_strategy = evaluate_guardrail(
-        guardrail(kind="acme-kind", check="acme.k", config={"max": 1}),
-        TRACE,
-        Context(mode="ci"),
-        engine=engine,
+        guardrail(kind="acme-kind", check="acme.k", config={"max": 1}), TRACE, Context(mode="ci"), engine=engine
     )
-    assert (no_strategy.status, no_strategy.reason) == (
-        "error",
-        "no strategy is registered for kind 'acme-kind'",
-    )
+    assert (no_strategy.status, no_strategy.reason) == ("error", "no strategy is registered for kind 'acme-kind'")
 
 
 def test_adapters_register_strategies_for_their_kinds() -> None:
     class Always:
-        def evaluate(
-            self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
-        ) -> CheckOutcome:
+        def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
             return PASSED
 
-    engine = engine_with(
-        define_check("acme.k", "acme-kind", max_citations, config_schema={}, pack="a")
-    )
+    engine = engine_with(define_check("acme.k", "acme-kind", max_citations, config_schema={}, pack="a"))
     engine.strategies.register("acme-kind", Always())
-    result = evaluate_guardrail(
-        guardrail(kind="acme-kind", check="acme.k"), TRACE, Context(mode="ci"), engine=engine
-    )
+    result = evaluate_guardrail(guardrail(kind="acme-kind", check="acme.k"), TRACE, Context(mode="ci"), engine=engine)
     assert result.status == "pass"
     assert "acme-kind" in engine.strategies.kinds()
 
@@ -460,22 +388,27 @@ def test_a_prepared_config_is_reused_for_the_same_guardrail_only() -> None:
 def test_blocks_ci_on_fail_or_error_only() -> None:
     g = guardrail()
     passing = evaluate_guardrail(g, {"id": "t", "output": "ok"}, Context(mode="ci"))
-    skipped = evaluate_guardrail(
-        guardrail(scope={"when": "runtime-only"}), TRACE, Context(mode="ci")
-    )
+    skipped = evaluate_guardrail(guardrail(scope={"when": "runtime-only"}), TRACE, Context(mode="ci"))
     assert not blocks_ci([passing, skipped])
     assert blocks_ci([passing, evaluate_guardrail(g, TRACE, Context(mode="ci"))])
 
 
-@pytest.mark.parametrize(("scope", "mode", "part", "sentence"), [
-    ({"when": "runtime-only"}, "ci", "runtime-only", "the guardrail is runtime-only and this is a ci evaluation"),
-    ({"when": "ci-only"}, "runtime", "ci-only", "the guardrail is ci-only and this is a runtime evaluation"),
-    ({"agents": ["faq-bot"]}, "ci", "agents", "scope.agents does not list this trace's agent (support-bot)"),
-    ({"flows": ["returns"]}, "ci", "flows", "scope.flows does not list this trace's flow (refund)"),
-    ({"tenants": ["globex"]}, "ci", "tenants", "scope.tenants does not list this trace's tenant (acme)"),
-    ({"agents": ["support-bot"], "flows": ["x"]}, "ci", "flows",
-     "scope.flows does not list this trace's flow (refund)"),
-])
+@pytest.mark.parametrize(
+    ("scope", "mode", "part", "sentence"),
+    [
+        ({"when": "runtime-only"}, "ci", "runtime-only", "the guardrail is runtime-only and this is a ci evaluation"),
+        ({"when": "ci-only"}, "runtime", "ci-only", "the guardrail is ci-only and this is a runtime evaluation"),
+        ({"agents": ["faq-bot"]}, "ci", "agents", "scope.agents does not list this trace's agent (support-bot)"),
+        ({"flows": ["returns"]}, "ci", "flows", "scope.flows does not list this trace's flow (refund)"),
+        ({"tenants": ["globex"]}, "ci", "tenants", "scope.tenants does not list this trace's tenant (acme)"),
+        (
+            {"agents": ["support-bot"], "flows": ["x"]},
+            "ci",
+            "flows",
+            "scope.flows does not list this trace's flow (refund)",
+        ),
+    ],
+)
 def test_a_skipped_result_says_which_part_of_the_scope_did_not_select(
     scope: dict[str, Any], mode: str, part: str, sentence: str
 ) -> None:

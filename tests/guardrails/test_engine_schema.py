@@ -32,12 +32,7 @@ EVERY_FIELD = {
         "compensateWith": "undo_refund",
     },
     "severity": "error",
-    "scope": {
-        "when": "always",
-        "agents": ["support-bot"],
-        "flows": ["refund"],
-        "tenants": ["acme"],
-    },
+    "scope": {"when": "always", "agents": ["support-bot"], "flows": ["refund"], "tenants": ["acme"]},
     "budget": {"maxCostUsd": 0.01, "maxLatencyMs": 2000},
     "sandbox": "strict",
     "limits": {"memMB": 256, "cpuMs": 500},
@@ -98,69 +93,33 @@ def test_it_accepts_the_smallest_document() -> None:
         ("/kind", DELETE, Issue("/kind", "'kind' is required")),
         ("/check", DELETE, Issue("/check", "'check' is required")),
         ("/action", DELETE, Issue("/action", "'action' is required")),
-        (
-            "/action/on-violation",
-            DELETE,
-            Issue("/action/on-violation", "'on-violation' is required"),
-        ),
+        ("/action/on-violation", DELETE, Issue("/action/on-violation", "'on-violation' is required")),
         ("/kind", "", Issue("/kind", "must not be empty")),
         ("/action/on-violation", "", Issue("/action/on-violation", "must not be empty")),
         ("/kind", 3, Issue("/kind", "must be a string")),
         ("/toolcalls", [], Issue("/toolcalls", "unknown field 'toolcalls'")),
         ("/action/retryy", {}, Issue("/action/retryy", "unknown field 'retryy'")),
-        (
-            "/severity",
-            "fatal",
-            Issue("/severity", "must be one of: info, warn, error, critical"),
-        ),
-        (
-            "/scope/when",
-            "never",
-            Issue("/scope/when", "must be one of: always, ci-only, runtime-only"),
-        ),
-        (
-            "/sandbox",
-            "loose",
-            Issue("/sandbox", "must be one of: none, context-isolated, strict"),
-        ),
+        ("/severity", "fatal", Issue("/severity", "must be one of: info, warn, error, critical")),
+        ("/scope/when", "never", Issue("/scope/when", "must be one of: always, ci-only, runtime-only")),
+        ("/sandbox", "loose", Issue("/sandbox", "must be one of: none, context-isolated, strict")),
         ("/scope/agents", "support-bot", Issue("/scope/agents", "must be an array")),
         ("/scope/flows/0", 7, Issue("/scope/flows/0", "must be a string")),
-        (
-            "/action/retry",
-            {},
-            Issue("/action/retry/maxAttempts", "'maxAttempts' is required"),
-        ),
-        (
-            "/action/retry/maxAttempts",
-            1.5,
-            Issue("/action/retry/maxAttempts", "must be an integer"),
-        ),
+        ("/action/retry", {}, Issue("/action/retry/maxAttempts", "'maxAttempts' is required")),
+        ("/action/retry/maxAttempts", 1.5, Issue("/action/retry/maxAttempts", "must be an integer")),
         ("/limits", {"memMB": 1}, Issue("/limits/cpuMs", "'cpuMs' is required")),
         ("/limits/memMB", "1", Issue("/limits/memMB", "must be an integer")),
         ("/budget/maxLatencyMs", 0.5, Issue("/budget/maxLatencyMs", "must be an integer")),
         ("/budget/maxCostUsd", "1", Issue("/budget/maxCostUsd", "must be a number")),
         ("/network", {"kind": "allowlist"}, Issue("/network/hosts", "'hosts' is required")),
         ("/network", {}, Issue("/network/kind", "'kind' is required")),
-        (
-            "/network",
-            {"kind": "some"},
-            Issue("/network/kind", "must be one of: none, unrestricted, allowlist"),
-        ),
-        (
-            "/network",
-            {"kind": "none", "hosts": []},
-            Issue("/network/hosts", "unknown field 'hosts'"),
-        ),
+        ("/network", {"kind": "some"}, Issue("/network/kind", "must be one of: none, unrestricted, allowlist")),
+        ("/network", {"kind": "none", "hosts": []}, Issue("/network/hosts", "unknown field 'hosts'")),
         (
             "/codeArtifactRef",
             {"kind": "oci", "imageRef": "i", "modulePath": "m"},
             Issue("/codeArtifactRef/artifactVersion", "'artifactVersion' is required"),
         ),
-        (
-            "/codeArtifactRef",
-            {"kind": "filesystem"},
-            Issue("/codeArtifactRef/modulePath", "'modulePath' is required"),
-        ),
+        ("/codeArtifactRef", {"kind": "filesystem"}, Issue("/codeArtifactRef/modulePath", "'modulePath' is required")),
         (
             "/codeArtifactRef",
             {"kind": "git", "modulePath": "m"},
@@ -173,9 +132,7 @@ def test_it_accepts_the_smallest_document() -> None:
         ("/needsSpec/other", [], Issue("/needsSpec/other", "unknown field 'other'")),
     ],
 )
-def test_it_refuses_each_violation_with_its_pointer(
-    path: str, value: object, expected: Issue
-) -> None:
+def test_it_refuses_each_violation_with_its_pointer(path: str, value: object, expected: Issue) -> None:
     assert validate_guardrail_document(with_change(path, value)) == [expected]
 
 
@@ -248,11 +205,7 @@ def test_it_accepts_a_trace_using_every_field() -> None:
         ("/toolcalls", [], Issue("/toolcalls", "unknown field 'toolcalls'")),
         ("/toolCalls/0/nme", "x", Issue("/toolCalls/0/nme", "unknown field 'nme'")),
         ("/toolCalls/0/name", DELETE, Issue("/toolCalls/0/name", "'name' is required")),
-        (
-            "/messages/0/role",
-            "bot",
-            Issue("/messages/0/role", "must be one of: system, user, assistant, tool"),
-        ),
+        ("/messages/0/role", "bot", Issue("/messages/0/role", "must be one of: system, user, assistant, tool")),
         ("/messages/0/content", DELETE, Issue("/messages/0/content", "'content' is required")),
         ("/citations/0/source", DELETE, Issue("/citations/0/source", "'source' is required")),
         ("/usage/inputTokens", -1, Issue("/usage/inputTokens", "must be at least 0")),
@@ -283,9 +236,7 @@ def test_nesting_beyond_the_limit_is_refused_with_its_pointer() -> None:
     for _ in range(5):
         inner["a"] = {}
         inner = inner["a"]  # type: ignore[assignment]
-    assert check_json_limits({"m": deep}, max_depth=4) == [
-        Issue("/m/a/a/a", "is nested deeper than 4 levels")
-    ]
+    assert check_json_limits({"m": deep}, max_depth=4) == [Issue("/m/a/a/a", "is nested deeper than 4 levels")]
 
 
 def test_validate_against_takes_any_schema_with_formats_on() -> None:

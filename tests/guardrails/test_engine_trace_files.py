@@ -27,7 +27,10 @@ def test_an_arrays_elements_come_with_the_line_they_start_on() -> None:
     data = b'[\n  {"id": "a"},\n\n  {"id": "b",\n   "x": 1}, 3\n]\n'
     parsed = list(parse_file(io.BytesIO(data), "t.json", LIMITS))
     assert [(p.item, p.first_line, p.document) for p in parsed] == [
-        (1, 2, {"id": "a"}), (2, 4, {"id": "b", "x": 1}), (3, 5, 3)]
+        (1, 2, {"id": "a"}),
+        (2, 4, {"id": "b", "x": 1}),
+        (3, 5, 3),
+    ]
 
 
 def test_brackets_commas_and_quotes_inside_strings_do_not_split_an_element() -> None:

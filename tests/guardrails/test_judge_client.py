@@ -109,14 +109,7 @@ def test_the_key_comes_from_the_environment_at_call_time(fake_provider, http, mo
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_usage_and_cost_as_the_provider_reported_them(fake_provider, http, provider):
-    model = judge(
-        fake_provider,
-        provider=provider,
-        pricing={
-            "inputUsdPerMTok": "0.15",
-            "outputUsdPerMTok": 0.6,
-        },
-    )
+    model = judge(fake_provider, provider=provider, pricing={"inputUsdPerMTok": "0.15", "outputUsdPerMTok": 0.6})
     fake_provider.script(Answer('{"verdict": "PASS"}', input_tokens=1234, output_tokens=56))
     result = call(model, http)
     assert (result.input_tokens, result.output_tokens) == (1234, 56)
@@ -186,12 +179,7 @@ def test_a_retry_after_past_the_deadline_is_not_waited_for(fake_provider, http):
 def test_5xx_is_retried_with_backoff(fake_provider, http, provider):
     waits = []
     fake_provider.script(Fault(500), Fault(529, "overloaded"), Answer("FAIL: invented a policy"))
-    result = call(
-        judge(fake_provider, provider=provider),
-        http,
-        sleep=lambda s: waits.append(s),
-        rng=lambda: 1.0,
-    )
+    result = call(judge(fake_provider, provider=provider), http, sleep=lambda s: waits.append(s), rng=lambda: 1.0)
     assert result.outcome.verdict == "FAIL" and result.outcome.reason == "invented a policy"
     assert result.attempts == 3 and result.http_status == 200
     assert waits == [0.01, 0.02]

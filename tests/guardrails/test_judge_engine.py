@@ -52,10 +52,7 @@ def test_an_llm_judge_guardrail_registers_with_its_config_and_capabilities_check
     registry = default_registry()
     assert define_guardrail(document(), registry=registry, revision=1).valid
     bad = define_guardrail(
-        document(
-            config={"criteria": "Grounded.", "scale": "score"},
-            judgeCapabilities={"requierd": ["json"]},
-        ),
+        document(config={"criteria": "Grounded.", "scale": "score"}, judgeCapabilities={"requierd": ["json"]}),
         registry=registry,
     )
     assert [(issue.path, issue.message) for issue in bad.errors] == [

@@ -26,10 +26,7 @@ def ask(base_url, path, body, **headers):
 def test_the_command_line_serves_both_protocols_until_stopped():
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakeproviders", "--port", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", "tests.fakeproviders", "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE, text=True
     )
     try:
         assert server.stdout.readline().strip().endswith(f"http://127.0.0.1:{port}/v1")

@@ -33,8 +33,9 @@ FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05)
 
 def exported(provider: FakeProvider, id: str, price: str, *, enabled: bool, **fields: Any) -> dict[str, Any]:
     """A registration as `GET /api/v1/judge-models` answers it."""
-    doc = provider.registration(id, pricing={"inputUsdPerMTok": price, "outputUsdPerMTok": price},
-                                model=f"model-{id}", **fields)
+    doc = provider.registration(
+        id, pricing={"inputUsdPerMTok": price, "outputUsdPerMTok": price}, model=f"model-{id}", **fields
+    )
     return {**doc, "enabled": enabled, "apiKeySet": None}
 
 
@@ -42,8 +43,14 @@ def exported(provider: FakeProvider, id: str, price: str, *, enabled: bool, **fi
 
 
 def test_an_anthropic_thinking_budget_under_1024_is_refused_with_its_pointer() -> None:
-    doc = {"id": "claude", "provider": "anthropic", "model": "claude-x", "baseUrl": "https://api.anthropic.com",
-           "pricing": {"inputUsdPerMTok": 3, "outputUsdPerMTok": 15}, "thinking": {"budgetTokens": 500}}
+    doc = {
+        "id": "claude",
+        "provider": "anthropic",
+        "model": "claude-x",
+        "baseUrl": "https://api.anthropic.com",
+        "pricing": {"inputUsdPerMTok": 3, "outputUsdPerMTok": 15},
+        "thinking": {"budgetTokens": 500},
+    }
     issues = validate_judge_model(doc)
     assert [issue.path for issue in issues] == ["/thinking/budgetTokens"]
     assert "1024" in issues[0].message
@@ -51,10 +58,9 @@ def test_an_anthropic_thinking_budget_under_1024_is_refused_with_its_pointer() -
 
 
 def test_a_guardrail_pinned_to_a_disabled_model_is_told_it_is_disabled(fake_provider: FakeProvider) -> None:
-    [cheap, dear] = judge_models_of_export([
-        exported(fake_provider, "cheap", "0.1", enabled=False),
-        exported(fake_provider, "dear", "9", enabled=True),
-    ])
+    [cheap, dear] = judge_models_of_export(
+        [exported(fake_provider, "cheap", "0.1", enabled=False), exported(fake_provider, "dear", "9", enabled=True)]
+    )
     with pytest.raises(NoJudgeModel, match=r"'cheap' named by judgeCapabilities\.model is disabled"):
         route([cheap, dear], {"model": "cheap"})
     assert route([cheap, dear], None).id == "dear"  # never the disabled one, however cheap
@@ -76,8 +82,14 @@ def test_the_export_is_taken_as_the_api_answers_it_array_or_page(fake_provider: 
 
 
 def test_ci_routes_past_a_disabled_registration_as_production_does(tmp_path: Path) -> None:
-    guardrail = {"id": "judged", "kind": "llm-judge", "check": "rubric", "config": {"criteria": "No refunds."},
-                 "action": {"on-violation": "block"}, "severity": "error"}
+    guardrail = {
+        "id": "judged",
+        "kind": "llm-judge",
+        "check": "rubric",
+        "config": {"criteria": "No refunds."},
+        "action": {"on-violation": "block"},
+        "severity": "error",
+    }
     with FakeProvider() as provider:
         provider.script(Answer('{"verdict": "PASS"}'))
         judges = [exported(provider, "cheap-off", "0.1", enabled=False), exported(provider, "on", "2", enabled=True)]
@@ -85,8 +97,20 @@ def test_ci_routes_past_a_disabled_registration_as_production_does(tmp_path: Pat
         (tmp_path / "j.json").write_text(json.dumps(judges))
         (tmp_path / "t.jsonl").write_text(json.dumps(make_trace("a")) + "\n")
         stdout, stderr = io.StringIO(), io.StringIO()
-        status = run_guardrail_ci(["--guardrails", str(tmp_path / "g.json"), "--traces", str(tmp_path / "t.jsonl"),
-                                   "--judge-models", str(tmp_path / "j.json"), "--format", "json"], stdout, stderr)
+        status = run_guardrail_ci(
+            [
+                "--guardrails",
+                str(tmp_path / "g.json"),
+                "--traces",
+                str(tmp_path / "t.jsonl"),
+                "--judge-models",
+                str(tmp_path / "j.json"),
+                "--format",
+                "json",
+            ],
+            stdout,
+            stderr,
+        )
         asked = [request.body["model"] for request in provider.requests]
     assert status == 0, stdout.getvalue() + stderr.getvalue()
     assert asked == ["model-on"]
@@ -160,8 +184,16 @@ def test_the_cache_key_changes_with_the_registrations_model_and_server(fake_prov
     from guardrails.engine.judge import cache_key
     from guardrails.engine.types import Guardrail
 
-    rail = Guardrail(document={"id": "g", "kind": "llm-judge", "check": "rubric",
-                               "config": {"criteria": "c"}, "action": {"on-violation": "flag"}}, revision=1)
+    rail = Guardrail(
+        document={
+            "id": "g",
+            "kind": "llm-judge",
+            "check": "rubric",
+            "config": {"criteria": "c"},
+            "action": {"on-violation": "flag"},
+        },
+        revision=1,
+    )
     model = JudgeModel.from_dict(fake_provider.registration("judge"))
     key = cache_key(rail, {"output": "x"}, model)
     assert key != cache_key(rail, {"output": "x"}, replace(model, model="another-model"))

@@ -139,11 +139,7 @@ def test_it_uses_the_pinned_model_or_none():
 
 
 def test_preferred_capabilities_only_break_price_ties():
-    models = [
-        model("a", "1", "1", "json"),
-        model("b", "1", "1", "json", "long-context"),
-        model("c", "0.5", "0.5"),
-    ]
+    models = [model("a", "1", "1", "json"), model("b", "1", "1", "json", "long-context"), model("c", "0.5", "0.5")]
     assert route(models, {"prefer": ["long-context"]}).id == "c"
     assert route(models, {"required": ["json"], "prefer": ["long-context"]}).id == "b"
     assert route(models, {"required": ["json"]}).id == "a"
@@ -152,10 +148,7 @@ def test_preferred_capabilities_only_break_price_ties():
 def test_it_refuses_unknown_or_malformed_judge_capabilities():
     assert validate_judge_capabilities({"required": ["json"], "model": "m"}) == []
     issues = validate_judge_capabilities({"requierd": ["json"], "required": "json"})
-    assert {issue.path for issue in issues} == {
-        "/judgeCapabilities/requierd",
-        "/judgeCapabilities/required",
-    }
+    assert {issue.path for issue in issues} == {"/judgeCapabilities/requierd", "/judgeCapabilities/required"}
 
 
 def test_a_policy_round_trips():

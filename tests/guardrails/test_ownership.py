@@ -62,31 +62,25 @@ def test_an_author_creates_a_guardrail_of_their_tenant(api: Any, alice: Any) -> 
     assert Guardrail.objects.get().tenant.slug == "acme"
 
 
-def test_a_console_admin_creates_a_console_wide_guardrail(api: Any, author_key: str,
-                                                          admin_user: Any) -> None:
+def test_a_console_admin_creates_a_console_wide_guardrail(api: Any, author_key: str, admin_user: Any) -> None:
     assert api(author_key).post(URL, data=make_guardrail("a"), format="json").status_code == 201
     assert api(admin_user).post(URL, data=make_guardrail("b"), format="json").status_code == 201
     assert list(Guardrail.objects.values_list("tenant", flat=True)) == [None, None]
 
 
-def test_a_console_admin_may_create_a_tenants_guardrail(api: Any, admin_user: Any,
-                                                        acme: Tenant) -> None:
+def test_a_console_admin_may_create_a_tenants_guardrail(api: Any, admin_user: Any, acme: Tenant) -> None:
     response = api(admin_user).post(URL + "?tenant=acme", data=make_guardrail(), format="json")
     assert response.status_code == 201 and Guardrail.objects.get().tenant == acme
 
 
-def test_a_tenant_key_may_not_name_another_tenant(api: Any, acme_author_key: str,
-                                                  globex: Tenant) -> None:
-    response = api(acme_author_key).post(URL + "?tenant=globex", data=make_guardrail(),
-                                         format="json")
+def test_a_tenant_key_may_not_name_another_tenant(api: Any, acme_author_key: str, globex: Tenant) -> None:
+    response = api(acme_author_key).post(URL + "?tenant=globex", data=make_guardrail(), format="json")
     assert response.status_code == 403 and response.json()["errors"][0]["path"] == "/tenant"
     assert not Guardrail.objects.exists()
 
 
 @pytest.mark.parametrize("caller", ["alice", "acme_author_key"])
-def test_a_tenants_guardrail_may_not_select_another_tenant(
-    api: Any, request: Any, caller: str, globex: Tenant
-) -> None:
+def test_a_tenants_guardrail_may_not_select_another_tenant(api: Any, request: Any, caller: str, globex: Tenant) -> None:
     """The hole: an acme key made a halt guardrail with scope.tenants globex."""
     document = make_guardrail(scope={"tenants": ["acme", "globex"]})
     response = api(who(request, caller)).post(URL, data=document, format="json")
@@ -95,9 +89,7 @@ def test_a_tenants_guardrail_may_not_select_another_tenant(
     assert not Guardrail.objects.exists()
 
 
-def test_an_id_of_another_tenant_is_taken_without_saying_whose(
-    api: Any, owned: None, globex_author_key: str
-) -> None:
+def test_an_id_of_another_tenant_is_taken_without_saying_whose(api: Any, owned: None, globex_author_key: str) -> None:
     response = api(globex_author_key).post(URL, data=make_guardrail("acme-rule"), format="json")
     assert response.status_code == 409
     assert "acme" not in json.dumps(response.json()).replace("acme-rule", "")
@@ -134,9 +126,7 @@ def test_another_tenant_sees_and_changes_nothing_of_a_tenants_guardrail(
 
 
 @pytest.mark.parametrize("caller", ["alice", "acme_author_key", "charlie"])
-def test_only_console_admins_change_a_console_wide_guardrail(
-    api: Any, request: Any, owned: None, caller: str
-) -> None:
+def test_only_console_admins_change_a_console_wide_guardrail(api: Any, request: Any, owned: None, caller: str) -> None:
     client = api(who(request, caller))
     assert client.get(f"{URL}/console-rule").status_code == 200
     changed = make_guardrail("console-rule", severity="warn")
@@ -145,15 +135,13 @@ def test_only_console_admins_change_a_console_wide_guardrail(
     assert Guardrail.objects.get(guardrail_id="console-rule").revision == 1
 
 
-def test_a_console_admin_changes_a_console_wide_guardrail(api: Any, owned: None,
-                                                          author_key: str) -> None:
+def test_a_console_admin_changes_a_console_wide_guardrail(api: Any, owned: None, author_key: str) -> None:
     changed = make_guardrail("console-rule", severity="warn")
     assert api(author_key).put(f"{URL}/console-rule", data=changed, format="json").status_code == 200
     assert api(author_key).delete(f"{URL}/console-rule").status_code == 204
 
 
-def test_the_owner_exports_the_console_wide_and_its_own(api: Any, owned: None,
-                                                        acme_author_key: str) -> None:
+def test_the_owner_exports_the_console_wide_and_its_own(api: Any, owned: None, acme_author_key: str) -> None:
     exported = api(acme_author_key).get(f"{URL}/export").json()
     assert [g["id"] for g in exported] == ["acme-rule", "console-rule"]
     assert exported[0]["scope"]["tenants"] == ["acme"]  # CI applies it to acme's traces only
@@ -161,8 +149,7 @@ def test_the_owner_exports_the_console_wide_and_its_own(api: Any, owned: None,
 
 
 def test_a_console_admin_exports_every_guardrail(api: Any, owned: None, author_key: str) -> None:
-    assert [g["id"] for g in api(author_key).get(f"{URL}/export").json()] == [
-        "acme-rule", "console-rule"]
+    assert [g["id"] for g in api(author_key).get(f"{URL}/export").json()] == ["acme-rule", "console-rule"]
 
 
 def test_revision_authors_of_another_tenants_key_are_not_shown(
@@ -177,8 +164,9 @@ def test_revision_authors_of_another_tenants_key_are_not_shown(
     assert revisions[0]["createdBy"] == key.label
 
 
-def test_pages_do_not_name_revision_authors_of_another_tenant(client: Any, acme: Tenant,
-                                                             acme_author_key: str, charlie: Any) -> None:
+def test_pages_do_not_name_revision_authors_of_another_tenant(
+    client: Any, acme: Tenant, acme_author_key: str, charlie: Any
+) -> None:
     key = ApiKey.objects.get(tenant=acme)
     save_guardrail(make_guardrail(), Author(user=None, label=key.label))
     signed_in(client, charlie)
@@ -196,8 +184,7 @@ def signed_in(client: Any, user: Any) -> Any:
 
 
 @pytest.mark.parametrize("action", ["toggle", "delete"])
-def test_pages_let_the_owner_toggle_and_delete(client: Any, alice: Any, owned: None,
-                                               action: str) -> None:
+def test_pages_let_the_owner_toggle_and_delete(client: Any, alice: Any, owned: None, action: str) -> None:
     response = signed_in(client, alice).post(f"/guardrails/acme-rule/{action}/", {"enabled": "false"})
     assert response.status_code == 302
     guardrail = Guardrail.objects.get(guardrail_id="acme-rule")
@@ -205,15 +192,15 @@ def test_pages_let_the_owner_toggle_and_delete(client: Any, alice: Any, owned: N
 
 
 @pytest.mark.parametrize("action", ["toggle", "delete"])
-def test_pages_hide_a_tenants_guardrail_from_another_tenant(client: Any, charlie: Any,
-                                                            owned: None, action: str) -> None:
+def test_pages_hide_a_tenants_guardrail_from_another_tenant(
+    client: Any, charlie: Any, owned: None, action: str
+) -> None:
     signed_in(client, charlie)
     assert client.post(f"/guardrails/acme-rule/{action}/", {"enabled": "false"}).status_code == 404
     assert client.get("/guardrails/acme-rule/").status_code == 404
     assert client.get("/guardrails/acme-rule/edit/").status_code == 404
     assert b"acme-rule" not in client.get("/guardrails/").content
-    assert [g["id"] for g in json.loads(client.get("/guardrails/export.json").content)] == [
-        "console-rule"]
+    assert [g["id"] for g in json.loads(client.get("/guardrails/export.json").content)] == ["console-rule"]
     guardrail = Guardrail.objects.get(guardrail_id="acme-rule")
     assert guardrail.enabled and guardrail.deleted_at is None
 
@@ -238,10 +225,8 @@ def test_import_makes_the_guardrails_of_the_current_tenant(client: Any, alice: A
     assert Guardrail.objects.get().tenant.slug == "acme"
 
 
-def test_import_by_a_console_admin_makes_console_wide_guardrails(client: Any, admin_user: Any,
-                                                                 acme: Tenant) -> None:
-    response = signed_in(client, admin_user).post("/guardrails/import/",
-                                                  {"files": [upload(make_guardrail())]})
+def test_import_by_a_console_admin_makes_console_wide_guardrails(client: Any, admin_user: Any, acme: Tenant) -> None:
+    response = signed_in(client, admin_user).post("/guardrails/import/", {"files": [upload(make_guardrail())]})
     assert response.status_code == 200 and Guardrail.objects.get().tenant is None
 
 
@@ -279,8 +264,7 @@ def test_a_tenants_guardrail_applies_at_runtime_to_its_tenants_traces_only(
 
 
 def test_ingestion_applies_a_tenants_guardrail_to_its_own_traces_only(
-    api: Any, owned: None, acme_key: str, charlie_key: str,
-    django_capture_on_commit_callbacks: Any,
+    api: Any, owned: None, acme_key: str, charlie_key: str, django_capture_on_commit_callbacks: Any
 ) -> None:
     from traces.models import EvaluationResult
 
@@ -305,8 +289,7 @@ def test_a_run_applies_only_the_console_wide_and_the_tenants_own(
     assert Evaluation.objects.get(pk=mine.json()["id"]).guardrails == ["acme-rule", "console-rule"]
 
 
-def test_the_run_page_offers_only_the_guardrails_of_the_tenant(client: Any, charlie: Any,
-                                                               owned: None) -> None:
+def test_the_run_page_offers_only_the_guardrails_of_the_tenant(client: Any, charlie: Any, owned: None) -> None:
     content = signed_in(client, charlie).get("/evaluations/new/").content
     assert b"console-rule" in content and b"acme-rule" not in content
 
@@ -315,34 +298,35 @@ def test_the_run_page_offers_only_the_guardrails_of_the_tenant(client: Any, char
 
 
 def test_ci_downloads_what_production_enforces_for_the_tenant(
-    live_server: Any, owned: None, acme_author_key: str, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    live_server: Any, owned: None, acme_author_key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from guardrails.engine.cli import run_guardrail_ci
 
     traces = tmp_path / "t.jsonl"
-    traces.write_text("\n".join(json.dumps(make_trace(f"t-{slug}", tenant=slug))
-                                for slug in ("acme", "globex")) + "\n")
+    traces.write_text("\n".join(json.dumps(make_trace(f"t-{slug}", tenant=slug)) for slug in ("acme", "globex")) + "\n")
     monkeypatch.setenv("KINDGI_API_KEY", acme_author_key)
     out, err = io.StringIO(), io.StringIO()
-    status = run_guardrail_ci(["--console", live_server.url, "--traces", str(traces),
-                               "--format", "json"], out, err)
+    status = run_guardrail_ci(["--console", live_server.url, "--traces", str(traces), "--format", "json"], out, err)
     report = json.loads(out.getvalue())
     verdicts = {(r["guardrail"], r["trace"]): r["status"] for r in report["results"]}
     assert status == 1
-    assert verdicts == {("acme-rule", "t-acme"): "fail", ("acme-rule", "t-globex"): "skipped",
-                        ("console-rule", "t-acme"): "fail", ("console-rule", "t-globex"): "fail"}
+    assert verdicts == {
+        ("acme-rule", "t-acme"): "fail",
+        ("acme-rule", "t-globex"): "skipped",
+        ("console-rule", "t-acme"): "fail",
+        ("console-rule", "t-globex"): "fail",
+    }
 
 
 @pytest.mark.parametrize("url", ["/violations/", "/ledger/", "/evaluations/new/", "/guardrails/"])
-def test_no_page_names_another_tenants_guardrail(client: Any, charlie: Any, owned: None,
-                                                 url: str) -> None:
+def test_no_page_names_another_tenants_guardrail(client: Any, charlie: Any, owned: None, url: str) -> None:
     content = signed_in(client, charlie).get(url).content
     assert b"acme-rule" not in content
 
 
-def test_the_overview_counts_the_guardrails_enforced_on_the_tenant(client: Any, alice: Any,
-                                                                   charlie: Any, owned: None) -> None:
+def test_the_overview_counts_the_guardrails_enforced_on_the_tenant(
+    client: Any, alice: Any, charlie: Any, owned: None
+) -> None:
     assert signed_in(client, charlie).get("/").context["guardrails_enabled"] == 1
     assert signed_in(client, alice).get("/").context["guardrails_enabled"] == 2
 
@@ -354,8 +338,7 @@ def test_the_pages_say_whom_a_guardrail_belongs_to(client: Any, alice: Any, owne
     assert b"(its traces only)" in client.get("/guardrails/acme-rule/").content
 
 
-def test_import_refuses_a_current_tenant_the_person_only_reviews(client: Any, alice: Any,
-                                                                 globex: Tenant) -> None:
+def test_import_refuses_a_current_tenant_the_person_only_reviews(client: Any, alice: Any, globex: Tenant) -> None:
     from kindgi_console.tenancy.models import Membership
 
     Membership.objects.create(user=alice, tenant=globex, role="reviewer")

@@ -28,9 +28,15 @@ CHECK = """
                            config_schema={{"type": "object"}}, description="d")]
 """
 
+
 def artifact_guardrail(path: str) -> dict[str, Any]:
-    return make_guardrail("fs", check="words", config={}, action={"on-violation": "log-only"},
-                          codeArtifactRef={"kind": "filesystem", "modulePath": path})
+    return make_guardrail(
+        "fs",
+        check="words",
+        config={},
+        action={"on-violation": "log-only"},
+        codeArtifactRef={"kind": "filesystem", "modulePath": path},
+    )
 
 
 @pytest.fixture
@@ -69,14 +75,17 @@ def test_errors_do_not_tell_what_exists_outside_the_folders(
     existing = write_check(elsewhere, tmp_path / "ran.txt")
     answers = []
     with override_settings(DEBUG=True, KINDGI_PRODUCTION=False, KINDGI_PACK_DIRS=[str(listed)]):
-        for path in (existing, str(elsewhere / "missing.py"), "/etc/passwd",
-                     str(listed / ".." / "elsewhere" / "words.py")):
+        for path in (
+            existing,
+            str(elsewhere / "missing.py"),
+            "/etc/passwd",
+            str(listed / ".." / "elsewhere" / "words.py"),
+        ):
             answers.append(api(bob).post(URL, data=artifact_guardrail(path), format="json").json())
     assert all(answer == answers[0] for answer in answers)
 
 
-def test_a_file_in_a_listed_folder_loads(api: Any, bob: Any, folders: tuple[Path, Path],
-                                         tmp_path: Path) -> None:
+def test_a_file_in_a_listed_folder_loads(api: Any, bob: Any, folders: tuple[Path, Path], tmp_path: Path) -> None:
     listed, _ = folders
     marker = tmp_path / "ran.txt"
     path = write_check(listed, marker)

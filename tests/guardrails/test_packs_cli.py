@@ -23,13 +23,7 @@ def run(command: Any, *argv: str) -> tuple[int, str, str]:
 
 
 def guardrail(check: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "id": f"g-{check}",
-        "kind": "zero-llm",
-        "check": check,
-        "action": {"on-violation": "halt"},
-        **fields,
-    }
+    return {"id": f"g-{check}", "kind": "zero-llm", "check": check, "action": {"on-violation": "halt"}, **fields}
 
 
 @pytest.fixture
@@ -53,9 +47,7 @@ def development(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_pack_named_with_the_pack_option_is_loaded(files):
     g, t = files(guardrail("says-word", config={"word": "hello"}))
     assert run(cli.run_guardrail_ci, "--guardrails", g, "--traces", t)[0] == 2
-    status, out, _ = run(
-        cli.run_guardrail_ci, "--pack", "tests.packs.greetings", "--guardrails", g, "--traces", t
-    )
+    status, out, _ = run(cli.run_guardrail_ci, "--pack", "tests.packs.greetings", "--guardrails", g, "--traces", t)
     assert status == 0, out
     assert "1 pass" in out
 
@@ -68,9 +60,7 @@ def test_packs_named_in_the_environment_are_loaded(files, monkeypatch):
 
 def test_an_invalid_pack_is_bad_input_naming_the_pack_and_the_check(files):
     g, t = files(guardrail("must-cite"))
-    status, _, err = run(
-        cli.run_guardrail_ci, "--pack", "tests.packs.bad_schema", "--guardrails", g, "--traces", t
-    )
+    status, _, err = run(cli.run_guardrail_ci, "--pack", "tests.packs.bad_schema", "--guardrails", g, "--traces", t)
     assert status == 2
     assert "pack 'tests.packs.bad_schema'" in err and "broken-schema" in err
 

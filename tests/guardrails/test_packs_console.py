@@ -38,8 +38,9 @@ def manage(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_an_invalid_pack_stops_start_up_naming_the_pack_and_the_check() -> None:
-    with override_settings(KINDGI_CHECK_PACKS=["tests.packs.bad_schema"]), pytest.raises(
-        ImproperlyConfigured, match=r"pack 'tests\.packs\.bad_schema'.*'broken-schema'"
+    with (
+        override_settings(KINDGI_CHECK_PACKS=["tests.packs.bad_schema"]),
+        pytest.raises(ImproperlyConfigured, match=r"pack 'tests\.packs\.bad_schema'.*'broken-schema'"),
     ):
         deployment.load_at_start_up()
 
@@ -98,8 +99,7 @@ def test_get_checks_lists_each_check_with_its_pack_kind_and_schema(api: Any, bob
 
 
 def filesystem_guardrail(**fields: Any) -> dict[str, Any]:
-    fields.setdefault("codeArtifactRef", {"kind": "filesystem",
-                                          "modulePath": "/home/dev/checks/words.py"})
+    fields.setdefault("codeArtifactRef", {"kind": "filesystem", "modulePath": "/home/dev/checks/words.py"})
     return make_guardrail("local-check", check="says-word", config={"word": "refunded"}, **fields)
 
 
@@ -119,27 +119,27 @@ def test_production_refuses_a_filesystem_artifact_over_rest(api: Any, alice: Any
             assert response.status_code == 400
             errors = response.json()["errors"]
         elif method == "validate":
-            body = client.post("/api/v1/guardrails/validate", data=filesystem_guardrail(),
-                               format="json").json()
+            body = client.post("/api/v1/guardrails/validate", data=filesystem_guardrail(), format="json").json()
             assert body["valid"] is False
             errors = body["errors"]
         else:
-            created = client.post("/api/v1/guardrails", data=make_guardrail("local-check"),
-                                  format="json")
+            created = client.post("/api/v1/guardrails", data=make_guardrail("local-check"), format="json")
             assert created.status_code == 201
-            response = client.put("/api/v1/guardrails/local-check", data=filesystem_guardrail(),
-                                  format="json")
+            response = client.put("/api/v1/guardrails/local-check", data=filesystem_guardrail(), format="json")
             assert response.status_code == 400
             errors = response.json()["errors"]
     assert REFUSED in errors
 
 
 def test_production_accepts_the_packaged_check_with_an_oci_artifact(api: Any, alice: Any) -> None:
-    oci = {"kind": "oci", "imageRef": "registry.example/greetings", "modulePath":
-           "tests.packs.greetings", "artifactVersion": "1.2.0"}
+    oci = {
+        "kind": "oci",
+        "imageRef": "registry.example/greetings",
+        "modulePath": "tests.packs.greetings",
+        "artifactVersion": "1.2.0",
+    }
     with GENERATED, override_settings(KINDGI_PRODUCTION=True):
-        response = api(alice).post("/api/v1/guardrails", format="json",
-                                   data=filesystem_guardrail(codeArtifactRef=oci))
+        response = api(alice).post("/api/v1/guardrails", format="json", data=filesystem_guardrail(codeArtifactRef=oci))
     assert response.status_code == 201, response.json()
 
 
@@ -166,8 +166,7 @@ def greedy(mb: int) -> dict[str, Any]:
 
 
 def test_ingestion_evaluates_sandboxed_guardrails_in_the_pool(
-    api: Any, alice: Any, acme_key: str, deployment_pool: SandboxPool,
-    django_capture_on_commit_callbacks: Any,
+    api: Any, alice: Any, acme_key: str, deployment_pool: SandboxPool, django_capture_on_commit_callbacks: Any
 ) -> None:
     with GENERATED:
         assert api(alice).post("/api/v1/guardrails", data=greedy(512), format="json").status_code == 201
@@ -175,8 +174,7 @@ def test_ingestion_evaluates_sandboxed_guardrails_in_the_pool(
             response = api(acme_key).post("/api/v1/traces", data=make_trace(), format="json")
     assert response.status_code in (200, 201, 202), response.json()
     result = EvaluationResult.objects.get()
-    assert (result.mode, result.status, result.reason) == (
-        "runtime", "error", "memory limit 64 MB exceeded")
+    assert (result.mode, result.status, result.reason) == ("runtime", "error", "memory limit 64 MB exceeded")
     assert deployment_pool.started == 1
 
 

@@ -81,8 +81,7 @@ def test_a_builtin_replaces_a_pack_check_of_its_id_with_a_warning():
     assert warnings == [
         Issue(
             "/packs/tests.packs.shadows_builtin/checks/must-cite",
-            "the built-in check 'must-cite' replaces check 'must-cite' of pack "
-            "'tests.packs.shadows_builtin'",
+            "the built-in check 'must-cite' replaces check 'must-cite' of pack 'tests.packs.shadows_builtin'",
         )
     ]
     assert registry.get("must-cite").builtin
@@ -161,8 +160,7 @@ def test_an_oci_artifact_of_another_version_gives_a_warning():
     assert code_artifact_issues(document, registry) == [
         Issue(
             "/codeArtifactRef/artifactVersion",
-            "artifactVersion '1.1.0' is not the version of the installed pack "
-            "'tests.packs.greetings' (1.2.0)",
+            "artifactVersion '1.1.0' is not the version of the installed pack 'tests.packs.greetings' (1.2.0)",
         )
     ]
     assert code_artifact_issues({**document, "codeArtifactRef": oci("1.2.0")}, registry) == []

@@ -24,8 +24,6 @@ def test_it_names_every_missing_need_with_its_pointer():
 
 
 def test_it_is_satisfied_when_the_deployment_provides_everything():
-    provided = check_needs(
-        NEEDS, {"REGION", "MODEL/NAME"}, {"API_TOKEN"}, {"http", "gpu"}, {"search"}
-    )
+    provided = check_needs(NEEDS, {"REGION", "MODEL/NAME"}, {"API_TOKEN"}, {"http", "gpu"}, {"search"})
     assert provided == []
     assert check_needs(None, set(), set(), set(), set()) == []

@@ -48,9 +48,7 @@ def filesystem(path):
 
 def test_it_loads_a_filesystem_check_outside_production(check_file):
     registry = default_registry()
-    registration = define_guardrail(
-        document(codeArtifactRef=filesystem(check_file)), registry=registry
-    )
+    registration = define_guardrail(document(codeArtifactRef=filesystem(check_file)), registry=registry)
     assert registration.valid, registration.errors
     assert registration.warnings == []
     assert registry.get("short-output").module == check_file
@@ -65,9 +63,7 @@ def test_the_filesystem_check_validates_the_config(check_file):
 
 def test_a_filesystem_check_that_does_not_load_is_one_error_at_its_path(tmp_path):
     missing = str(tmp_path / "missing.py")
-    registration = define_guardrail(
-        document(codeArtifactRef=filesystem(missing)), registry=default_registry()
-    )
+    registration = define_guardrail(document(codeArtifactRef=filesystem(missing)), registry=default_registry())
     assert registration.errors == [
         Issue("/codeArtifactRef/modulePath", f"codeArtifactRef modulePath '{missing}' is not a file")
     ]
@@ -85,9 +81,7 @@ def test_a_filesystem_check_of_another_kind_is_refused_and_not_registered(check_
 def test_production_refuses_the_filesystem_artifact_and_loads_nothing(check_file):
     registry = default_registry()
     registration = define_guardrail(
-        document(codeArtifactRef=filesystem(check_file)),
-        registry=registry,
-        policy=RegistrationPolicy(production=True),
+        document(codeArtifactRef=filesystem(check_file)), registry=registry, policy=RegistrationPolicy(production=True)
     )
     assert [issue.path for issue in registration.errors] == ["/codeArtifactRef/kind"]
     assert "refused in production" in registration.errors[0].message
@@ -96,11 +90,7 @@ def test_production_refuses_the_filesystem_artifact_and_loads_nothing(check_file
 
 def test_a_builtin_named_with_a_filesystem_artifact_gives_one_warning(tmp_path):
     registration = define_guardrail(
-        document(
-            check="must-cite",
-            config={},
-            codeArtifactRef=filesystem(str(tmp_path / "never-read.py")),
-        ),
+        document(check="must-cite", config={}, codeArtifactRef=filesystem(str(tmp_path / "never-read.py"))),
         registry=default_registry(),
     )
     assert registration.valid
@@ -125,8 +115,7 @@ def test_an_oci_artifact_of_another_version_is_a_warning_at_registration():
     assert registration.warnings == [
         Issue(
             "/codeArtifactRef/artifactVersion",
-            "artifactVersion '1.1.0' is not the version of the installed pack "
-            "'tests.packs.greetings' (1.2.0)",
+            "artifactVersion '1.1.0' is not the version of the installed pack 'tests.packs.greetings' (1.2.0)",
         )
     ]
     matching = define_guardrail({**doc, "codeArtifactRef": oci("1.2.0")}, registry=registry)

@@ -20,7 +20,7 @@ from tests.conftest import make_guardrail, make_trace
 
 #: The author's check: a naive search for a repeated phrase, which keeps every substring of
 #: the answer. Fine on a short answer; on a long one it wants far more memory than allowed.
-CHECK = '''
+CHECK = """
 from guardrails.engine.registry import define_check
 from guardrails.engine.types import PASSED, failed
 
@@ -50,7 +50,7 @@ CHECKS = [
         description="The answer never repeats a phrase of minLength characters or more.",
     )
 ]
-'''
+"""
 PACK = "kindgi_walkthrough_checks"
 URL = "/api/v1/guardrails"
 
@@ -98,8 +98,7 @@ def verdict(api: Any, key: str, trace: dict[str, Any]) -> tuple[str, str | None]
 
 
 def test_an_author_tries_a_check_then_ships_it_as_a_pack(
-    api: Any, alice: Any, acme_key: str, working_copy: str, installed_pack: str,
-    deployment_pool: Any,
+    api: Any, alice: Any, acme_key: str, working_copy: str, installed_pack: str, deployment_pool: Any
 ) -> None:
     # Development: the guardrail points at the working copy.
     filesystem = {"kind": "filesystem", "modulePath": working_copy}
@@ -115,12 +114,15 @@ def test_an_author_tries_a_check_then_ships_it_as_a_pack(
         refused = api(alice).put(f"{URL}/no-repeats", data=guardrail(filesystem), format="json")
         assert refused.status_code == 400
         assert refused.json()["errors"][0]["path"] == "/codeArtifactRef/kind"
-        oci = {"kind": "oci", "imageRef": "registry.example/acme/checks", "modulePath": PACK,
-               "artifactVersion": "1.0.0"}
+        oci = {
+            "kind": "oci",
+            "imageRef": "registry.example/acme/checks",
+            "modulePath": PACK,
+            "artifactVersion": "1.0.0",
+        }
         shipped = api(alice).put(f"{URL}/no-repeats", data=guardrail(oci), format="json")
         assert shipped.status_code == 200, shipped.json()
-        [check] = [c for c in api(alice).get("/api/v1/checks").json()
-                   if c["id"] == "no-repeated-phrase"]
+        [check] = [c for c in api(alice).get("/api/v1/checks").json() if c["id"] == "no-repeated-phrase"]
         assert (check["pack"], check["packVersion"], check["builtin"]) == (PACK, "1.0.0", False)
         assert verdict(api, acme_key, SHORT) == ("pass", None)
         assert verdict(api, acme_key, LONG) == ("error", "memory limit 64 MB exceeded")

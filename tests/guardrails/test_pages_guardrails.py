@@ -33,9 +33,17 @@ def signed_in(client: Any, user: Any) -> Any:
 
 def test_it_lists_guardrails_with_filters(client: Any, alice: Any) -> None:
     save_guardrail(make_guardrail("no-refunds"), FIXTURE)
-    save_guardrail(make_guardrail("cite-sources", name="Cite the sources", check="must-cite",
-                                  config={}, severity="warn",
-                                  action={"on-violation": "log-only"}), FIXTURE)
+    save_guardrail(
+        make_guardrail(
+            "cite-sources",
+            name="Cite the sources",
+            check="must-cite",
+            config={},
+            severity="warn",
+            action={"on-violation": "log-only"},
+        ),
+        FIXTURE,
+    )
     page = signed_in(client, alice).get("/guardrails/")
     assert page.status_code == 200
     assert b"no-refunds" in page.content and b"cite-sources" in page.content
@@ -88,8 +96,7 @@ def test_the_list_counts_open_violations_of_the_current_tenant_only(
 
 
 @pytest.mark.parametrize("size", [3, 40])
-def test_the_list_takes_a_fixed_number_of_queries(client: Any, alice: Any, api: Any, acme_key: str,
-                                                  size: int) -> None:
+def test_the_list_takes_a_fixed_number_of_queries(client: Any, alice: Any, api: Any, acme_key: str, size: int) -> None:
     for n in range(size):
         save_guardrail(make_guardrail(f"g-{n:03}"), FIXTURE)
     violate(api, acme_key, "r-1")
@@ -176,8 +183,7 @@ def test_a_missing_revision_is_404(client: Any, alice: Any, halt_guardrail: Any)
 # ------------------------------------------------------------------ changes
 
 
-def test_an_author_disables_and_enables_without_a_new_revision(client: Any, alice: Any,
-                                                              acme_guardrail: Any) -> None:
+def test_an_author_disables_and_enables_without_a_new_revision(client: Any, alice: Any, acme_guardrail: Any) -> None:
     signed_in(client, alice)
     assert client.post("/guardrails/no-refunds/toggle/", {"enabled": "false"}).status_code == 302
     guardrail = Guardrail.objects.get()
@@ -199,8 +205,9 @@ def test_a_reviewer_cannot_change_a_guardrail(client: Any, bob: Any, acme_guardr
     assert guardrail.enabled and guardrail.deleted_at is None
 
 
-def test_restoring_a_revision_saves_its_document_as_a_new_revision(client: Any, alice: Any,
-                                                                   acme_guardrail: Any) -> None:
+def test_restoring_a_revision_saves_its_document_as_a_new_revision(
+    client: Any, alice: Any, acme_guardrail: Any
+) -> None:
     first = Guardrail.objects.get().document
     save_guardrail({**first, "severity": "warn"}, FIXTURE)
     response = signed_in(client, alice).post("/guardrails/no-refunds/revisions/1/restore/")
@@ -210,8 +217,9 @@ def test_restoring_a_revision_saves_its_document_as_a_new_revision(client: Any, 
     assert [r.number for r in guardrail.revisions.order_by("number")] == [1, 2, 3]
 
 
-def test_restoring_needs_the_author_role_and_a_real_revision(client: Any, alice: Any, bob: Any,
-                                                             acme_guardrail: Any) -> None:
+def test_restoring_needs_the_author_role_and_a_real_revision(
+    client: Any, alice: Any, bob: Any, acme_guardrail: Any
+) -> None:
     assert signed_in(client, bob).post("/guardrails/no-refunds/revisions/1/restore/").status_code == 403
     assert signed_in(client, alice).post("/guardrails/no-refunds/revisions/9/restore/").status_code == 404
     assert client.get("/guardrails/no-refunds/revisions/1/restore/").status_code == 405
@@ -285,8 +293,7 @@ def test_import_saves_every_guardrail_when_all_are_valid(client: Any, alice: Any
     response = signed_in(client, alice).post("/guardrails/import/", {"files": files})
     assert response.status_code == 200
     assert [g.status for r in response.context["reports"] for g in r.guardrails] == ["created"] * 2
-    assert set(Guardrail.objects.values_list("guardrail_id", "tenant__slug")) == {
-        ("one", "acme"), ("two", "acme")}
+    assert set(Guardrail.objects.values_list("guardrail_id", "tenant__slug")) == {("one", "acme"), ("two", "acme")}
 
 
 def test_import_of_a_very_deep_file_is_a_400_not_a_crash(client: Any, alice: Any) -> None:
@@ -312,13 +319,11 @@ def test_import_reports_a_registration_error_at_its_field(client: Any, alice: An
     assert any(issue.path.startswith("/config") for issue in errors)
 
 
-def test_import_saves_a_new_revision_and_skips_an_unchanged_one(client: Any, alice: Any,
-                                                               acme_guardrail: Any) -> None:
+def test_import_saves_a_new_revision_and_skips_an_unchanged_one(client: Any, alice: Any, acme_guardrail: Any) -> None:
     signed_in(client, alice)
     same = client.post("/guardrails/import/", {"files": [upload("a.json", make_guardrail())]})
     assert same.context["reports"][0].guardrails[0].status == "unchanged"
-    changed = client.post("/guardrails/import/",
-                          {"files": [upload("a.json", make_guardrail(severity="warn"))]})
+    changed = client.post("/guardrails/import/", {"files": [upload("a.json", make_guardrail(severity="warn"))]})
     assert changed.status_code == 200
     assert changed.context["reports"][0].guardrails[0].status == "updated"
     guardrail = Guardrail.objects.get()
@@ -340,8 +345,14 @@ def test_a_reviewer_cannot_import(client: Any, bob: Any) -> None:
 def test_export_round_trips_byte_for_byte(client: Any, admin_user: Any) -> None:
     documents = [
         make_guardrail("zeta", scope={"when": "always", "agents": ["support-bot"]}),
-        {"severity": "warn", "id": "alpha", "check": "must-cite", "kind": "zero-llm",
-         "action": {"on-violation": "log-only"}, "description": "Ünïcode «kept» as written"},
+        {
+            "severity": "warn",
+            "id": "alpha",
+            "check": "must-cite",
+            "kind": "zero-llm",
+            "action": {"on-violation": "log-only"},
+            "description": "Ünïcode «kept» as written",
+        },
     ]
     for document in documents:
         save_guardrail(document, FIXTURE)
@@ -365,4 +376,3 @@ def test_export_of_one_guardrail(client: Any, alice: Any, halt_guardrail: Any) -
     assert json.loads(response.content) == make_guardrail()
     assert response["Content-Disposition"] == 'attachment; filename="no-refunds.json"'
     assert client.get("/guardrails/export.json?guardrail=nope").status_code == 404
-

@@ -37,12 +37,15 @@ def test_an_invalid_pack_stops_start_up(settings):
 
 
 @pytest.mark.django_db
-def test_a_check_is_given_only_what_the_operator_lists_and_never_the_consoles_own(
-    settings, monkeypatch
-):
-    for name, value in {"DJANGO_SECRET_KEY": "console-only", "OPENAI_API_KEY": "sk-judge",
-                        "DATABASE_URL": "pg://secret", "ACME_TOKEN": "for-checks",
-                        "REGION": "eu", "UNLISTED": "x"}.items():
+def test_a_check_is_given_only_what_the_operator_lists_and_never_the_consoles_own(settings, monkeypatch):
+    for name, value in {
+        "DJANGO_SECRET_KEY": "console-only",
+        "OPENAI_API_KEY": "sk-judge",
+        "DATABASE_URL": "pg://secret",
+        "ACME_TOKEN": "for-checks",
+        "REGION": "eu",
+        "UNLISTED": "x",
+    }.items():
         monkeypatch.setenv(name, value)
     settings.KINDGI_SECRETS = ["ACME_TOKEN", "OPENAI_API_KEY"]
     settings.KINDGI_PACK_ENV = ["REGION", "DATABASE_URL", "DJANGO_SECRET_KEY"]
@@ -60,8 +63,13 @@ def test_a_registered_judge_models_key_is_never_handed_to_a_check(settings, monk
     from guardrails.redaction import forget_key_names
 
     JudgeModelRegistration.objects.create(
-        model_id="local", provider="openai", model="m", base_url="http://127.0.0.1:1",
-        api_key_env="ACME_JUDGE_KEY", input_usd_per_mtok=1, output_usd_per_mtok=1,
+        model_id="local",
+        provider="openai",
+        model="m",
+        base_url="http://127.0.0.1:1",
+        api_key_env="ACME_JUDGE_KEY",
+        input_usd_per_mtok=1,
+        output_usd_per_mtok=1,
     )
     forget_key_names()
     monkeypatch.setenv("ACME_JUDGE_KEY", "sk-judge")
@@ -75,9 +83,13 @@ def test_a_registered_judge_models_key_is_never_handed_to_a_check(settings, monk
 def test_a_guardrail_asking_for_a_judge_key_is_refused_at_registration(settings, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-judge")
     settings.KINDGI_PACK_ENV = ["OPENAI_API_KEY"]
-    document = make_guardrail("wants-key", check="required-substring",
-                              config={"values": ["x"]}, sandbox="strict",
-                              needsSpec={"env": {"OPENAI_API_KEY": {}}})
+    document = make_guardrail(
+        "wants-key",
+        check="required-substring",
+        config={"values": ["x"]},
+        sandbox="strict",
+        needsSpec={"env": {"OPENAI_API_KEY": {}}},
+    )
     registration = define_guardrail(
         document, registry=deployment.check_registry(), policy=deployment.registration_policy()
     )
@@ -110,15 +122,11 @@ def test_check_deploy_says_which_postures_this_host_enforces(monkeypatch):
 def test_check_deploy_warns_where_the_sandbox_cannot_be_built(host_without_bubblewrap):
     messages = deployment.sandbox_system_checks()
     assert [m.id for m in messages] == ["guardrails.W002", "guardrails.W002"]
-    assert "strict: not enforced, such checks answer error: bubblewrap cannot be started" in (
-        messages[1].msg
-    )
+    assert "strict: not enforced, such checks answer error: bubblewrap cannot be started" in (messages[1].msg)
 
 
 @pytest.mark.django_db
-def test_the_guardrails_page_lists_the_postures_this_host_enforces(
-    client, alice, host_without_bubblewrap
-):
+def test_the_guardrails_page_lists_the_postures_this_host_enforces(client, alice, host_without_bubblewrap):
     client.force_login(alice)
     page = client.get("/guardrails/")
     assert page.status_code == 200

@@ -21,13 +21,7 @@ from typing import Any
 
 import pytest
 
-from guardrails.engine.sandbox import (
-    HandlerRef,
-    SandboxDefaults,
-    SandboxError,
-    SandboxPool,
-    posture_for,
-)
+from guardrails.engine.sandbox import HandlerRef, SandboxDefaults, SandboxError, SandboxPool, posture_for
 from guardrails.engine.types import CheckOutcome
 
 LIMITS = {"memMB": 64, "cpuMs": 1000}
@@ -50,13 +44,19 @@ def hostile_pool() -> Iterator[SandboxPool]:
         yield pool
 
 
-def attempt(pool: SandboxPool, posture: str, name: str, tenant: str = "acme",
-            **config: Any) -> CheckOutcome | SandboxError:
+def attempt(
+    pool: SandboxPool, posture: str, name: str, tenant: str = "acme", **config: Any
+) -> CheckOutcome | SandboxError:
     """Run one hostile check; its outcome, or the error the sandbox gave instead."""
     document = POSTURES[posture] if isinstance(posture, str) else posture
     try:
-        return pool.run(posture_for(document, pool.defaults), HandlerRef("tests.packs.hostile", name),
-                        {"console_pid": os.getpid(), **config}, TRACE, tenant=tenant)
+        return pool.run(
+            posture_for(document, pool.defaults),
+            HandlerRef("tests.packs.hostile", name),
+            {"console_pid": os.getpid(), **config},
+            TRACE,
+            tenant=tenant,
+        )
     except SandboxError as error:
         return error
 
@@ -67,8 +67,9 @@ def contained(result: CheckOutcome | SandboxError) -> bool:
 
 def assert_healthy(pool: SandboxPool, posture: str) -> None:
     document = POSTURES[posture]
-    outcome = pool.run(posture_for(document, pool.defaults),
-                       HandlerRef("tests.packs.handlers", "says_hello"), {"word": "hello"}, TRACE)
+    outcome = pool.run(
+        posture_for(document, pool.defaults), HandlerRef("tests.packs.handlers", "says_hello"), {"word": "hello"}, TRACE
+    )
     assert outcome.passed
 
 
@@ -113,10 +114,14 @@ def udp_receivers() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 def test_udp_goes_only_to_the_allowed_host_through_the_relay(hostile_pool, udp_receivers):
     allowed, other = udp_receivers
-    posture = {**POSTURES["strict, allowlist"], "network": {"kind": "allowlist",
-                                                            "hosts": ["127.0.0.1"]}}
-    result = attempt(hostile_pool, posture, "udp_beyond_the_allowlist",  # type: ignore[arg-type]
-                     allowed_port=allowed.getsockname()[1], other_port=other.getsockname()[1])
+    posture = {**POSTURES["strict, allowlist"], "network": {"kind": "allowlist", "hosts": ["127.0.0.1"]}}
+    result = attempt(
+        hostile_pool,
+        posture,  # type: ignore[arg-type]
+        "udp_beyond_the_allowlist",
+        allowed_port=allowed.getsockname()[1],
+        other_port=other.getsockname()[1],
+    )
     assert contained(result), result
     assert allowed.recv(100) == b"allowed"
     with pytest.raises(TimeoutError):
@@ -178,9 +183,7 @@ def test_an_early_forged_verdict_and_work_after_it_stop_the_sandbox(hostile_pool
 
 
 @pytest.mark.parametrize("posture", POSTURES)
-def test_a_forged_passed_that_is_not_a_bool_is_an_error_and_no_stale_verdict_follows(
-    hostile_pool, posture
-):
+def test_a_forged_passed_that_is_not_a_bool_is_an_error_and_no_stale_verdict_follows(hostile_pool, posture):
     result = attempt(hostile_pool, posture, "forges_an_early_verdict", passed="no")
     assert isinstance(result, SandboxError)
     assert "passed is not a bool" in str(result)
@@ -191,16 +194,14 @@ def test_a_forged_passed_that_is_not_a_bool_is_an_error_and_no_stale_verdict_fol
 def test_a_module_that_hoards_memory_at_import_is_stopped_by_the_limit(hostile_pool):
     posture = posture_for(POSTURES["strict, network none"], hostile_pool.defaults)
     with pytest.raises(SandboxError, match="memory limit"):
-        hostile_pool.run(posture, HandlerRef("tests.packs.hostile_import", "never_called"), {},
-                         TRACE)
+        hostile_pool.run(posture, HandlerRef("tests.packs.hostile_import", "never_called"), {}, TRACE)
 
 
 def test_a_module_that_spins_at_import_is_stopped_by_the_cpu_limit(hostile_pool):
     posture = posture_for(POSTURES["strict, network none"], hostile_pool.defaults)
     started = time.monotonic()
     with pytest.raises(SandboxError, match="CPU limit 1000 ms exceeded"):
-        hostile_pool.run(posture, HandlerRef("tests.packs.hostile_import_spin", "never_called"),
-                         {}, TRACE)
+        hostile_pool.run(posture, HandlerRef("tests.packs.hostile_import_spin", "never_called"), {}, TRACE)
     assert time.monotonic() - started < 10
 
 
@@ -243,8 +244,7 @@ def test_unix_datagrams_reach_nothing_of_the_host(hostile_pool, posture, tmp_pat
     receivers[0].bind(str(path))
     receivers[1].bind("\0" + abstract)
     try:
-        result = attempt(hostile_pool, posture, "datagram_to_the_host", path=str(path),
-                         abstract=abstract)
+        result = attempt(hostile_pool, posture, "datagram_to_the_host", path=str(path), abstract=abstract)
         assert contained(result)
         for receiver in receivers:
             receiver.settimeout(0.2)
@@ -257,16 +257,12 @@ def test_unix_datagrams_reach_nothing_of_the_host(hostile_pool, posture, tmp_pat
 
 def test_a_check_cannot_write_into_the_consoles_log(hostile_pool, capfd):
     marker = f"kindgi-forged-{uuid.uuid4().hex}"
-    assert contained(attempt(hostile_pool, "strict, network none", "writes_to_stderr",
-                             marker=marker))
+    assert contained(attempt(hostile_pool, "strict, network none", "writes_to_stderr", marker=marker))
     out, err = capfd.readouterr()
     assert marker not in out + err
 
 
-@pytest.mark.parametrize(("name", "reason"), [
-    ("aborts", "killed by SIGABRT"),
-    ("exits", "exited with status 7"),
-])
+@pytest.mark.parametrize(("name", "reason"), [("aborts", "killed by SIGABRT"), ("exits", "exited with status 7")])
 def test_a_worker_that_dies_on_its_own_is_reported_as_it_died(hostile_pool, name, reason):
     result = attempt(hostile_pool, "strict, network none", name)
     assert isinstance(result, SandboxError)
@@ -292,11 +288,11 @@ def pool_without_cgroup(monkeypatch) -> Iterator[SandboxPool]:
         yield pool
 
 
-def test_without_a_control_group_work_left_after_the_verdict_still_stops_the_sandbox(
-    pool_without_cgroup,
-):
-    cases: list[tuple[str, dict[str, Any]]] = [("spins_after_its_verdict", {}),
-                                               ("forges_an_early_verdict", {"passed": True, "spin_s": 3.0})]
+def test_without_a_control_group_work_left_after_the_verdict_still_stops_the_sandbox(pool_without_cgroup):
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("spins_after_its_verdict", {}),
+        ("forges_an_early_verdict", {"passed": True, "spin_s": 3.0}),
+    ]
     for name, config in cases:
         result = attempt(pool_without_cgroup, "strict, network none", name, **config)
         assert isinstance(result, SandboxError)
@@ -306,8 +302,7 @@ def test_without_a_control_group_work_left_after_the_verdict_still_stops_the_san
 
 def test_without_a_control_group_no_child_outlives_its_sandbox(pool_without_cgroup):
     marker = f"kindgi-hostile-{uuid.uuid4().hex}"
-    result = attempt(pool_without_cgroup, "strict, network none", "leaves_a_child_behind",
-                     marker=marker)
+    result = attempt(pool_without_cgroup, "strict, network none", "leaves_a_child_behind", marker=marker)
     assert isinstance(result, SandboxError)
     deadline = time.monotonic() + 3
     while processes_with(marker) and time.monotonic() < deadline:
@@ -320,23 +315,50 @@ def test_the_ci_command_survives_the_hostile_pack_and_reports(tmp_path):
     behind give errors, the benign one passes, and the report is written."""
     names = ["kills_the_console", "spins_after_its_verdict", "huge_reason", "aborts"]
     documents = [
-        {"id": f"g-{n}", "kind": "zero-llm", "check": f"hostile-{n.replace('_', '-')}",
-         "config": {"console_pid": os.getpid(), "mb": 30}, "action": {"on-violation": "log-only"},
-         "sandbox": "strict", "limits": LIMITS}
+        {
+            "id": f"g-{n}",
+            "kind": "zero-llm",
+            "check": f"hostile-{n.replace('_', '-')}",
+            "config": {"console_pid": os.getpid(), "mb": 30},
+            "action": {"on-violation": "log-only"},
+            "sandbox": "strict",
+            "limits": LIMITS,
+        }
         for n in names
-    ] + [{"id": "benign", "kind": "zero-llm", "check": "says-word", "config": {"word": "hello"},
-          "action": {"on-violation": "log-only"}, "sandbox": "strict"}]
+    ] + [
+        {
+            "id": "benign",
+            "kind": "zero-llm",
+            "check": "says-word",
+            "config": {"word": "hello"},
+            "action": {"on-violation": "log-only"},
+            "sandbox": "strict",
+        }
+    ]
     guardrails = tmp_path / "guardrails.json"
     guardrails.write_text(json.dumps(documents))
     traces = tmp_path / "traces.jsonl"
-    traces.write_text(json.dumps({"id": "t1", "agent": "a", "startedAt": "2026-01-01T00:00:00Z",
-                                  "output": "hello"}) + "\n")
+    traces.write_text(
+        json.dumps({"id": "t1", "agent": "a", "startedAt": "2026-01-01T00:00:00Z", "output": "hello"}) + "\n"
+    )
     run = subprocess.run(
-        [sys.executable, "manage.py", "guardrail_ci", "--guardrails", str(guardrails),
-         "--traces", str(traces), "--format", "json"],
+        [
+            sys.executable,
+            "manage.py",
+            "guardrail_ci",
+            "--guardrails",
+            str(guardrails),
+            "--traces",
+            str(traces),
+            "--format",
+            "json",
+        ],
         cwd=Path(__file__).resolve().parents[2],
         env={**os.environ, "KINDGI_CHECK_PACKS": "tests.packs.hostile,tests.packs.greetings"},
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert run.returncode >= 0, run.stderr
     results = {r["guardrail"]: r for r in json.loads(run.stdout)["results"]}

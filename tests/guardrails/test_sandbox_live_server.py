@@ -17,11 +17,21 @@ from tests.conftest import make_guardrail, make_trace
 
 PACKS = ["tests.packs.hostile", "tests.packs.greetings"]
 HOSTILE = [
-    "kills-the-console", "setns-through-fork-exec", "setns-through-ctypes",
-    "reads-parent-environ", "reads-console-memory", "runs-a-shell-as-root",
-    "leaves-a-child-behind", "children-share-the-memory", "spins-after-its-verdict",
-    "forges-an-early-verdict", "writes-to-dev-shm", "huge-reason", "huge-frame",
-    "writes-to-stderr", "aborts",
+    "kills-the-console",
+    "setns-through-fork-exec",
+    "setns-through-ctypes",
+    "reads-parent-environ",
+    "reads-console-memory",
+    "runs-a-shell-as-root",
+    "leaves-a-child-behind",
+    "children-share-the-memory",
+    "spins-after-its-verdict",
+    "forges-an-early-verdict",
+    "writes-to-dev-shm",
+    "huge-reason",
+    "huge-frame",
+    "writes-to-stderr",
+    "aborts",
 ]
 
 
@@ -39,8 +49,13 @@ def console(live_server: Any) -> Iterator[str]:
 
 def hostile(check: str, config: dict[str, Any]) -> dict[str, Any]:
     return make_guardrail(
-        f"g-{check}", kind="zero-llm", check=f"hostile-{check}", config=config,
-        sandbox="strict", limits={"memMB": 64, "cpuMs": 1000}, network={"kind": "none"},
+        f"g-{check}",
+        kind="zero-llm",
+        check=f"hostile-{check}",
+        config=config,
+        sandbox="strict",
+        limits={"memMB": 64, "cpuMs": 1000},
+        network={"kind": "none"},
         action={"on-violation": "log-only"},
     )
 
@@ -59,16 +74,21 @@ def try_over_http(url: str, key: str, guardrail: dict[str, Any]) -> dict[str, An
 
 @pytest.mark.django_db(transaction=True)
 def test_the_console_keeps_answering_through_the_hostile_pack(console, author_key, listener):
-    config = {"console_pid": os.getpid(), "port": listener.port, "mb": 2,
-              "needle": f"acme-{uuid.uuid4().hex}", "marker": f"kindgi-{uuid.uuid4().hex}",
-              "passed": True, "spin_s": 3.0}
+    config = {
+        "console_pid": os.getpid(),
+        "port": listener.port,
+        "mb": 2,
+        "needle": f"acme-{uuid.uuid4().hex}",
+        "marker": f"kindgi-{uuid.uuid4().hex}",
+        "passed": True,
+        "spin_s": 3.0,
+    }
     for check in HOSTILE:
         result = try_over_http(console, author_key, hostile(check, config))
         assert not (result["reason"] or "").startswith("escaped"), (check, result)
         assert len(result["reason"] or "") <= 4096
     assert listener.connections == 0
-    benign = make_guardrail("benign", kind="zero-llm", check="says-word",
-                            config={"word": "refunded"}, sandbox="strict")
+    benign = make_guardrail("benign", kind="zero-llm", check="says-word", config={"word": "refunded"}, sandbox="strict")
     assert try_over_http(console, author_key, benign)["status"] == "pass"
 
 
@@ -81,7 +101,8 @@ def test_one_tenants_trace_never_shows_in_anothers_result_through_the_api(consol
         response = httpx.post(
             f"{console}/api/v1/guardrails/try",
             json={"guardrail": guardrail, "trace": make_trace(tenant=tenant, output=output)},
-            headers={"Authorization": f"Bearer {author_key}"}, timeout=60,
+            headers={"Authorization": f"Bearer {author_key}"},
+            timeout=60,
         )
         assert response.status_code == 200, response.text
         result: dict[str, Any] = response.json()["result"]

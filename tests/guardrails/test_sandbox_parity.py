@@ -54,8 +54,17 @@ def ci_results(tmp_path: Path, export: list[dict[str, Any]], trace: dict[str, An
     traces = tmp_path / "traces.jsonl"
     traces.write_text(json.dumps(trace) + "\n")
     run = subprocess.run(
-        [sys.executable, "manage.py", "guardrail_ci", "--guardrails", str(guardrails),
-         "--traces", str(traces), "--format", "json"],
+        [
+            sys.executable,
+            "manage.py",
+            "guardrail_ci",
+            "--guardrails",
+            str(guardrails),
+            "--traces",
+            str(traces),
+            "--format",
+            "json",
+        ],
         cwd=ROOT,
         env={**os.environ, "KINDGI_CHECK_PACKS": PACK},
         capture_output=True,
@@ -68,8 +77,7 @@ def ci_results(tmp_path: Path, export: list[dict[str, Any]], trace: dict[str, An
 
 @pytest.mark.django_db
 def test_ci_and_post_evaluate_agree_on_a_strict_pack_guardrail(
-    api: Any, alice: Any, acme_key: str, author_key: str, deployment_pool: SandboxPool,
-    tmp_path: Path,
+    api: Any, alice: Any, acme_key: str, author_key: str, deployment_pool: SandboxPool, tmp_path: Path
 ) -> None:
     trace = make_trace(tenant="acme")
     with override_settings(KINDGI_CHECK_PACKS=[PACK]):

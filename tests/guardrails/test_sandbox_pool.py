@@ -7,14 +7,7 @@ import time
 
 import pytest
 
-from guardrails.engine.sandbox import (
-    HandlerRef,
-    Posture,
-    SandboxDefaults,
-    SandboxError,
-    SandboxPool,
-    posture_for,
-)
+from guardrails.engine.sandbox import HandlerRef, Posture, SandboxDefaults, SandboxError, SandboxPool, posture_for
 
 DEFAULTS = SandboxDefaults(mem_mb=64, cpu_ms=200)
 TRACE = {"output": "hello world"}
@@ -179,10 +172,7 @@ def test_concurrent_calls_share_the_pool(pool):
     posture = strict()
     with ThreadPoolExecutor(4) as executor:
         results = list(
-            executor.map(
-                lambda i: pool.run(posture, handler("says_hello"), {"word": "hello"}, TRACE),
-                range(20),
-            )
+            executor.map(lambda i: pool.run(posture, handler("says_hello"), {"word": "hello"}, TRACE), range(20))
         )
     assert all(outcome.passed for outcome in results)
 

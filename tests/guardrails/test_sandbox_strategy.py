@@ -27,13 +27,7 @@ def engine():
 
 
 def guardrail(engine, check, **fields):
-    document = {
-        "id": f"g-{check}",
-        "kind": "zero-llm",
-        "check": check,
-        "action": {"on-violation": "halt"},
-        **fields,
-    }
+    document = {"id": f"g-{check}", "kind": "zero-llm", "check": check, "action": {"on-violation": "halt"}, **fields}
     registration = define_guardrail(document, registry=engine.registry)
     assert registration.valid, registration.errors
     return registration.guardrail
@@ -45,34 +39,21 @@ def run(engine, pool, guardrail_):
 
 
 def test_a_strict_pack_check_runs_in_the_sandbox(engine, pool):
-    result = run(
-        engine,
-        pool,
-        guardrail(engine, "sandboxed-says-hello", sandbox="strict", config={"word": "hello"}),
-    )
+    result = run(engine, pool, guardrail(engine, "sandboxed-says-hello", sandbox="strict", config={"word": "hello"}))
     assert result.status == "pass"
 
 
 def test_overreaching_the_memory_limit_is_an_error(engine, pool):
     g = guardrail(
-        engine,
-        "sandboxed-allocates",
-        sandbox="strict",
-        limits={"memMB": 64, "cpuMs": 2000},
-        config={"mb": 512},
+        engine, "sandboxed-allocates", sandbox="strict", limits={"memMB": 64, "cpuMs": 2000}, config={"mb": 512}
     )
     result = run(engine, pool, g)
     assert (result.status, result.reason) == ("error", "memory limit 64 MB exceeded")
-    assert (
-        run(engine, pool, guardrail(engine, "sandboxed-says-hello", sandbox="strict")).status
-        == "pass"
-    )
+    assert run(engine, pool, guardrail(engine, "sandboxed-says-hello", sandbox="strict")).status == "pass"
 
 
 def test_an_endless_loop_is_an_error_at_the_cpu_limit(engine, pool):
-    g = guardrail(
-        engine, "sandboxed-loops-forever", sandbox="strict", limits={"memMB": 128, "cpuMs": 200}
-    )
+    g = guardrail(engine, "sandboxed-loops-forever", sandbox="strict", limits={"memMB": 128, "cpuMs": 200})
     result = run(engine, pool, g)
     assert (result.status, result.reason) == ("error", "CPU limit 200 ms exceeded")
 
@@ -109,10 +90,7 @@ def test_a_sandboxed_guardrail_without_a_pool_is_an_error(engine):
 
 
 def test_sandbox_none_runs_the_pack_check_in_process(engine):
-    assert (
-        run(engine, None, guardrail(engine, "sandboxed-says-hello", sandbox="none")).status
-        == "pass"
-    )
+    assert run(engine, None, guardrail(engine, "sandboxed-says-hello", sandbox="none")).status == "pass"
     assert run(engine, None, guardrail(engine, "sandboxed-says-hello")).status == "pass"
 
 
@@ -159,18 +137,14 @@ def test_an_author_tries_a_filesystem_check_under_strict_limits(engine, pool, tm
     assert greedy is not None
     result = evaluate_guardrail(greedy, TRACE, context, engine=local)
     assert (result.status, result.reason) == ("error", "memory limit 64 MB exceeded")
-    production = define_guardrail(
-        document, registry=registry, policy=RegistrationPolicy(production=True)
-    )
+    production = define_guardrail(document, registry=registry, policy=RegistrationPolicy(production=True))
     assert [error.path for error in production.errors] == ["/codeArtifactRef/kind"]
 
 
-@pytest.mark.parametrize("check", [
-    "hostile-returns-a-pretender",
-    "hostile-raises-unprintable",
-    "hostile-passed-is-a-string",
-    "sandboxed-raises",
-])
+@pytest.mark.parametrize(
+    "check",
+    ["hostile-returns-a-pretender", "hostile-raises-unprintable", "hostile-passed-is-a-string", "sandboxed-raises"],
+)
 def test_odd_results_give_the_same_verdict_in_process_and_sandboxed(engine, pool, check):
     in_process = run(engine, None, guardrail(engine, check, sandbox="none"))
     sandboxed = run(engine, pool, guardrail(engine, check, sandbox="strict"))

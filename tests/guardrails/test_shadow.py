@@ -26,8 +26,9 @@ def acme_tenant() -> Any:
 
 
 def halting_judge() -> Guardrail:
-    return save_guardrail(judge_document(action={"on-violation": "halt"}), Author(user=None, label="t"),
-                          owner=acme_tenant())
+    return save_guardrail(
+        judge_document(action={"on-violation": "halt"}), Author(user=None, label="t"), owner=acme_tenant()
+    )
 
 
 def evaluate(api: Any, key: str, trace_id: str) -> dict[str, Any]:
@@ -37,7 +38,7 @@ def evaluate(api: Any, key: str, trace_id: str) -> dict[str, Any]:
 
 
 def test_a_judge_in_shadow_is_recorded_but_never_halts_nor_is_a_violation(
-    api: Any, alice: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any,  # noqa: F811
+    api: Any, alice: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any
 ) -> None:
     halting_judge()
     fake_provider.script(Answer(FAIL, 100, 10), Answer(FAIL, 100, 10))
@@ -55,20 +56,17 @@ def test_a_judge_in_shadow_is_recorded_but_never_halts_nor_is_a_violation(
 
 
 def test_a_sampling_rate_judges_a_stable_share_of_traces(
-    api: Any, alice: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any,  # noqa: F811
+    api: Any, alice: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any
 ) -> None:
     halting_judge()
-    api(alice).post("/api/v1/guardrails/no-refund-promises/shadow", {"shadow": True, "sampleRate": 0.25},
-                    format="json")
+    api(alice).post("/api/v1/guardrails/no-refund-promises/shadow", {"shadow": True, "sampleRate": 0.25}, format="json")
     for n in range(40):
         evaluate(api, acme_key, f"s-{n}")
     judged = EvaluationResult.objects.filter(guardrail__guardrail_id="no-refund-promises").count()
     assert 2 <= judged <= 20
 
 
-def test_promote_from_the_page_and_the_export_is_unchanged(
-    api: Any, alice: Any, bob: Any, local_judge: Any,  # noqa: F811
-) -> None:
+def test_promote_from_the_page_and_the_export_is_unchanged(api: Any, alice: Any, bob: Any, local_judge: Any) -> None:
     guardrail = halting_judge()
     before = api(alice).get("/api/v1/guardrails/export").json()
     client = Client()
@@ -89,17 +87,24 @@ def test_promote_from_the_page_and_the_export_is_unchanged(
 
 
 def test_only_a_judge_goes_in_shadow_and_bad_bodies_name_the_field(
-    api: Any, alice: Any, bob: Any, charlie_key: str, acme_guardrail: Any, local_judge: Any,  # noqa: F811
+    api: Any, alice: Any, bob: Any, charlie_key: str, acme_guardrail: Any, local_judge: Any
 ) -> None:
     halting_judge()
     url = "/api/v1/guardrails/{}/shadow"
-    assert api(alice).post(url.format("no-refunds"), {"shadow": True}, format="json").json()["errors"][0][
-        "path"] == "/shadow"
-    for body, pointer in (({"shadow": "yes"}, "/shadow"), ({"shadow": True, "sampleRate": 0}, "/sampleRate"),
-                          ({"shadow": True, "x": 1}, "/x")):
+    assert (
+        api(alice).post(url.format("no-refunds"), {"shadow": True}, format="json").json()["errors"][0]["path"]
+        == "/shadow"
+    )
+    for body, pointer in (
+        ({"shadow": "yes"}, "/shadow"),
+        ({"shadow": True, "sampleRate": 0}, "/sampleRate"),
+        ({"shadow": True, "x": 1}, "/x"),
+    ):
         answer = api(alice).post(url.format("no-refund-promises"), body, format="json")
         assert answer.status_code == 400 and answer.json()["errors"][0]["path"] == pointer
     assert api(bob).post(url.format("no-refund-promises"), {"shadow": True}, format="json").status_code == 403
-    assert api(charlie_key).post(url.format("no-refund-promises"), {"shadow": True},
-                                 format="json").status_code in (403, 404)
+    assert api(charlie_key).post(url.format("no-refund-promises"), {"shadow": True}, format="json").status_code in (
+        403,
+        404,
+    )
     assert not Guardrail.objects.get(guardrail_id="no-refund-promises").shadow

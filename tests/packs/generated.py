@@ -12,11 +12,6 @@ _OPEN = {"type": "object"}
 def checks() -> list[Check]:
     names = ["says_hello", "allocates", "loops_forever", "connects", "reads_environment", "raises"]
     return [
-        define_check(
-            f"sandboxed-{name.replace('_', '-')}",
-            "zero-llm",
-            getattr(handlers, name),
-            config_schema=_OPEN,
-        )
+        define_check(f"sandboxed-{name.replace('_', '-')}", "zero-llm", getattr(handlers, name), config_schema=_OPEN)
         for name in names
     ]

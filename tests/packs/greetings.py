@@ -26,5 +26,5 @@ CHECKS = [
             "additionalProperties": False,
         },
         description="The output contains a word.",
-    ),
+    )
 ]

@@ -32,11 +32,33 @@ def _spawn(argv: list[str], stdout: int = -1) -> int:
     err_read, err_write = os.pipe()
     try:
         fork_exec: Any = _posixsubprocess.fork_exec  # a private API, called as CPython 3.11 does
-        return int(fork_exec(
-            [os.fsencode(a) for a in argv], [os.fsencode(argv[0])], True, (), None, None,
-            -1, -1, -1, stdout, -1, -1, err_read, err_write, False, False, -1, None, None,
-            None, -1, None, False,
-        ))
+        return int(
+            fork_exec(
+                [os.fsencode(a) for a in argv],
+                [os.fsencode(argv[0])],
+                True,
+                (),
+                None,
+                None,
+                -1,
+                -1,
+                -1,
+                stdout,
+                -1,
+                -1,
+                err_read,
+                err_write,
+                False,
+                False,
+                -1,
+                None,
+                None,
+                None,
+                -1,
+                None,
+                False,
+            )
+        )
     finally:
         os.close(err_read)
         os.close(err_write)
@@ -211,8 +233,10 @@ def leaves_a_child_behind(config: Any, trace: Any) -> CheckOutcome:
 def children_share_the_memory(config: Any, trace: Any) -> CheckOutcome:
     """Three children holding 48 MB each under memMB 64."""
     libc = _libc()
-    script = "import sys, time; b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); " \
-             "print('held', flush=True); time.sleep(30)"
+    script = (
+        "import sys, time; b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); "
+        "print('held', flush=True); time.sleep(30)"
+    )
     pipes, pids = [], []
     for _ in range(3):
         read, write = os.pipe()
@@ -274,8 +298,7 @@ def forges_an_early_verdict(config: Any, trace: Any) -> CheckOutcome:
     channel = _channel()
     channel.send({"op": "result", "status": "ok", "passed": True})  # no id
     channel.send({"op": "result", "id": "0-1", "status": "ok", "passed": True})  # a guess
-    channel.send({"op": "result", "id": channel.call_id, "status": "ok",
-                  "passed": config.get("passed", "no")})
+    channel.send({"op": "result", "id": channel.call_id, "status": "ok", "passed": config.get("passed", "no")})
     deadline = time.monotonic() + float(config.get("spin_s", 0))
     while time.monotonic() < deadline:
         pass
@@ -309,8 +332,15 @@ def huge_details(config: Any, trace: Any) -> CheckOutcome:
 def huge_frame(config: Any, trace: Any) -> CheckOutcome:
     """Send a 50 MB frame with the right call id, past the worker's own cut."""
     channel = _channel()
-    channel.send({"op": "result", "id": channel.call_id, "status": "ok", "passed": False,
-                  "reason": "x" * (int(config["mb"]) << 20)})
+    channel.send(
+        {
+            "op": "result",
+            "id": channel.call_id,
+            "status": "ok",
+            "passed": False,
+            "reason": "x" * (int(config["mb"]) << 20),
+        }
+    )
     time.sleep(5)
     return PASSED
 
@@ -378,14 +408,31 @@ def passed_is_a_string(config: Any, trace: Any) -> CheckOutcome:
 
 
 HANDLERS = [
-    setns_through_fork_exec, setns_through_ctypes, reads_parent_environ, reads_console_memory,
-    kills_the_console, udp_beyond_the_allowlist, runs_a_shell_as_root, leaves_a_child_behind,
-    children_share_the_memory, forks_without_end, spins_after_its_verdict, forges_an_early_verdict,
-    writes_to_dev_shm, huge_reason, huge_details, huge_frame, remembers_traces,
-    datagram_to_the_host, writes_to_stderr, aborts, exits, returns_a_pretender,
-    raises_unprintable, passed_is_a_string,
+    setns_through_fork_exec,
+    setns_through_ctypes,
+    reads_parent_environ,
+    reads_console_memory,
+    kills_the_console,
+    udp_beyond_the_allowlist,
+    runs_a_shell_as_root,
+    leaves_a_child_behind,
+    children_share_the_memory,
+    forks_without_end,
+    spins_after_its_verdict,
+    forges_an_early_verdict,
+    writes_to_dev_shm,
+    huge_reason,
+    huge_details,
+    huge_frame,
+    remembers_traces,
+    datagram_to_the_host,
+    writes_to_stderr,
+    aborts,
+    exits,
+    returns_a_pretender,
+    raises_unprintable,
+    passed_is_a_string,
 ]
 CHECKS = [
-    define_check(f"hostile-{fn.__name__.replace('_', '-')}", "zero-llm", fn, config_schema=ANY)
-    for fn in HANDLERS
+    define_check(f"hostile-{fn.__name__.replace('_', '-')}", "zero-llm", fn, config_schema=ANY) for fn in HANDLERS
 ]

@@ -32,10 +32,13 @@ def test_it_adds_a_reviewer_by_default(charlie: User, acme: Tenant) -> None:
     assert Membership.objects.get(user=charlie, tenant__slug="globex").role == "author"
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["nobody", "--tenant", "acme"], "there is no user 'nobody'"),
-    (["alice", "--tenant", "nowhere"], "there is no tenant 'nowhere'"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["nobody", "--tenant", "acme"], "there is no user 'nobody'"),
+        (["alice", "--tenant", "nowhere"], "there is no tenant 'nowhere'"),
+    ],
+)
 def test_it_names_what_is_missing(alice: User, argv: list[str], message: str) -> None:
     with pytest.raises(CommandError, match=message):
         call_command("add_member", *argv)

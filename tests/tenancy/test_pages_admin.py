@@ -78,13 +78,13 @@ def test_a_tenant_admin_may_not_create_tenants(client: Any, ada: Any) -> None:
 def test_an_admin_adds_changes_and_removes_a_member(client: Any, ada: Any, django_user_model: Any) -> None:
     erin = django_user_model.objects.create_user("erin", password="pw-erin-123")
     signed_in(client, ada)
-    response = client.post("/manage/members/", {"tenant": "acme", "action": "add", "username": "erin",
-                                                "role": "reviewer"})
+    response = client.post(
+        "/manage/members/", {"tenant": "acme", "action": "add", "username": "erin", "role": "reviewer"}
+    )
     assert response.status_code == 302
     membership = Membership.objects.get(user=erin)
     assert membership.role == "reviewer"
-    client.post("/manage/members/", {"tenant": "acme", "action": "role", "membership": membership.pk,
-                                     "role": "author"})
+    client.post("/manage/members/", {"tenant": "acme", "action": "role", "membership": membership.pk, "role": "author"})
     assert Membership.objects.get(user=erin).role == "author"
     client.post("/manage/members/", {"tenant": "acme", "action": "remove", "membership": membership.pk})
     assert not Membership.objects.filter(user=erin).exists()
@@ -92,7 +92,8 @@ def test_an_admin_adds_changes_and_removes_a_member(client: Any, ada: Any, djang
 
 def test_adding_an_unknown_user_names_the_field(client: Any, ada: Any) -> None:
     response = signed_in(client, ada).post(
-        "/manage/members/", {"tenant": "acme", "action": "add", "username": "nobody", "role": "author"})
+        "/manage/members/", {"tenant": "acme", "action": "add", "username": "nobody", "role": "author"}
+    )
     assert response.status_code == 400
     assert response.context["form"]["errors"]["username"].startswith("There is no user 'nobody'")
 
@@ -101,13 +102,13 @@ def test_the_last_admin_stays(client: Any, ada: Any) -> None:
     membership = Membership.objects.get(user=ada)
     signed_in(client, ada)
     client.post("/manage/members/", {"tenant": "acme", "action": "remove", "membership": membership.pk})
-    client.post("/manage/members/", {"tenant": "acme", "action": "role", "membership": membership.pk,
-                                     "role": "reviewer"})
+    client.post(
+        "/manage/members/", {"tenant": "acme", "action": "role", "membership": membership.pk, "role": "reviewer"}
+    )
     assert Membership.objects.get(pk=membership.pk).role == "admin"
 
 
-def test_another_tenants_admin_sees_and_changes_nothing_of_acme(client: Any, ada: Any, gus: Any,
-                                                                bob: Any) -> None:
+def test_another_tenants_admin_sees_and_changes_nothing_of_acme(client: Any, ada: Any, gus: Any, bob: Any) -> None:
     signed_in(client, gus)
     assert client.get("/manage/members/?tenant=acme").status_code == 404
     page = client.get("/manage/members/")
@@ -141,8 +142,9 @@ def test_the_member_list_takes_a_fixed_number_of_queries(client: Any, ada: Any, 
 
 def test_a_new_key_is_shown_once_then_only_its_prefix(client: Any, ada: Any) -> None:
     signed_in(client, ada)
-    response = client.post("/manage/api-keys/", {"action": "create", "name": "prod", "tenant": "acme",
-                                                 "scopes": ["ingest", "read"]})
+    response = client.post(
+        "/manage/api-keys/", {"action": "create", "name": "prod", "tenant": "acme", "scopes": ["ingest", "read"]}
+    )
     # POST-redirect-GET: the POST answers a redirect, so reloading never makes a second key.
     assert response.status_code == 302 and response["Location"] == "/manage/api-keys/"
     assert ApiKey.objects.count() == 1
@@ -156,8 +158,9 @@ def test_a_new_key_is_shown_once_then_only_its_prefix(client: Any, ada: Any) -> 
     assert secret.encode() not in later.content and key.prefix.encode() in later.content
 
 
-def test_a_new_key_waits_in_the_session_of_its_creator_only(client: Any, ada: Any, acme: Tenant,
-                                                             django_user_model: Any) -> None:
+def test_a_new_key_waits_in_the_session_of_its_creator_only(
+    client: Any, ada: Any, acme: Tenant, django_user_model: Any
+) -> None:
     signed_in(client, ada)
     client.post("/manage/api-keys/", {"action": "create", "tenant": "acme", "scopes": ["review"]})
     other = Client()
@@ -177,8 +180,9 @@ def test_a_key_needs_scopes_and_an_administered_tenant(client: Any, ada: Any, gu
     assert not ApiKey.objects.exists()
 
 
-def test_an_admin_revokes_a_key_of_their_tenant_only(client: Any, ada: Any, gus: Any, acme: Tenant,
-                                                     globex: Tenant) -> None:
+def test_an_admin_revokes_a_key_of_their_tenant_only(
+    client: Any, ada: Any, gus: Any, acme: Tenant, globex: Tenant
+) -> None:
     mine, _ = ApiKey.issue(scopes=["read"], tenant=acme)
     theirs, _ = ApiKey.issue(scopes=["read"], tenant=globex)
     signed_in(client, ada)
@@ -208,8 +212,10 @@ def test_the_key_list_takes_a_fixed_number_of_queries(client: Any, ada: Any, acm
 
 def test_an_admin_invites_a_new_person_by_email(client: Any, ada: Any, acme: Tenant, mailoutbox: Any) -> None:
     signed_in(client, ada)
-    response = client.post("/manage/members/", {"tenant": "acme", "action": "add",
-                                                "username": "Nora.Reviewer@example.org", "role": "reviewer"})
+    response = client.post(
+        "/manage/members/",
+        {"tenant": "acme", "action": "add", "username": "Nora.Reviewer@example.org", "role": "reviewer"},
+    )
     assert response.status_code == 302
     invited = Membership.objects.get(tenant=acme, role="reviewer").user
     assert invited.email == "Nora.Reviewer@example.org" and not invited.has_usable_password()
@@ -218,8 +224,10 @@ def test_an_admin_invites_a_new_person_by_email(client: Any, ada: Any, acme: Ten
     guest = Client()
     form_page = guest.get(link, follow=True)
     assert form_page.status_code == 200 and form_page.context["validlink"]
-    done = guest.post(form_page.redirect_chain[-1][0] if form_page.redirect_chain else link,
-                      {"new_password1": "a long new password 9", "new_password2": "a long new password 9"})
+    done = guest.post(
+        form_page.redirect_chain[-1][0] if form_page.redirect_chain else link,
+        {"new_password1": "a long new password 9", "new_password2": "a long new password 9"},
+    )
     assert done.status_code == 302
     assert guest.get("/violations/").status_code == 200  # signed in, in acme
     assert Client().login(username=invited.username, password="a long new password 9")
@@ -227,24 +235,29 @@ def test_an_admin_invites_a_new_person_by_email(client: Any, ada: Any, acme: Ten
     assert not Client().get(link, follow=True).context["validlink"]
 
 
-def test_an_address_of_an_account_adds_that_person_without_mail(client: Any, ada: Any, gus: Any,
-                                                               acme: Tenant, mailoutbox: Any) -> None:
+def test_an_address_of_an_account_adds_that_person_without_mail(
+    client: Any, ada: Any, gus: Any, acme: Tenant, mailoutbox: Any
+) -> None:
     signed_in(client, ada)
-    client.post("/manage/members/", {"tenant": "acme", "action": "add", "username": "GUS@example.org",
-                                     "role": "author"})
+    client.post(
+        "/manage/members/", {"tenant": "acme", "action": "add", "username": "GUS@example.org", "role": "author"}
+    )
     assert Membership.objects.get(tenant=acme, user=gus).role == "author" and mailoutbox == []
-    again = client.post("/manage/members/", {"tenant": "acme", "action": "add", "username": "gus@example.org",
-                                             "role": "author"})
+    again = client.post(
+        "/manage/members/", {"tenant": "acme", "action": "add", "username": "gus@example.org", "role": "author"}
+    )
     assert again.status_code == 400 and "already a member" in again.content.decode()
-    bad = client.post("/manage/members/", {"tenant": "acme", "action": "add", "username": "not@an@address",
-                                           "role": "author"})
+    bad = client.post(
+        "/manage/members/", {"tenant": "acme", "action": "add", "username": "not@an@address", "role": "author"}
+    )
     assert bad.status_code == 400
 
 
 def test_charlie_cannot_invite_into_acme(client: Any, gus: Any, acme: Tenant, mailoutbox: Any) -> None:
     signed_in(client, gus)
-    response = client.post("/manage/members/", {"tenant": "acme", "action": "add",
-                                                "username": "x@example.org", "role": "admin"})
+    response = client.post(
+        "/manage/members/", {"tenant": "acme", "action": "add", "username": "x@example.org", "role": "admin"}
+    )
     assert response.status_code == 404 and mailoutbox == []
     assert not Membership.objects.filter(tenant=acme, user__email="x@example.org").exists()
 

@@ -17,8 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def trace_in(tenant: Tenant, trace_id: str) -> RunTrace:
-    return RunTrace.objects.create(tenant=tenant, trace_id=trace_id, document={"id": trace_id},
-                                   content_hash="0" * 64)
+    return RunTrace.objects.create(tenant=tenant, trace_id=trace_id, document={"id": trace_id}, content_hash="0" * 64)
 
 
 def visible(caller: Caller, scope: str = "read") -> list[str]:
@@ -99,9 +98,7 @@ def test_an_unknown_key_is_401_and_says_how_to_authenticate(api: Any, db: Any) -
     assert response.json() == {"errors": [{"path": "", "message": "unknown or revoked API key"}]}
 
 
-def test_the_page_mixin_scopes_by_the_signed_in_user(
-    rf: Any, acme: Tenant, globex: Tenant, charlie: User
-) -> None:
+def test_the_page_mixin_scopes_by_the_signed_in_user(rf: Any, acme: Tenant, globex: Tenant, charlie: User) -> None:
     from django.views.generic import ListView
 
     from kindgi_console.tenancy.views import TenantScopedMixin

@@ -17,7 +17,11 @@ def guardrails(db: Any) -> list[Any]:
     author = Author(user=None, label="fixture")
     return [
         save_guardrail(make_guardrail(), author),
-        save_guardrail(make_guardrail("cite", check="must-cite", config={"min": 1},
-                                      action={"on-violation": "log-only"}, severity="warn"), author),
+        save_guardrail(
+            make_guardrail(
+                "cite", check="must-cite", config={"min": 1}, action={"on-violation": "log-only"}, severity="warn"
+            ),
+            author,
+        ),
         save_guardrail(make_guardrail("billing-only", scope={"flows": ["billing"]}), author),
     ]

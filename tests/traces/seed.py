@@ -24,11 +24,17 @@ def traces(tenant: Tenant, count: int, *, prefix: str = "run", **fields: Any) ->
     rows = []
     for n in range(count):
         document = make_trace(f"{prefix}-{tenant.slug}-{n:04}", tenant=tenant.slug, **fields)
-        rows.append(RunTrace(
-            tenant=tenant, trace_id=document["id"], agent=document.get("agent", ""),
-            flow=document.get("flow", ""), document=document, content_hash=content_hash(document),
-            received_at=now - timedelta(minutes=n),
-        ))
+        rows.append(
+            RunTrace(
+                tenant=tenant,
+                trace_id=document["id"],
+                agent=document.get("agent", ""),
+                flow=document.get("flow", ""),
+                document=document,
+                content_hash=content_hash(document),
+                received_at=now - timedelta(minutes=n),
+            )
+        )
     RunTrace.objects.bulk_create(rows)
     stored = list(RunTrace.objects.filter(tenant=tenant, trace_id__startswith=f"{prefix}-"))
     evaluate_stored_traces([trace.pk for trace in stored])
@@ -43,10 +49,12 @@ def ledger(tenant: Tenant, count: int, **fields: Any) -> None:
     guardrail = Guardrail.objects.first()
     assert guardrail is not None
     values: dict[str, Any] = {
-        "model_id": "small-judge", "input_tokens": 1000, "output_tokens": 20,
-        "cost_usd": Decimal("0.00125"), "latency_ms": 800, "outcome": "PASS",
+        "model_id": "small-judge",
+        "input_tokens": 1000,
+        "output_tokens": 20,
+        "cost_usd": Decimal("0.00125"),
+        "latency_ms": 800,
+        "outcome": "PASS",
     }
     values.update(fields)
-    record_ledger(
-        [JudgeLedgerEntry(tenant=tenant, guardrail=guardrail, **values) for _ in range(count)]
-    )
+    record_ledger([JudgeLedgerEntry(tenant=tenant, guardrail=guardrail, **values) for _ in range(count)])

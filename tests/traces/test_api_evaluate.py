@@ -19,20 +19,18 @@ def evaluate(client: Any, trace: Any, query: str = "") -> Any:
 
 @pytest.fixture
 def log_only(db: Any) -> Any:
-    document = make_guardrail("cite-sources", check="must-cite", config={"min": 2},
-                              action={"on-violation": "log-only"}, severity="warn")
+    document = make_guardrail(
+        "cite-sources", check="must-cite", config={"min": 2}, action={"on-violation": "log-only"}, severity="warn"
+    )
     return save_guardrail(document, Author(user=None, label="fixture"))
 
 
-def test_a_halt_failure_fails_the_turn_and_withholds_the_response(
-    api: Any, acme_key: str, halt_guardrail: Any
-) -> None:
+def test_a_halt_failure_fails_the_turn_and_withholds_the_response(api: Any, acme_key: str, halt_guardrail: Any) -> None:
     response = evaluate(api(acme_key), make_trace())
     assert response.status_code == 200
     body = response.json()
     assert (body["turn"], body["reason"]) == ("failed", "guardrail-violation")
-    assert [(r["guardrail"], r["status"], r["revision"]) for r in body["results"]] == [
-        ("no-refunds", "fail", 1)]
+    assert [(r["guardrail"], r["status"], r["revision"]) for r in body["results"]] == [("no-refunds", "fail", 1)]
     assert body["trace"]["status"] == "created"
     stored = RunTrace.objects.get()
     assert stored.withheld and "output" not in stored.document
@@ -40,9 +38,7 @@ def test_a_halt_failure_fails_the_turn_and_withholds_the_response(
     assert Violation.objects.get().action == "halt"
 
 
-def test_other_actions_complete_the_turn_and_record_the_violation(
-    api: Any, acme_key: str, log_only: Any
-) -> None:
+def test_other_actions_complete_the_turn_and_record_the_violation(api: Any, acme_key: str, log_only: Any) -> None:
     body = evaluate(api(acme_key), make_trace()).json()
     assert (body["turn"], body["reason"]) == ("completed", None)
     stored = RunTrace.objects.get()
@@ -63,8 +59,7 @@ def test_evaluating_again_stores_nothing_twice(api: Any, acme_key: str, halt_gua
     evaluate(client, make_trace())
     body = evaluate(client, make_trace()).json()
     assert body["trace"]["status"] == "duplicate"
-    assert (RunTrace.objects.count(), EvaluationResult.objects.count(),
-            Violation.objects.count()) == (1, 1, 1)
+    assert (RunTrace.objects.count(), EvaluationResult.objects.count(), Violation.objects.count()) == (1, 1, 1)
 
 
 def test_store_false_stores_nothing(api: Any, acme_key: str, halt_guardrail: Any) -> None:
@@ -94,17 +89,13 @@ def test_a_key_without_the_evaluate_scope_is_403(api: Any, acme: Any) -> None:
     assert evaluate(api(ingest_only), make_trace()).status_code == 403
 
 
-def test_charlies_key_cannot_evaluate_for_acme(
-    api: Any, charlie_key: str, acme: Any, halt_guardrail: Any
-) -> None:
+def test_charlies_key_cannot_evaluate_for_acme(api: Any, charlie_key: str, acme: Any, halt_guardrail: Any) -> None:
     assert evaluate(api(charlie_key), make_trace(tenant="acme")).status_code == 403
     assert evaluate(api(charlie_key), make_trace(tenant="acme"), "?store=false").status_code == 403
     assert not RunTrace.objects.exists()
 
 
-def test_charlie_cannot_evaluate_for_acme_in_his_session(
-    api: Any, charlie: Any, acme: Any
-) -> None:
+def test_charlie_cannot_evaluate_for_acme_in_his_session(api: Any, charlie: Any, acme: Any) -> None:
     assert evaluate(api(charlie), make_trace(tenant="acme")).status_code == 403
 
 
@@ -124,8 +115,13 @@ def queries_of_one_evaluation(client: Any, trace_id: str) -> int:
         assert evaluate(client, make_trace(id=trace_id)).status_code == 200
     # Left out: savepoints (SQLite's transaction) and the throttle's database cache (SQLite
     # has no Redis); PostgreSQL's cache is Redis and it has neither.
-    return len([query for query in captured.captured_queries
-                if not query["sql"].startswith(("SAVEPOINT", "RELEASE")) and "kindgi_cache" not in query["sql"]])
+    return len(
+        [
+            query
+            for query in captured.captured_queries
+            if not query["sql"].startswith(("SAVEPOINT", "RELEASE")) and "kindgi_cache" not in query["sql"]
+        ]
+    )
 
 
 def test_an_evaluation_makes_a_few_queries_whatever_the_number_of_guardrails(
@@ -167,9 +163,7 @@ ROLL_UP = ("tenant_id", "guardrail_id", "revision_id", "severity", "day", "count
 SQLITE_QUERIES = 7
 
 
-def test_a_trace_stored_before_its_guardrail_gets_the_results_of_its_repeat(
-    api: Any, acme_key: str
-) -> None:
+def test_a_trace_stored_before_its_guardrail_gets_the_results_of_its_repeat(api: Any, acme_key: str) -> None:
     """A repeated trace (same id, same body) is a duplicate whose verdict is stored too."""
     client = api(acme_key)
     assert evaluate(client, make_trace()).json()["trace"]["status"] == "created"
@@ -196,17 +190,14 @@ def test_another_trace_with_a_stored_id_is_a_conflict_and_stores_no_results(
     assert not Violation.objects.exists() and not ViolationDay.objects.exists()
 
 
-def test_an_edited_guardrail_is_enforced_at_its_new_revision(
-    api: Any, acme_key: str, halt_guardrail: Any
-) -> None:
+def test_an_edited_guardrail_is_enforced_at_its_new_revision(api: Any, acme_key: str, halt_guardrail: Any) -> None:
     client = api(acme_key)
     assert evaluate(client, make_trace(id="before")).json()["turn"] == "failed"
     edited = make_guardrail(config={"tools": ["delete_account"]}, action={"on-violation": "log-only"})
     save_guardrail(edited, Author(user=None, label="fixture"))
     body = evaluate(client, make_trace(id="after")).json()
     assert body["turn"] == "completed"
-    assert [(r["guardrail"], r["status"], r["revision"]) for r in body["results"]] == [
-        ("no-refunds", "pass", 2)]
+    assert [(r["guardrail"], r["status"], r["revision"]) for r in body["results"]] == [("no-refunds", "pass", 2)]
 
 
 def test_a_revoked_key_is_refused_at_its_next_request(api: Any, acme_key: str, halt_guardrail: Any) -> None:
@@ -236,8 +227,7 @@ def test_the_verdicts_write_is_prepared_on_postgresql_unless_switched_off(
         for n in range(3):
             assert evaluate(client, make_trace(id=f"turn-{n}")).json()["trace"]["status"] == "created"
         with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-                           ["%WITH trace AS%"])
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%WITH trace AS%"])
             assert cursor.fetchone()[0] == (1 if prepared else 0)
     finally:
         connection.connection.prepare_threshold = threshold

@@ -29,8 +29,7 @@ def test_it_stores_a_trace_under_the_keys_tenant(api: Any, acme_key: str, acme: 
     assert response.status_code == 201
     assert response.json() == {"index": 0, "id": "run-0001", "status": "created", "errors": []}
     stored = RunTrace.objects.get()
-    assert (stored.tenant, stored.trace_id, stored.agent, stored.flow) == (
-        acme, "run-0001", "support-bot", "refund")
+    assert (stored.tenant, stored.trace_id, stored.agent, stored.flow) == (acme, "run-0001", "support-bot", "refund")
     assert stored.document["tenant"] == "acme"
     assert stored.started_at.isoformat() == "2026-11-29T10:00:00+00:00"
     assert len(stored.content_hash) == 64 and not stored.withheld
@@ -72,14 +71,23 @@ def test_an_invalid_trace_is_400_naming_the_field(api: Any, acme_key: str) -> No
 def test_a_batch_answers_207_with_each_items_status(api: Any, acme_key: str) -> None:
     client = api(acme_key)
     post(client, make_trace("old"))
-    traces = [make_trace("new"), make_trace("old"), make_trace("old", output="changed"),
-              {"id": "broken", "messages": "no"}, make_trace("new")]
+    traces = [
+        make_trace("new"),
+        make_trace("old"),
+        make_trace("old", output="changed"),
+        {"id": "broken", "messages": "no"},
+        make_trace("new"),
+    ]
     response = post(client, {"traces": traces})
     assert response.status_code == 207
     results = response.json()["results"]
     assert [(r["index"], r["id"], r["status"]) for r in results] == [
-        (0, "new", "created"), (1, "old", "duplicate"), (2, "old", "conflict"),
-        (3, "broken", "invalid"), (4, "new", "duplicate")]
+        (0, "new", "created"),
+        (1, "old", "duplicate"),
+        (2, "old", "conflict"),
+        (3, "broken", "invalid"),
+        (4, "new", "duplicate"),
+    ]
     assert results[3]["errors"][0]["path"] == "/messages"
     assert RunTrace.objects.count() == 2
 
@@ -88,8 +96,10 @@ def test_a_repeat_in_a_batch_is_compared_with_what_is_stored(api: Any, acme_key:
     """[changed, original] for a stored id: the changed one conflicts, the original is a duplicate."""
     client = api(acme_key)
     post(client, make_trace("old"))
-    for traces in ([make_trace("old", output="changed"), make_trace("old")],
-                   [make_trace("old"), make_trace("old", output="changed")]):
+    for traces in (
+        [make_trace("old", output="changed"), make_trace("old")],
+        [make_trace("old"), make_trace("old", output="changed")],
+    ):
         statuses = [r["status"] for r in post(client, {"traces": traces}).json()["results"]]
         assert sorted(statuses) == ["conflict", "duplicate"]
         assert statuses[traces.index(make_trace("old"))] == "duplicate"
@@ -199,13 +209,12 @@ def test_a_key_for_no_tenant_never_ingests(api: Any, db: Any) -> None:
     assert "no tenant" in response.json()["errors"][0]["message"]
 
 
-def test_charlies_key_writing_acme_is_403_and_stores_nothing(
-    api: Any, charlie_key: str, acme: Tenant
-) -> None:
+def test_charlies_key_writing_acme_is_403_and_stores_nothing(api: Any, charlie_key: str, acme: Tenant) -> None:
     response = post(api(charlie_key), {"traces": [make_trace("x"), make_trace("y", tenant="acme")]})
     assert response.status_code == 403
     assert response.json()["errors"] == [
-        {"path": "/tenant", "message": "this API key acts for tenant 'globex' only, not 'acme'"}]
+        {"path": "/tenant", "message": "this API key acts for tenant 'globex' only, not 'acme'"}
+    ]
     assert not RunTrace.objects.exists()
 
 
@@ -238,25 +247,22 @@ def test_the_session_needs_the_csrf_token(alice: Any) -> None:
     assert "CSRF" in response.json()["errors"][0]["message"]
 
 
-def test_the_same_trace_id_in_two_tenants_is_two_traces(
-    api: Any, acme_key: str, charlie_key: str
-) -> None:
+def test_the_same_trace_id_in_two_tenants_is_two_traces(api: Any, acme_key: str, charlie_key: str) -> None:
     assert post(api(acme_key), make_trace()).status_code == 201
     assert post(api(charlie_key), make_trace()).status_code == 201
     assert RunTrace.objects.count() == 2
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_stored_trace_is_evaluated_in_runtime_mode(
-    api: Any, acme_key: str, halt_guardrail: Any
-) -> None:
+def test_every_stored_trace_is_evaluated_in_runtime_mode(api: Any, acme_key: str, halt_guardrail: Any) -> None:
     post(api(acme_key), batch("refunds", "another"))
     results = EvaluationResult.objects.order_by("trace__trace_id")
     assert [(r.trace.trace_id, r.status, r.mode, r.evaluation) for r in results] == [
-        ("another", "fail", "runtime", None), ("refunds", "fail", "runtime", None)]
+        ("another", "fail", "runtime", None),
+        ("refunds", "fail", "runtime", None),
+    ]
     violation = Violation.objects.get(trace__trace_id="refunds")
-    assert (violation.action, violation.severity, violation.agent) == (
-        "halt", "critical", "support-bot")
+    assert (violation.action, violation.severity, violation.agent) == ("halt", "critical", "support-bot")
     assert violation.revision.number == 1 and violation.state == "open"
     # As at POST evaluate: the halt guardrail failed, so the stored responses are withheld.
     assert set(RunTrace.objects.values_list("withheld", flat=True)) == {True}

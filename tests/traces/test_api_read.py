@@ -56,9 +56,7 @@ def test_bob_the_reviewer_reads_acmes_traces(api: Any, acme_key: str, bob: Any) 
     assert api(bob).get("/api/v1/traces/one").status_code == 200
 
 
-def test_charlie_sees_no_acme_trace(
-    api: Any, acme_key: str, charlie: Any, charlie_key: str
-) -> None:
+def test_charlie_sees_no_acme_trace(api: Any, acme_key: str, charlie: Any, charlie_key: str) -> None:
     ingest(api(acme_key), "one")
     for outsider in (api(charlie), api(charlie_key)):
         assert outsider.get("/api/v1/traces").json() == {"next": None, "results": []}
@@ -157,26 +155,37 @@ def test_a_trace_id_in_two_visible_tenants_needs_the_tenant(
 # ------------------------------------------------------------------ violations
 
 
-def test_it_lists_violations_newest_first_with_filters(
-    api: Any, acme_key: str, halt_guardrail: Any, bob: Any
-) -> None:
+def test_it_lists_violations_newest_first_with_filters(api: Any, acme_key: str, halt_guardrail: Any, bob: Any) -> None:
     client = api(acme_key)
     evaluate(client, "first", agent="billing")
     evaluate(client, "second", agent="support")
     items = api(bob).get("/api/v1/violations").json()["results"]
     assert [item["trace"] for item in items] == ["second", "first"]
     assert items[0] | {"id": 0, "createdAt": ""} == {
-        "id": 0, "tenant": "acme", "trace": "second", "guardrail": "no-refunds", "revision": 1,
-        "evaluation": None, "action": "halt", "severity": "critical", "mode": "runtime",
-        "reason": items[0]["reason"], "agent": "support", "flow": "refund", "createdAt": "",
-        "state": "open", "reviewedBy": None, "reviewedAt": None, "reviewNote": ""}
+        "id": 0,
+        "tenant": "acme",
+        "trace": "second",
+        "guardrail": "no-refunds",
+        "revision": 1,
+        "evaluation": None,
+        "action": "halt",
+        "severity": "critical",
+        "mode": "runtime",
+        "reason": items[0]["reason"],
+        "agent": "support",
+        "flow": "refund",
+        "createdAt": "",
+        "state": "open",
+        "reviewedBy": None,
+        "reviewedAt": None,
+        "reviewNote": "",
+    }
 
     def traces(query: str) -> list[str]:
         return [v["trace"] for v in client.get("/api/v1/violations?" + query).json()["results"]]
 
     assert traces("agent=billing") == ["first"]
-    assert traces("guardrail=no-refunds&severity=critical&action=halt&mode=runtime") == [
-        "second", "first"]
+    assert traces("guardrail=no-refunds&severity=critical&action=halt&mode=runtime") == ["second", "first"]
     assert traces("guardrail=other") == []
     assert traces("severity=info") == []
     assert traces("tenant=acme&state=open") == ["second", "first"]
@@ -214,21 +223,22 @@ def add_ledger_entries(tenant: Tenant, count: int, **fields: Any) -> None:
     guardrail = Guardrail.objects.first()
     assert guardrail is not None
     defaults: dict[str, Any] = {
-        "model_id": "small-judge", "input_tokens": 1000, "output_tokens": 20,
-        "cost_usd": Decimal("0.00125"), "latency_ms": 800, "outcome": "pass",
+        "model_id": "small-judge",
+        "input_tokens": 1000,
+        "output_tokens": 20,
+        "cost_usd": Decimal("0.00125"),
+        "latency_ms": 800,
+        "outcome": "pass",
     }
     defaults.update(fields)
-    record_ledger(
-        [JudgeLedgerEntry(tenant=tenant, guardrail=guardrail, **defaults) for _ in range(count)]
-    )
+    record_ledger([JudgeLedgerEntry(tenant=tenant, guardrail=guardrail, **defaults) for _ in range(count)])
 
 
 def test_the_ledger_sums_tokens_cost_and_over_budget_calls(
     api: Any, acme_key: str, acme: Tenant, globex: Tenant, halt_guardrail: Any, bob: Any
 ) -> None:
     add_ledger_entries(acme, 3)
-    add_ledger_entries(acme, 1, model_id="big-judge", cost_usd=Decimal("0.5"),
-                       over_budget_cost=True)
+    add_ledger_entries(acme, 1, model_id="big-judge", cost_usd=Decimal("0.5"), over_budget_cost=True)
     add_ledger_entries(globex, 5)
     body = api(bob).get("/api/v1/ledger?group_by=model,guardrail").json()
     assert body["groupBy"] == ["model", "guardrail"]
@@ -243,9 +253,7 @@ def test_the_ledger_sums_tokens_cost_and_over_budget_calls(
     assert total[0]["calls"] == 4 and Decimal(total[0]["costUsd"]) == Decimal("0.50375")
 
 
-def test_the_ledger_groups_by_day_and_tenant(
-    api: Any, acme_key: str, acme: Tenant, halt_guardrail: Any
-) -> None:
+def test_the_ledger_groups_by_day_and_tenant(api: Any, acme_key: str, acme: Tenant, halt_guardrail: Any) -> None:
     add_ledger_entries(acme, 1)
     add_ledger_entries(acme, 1, created_at=timezone.now() - timedelta(days=3))
     groups = api(acme_key).get("/api/v1/ledger?group_by=day&group_by=tenant").json()["groups"]

@@ -54,7 +54,8 @@ class RedisServer:
     def start(self) -> None:
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_for(lambda: answers(self.port), 10, "redis-server to start")
 
@@ -77,12 +78,19 @@ def redis_server() -> Iterator[RedisServer]:
 def web(redis_server: RedisServer, tmp_path: Path) -> Iterator[str]:
     """`manage.py runserver` on the test database, its broker the test's own Redis."""
     port = free_port()
-    environ = {**os.environ, "DATABASE_URL": workers.test_database_url(), "CELERY_BROKER_URL": redis_server.url,
-               "CELERY_TASK_ALWAYS_EAGER": "false"}
+    environ = {
+        **os.environ,
+        "DATABASE_URL": workers.test_database_url(),
+        "CELERY_BROKER_URL": redis_server.url,
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+    }
     with (tmp_path / "web.log").open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
-            cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=environ,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         wait_for(lambda: answers(port), 30, "the web server to start")
@@ -98,8 +106,9 @@ def test_traces_stored_while_the_broker_is_down_are_evaluated_once_it_is_back(
     redis_server.stop()
     headers = {"Authorization": f"Bearer {acme_key}"}
     started = time.monotonic()
-    batch = httpx.post(f"{web}/api/v1/traces", headers=headers, timeout=30,
-                       json={"traces": [make_trace(f"b{n}") for n in range(20)]})
+    batch = httpx.post(
+        f"{web}/api/v1/traces", headers=headers, timeout=30, json={"traces": [make_trace(f"b{n}") for n in range(20)]}
+    )
     single = httpx.post(f"{web}/api/v1/traces", headers=headers, timeout=30, json=make_trace("single"))
     assert (batch.status_code, single.status_code) == (207, 201), batch.text[:500]
     assert {item["status"] for item in batch.json()["results"]} == {"created"}

@@ -33,15 +33,26 @@ def judge_with_verdicts(acme: Any) -> Guardrail:
     """A judge guardrail whose current revision passed 10 traces and failed 10 (stored results)."""
     guardrail = save_guardrail(judge_document(), Author(user=None, label="t"), owner=acme_tenant())
     revision = guardrail.revisions.get()
-    EvaluationResult.objects.bulk_create([
-        EvaluationResult(tenant=acme, trace=trace, guardrail=guardrail, revision=revision, mode="runtime",
-                         status="fail" if n % 2 else "pass", reason=f"judge says {n}", details={"model": "local"})
-        for n, trace in enumerate(store_traces(acme, 20))])
+    EvaluationResult.objects.bulk_create(
+        [
+            EvaluationResult(
+                tenant=acme,
+                trace=trace,
+                guardrail=guardrail,
+                revision=revision,
+                mode="runtime",
+                status="fail" if n % 2 else "pass",
+                reason=f"judge says {n}",
+                details={"model": "local"},
+            )
+            for n, trace in enumerate(store_traces(acme, 20))
+        ]
+    )
     return guardrail
 
 
 def test_cohens_kappa_matches_the_textbook() -> None:
-    pairs = ([("fail", "fail")] * 8 + [("pass", "pass")] * 7 + [("fail", "pass")] * 2 + [("pass", "fail")] * 3)
+    pairs = [("fail", "fail")] * 8 + [("pass", "pass")] * 7 + [("fail", "pass")] * 2 + [("pass", "fail")] * 3
     assert cohen_kappa(pairs) == pytest.approx(0.5)
     assert cohen_kappa([("pass", "pass")] * 3) is None and cohen_kappa([]) is None
 
@@ -73,8 +84,9 @@ def test_a_reviewer_draws_a_stratified_sample_labels_it_and_sees_agreement(
     assert len(agreement["agreement"]["disagreements"]) == 10 - agreement["agreement"]["agreed"]
     html = client.get("/guardrails/no-refund-promises/").content.decode()
     assert "Cohen" in html and "data-accuracy" in html and "another judge" not in html
-    save_guardrail(judge_document(config={"criteria": "Something else."}), Author(user=None, label="t"),
-                   owner=acme_tenant())
+    save_guardrail(
+        judge_document(config={"criteria": "Something else."}), Author(user=None, label="t"), owner=acme_tenant()
+    )
     assert "another judge" in client.get("/guardrails/no-refund-promises/").content.decode()
 
 

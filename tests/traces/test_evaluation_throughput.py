@@ -75,9 +75,7 @@ def test_a_judge_learns_the_stored_traces_without_reading_their_tenants(acme: An
 # ---------------------------------------------------------------------------- failing for good
 
 
-def test_a_run_that_cannot_start_fails_with_the_reason(
-    api: Any, alice: Any, acme: Any, guardrails: Any
-) -> None:
+def test_a_run_that_cannot_start_fails_with_the_reason(api: Any, alice: Any, acme: Any, guardrails: Any) -> None:
     store_traces(acme, 3)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="test"))
     # A selection the database cannot hold (validated at the door since; older runs exist).
@@ -111,12 +109,15 @@ def test_a_chunk_whose_worker_is_lost_every_time_fails_its_run(
     lost = EvaluationChunk.objects.filter(evaluation=run).order_by("number").first()
     assert lost is not None
     EvaluationChunk.objects.filter(pk=lost.pk).update(
-        status="running", attempts=settings.KINDGI_CHUNK_MAX_ATTEMPTS, lease_until=timezone.now())
+        status="running", attempts=settings.KINDGI_CHUNK_MAX_ATTEMPTS, lease_until=timezone.now()
+    )
     assert evaluations.evaluate_chunk(lost.pk) is False
     run.refresh_from_db()
     assert run.status == "failed"
-    assert run.error == (f"chunk 0 was tried {settings.KINDGI_CHUNK_MAX_ATTEMPTS} times and never "
-                         "finished (its worker was lost each time)")
+    assert run.error == (
+        f"chunk 0 was tried {settings.KINDGI_CHUNK_MAX_ATTEMPTS} times and never "
+        "finished (its worker was lost each time)"
+    )
     assert api(alice).get(f"{URL}/{run.pk}").json()["error"] == run.error
     assert set(EvaluationChunk.objects.filter(evaluation=run).values_list("status", flat=True)) == {"cancelled"}
 
@@ -130,8 +131,11 @@ def test_post_evaluate_stores_a_trace_with_its_results_in_a_handful_of_queries(
         answer = client.post("/api/v1/evaluate", data=make_trace("turn-2"), format="json")
     assert answer.status_code == 200 and answer.json()["turn"] == "failed"
     # Not the throttle's cache: on the embedded default (no Redis) it is a database table.
-    statements = [q["sql"] for q in captured.captured_queries
-                  if not q["sql"].startswith(("SAVEPOINT", "RELEASE")) and "kindgi_cache" not in q["sql"]]
+    statements = [
+        q["sql"]
+        for q in captured.captured_queries
+        if not q["sql"].startswith(("SAVEPOINT", "RELEASE")) and "kindgi_cache" not in q["sql"]
+    ]
     # PostgreSQL: the key, the guardrails' stamp, then the trace with its results, violations
     # and their daily roll-up in one statement. SQLite: the key, the guardrails, the trace
     # (one INSERT), the results and their violations (two), the roll-up, in one transaction.
@@ -162,9 +166,7 @@ def test_a_first_attempt_that_meets_results_stored_by_a_takeover_skips_them(
     assert sum(ViolationDay.objects.values_list("count", flat=True)) == 20
 
 
-def test_an_ingested_batch_is_evaluated_in_the_same_queries_at_any_size_and_once(
-    acme: Any, guardrails: Any
-) -> None:
+def test_an_ingested_batch_is_evaluated_in_the_same_queries_at_any_size_and_once(acme: Any, guardrails: Any) -> None:
     from traces.services import evaluate_stored_traces
 
     def queries(count: int) -> int:
@@ -213,8 +215,15 @@ def test_a_heartbeat_keeps_the_lease_of_a_slow_chunk_and_stops_with_it(
 ) -> None:
     settings.KINDGI_CHUNK_LEASE_SECONDS = 3  # renewed every second
     run = Evaluation.objects.create(tenant=acme, status="running", total=2)
-    chunk = EvaluationChunk.objects.create(evaluation=run, number=0, first_pk=1, last_pk=2, size=2,
-                                           status="running", lease_until=timezone.now() + evaluations.chunk_lease())
+    chunk = EvaluationChunk.objects.create(
+        evaluation=run,
+        number=0,
+        first_pk=1,
+        last_pk=2,
+        size=2,
+        status="running",
+        lease_until=timezone.now() + evaluations.chunk_lease(),
+    )
     claimed = chunk.lease_until
     with evaluations.LeaseKeeper(chunk.pk):
         time.sleep(2.5)  # a chunk slower than its lease (judge calls)

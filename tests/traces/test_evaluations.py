@@ -25,10 +25,16 @@ def store_traces(tenant: Any, count: int, **fields: Any) -> list[RunTrace]:
         document = make_trace(f"run-{n:05d}", tenant=tenant.slug, **fields)
         if n % 3:
             document["toolCalls"] = document["toolCalls"][:1]
-        rows.append(RunTrace(
-            tenant=tenant, trace_id=document["id"], agent=document.get("agent", ""),
-            flow=document.get("flow", ""), document=document, content_hash=content_hash(document),
-        ))
+        rows.append(
+            RunTrace(
+                tenant=tenant,
+                trace_id=document["id"],
+                agent=document.get("agent", ""),
+                flow=document.get("flow", ""),
+                document=document,
+                content_hash=content_hash(document),
+            )
+        )
     return RunTrace.objects.bulk_create(rows)
 
 
@@ -47,7 +53,10 @@ def test_a_run_is_split_in_chunks_by_ranges_of_trace_keys(acme: Any, guardrails:
     run = run_for(acme)
     chunks = list(run.chunks.order_by("number"))
     assert [(c.first_pk, c.last_pk, c.size) for c in chunks] == [
-        (traces[0].pk, traces[3].pk, 4), (traces[4].pk, traces[7].pk, 4), (traces[8].pk, traces[9].pk, 2)]
+        (traces[0].pk, traces[3].pk, 4),
+        (traces[4].pk, traces[7].pk, 4),
+        (traces[8].pk, traces[9].pk, 2),
+    ]
     assert all(c.status == "done" for c in chunks)
     assert (run.status, run.done, run.total) == ("succeeded", 10, 10)
     assert run.started_at and run.finished_at and run.finished_at >= run.started_at
@@ -99,9 +108,7 @@ def progress_seen(monkeypatch: Any, run: Evaluation) -> list[int]:
     return seen
 
 
-def test_a_run_advances_with_each_batch_of_a_chunk(
-    acme: Any, guardrails: Any, settings: Any, monkeypatch: Any
-) -> None:
+def test_a_run_advances_with_each_batch_of_a_chunk(acme: Any, guardrails: Any, settings: Any, monkeypatch: Any) -> None:
     settings.KINDGI_EVALUATION_CHUNK_SIZE = 10
     settings.KINDGI_EVALUATION_BATCH = 3
     store_traces(acme, 10)
@@ -153,8 +160,15 @@ def test_a_chunk_held_by_a_live_lease_is_left_alone(acme: Any, guardrails: Any) 
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
     run.status = "running"
     run.save()
-    chunk = EvaluationChunk.objects.create(evaluation=run, number=0, first_pk=0, last_pk=10**9, size=3,
-                                           status="running", lease_until=timezone.now() + evaluations.lease())
+    chunk = EvaluationChunk.objects.create(
+        evaluation=run,
+        number=0,
+        first_pk=0,
+        last_pk=10**9,
+        size=3,
+        status="running",
+        lease_until=timezone.now() + evaluations.lease(),
+    )
     assert evaluations.evaluate_chunk(chunk.pk) is False
     assert not EvaluationResult.objects.exists()
 
@@ -248,19 +262,22 @@ def test_it_starts_a_run_and_answers_202_with_its_id(
     assert run["startedBy"] == "alice"
 
 
-@pytest.mark.parametrize(("body", "path"), [
-    ({"tenant": "acme", "guardrails": ["nope"]}, "/guardrails/0"),
-    ({"tenant": "acme", "guardrails": "no-refunds"}, "/guardrails"),
-    ({"tenant": "acme", "mode": "later"}, "/mode"),
-    ({"tenant": "acme", "filters": {"since": "yesterday"}}, "/filters/since"),
-    ({"tenant": "acme", "filters": {"since": "9999-12-31T23:59:59-23:59"}}, "/filters/since"),
-    ({"tenant": "acme", "filters": {"until": "0001-01-01T00:00:00+23:59"}}, "/filters/until"),
-    ({"tenant": "acme", "filters": {"colour": "red"}}, "/filters/colour"),
-    ({"tenant": "acme", "filters": {"upload": 999}}, "/filters/upload"),
-    ({"tenant": "acme", "colour": "red"}, "/colour"),
-    ({"guardrails": []}, "/tenant"),
-    ({"tenant": "acme", "guardrails": ["cite", "no-\u0000refunds"]}, "/guardrails/1"),
-])
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({"tenant": "acme", "guardrails": ["nope"]}, "/guardrails/0"),
+        ({"tenant": "acme", "guardrails": "no-refunds"}, "/guardrails"),
+        ({"tenant": "acme", "mode": "later"}, "/mode"),
+        ({"tenant": "acme", "filters": {"since": "yesterday"}}, "/filters/since"),
+        ({"tenant": "acme", "filters": {"since": "9999-12-31T23:59:59-23:59"}}, "/filters/since"),
+        ({"tenant": "acme", "filters": {"until": "0001-01-01T00:00:00+23:59"}}, "/filters/until"),
+        ({"tenant": "acme", "filters": {"colour": "red"}}, "/filters/colour"),
+        ({"tenant": "acme", "filters": {"upload": 999}}, "/filters/upload"),
+        ({"tenant": "acme", "colour": "red"}, "/colour"),
+        ({"guardrails": []}, "/tenant"),
+        ({"tenant": "acme", "guardrails": ["cite", "no-\u0000refunds"]}, "/guardrails/1"),
+    ],
+)
 def test_a_bad_request_names_the_field(api: Any, alice: Any, guardrails: Any, body: Any, path: str) -> None:
     response = api(alice).post(URL, body, format="json")
     assert response.status_code == 400

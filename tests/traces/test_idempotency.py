@@ -25,9 +25,7 @@ def start(client: Any, body: dict[str, Any], key: str | None) -> Any:
     return client.post(URL, body, format="json", **headers)
 
 
-def test_the_same_key_and_body_answer_the_same_and_start_one_run(
-    api: Any, alice: Any, guardrail: Any
-) -> None:
+def test_the_same_key_and_body_answer_the_same_and_start_one_run(api: Any, alice: Any, guardrail: Any) -> None:
     client = api(alice)
     first = start(client, {"tenant": "acme"}, "retry-1")
     again = start(client, {"tenant": "acme"}, "retry-1")
@@ -45,8 +43,7 @@ def test_the_same_key_with_another_body_is_a_422(api: Any, alice: Any, guardrail
     assert Evaluation.objects.count() == 1
 
 
-def test_keys_are_the_callers_own_and_optional(api: Any, alice: Any, acme_key: str,
-                                               guardrail: Any) -> None:
+def test_keys_are_the_callers_own_and_optional(api: Any, alice: Any, acme_key: str, guardrail: Any) -> None:
     start(api(alice), {"tenant": "acme"}, "k")
     start(api(acme_key), {"tenant": "acme"}, "k")
     start(api(alice), {"tenant": "acme"}, None)
@@ -72,6 +69,7 @@ def test_a_retry_after_the_broker_failed_gets_the_run_and_no_second(
 ) -> None:
     """The broker was down when the run was to be sent: 500, but the run was stored. The
     client retries with its key: the same run, not a second one."""
+
     def broker_down(evaluation_id: int) -> None:
         raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 

@@ -45,7 +45,7 @@ def evaluate(client: Any, trace_id: str, *, store: bool = True) -> dict[str, Any
 
 
 def test_a_dripping_provider_gives_error_at_the_call_limit_and_its_late_answer_never_counts(
-    api: Any, acme_key: str, root: User, fake_provider: FakeProvider, settings: Any,
+    api: Any, acme_key: str, root: User, fake_provider: FakeProvider, settings: Any
 ) -> None:
     settings.KINDGI_JUDGE_CALL_LIMIT_S = 1
     register(api, root, fake_provider.registration("local"))
@@ -60,15 +60,24 @@ def test_a_dripping_provider_gives_error_at_the_call_limit_and_its_late_answer_n
 
 
 def test_guardrails_after_the_evaluations_deadline_are_errors_with_reason_deadline(
-    api: Any, acme_key: str, root: User, fake_provider: FakeProvider, settings: Any,
+    api: Any, acme_key: str, root: User, fake_provider: FakeProvider, settings: Any
 ) -> None:
     settings.KINDGI_EVALUATE_TIME_LIMIT_S = 1
     register(api, root, fake_provider.registration("local"))
     for name in ("a-slow-judge", "b-after"):
         save_guardrail(judge_document(name), Author(user=None, label="fixture"))
-    save_guardrail({"id": "c-zero-llm", "name": "No refunds", "kind": "zero-llm", "check": "never-call-tool",
-                    "config": {"tools": ["wire_money"]}, "action": {"on-violation": "flag"}, "severity": "warn"},
-                   Author(user=None, label="fixture"))
+    save_guardrail(
+        {
+            "id": "c-zero-llm",
+            "name": "No refunds",
+            "kind": "zero-llm",
+            "check": "never-call-tool",
+            "config": {"tools": ["wire_money"]},
+            "action": {"on-violation": "flag"},
+            "severity": "warn",
+        },
+        Author(user=None, label="fixture"),
+    )
     fake_provider.script(Answer('{"verdict": "PASS"}', delay_s=3))
     started = time.monotonic()
     results = {r["guardrail"]: r for r in evaluate(api(acme_key), "slow", store=False)["results"]}
@@ -92,7 +101,7 @@ def test_evaluate_without_storing_applies_the_trace_size_limit(api: Any, acme_ke
 
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_evaluations_of_the_same_judgement_pay_for_one_call(
-    api: Any, acme_key: str, root: User, fake_provider: FakeProvider,
+    api: Any, acme_key: str, root: User, fake_provider: FakeProvider
 ) -> None:
     register(api, root, fake_provider.registration("local"))
     save_guardrail(judge_document(), Author(user=None, label="fixture"))
@@ -130,7 +139,7 @@ def test_a_lapsed_claim_is_taken_over_and_a_live_one_is_not(db: Any) -> None:
 
 
 def test_changing_a_registrations_model_is_not_answered_from_the_old_models_cache(
-    api: Any, acme_key: str, root: User, fake_provider: FakeProvider,
+    api: Any, acme_key: str, root: User, fake_provider: FakeProvider
 ) -> None:
     doc = register(api, root, fake_provider.registration("local"))
     save_guardrail(judge_document(), Author(user=None, label="fixture"))
@@ -149,7 +158,7 @@ def test_changing_a_registrations_model_is_not_answered_from_the_old_models_cach
 
 
 def test_a_provider_error_echoing_a_key_is_redacted_everywhere_it_is_kept_or_shown(
-    api: Any, acme_key: str, root: User, bob: User, monkeypatch: Any, settings: Any,
+    api: Any, acme_key: str, root: User, bob: User, monkeypatch: Any, settings: Any
 ) -> None:
     key, other, check_secret = "sk-live-echo-0123456789", "sk-other-model-987654321", "tok-check-secret-55555"
     monkeypatch.setenv("ECHO_KEY", key)
@@ -187,7 +196,7 @@ def test_a_provider_error_echoing_a_key_is_redacted_everywhere_it_is_kept_or_sho
 
 
 def test_an_anthropic_budget_under_1024_is_a_400_with_its_pointer(
-    api: Any, root: User, fake_provider: FakeProvider,
+    api: Any, root: User, fake_provider: FakeProvider
 ) -> None:
     doc = fake_provider.registration("claude", "anthropic", thinking={"budgetTokens": 500}, sampling=False)
     response = api(root).post("/api/v1/judge-models", data=doc, format="json")
@@ -199,14 +208,15 @@ def test_the_registration_page_shows_the_budget_minimum_on_its_field(root: User)
     from tests.conftest import signed_in
     from tests.traces.test_judge_pages import URL, form_data
 
-    response = signed_in(root).post(URL, form_data(provider="anthropic", thinking="budgetTokens",
-                                                   thinking_value="500", sampling=""))
+    response = signed_in(root).post(
+        URL, form_data(provider="anthropic", thinking="budgetTokens", thinking_value="500", sampling="")
+    )
     assert response.status_code == 400
     assert "1024" in response.context["form"].errors["thinking_value"][0]
 
 
 def test_a_guardrail_pinned_to_a_disabled_registration_is_told_it_is_disabled(
-    api: Any, acme_key: str, root: User, fake_provider: FakeProvider,
+    api: Any, acme_key: str, root: User, fake_provider: FakeProvider
 ) -> None:
     register(api, root, {**fake_provider.registration("off"), "enabled": False})
     save_guardrail(judge_document(judgeCapabilities={"model": "off"}), Author(user=None, label="fixture"))
@@ -217,11 +227,12 @@ def test_a_guardrail_pinned_to_a_disabled_registration_is_told_it_is_disabled(
 
 
 def test_ci_takes_the_judge_models_answer_as_it_is_and_routes_as_production(
-    api: Any, acme_key: str, root: User, tmp_path: Path,
+    api: Any, acme_key: str, root: User, tmp_path: Path
 ) -> None:
     with FakeProvider() as provider:
-        cheap = provider.registration("cheap-off", model="model-off",
-                                      pricing={"inputUsdPerMTok": "0.01", "outputUsdPerMTok": "0.01"})
+        cheap = provider.registration(
+            "cheap-off", model="model-off", pricing={"inputUsdPerMTok": "0.01", "outputUsdPerMTok": "0.01"}
+        )
         register(api, root, {**cheap, "enabled": False})
         register(api, root, provider.registration("on", model="model-on"))
         exported = api(acme_key).get("/api/v1/judge-models")
@@ -232,8 +243,20 @@ def test_ci_takes_the_judge_models_answer_as_it_is_and_routes_as_production(
         save_guardrail(judge_document(), Author(user=None, label="fixture"))
         production = judge_result(evaluate(api(acme_key), "prod", store=False))
         stdout, stderr = io.StringIO(), io.StringIO()
-        status = run_guardrail_ci(["--guardrails", str(tmp_path / "g.json"), "--traces", str(tmp_path / "t.jsonl"),
-                                   "--judge-models", str(tmp_path / "j.json"), "--format", "json"], stdout, stderr)
+        status = run_guardrail_ci(
+            [
+                "--guardrails",
+                str(tmp_path / "g.json"),
+                "--traces",
+                str(tmp_path / "t.jsonl"),
+                "--judge-models",
+                str(tmp_path / "j.json"),
+                "--format",
+                "json",
+            ],
+            stdout,
+            stderr,
+        )
         asked = [request.body["model"] for request in provider.requests]
     assert status in (0, 1), stderr.getvalue()
     assert json.loads(stdout.getvalue())["results"][0]["status"] in ("pass", "fail")

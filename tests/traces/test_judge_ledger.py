@@ -48,8 +48,7 @@ def judge_document(guardrail_id: str = "no-refund-promises", **fields: Any) -> d
 @pytest.fixture
 def local_judge(api: Any, root: User, fake_provider: FakeProvider) -> dict[str, Any]:
     """The fake provider's OpenAI endpoint, registered through the API by a superuser."""
-    response = api(root).post("/api/v1/judge-models", data=fake_provider.registration("local"),
-                              format="json")
+    response = api(root).post("/api/v1/judge-models", data=fake_provider.registration("local"), format="json")
     assert response.status_code == 201, response.json()
     return response.json()
 
@@ -73,8 +72,7 @@ def judge_result(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_judged_traces_give_verdicts_and_the_ledger_sums_usage_times_prices(
-    api: Any, acme_key: str, bob: User, fake_provider: FakeProvider, local_judge: Any,
-    judge_guardrail: Any,
+    api: Any, acme_key: str, bob: User, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any
 ) -> None:
     usage = [(1200, 30), (800, 12), (950, 41)]
     fake_provider.script(
@@ -94,7 +92,8 @@ def test_judged_traces_give_verdicts_and_the_ledger_sums_usage_times_prices(
     assert [e.cost_usd for e in entries] == [cost(*u) for u in usage]
     assert [e.trace.trace_id for e in entries] == ["run-0", "run-1", "run-2"]
     assert {(e.model_id, e.provider, e.revision.number, e.evaluation_id) for e in entries} == {
-        ("local", "openai", 1, None)}
+        ("local", "openai", 1, None)
+    }
     assert [e.outcome for e in entries] == ["PASS", "FAIL", "PASS"]
     assert all(e.billed and not e.cache_hit and e.attempts == 1 for e in entries)
 
@@ -114,10 +113,12 @@ def test_judged_traces_give_verdicts_and_the_ledger_sums_usage_times_prices(
 
 
 def test_calls_over_the_budget_are_flagged_and_counted(
-    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any,
+    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any
 ) -> None:
-    fake_provider.script(Answer('{"verdict": "PASS"}', 1200, 30),  # 0.000528 > 0.0005
-                         Answer('{"verdict": "PASS"}', 100, 10))
+    fake_provider.script(
+        Answer('{"verdict": "PASS"}', 1200, 30),  # 0.000528 > 0.0005
+        Answer('{"verdict": "PASS"}', 100, 10),
+    )
     client = api(acme_key)
     evaluate(client, "dear")
     evaluate(client, "cheap")
@@ -130,7 +131,7 @@ def test_calls_over_the_budget_are_flagged_and_counted(
 
 
 def test_evaluating_a_trace_again_is_answered_from_the_cache(
-    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any,
+    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any
 ) -> None:
     client = api(acme_key)
     fake_provider.script(Answer('{"verdict": "FAIL", "reason": "promises"}', 500, 20))
@@ -149,7 +150,7 @@ def test_evaluating_a_trace_again_is_answered_from_the_cache(
 
 
 def test_a_billed_answer_that_cannot_be_read_is_an_error_recorded_and_not_cached(
-    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any,
+    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any
 ) -> None:
     fake_provider.script(Answer("I would rather not say", 700, 9), Answer("PASS", 700, 2))
     client = api(acme_key)
@@ -164,7 +165,7 @@ def test_a_billed_answer_that_cannot_be_read_is_an_error_recorded_and_not_cached
 
 
 def test_a_call_the_provider_did_not_bill_is_recorded_unbilled(
-    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any,
+    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any
 ) -> None:
     fake_provider.script(Raw(400, b'{"error": {"message": "bad request"}}'))
     assert judge_result(evaluate(api(acme_key), "refused"))["status"] == "error"
@@ -174,7 +175,11 @@ def test_a_call_the_provider_did_not_bill_is_recorded_unbilled(
 
 
 def test_ingested_traces_are_judged_at_the_runtime_and_charged_to_their_rows(
-    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any,
+    api: Any,
+    acme_key: str,
+    fake_provider: FakeProvider,
+    local_judge: Any,
+    judge_guardrail: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     traces = [make_trace(f"ingested-{n}") for n in range(2)]
@@ -187,8 +192,7 @@ def test_ingested_traces_are_judged_at_the_runtime_and_charged_to_their_rows(
 
 
 def test_a_batch_run_charges_its_evaluation(
-    api: Any, acme: Tenant, acme_key: str, fake_provider: FakeProvider, local_judge: Any,
-    judge_guardrail: Any,
+    api: Any, acme: Tenant, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any
 ) -> None:
     api(acme_key).post("/api/v1/traces", data={"traces": [make_trace("batch-1")]}, format="json")
     run = Evaluation.objects.create(tenant=acme)
@@ -206,19 +210,17 @@ def test_a_batch_run_charges_its_evaluation(
 
 
 def test_a_policy_that_excludes_the_only_capable_model_gives_an_error_saying_why(
-    api: Any, acme_key: str, root: User, dana: User, fake_provider: FakeProvider,
-    local_judge: Any, judge_guardrail: Any,
+    api: Any, acme_key: str, root: User, dana: User, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any
 ) -> None:
-    cheap = fake_provider.registration("cheap", capabilities=[],
-                                       pricing={"inputUsdPerMTok": "0.01", "outputUsdPerMTok": "0.01"})
+    cheap = fake_provider.registration(
+        "cheap", capabilities=[], pricing={"inputUsdPerMTok": "0.01", "outputUsdPerMTok": "0.01"}
+    )
     assert api(root).post("/api/v1/judge-models", data=cheap, format="json").status_code == 201
-    response = api(dana).put("/api/v1/tenants/acme/judge-policy",
-                             data={"allowedModels": ["cheap"]}, format="json")
+    response = api(dana).put("/api/v1/tenants/acme/judge-policy", data={"allowedModels": ["cheap"]}, format="json")
     assert response.status_code == 200 and response.json() == {"allowedModels": ["cheap"]}
     result = judge_result(evaluate(api(acme_key), "routed"))
     assert result["status"] == "error"
-    assert result["reason"] == (
-        "no registered judge model has capabilities json and is allowed for tenant acme")
+    assert result["reason"] == ("no registered judge model has capabilities json and is allowed for tenant acme")
     assert fake_provider.requests == [] and JudgeLedgerEntry.objects.count() == 0
     # Allowing every model again routes to the capable one.
     api(dana).put("/api/v1/tenants/acme/judge-policy", data={"allowedModels": None}, format="json")
@@ -226,14 +228,13 @@ def test_a_policy_that_excludes_the_only_capable_model_gives_an_error_saying_why
 
 
 def test_the_policy_api_checks_ids_and_who_may_set_it(
-    api: Any, alice: User, dana: User, acme_key: str, local_judge: Any,
+    api: Any, alice: User, dana: User, acme_key: str, local_judge: Any
 ) -> None:
     url = "/api/v1/tenants/acme/judge-policy"
     assert api(alice).get(url).json() == {"allowedModels": None}
     bad = api(dana).put(url, data={"allowedModels": ["local", "ghost"]}, format="json")
     assert bad.status_code == 400
-    assert bad.json()["errors"] == [
-        {"path": "/allowedModels/1", "message": "no judge model 'ghost' is registered"}]
+    assert bad.json()["errors"] == [{"path": "/allowedModels/1", "message": "no judge model 'ghost' is registered"}]
     wrong = api(dana).put(url, data={"allowedModels": "local"}, format="json")
     assert wrong.status_code == 400 and wrong.json()["errors"][0]["path"] == "/allowedModels"
     assert api(alice).put(url, data={"allowedModels": []}, format="json").status_code == 403
@@ -246,28 +247,36 @@ def test_the_policy_api_checks_ids_and_who_may_set_it(
 
 def test_registrations_are_validated_with_pointers(api: Any, root: User, fake_provider: FakeProvider) -> None:
     client = api(root)
-    bad = fake_provider.registration("x", provider="gemini",
-                                     pricing={"inputUsdPerMTok": "-1", "outputUsdPerMTok": 2})
+    bad = fake_provider.registration("x", provider="gemini", pricing={"inputUsdPerMTok": "-1", "outputUsdPerMTok": 2})
     paths = {e["path"] for e in client.post("/api/v1/judge-models", data=bad, format="json").json()["errors"]}
     assert {"/provider", "/pricing/inputUsdPerMTok"} <= paths
-    precise = fake_provider.registration("x", pricing={"inputUsdPerMTok": "0.0000001",
-                                                       "outputUsdPerMTok": "1"})
+    precise = fake_provider.registration("x", pricing={"inputUsdPerMTok": "0.0000001", "outputUsdPerMTok": "1"})
     response = client.post("/api/v1/judge-models", data=precise, format="json")
     assert response.status_code == 400
-    assert response.json()["errors"] == [{"path": "/pricing/inputUsdPerMTok",
-                                          "message": "a price has at most six decimal places"}]
+    assert response.json()["errors"] == [
+        {"path": "/pricing/inputUsdPerMTok", "message": "a price has at most six decimal places"}
+    ]
     assert client.post("/api/v1/judge-models", data=[1], format="json").status_code == 400
-    assert client.post("/api/v1/judge-models", data={"id": "x", "enabled": "yes"},
-                       format="json").json()["errors"][0]["path"] == "/enabled"
+    assert (
+        client.post("/api/v1/judge-models", data={"id": "x", "enabled": "yes"}, format="json").json()["errors"][0][
+            "path"
+        ]
+        == "/enabled"
+    )
 
 
 def test_a_registration_round_trips_and_never_shows_a_key(
-    api: Any, root: User, bob: User, fake_provider: FakeProvider, monkeypatch: Any,
+    api: Any, root: User, bob: User, fake_provider: FakeProvider, monkeypatch: Any
 ) -> None:
     monkeypatch.setenv("LOCAL_JUDGE_KEY", "sk-very-secret")
-    doc = fake_provider.registration("thinker", apiKeyEnv="LOCAL_JUDGE_KEY", model="fake-reasoner",
-                                     thinking={"effort": "minimal"}, sampling=False,
-                                     capabilities=["json", "reasoning"])
+    doc = fake_provider.registration(
+        "thinker",
+        apiKeyEnv="LOCAL_JUDGE_KEY",
+        model="fake-reasoner",
+        thinking={"effort": "minimal"},
+        sampling=False,
+        capabilities=["json", "reasoning"],
+    )
     created = api(root).post("/api/v1/judge-models", data=doc, format="json")
     assert created.status_code == 201
     read = api(bob).get("/api/v1/judge-models/thinker")
@@ -276,12 +285,13 @@ def test_a_registration_round_trips_and_never_shows_a_key(
     assert body["apiKeySet"] is True and body["enabled"] is True
     assert {k: body[k] for k in doc if k != "pricing"} == {k: v for k, v in doc.items() if k != "pricing"}
     assert {k: Decimal(v) for k, v in body["pricing"].items()} == {
-        "inputUsdPerMTok": PRICE_IN, "outputUsdPerMTok": PRICE_OUT}
+        "inputUsdPerMTok": PRICE_IN,
+        "outputUsdPerMTok": PRICE_OUT,
+    }
     assert api(root).post("/api/v1/judge-models", data=doc, format="json").status_code == 409
     renamed = api(root).put("/api/v1/judge-models/thinker", data={**doc, "id": "other"}, format="json")
     assert renamed.status_code == 400 and renamed.json()["errors"][0]["path"] == "/id"
-    updated = api(root).put("/api/v1/judge-models/thinker", data={**body, "enabled": False},
-                            format="json")
+    updated = api(root).put("/api/v1/judge-models/thinker", data={**body, "enabled": False}, format="json")
     assert updated.status_code == 200 and updated.json()["enabled"] is False
     assert [m["id"] for m in api(bob).get("/api/v1/judge-models").json()] == ["thinker"]
     assert api(root).delete("/api/v1/judge-models/thinker").status_code == 204
@@ -290,8 +300,7 @@ def test_a_registration_round_trips_and_never_shows_a_key(
 
 
 def test_only_a_superuser_writes_judge_models(
-    api: Any, alice: User, dana: User, author_key: str, acme_key: str, fake_provider: FakeProvider,
-    local_judge: Any,
+    api: Any, alice: User, dana: User, author_key: str, acme_key: str, fake_provider: FakeProvider, local_judge: Any
 ) -> None:
     doc = fake_provider.registration("mine")
     for writer in (api(alice), api(dana), api(author_key), api(acme_key)):
@@ -306,12 +315,12 @@ def test_only_a_superuser_writes_judge_models(
 
 
 def test_the_csv_export_streams_the_filtered_entries(
-    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any,
-    monkeypatch: Any,
+    api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any, monkeypatch: Any
 ) -> None:
     monkeypatch.setattr("traces.ledger.CSV_CHUNK", 1)  # one row per query: the keyset walk
-    fake_provider.script(Answer('{"verdict": "FAIL", "reason": "=HYPERLINK(\\"x\\")"}', 10, 2),
-                         Answer('{"verdict": "PASS"}', 20, 3))
+    fake_provider.script(
+        Answer('{"verdict": "FAIL", "reason": "=HYPERLINK(\\"x\\")"}', 10, 2), Answer('{"verdict": "PASS"}', 20, 3)
+    )
     client = api(acme_key)
     evaluate(client, "csv-1")
     evaluate(client, "csv-2")
@@ -329,13 +338,20 @@ def test_the_csv_export_streams_the_filtered_entries(
 
 
 def test_the_estimate_counts_calls_minus_cache_hits_at_the_routed_price(
-    api: Any, acme: Tenant, acme_key: str, alice: User, fake_provider: FakeProvider,
-    local_judge: Any, judge_guardrail: Any, halt_guardrail: Any,
+    api: Any,
+    acme: Tenant,
+    acme_key: str,
+    alice: User,
+    fake_provider: FakeProvider,
+    local_judge: Any,
+    judge_guardrail: Any,
+    halt_guardrail: Any,
 ) -> None:
     client = api(acme_key)
     # No refund tool call: the halt guardrail passes and the stored trace keeps its output.
-    client.post("/api/v1/traces", data={"traces": [make_trace(f"e-{n}", toolCalls=[])
-                                                   for n in range(4)]}, format="json")
+    client.post(
+        "/api/v1/traces", data={"traces": [make_trace(f"e-{n}", toolCalls=[]) for n in range(4)]}, format="json"
+    )
     judged = evaluate(client, "e-judged", toolCalls=[])  # judged once: cached for the run
     assert judge_result(judged)["status"] == "pass"
     estimate = client.get("/api/v1/evaluations/estimate").json()
@@ -345,17 +361,16 @@ def test_the_estimate_counts_calls_minus_cache_hits_at_the_routed_price(
     assert Decimal(estimate["costUsd"]) > 0 and estimate["extrapolated"] is False
     narrowed = api(alice).get("/api/v1/evaluations/estimate?tenant=acme&guardrails=no-refunds")
     assert narrowed.json()["calls"] == 0
-    sampled = estimate_run([g.guardrail for g in enforced_guardrails()],
-                           RunTrace.objects.filter(tenant=acme), acme, sample=2)
+    sampled = estimate_run(
+        [g.guardrail for g in enforced_guardrails()], RunTrace.objects.filter(tenant=acme), acme, sample=2
+    )
     assert sampled["sampled"] == 2 and sampled["extrapolated"] is True
     assert sampled["calls"] + sampled["cached"] == 5
     ghost = client.get("/api/v1/evaluations/estimate?guardrails=ghost,no-refund-promises").json()
     assert ghost["errors"] == {"ghost": "no enabled guardrail has this id"} and ghost["calls"] == 4
 
 
-def test_the_estimate_says_why_a_guardrail_has_no_judge(
-    api: Any, acme_key: str, judge_guardrail: Any,
-) -> None:
+def test_the_estimate_says_why_a_guardrail_has_no_judge(api: Any, acme_key: str, judge_guardrail: Any) -> None:
     estimate = api(acme_key).get("/api/v1/evaluations/estimate").json()
     assert estimate["errors"] == {"no-refund-promises": "no judge model is registered"}
 
@@ -364,8 +379,14 @@ def test_the_estimate_says_why_a_guardrail_has_no_judge(
 
 
 def test_charlie_sees_nothing_of_acmes_judging(
-    api: Any, acme_key: str, charlie: User, charlie_key: str, fake_provider: FakeProvider,
-    local_judge: Any, judge_guardrail: Any, globex: Tenant,
+    api: Any,
+    acme_key: str,
+    charlie: User,
+    charlie_key: str,
+    fake_provider: FakeProvider,
+    local_judge: Any,
+    judge_guardrail: Any,
+    globex: Tenant,
 ) -> None:
     evaluate(api(acme_key), "secret-turn")
     assert JudgeLedgerEntry.objects.count() == 1
@@ -377,27 +398,30 @@ def test_charlie_sees_nothing_of_acmes_judging(
         csv_body = b"".join(outsider.get("/api/v1/ledger/entries.csv").streaming_content).decode()
         assert "secret-turn" not in csv_body and csv_body.count("\n") == 1
         assert outsider.get("/api/v1/tenants/acme/judge-policy").status_code == 404
-        assert outsider.put("/api/v1/tenants/acme/judge-policy", data={"allowedModels": []},
-                            format="json").status_code == 404
+        assert (
+            outsider.put("/api/v1/tenants/acme/judge-policy", data={"allowedModels": []}, format="json").status_code
+            == 404
+        )
         assert outsider.get("/api/v1/evaluations/estimate?tenant=acme").status_code == 404
         own = outsider.get("/api/v1/evaluations/estimate").json()
         assert own["tenant"] == "globex" and own["traces"] == 0
-        assert outsider.post("/api/v1/judge-models", data=fake_provider.registration("c"),
-                             format="json").status_code == 403
+        assert (
+            outsider.post("/api/v1/judge-models", data=fake_provider.registration("c"), format="json").status_code
+            == 403
+        )
         assert outsider.delete("/api/v1/judge-models/local").status_code == 403
     # A key of another tenant naming acme is refused, and nothing is judged or charged.
     assert ApiKey.objects.filter(tenant=globex).exists()
-    refused = api(charlie_key).post("/api/v1/evaluate", data=make_trace("x", tenant="acme"),
-                                    format="json")
+    refused = api(charlie_key).post("/api/v1/evaluate", data=make_trace("x", tenant="acme"), format="json")
     assert refused.status_code == 403 and JudgeLedgerEntry.objects.count() == 1
 
 
 def test_the_new_run_page_shows_the_judge_estimate(
-    api: Any, acme: Tenant, acme_key: str, alice: User, local_judge: Any, judge_guardrail: Any,
-    halt_guardrail: Any,
+    api: Any, acme: Tenant, acme_key: str, alice: User, local_judge: Any, judge_guardrail: Any, halt_guardrail: Any
 ) -> None:
-    api(acme_key).post("/api/v1/traces", data={"traces": [make_trace(f"p-{n}", toolCalls=[])
-                                                          for n in range(3)]}, format="json")
+    api(acme_key).post(
+        "/api/v1/traces", data={"traces": [make_trace(f"p-{n}", toolCalls=[]) for n in range(3)]}, format="json"
+    )
     client = Client()
     client.force_login(alice)
     page = client.get("/evaluations/new/").content.decode()

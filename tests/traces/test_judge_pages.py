@@ -19,26 +19,40 @@ URL = "/judge-models/"
 
 def registration(model_id: str, **fields: Any) -> dict[str, Any]:
     doc: dict[str, Any] = {
-        "id": model_id, "provider": "openai", "model": f"{model_id}-model",
-        "baseUrl": "http://127.0.0.1:9/v1", "apiKeyEnv": None,
+        "id": model_id,
+        "provider": "openai",
+        "model": f"{model_id}-model",
+        "baseUrl": "http://127.0.0.1:9/v1",
+        "apiKeyEnv": None,
         "pricing": {"inputUsdPerMTok": "0.40", "outputUsdPerMTok": "1.60"},
-        "capabilities": ["json"], "sampling": True,
+        "capabilities": ["json"],
+        "sampling": True,
     }
     doc.update(fields)
     return doc
 
 
 def form_data(**fields: Any) -> dict[str, Any]:
-    data = {"id": "local", "provider": "openai", "model": "gpt-local", "base_url": "http://127.0.0.1:9/v1",
-            "api_key_env": "", "input_price": "0.40", "output_price": "1.60",
-            "capabilities": "json, reasoning", "thinking": "", "thinking_value": "",
-            "sampling": "on", "enabled": "on"}
+    data = {
+        "id": "local",
+        "provider": "openai",
+        "model": "gpt-local",
+        "base_url": "http://127.0.0.1:9/v1",
+        "api_key_env": "",
+        "input_price": "0.40",
+        "output_price": "1.60",
+        "capabilities": "json, reasoning",
+        "thinking": "",
+        "thinking_value": "",
+        "sampling": "on",
+        "enabled": "on",
+    }
     data.update(fields)
     return data
 
 
 def test_bob_reads_the_registry_without_forms_and_never_a_key(
-    bob: User, monkeypatch: Any, django_assert_max_num_queries: Any,
+    bob: User, monkeypatch: Any, django_assert_max_num_queries: Any
 ) -> None:
     monkeypatch.setenv("JUDGE_KEY", "sk-never-shown")
     save_registration(registration("keyed", apiKeyEnv="JUDGE_KEY", thinking={"effort": "minimal"}))
@@ -75,8 +89,9 @@ def test_a_superuser_registers_edits_and_deletes_a_model(root: User) -> None:
     assert doc["capabilities"] == ["json", "reasoning"] and doc["pricing"]["inputUsdPerMTok"] == "0.4"
     edit = client.get("/judge-models/local/edit/")
     assert edit.status_code == 200 and 'value="gpt-local"' in edit.content.decode()
-    saved = client.post("/judge-models/local/edit/", form_data(id="renamed", output_price="2",
-                                                                 thinking="effort", thinking_value="low"))
+    saved = client.post(
+        "/judge-models/local/edit/", form_data(id="renamed", output_price="2", thinking="effort", thinking_value="low")
+    )
     assert saved.status_code == 302
     row = JudgeModelRegistration.objects.get()
     assert row.model_id == "local" and registration_doc(row)["thinking"] == {"effort": "low"}
@@ -87,8 +102,7 @@ def test_a_superuser_registers_edits_and_deletes_a_model(root: User) -> None:
 
 def test_bad_registrations_are_shown_on_their_fields(root: User) -> None:
     client = signed_in(root)
-    response = client.post(URL, form_data(base_url="ftp://x", thinking="budgetTokens",
-                                          thinking_value="lots"))
+    response = client.post(URL, form_data(base_url="ftp://x", thinking="budgetTokens", thinking_value="lots"))
     html = response.content.decode()
     assert response.status_code == 400
     assert html.count('class="field__error"') >= 2
@@ -112,7 +126,7 @@ def test_only_a_superuser_changes_the_registry(alice: User, dana: User) -> None:
 
 
 def test_a_tenant_admin_sets_the_policy_and_others_may_not(
-    acme: Tenant, dana: User, alice: User, charlie: User, globex: Tenant,
+    acme: Tenant, dana: User, alice: User, charlie: User, globex: Tenant
 ) -> None:
     save_registration(registration("a"))
     save_registration(registration("b"))
@@ -139,9 +153,16 @@ def test_a_visitor_is_sent_to_sign_in(db: Any) -> None:
 
 
 def test_the_estimate_partial_shows_calls_cost_and_reasons() -> None:
-    estimate = {"calls": 12, "cached": 3, "costUsd": "0.0123", "traces": 900, "sampled": 500,
-                "extrapolated": True, "models": {"grounded": "local"},
-                "errors": {"pinned": "judge model 'x' is not registered <b>"}}
+    estimate = {
+        "calls": 12,
+        "cached": 3,
+        "costUsd": "0.0123",
+        "traces": 900,
+        "sampled": 500,
+        "extrapolated": True,
+        "models": {"grounded": "local"},
+        "errors": {"pinned": "judge model 'x' is not registered <b>"},
+    }
     html = render_to_string("partials/judge_estimate.html", {"estimate": estimate})
     assert "12" in html and "0.0123" in html and "newest 500 of 900" in html
     assert "grounded → local" in html and "&lt;b&gt;" in html
@@ -151,14 +172,16 @@ def test_the_estimate_partial_shows_calls_cost_and_reasons() -> None:
 def test_the_admin_lists_and_checks_registrations_and_policies(root: User, acme: Tenant) -> None:
     save_registration(registration("local"))
     client = signed_in(root)
-    for url in ("/admin/guardrails/judgemodelregistration/", "/admin/guardrails/judgemodelregistration/add/",
-                "/admin/guardrails/tenantjudgepolicy/add/", "/admin/guardrails/judgecacheentry/"):
+    for url in (
+        "/admin/guardrails/judgemodelregistration/",
+        "/admin/guardrails/judgemodelregistration/add/",
+        "/admin/guardrails/tenantjudgepolicy/add/",
+        "/admin/guardrails/judgecacheentry/",
+    ):
         assert client.get(url).status_code == 200, url
-    bad = client.post("/admin/guardrails/tenantjudgepolicy/add/",
-                      {"tenant": acme.pk, "allowed_models": '["ghost"]'})
+    bad = client.post("/admin/guardrails/tenantjudgepolicy/add/", {"tenant": acme.pk, "allowed_models": '["ghost"]'})
     assert bad.status_code == 200 and "no judge model" in bad.content.decode()
     assert not TenantJudgePolicy.objects.exists()
-    ok = client.post("/admin/guardrails/tenantjudgepolicy/add/",
-                     {"tenant": acme.pk, "allowed_models": '["local"]'})
+    ok = client.post("/admin/guardrails/tenantjudgepolicy/add/", {"tenant": acme.pk, "allowed_models": '["local"]'})
     assert ok.status_code == 302
     assert TenantJudgePolicy.objects.get().allowed_models == ["local"]

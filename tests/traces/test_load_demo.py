@@ -15,17 +15,23 @@ from guardrails.engine.registry import default_registry
 from guardrails.models import Guardrail, GuardrailRevision, JudgeModelRegistration
 from kindgi_console.audit.models import AuditEntry
 from kindgi_console.tenancy.models import Membership, Tenant
-from traces.models import (
+from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, RunTrace, Violation, ViolationReview
+
+MODELS = [
+    Tenant,
+    User,
+    Membership,
+    Guardrail,
+    GuardrailRevision,
+    RunTrace,
     Evaluation,
     EvaluationResult,
-    JudgeLedgerEntry,
-    RunTrace,
     Violation,
     ViolationReview,
-)
-
-MODELS = [Tenant, User, Membership, Guardrail, GuardrailRevision, RunTrace, Evaluation,
-          EvaluationResult, Violation, ViolationReview, JudgeLedgerEntry, JudgeModelRegistration, AuditEntry]
+    JudgeLedgerEntry,
+    JudgeModelRegistration,
+    AuditEntry,
+]
 
 
 def counts() -> dict[str, int]:
@@ -45,15 +51,22 @@ def test_load_demo_fills_every_page_and_is_idempotent(db: Any) -> None:
         assert authenticate(username=username, password="kindgi-demo") is not None
     assert User.objects.get(username="admin").is_superuser
     roles = set(Membership.objects.values_list("user__username", "tenant__slug", "role"))
-    assert {("author", "acme", "author"), ("author", "globex", "author"),
-            ("acme-reviewer", "acme", "reviewer"),
-            ("globex-reviewer", "globex", "reviewer")} <= roles
+    assert {
+        ("author", "acme", "author"),
+        ("author", "globex", "author"),
+        ("acme-reviewer", "acme", "reviewer"),
+        ("globex-reviewer", "globex", "reviewer"),
+    } <= roles
     assert ("acme-reviewer", "globex", "reviewer") not in roles
 
     # what the command made is in the audit log, once per change, under its name
     audited = dict(AuditEntry.objects.filter(actor="command:load_demo").values_list("action").annotate(n=Count("pk")))
-    assert audited == {"tenant.create": 2, "member.add": Membership.objects.count(), "guardrail.shadow": 1,
-                       "judgemodel.create": JudgeModelRegistration.objects.count()}
+    assert audited == {
+        "tenant.create": 2,
+        "member.add": Membership.objects.count(),
+        "guardrail.shadow": 1,
+        "judgemodel.create": JudgeModelRegistration.objects.count(),
+    }
     assert AuditEntry.objects.filter(action="guardrail.create").count() == Guardrail.objects.count()
 
     checks = set(Guardrail.objects.values_list("check_name", flat=True))
@@ -64,7 +77,11 @@ def test_load_demo_fills_every_page_and_is_idempotent(db: Any) -> None:
     assert RunTrace.objects.filter(withheld=True).exists()
     assert RunTrace.objects.filter(document__output__icontains="<script").exists()
     assert set(Violation.objects.values_list("state", flat=True)) == {
-        "open", "acknowledged", "resolved", "false-positive"}
+        "open",
+        "acknowledged",
+        "resolved",
+        "false-positive",
+    }
     assert Violation.objects.filter(mode="ci").exists()
     assert JudgeLedgerEntry.objects.filter(over_budget_cost=True).exists()
     assert JudgeLedgerEntry.objects.filter(over_budget_latency=True).exists()
@@ -92,10 +109,13 @@ def test_the_demo_has_a_shadow_judge_skip_reasons_and_reviewed_precision(db: Any
     assert EvaluationResult.objects.filter(evaluation__isnull=False, status="skipped").exclude(skip_reason="").exists()
     reviewer = Client()
     reviewer.force_login(User.objects.get(username="acme-reviewer"))
-    reviewed = Violation.objects.filter(tenant__slug="acme", state="false-positive").values_list(
-        "guardrail__guardrail_id", flat=True).first()
+    reviewed = (
+        Violation.objects.filter(tenant__slug="acme", state="false-positive")
+        .values_list("guardrail__guardrail_id", flat=True)
+        .first()
+    )
     html = reviewer.get(f"/guardrails/{reviewed}/").content.decode()
-    assert "no review yet" not in html.split('data-quality-overall')[1].split("</tr>")[0]
+    assert "no review yet" not in html.split("data-quality-overall")[1].split("</tr>")[0]
     assert "In shadow" in reviewer.get(f"/guardrails/{shadow.guardrail_id}/").content.decode()
     calibrated = reviewer.get("/guardrails/support-tone-judge/").content.decode()
     assert "data-kappa" in calibrated and "20 of 20 traces labelled" in calibrated

@@ -8,16 +8,7 @@ import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from kindgi_console.tenancy.models import ApiKey
-from tests.traces.otlp_turn import (
-    Recorder,
-    end,
-    expected_document,
-    exporter,
-    hex_ids,
-    parts,
-    record_agent_turn,
-    text,
-)
+from tests.traces.otlp_turn import Recorder, end, expected_document, exporter, hex_ids, parts, record_agent_turn, text
 from traces.models import PendingSpan, RunTrace, Violation
 from traces.otlp.spans import spans_of
 from traces.otlp.turns import complete_waiting
@@ -80,10 +71,14 @@ def test_it_stores_a_turn_exported_twice_once(live_server, api, acme_key, encodi
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_it_takes_a_turn_without_agent_span_under_its_root(live_server, api, acme_key, encoding):
     recorder = Recorder()
-    chat = recorder.start("chat gpt-4.1-mini", 0, gen_ai__operation__name="chat",
-                          gen_ai__request__model="gpt-4.1-mini",
-                          gen_ai__input__messages=parts(text("user", "Hello?")),
-                          gen_ai__output__messages=parts(text("assistant", "Hi.")))
+    chat = recorder.start(
+        "chat gpt-4.1-mini",
+        0,
+        gen_ai__operation__name="chat",
+        gen_ai__request__model="gpt-4.1-mini",
+        gen_ai__input__messages=parts(text("user", "Hello?")),
+        gen_ai__output__messages=parts(text("assistant", "Hi.")),
+    )
     end(chat, 500)
 
     assert exporter(live_server.url, acme_key, encoding).export(recorder.spans) is SpanExportResult.SUCCESS
@@ -183,8 +178,16 @@ def test_a_turn_whose_agent_span_never_comes_is_stored_incomplete(live_server, a
 def test_an_otlp_turn_is_evaluated_at_runtime_like_a_rest_one(live_server, acme_key, halt_guardrail):
     recorder = Recorder()
     agent = recorder.start("invoke_agent support-bot", 0, gen_ai__operation__name="invoke_agent")
-    end(recorder.start("execute_tool issue_refund", 10, agent, gen_ai__operation__name="execute_tool",
-                       gen_ai__tool__name="issue_refund"), 20)
+    end(
+        recorder.start(
+            "execute_tool issue_refund",
+            10,
+            agent,
+            gen_ai__operation__name="execute_tool",
+            gen_ai__tool__name="issue_refund",
+        ),
+        20,
+    )
     end(agent, 30)
 
     assert exporter(live_server.url, acme_key).export(recorder.spans) is SpanExportResult.SUCCESS

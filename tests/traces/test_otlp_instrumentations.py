@@ -30,10 +30,13 @@ def test_an_instrumented_openai_call_becomes_a_run_trace(live_server, api, acme_
     with FakeProvider() as provider:
         provider.script(Answer("Orders can be refunded within 30 days.", input_tokens=21, output_tokens=9))
         client = OpenAI(base_url=provider.openai_base_url, api_key="sk-local", max_retries=0)
-        client.chat.completions.create(model="gpt-4.1-mini", messages=[
-            {"role": "system", "content": "You help with refunds."},
-            {"role": "user", "content": "Can I get a refund?"},
-        ])
+        client.chat.completions.create(
+            model="gpt-4.1-mini",
+            messages=[
+                {"role": "system", "content": "You help with refunds."},
+                {"role": "user", "content": "Can I get a refund?"},
+            ],
+        )
 
     spans = instrumented.spans
     assert exporter(live_server.url, acme_key).export(spans) is SpanExportResult.SUCCESS

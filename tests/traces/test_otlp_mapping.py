@@ -14,13 +14,25 @@ TRACE = "0af7651916cd43dd8448eb211c80319c"
 
 
 def span(span_id: str, parent: str = "", name: str = "chat m", start: int = 1, **attributes: Any) -> Span:
-    return Span(trace_id=TRACE, span_id=span_id, parent_id=parent, name=name, start_ns=start * 1000,
-                end_ns=start * 1000 + 500, attributes={k.replace("__", "."): v for k, v in attributes.items()})
+    return Span(
+        trace_id=TRACE,
+        span_id=span_id,
+        parent_id=parent,
+        name=name,
+        start_ns=start * 1000,
+        end_ns=start * 1000 + 500,
+        attributes={k.replace("__", "."): v for k, v in attributes.items()},
+    )
 
 
 def test_it_reads_the_older_gen_ai_prompt_and_completion_attributes_indexed():
-    chat = span("a" * 16, gen_ai__prompt__0__role="user", gen_ai__prompt__0__content="Hi?",
-                gen_ai__completion__0__role="assistant", gen_ai__completion__0__content="Hello.")
+    chat = span(
+        "a" * 16,
+        gen_ai__prompt__0__role="user",
+        gen_ai__prompt__0__content="Hi?",
+        gen_ai__completion__0__role="assistant",
+        gen_ai__completion__0__content="Hello.",
+    )
 
     document = document_of("t", [chat], chat)
 
@@ -29,11 +41,12 @@ def test_it_reads_the_older_gen_ai_prompt_and_completion_attributes_indexed():
 
 
 def test_it_reads_the_older_gen_ai_prompt_attribute_as_json_or_text():
-    chat = span("a" * 16, gen_ai__prompt=json.dumps([{"role": "user", "content": "Hi?"}]),
-                gen_ai__completion="Hello.")
+    chat = span("a" * 16, gen_ai__prompt=json.dumps([{"role": "user", "content": "Hi?"}]), gen_ai__completion="Hello.")
 
     assert document_of("t", [chat], chat)["messages"] == [
-        {"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Hello."}]
+        {"role": "user", "content": "Hi?"},
+        {"role": "assistant", "content": "Hello."},
+    ]
 
 
 def test_it_reads_the_older_content_events():
@@ -44,7 +57,9 @@ def test_it_reads_the_older_content_events():
     ]
 
     assert document_of("t", [chat], chat)["messages"] == [
-        {"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Hello."}]
+        {"role": "user", "content": "Hi?"},
+        {"role": "assistant", "content": "Hello."},
+    ]
 
 
 def test_it_reads_role_and_choice_events():
@@ -57,19 +72,40 @@ def test_it_reads_role_and_choice_events():
 
     document = document_of("t", [chat], chat)
 
-    assert document["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"},
-                                    {"role": "assistant", "content": "Yo."}]
+    assert document["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi?"},
+        {"role": "assistant", "content": "Yo."},
+    ]
     assert document["output"] == "Yo."
 
 
 def test_it_reads_openinference_messages_and_text_output_value():
-    agent = span("a" * 16, name="agent", openinference__span__kind="AGENT", input__value="Refund?",
-                 output__value="Done.")
-    llm = span("b" * 16, "a" * 16, name="ChatCompletion", start=2, openinference__span__kind="LLM",
-               llm__input_messages__0__message__role="user", llm__input_messages__0__message__content="Refund?",
-               llm__token_count__prompt=5, llm__token_count__completion=2, llm__model_name="m1")
-    tool = span("c" * 16, "a" * 16, name="lookup", start=3, openinference__span__kind="TOOL",
-                tool__name="lookup_order", input__value='{"order": "1"}', output__value="delivered")
+    agent = span(
+        "a" * 16, name="agent", openinference__span__kind="AGENT", input__value="Refund?", output__value="Done."
+    )
+    llm = span(
+        "b" * 16,
+        "a" * 16,
+        name="ChatCompletion",
+        start=2,
+        openinference__span__kind="LLM",
+        llm__input_messages__0__message__role="user",
+        llm__input_messages__0__message__content="Refund?",
+        llm__token_count__prompt=5,
+        llm__token_count__completion=2,
+        llm__model_name="m1",
+    )
+    tool = span(
+        "c" * 16,
+        "a" * 16,
+        name="lookup",
+        start=3,
+        openinference__span__kind="TOOL",
+        tool__name="lookup_order",
+        input__value='{"order": "1"}',
+        output__value="delivered",
+    )
 
     turns, leftover = split([llm, tool, agent])
 
@@ -77,9 +113,15 @@ def test_it_reads_openinference_messages_and_text_output_value():
     document = document_of(turns[0].turn_id, turns[0].spans, turns[0].head)
     assert document["input"] == "Refund?"
     assert document["output"] == "Done."
-    assert document["toolCalls"] == [{"name": "lookup_order", "arguments": {"order": "1"}, "result": "delivered",
-                                      "startedAt": "1970-01-01T00:00:00.000003Z",
-                                      "endedAt": "1970-01-01T00:00:00.000003Z"}]
+    assert document["toolCalls"] == [
+        {
+            "name": "lookup_order",
+            "arguments": {"order": "1"},
+            "result": "delivered",
+            "startedAt": "1970-01-01T00:00:00.000003Z",
+            "endedAt": "1970-01-01T00:00:00.000003Z",
+        }
+    ]
     assert document["usage"] == {"inputTokens": 5, "outputTokens": 2, "model": "m1"}
 
 

@@ -64,8 +64,9 @@ def test_it_answers_an_export_response_in_the_request_encoding(db, api, acme_key
 @pytest.mark.parametrize("content_type", [PROTOBUF, JSON])
 def test_a_huge_attribute_refuses_its_turn_with_a_partial_success(db, api, acme_key, content_type):
     recorder = Recorder()
-    chat = recorder.start("chat m", 0, gen_ai__operation__name="chat",
-                          gen_ai__input__messages=parts(text("user", "x" * 2_000_000)))
+    chat = recorder.start(
+        "chat m", 0, gen_ai__operation__name="chat", gen_ai__input__messages=parts(text("user", "x" * 2_000_000))
+    )
     end(chat, 10)
 
     response = post(api(acme_key), body_of(recorder.spans, content_type), content_type)
@@ -127,17 +128,20 @@ def test_a_body_over_the_limit_is_413_and_stores_nothing(db, api, acme_key):
     assert RunTrace.objects.count() == 0
 
 
-@pytest.mark.parametrize(("body", "content_type", "headers", "status", "words"), [
-    (b"\xff\xff\xff", PROTOBUF, {}, 400, "not an ExportTraceServiceRequest"),
-    (b"{not json", JSON, {}, 400, "not valid JSON"),
-    (b'{"resourceSpans": [], "resourceSpans": [{}]}', JSON, {}, 400, "appears twice"),
-    (b"[" * 100_000 + b"]" * 100_000, JSON, {}, 400, "depth"),
-    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', JSON, {}, 400, "not hex"),
-    (b'{"resourceSpans": 3}', JSON, {}, 400, "not an ExportTraceServiceRequest"),
-    (b"plain", "text/plain", {}, 415, "text/plain"),
-    (b"not gzip", PROTOBUF, {"HTTP_CONTENT_ENCODING": "gzip"}, 400, "not valid gzip"),
-    (b"", PROTOBUF, {"HTTP_CONTENT_ENCODING": "br"}, 415, "'br'"),
-])
+@pytest.mark.parametrize(
+    ("body", "content_type", "headers", "status", "words"),
+    [
+        (b"\xff\xff\xff", PROTOBUF, {}, 400, "not an ExportTraceServiceRequest"),
+        (b"{not json", JSON, {}, 400, "not valid JSON"),
+        (b'{"resourceSpans": [], "resourceSpans": [{}]}', JSON, {}, 400, "appears twice"),
+        (b"[" * 100_000 + b"]" * 100_000, JSON, {}, 400, "depth"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', JSON, {}, 400, "not hex"),
+        (b'{"resourceSpans": 3}', JSON, {}, 400, "not an ExportTraceServiceRequest"),
+        (b"plain", "text/plain", {}, 415, "text/plain"),
+        (b"not gzip", PROTOBUF, {"HTTP_CONTENT_ENCODING": "gzip"}, 400, "not valid gzip"),
+        (b"", PROTOBUF, {"HTTP_CONTENT_ENCODING": "br"}, 415, "'br'"),
+    ],
+)
 def test_an_unreadable_body_is_refused_naming_why(db, api, acme_key, body, content_type, headers, status, words):
     response = post(api(acme_key), body, content_type, **headers)
 
@@ -232,8 +236,7 @@ def test_a_waiting_span_too_large_or_with_nul_is_refused_and_not_kept(db, api, a
 
 def test_an_agent_name_longer_than_its_column_refuses_the_turn_by_name(db, api, acme_key):
     recorder = Recorder()
-    end(recorder.start("invoke_agent bot", 0, gen_ai__operation__name="invoke_agent",
-                       gen_ai__agent__name="a" * 201), 1)
+    end(recorder.start("invoke_agent bot", 0, gen_ai__operation__name="invoke_agent", gen_ai__agent__name="a" * 201), 1)
 
     response = post(api(acme_key), body_of(recorder.spans, PROTOBUF), PROTOBUF)
 
@@ -244,13 +247,43 @@ def test_an_agent_name_longer_than_its_column_refuses_the_turn_by_name(db, api, 
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=40)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.text(max_size=40)
     | st.sampled_from(["00" * 16, "ab" * 8, ""]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["resourceSpans", "scopeSpans", "spans", "traceId", "spanId", "parentSpanId", "name",
-                         "attributes", "key", "value", "stringValue", "intValue", "kvlistValue", "values",
-                         "startTimeUnixNano", "events", "status", "code", "flags", "resource"]) | st.text(max_size=8),
-        inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "resourceSpans",
+                    "scopeSpans",
+                    "spans",
+                    "traceId",
+                    "spanId",
+                    "parentSpanId",
+                    "name",
+                    "attributes",
+                    "key",
+                    "value",
+                    "stringValue",
+                    "intValue",
+                    "kvlistValue",
+                    "values",
+                    "startTimeUnixNano",
+                    "events",
+                    "status",
+                    "code",
+                    "flags",
+                    "resource",
+                ]
+            )
+            | st.text(max_size=8),
+            inner,
+            max_size=5,
+        )
+    ),
     max_leaves=30,
 )
 
@@ -274,8 +307,16 @@ def test_any_protobuf_body_is_answered_200_or_400_never_a_server_error(db, api, 
 def test_a_double_json_cannot_hold_is_kept_as_text(db, api, acme_key):
     recorder = Recorder()
     agent = recorder.start("invoke_agent bot", 0, gen_ai__operation__name="invoke_agent")
-    end(recorder.start("execute_tool measure", 1, agent, gen_ai__tool__call__arguments=float("nan"),
-                       gen_ai__tool__call__result=float("-inf")), 2)
+    end(
+        recorder.start(
+            "execute_tool measure",
+            1,
+            agent,
+            gen_ai__tool__call__arguments=float("nan"),
+            gen_ai__tool__call__result=float("-inf"),
+        ),
+        2,
+    )
     end(agent, 3)
 
     response = post(api(acme_key), body_of(recorder.spans, PROTOBUF), PROTOBUF)
@@ -286,31 +327,58 @@ def test_a_double_json_cannot_hold_is_kept_as_text(db, api, acme_key):
 
 
 ATTRIBUTE_KEYS = [
-    "gen_ai.operation.name", "gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.output.messages",
-    "gen_ai.system_instructions", "gen_ai.prompt", "gen_ai.completion", "gen_ai.prompt.0.role",
-    "gen_ai.prompt.0.content", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.call.arguments",
-    "gen_ai.tool.call.result", "gen_ai.usage.input_tokens", "gen_ai.response.model", "kindgi.flow",
-    "llm.input_messages.0.message.role", "llm.input_messages.0.message.content", "output.value",
-    "openinference.span.kind", "error.type",
+    "gen_ai.operation.name",
+    "gen_ai.agent.name",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.prompt",
+    "gen_ai.completion",
+    "gen_ai.prompt.0.role",
+    "gen_ai.prompt.0.content",
+    "gen_ai.tool.name",
+    "gen_ai.tool.call.id",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.response.model",
+    "kindgi.flow",
+    "llm.input_messages.0.message.role",
+    "llm.input_messages.0.message.content",
+    "output.value",
+    "openinference.span.kind",
+    "error.type",
 ]
 JSON_TEXT = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(["role", "parts", "type", "content", "id", "response", "name"]), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["role", "parts", "type", "content", "id", "response", "name"]), inner, max_size=4
+        )
+    ),
     max_leaves=12,
 ).map(lambda value: orjson.dumps(value).decode())
-ATTRIBUTE_VALUES = (st.text(max_size=30) | JSON_TEXT | st.integers(-(2**63), 2**63 - 1) | st.floats()
-                    | st.booleans() | st.lists(st.text(max_size=5), max_size=3)
-                    | st.sampled_from(["invoke_agent", "chat", "execute_tool", "AGENT", "LLM", "TOOL", "user"]))
-SPAN = st.fixed_dictionaries({
-    "span": st.sampled_from(["a", "b", "c", "d"]),
-    "parent": st.sampled_from(["", "a", "b", "c", "e"]),
-    "name": st.sampled_from(["invoke_agent bot", "chat m", "execute_tool t", "GET /", "x\x00"]),
-    "start": st.integers(0, 2**64 - 1),
-    "end": st.integers(0, 2**64 - 1),
-    "error": st.none() | st.text(max_size=10),
-    "attributes": st.dictionaries(st.sampled_from(ATTRIBUTE_KEYS), ATTRIBUTE_VALUES, max_size=6),
-})
+ATTRIBUTE_VALUES = (
+    st.text(max_size=30)
+    | JSON_TEXT
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats()
+    | st.booleans()
+    | st.lists(st.text(max_size=5), max_size=3)
+    | st.sampled_from(["invoke_agent", "chat", "execute_tool", "AGENT", "LLM", "TOOL", "user"])
+)
+SPAN = st.fixed_dictionaries(
+    {
+        "span": st.sampled_from(["a", "b", "c", "d"]),
+        "parent": st.sampled_from(["", "a", "b", "c", "e"]),
+        "name": st.sampled_from(["invoke_agent bot", "chat m", "execute_tool t", "GET /", "x\x00"]),
+        "start": st.integers(0, 2**64 - 1),
+        "end": st.integers(0, 2**64 - 1),
+        "error": st.none() | st.text(max_size=10),
+        "attributes": st.dictionaries(st.sampled_from(ATTRIBUTE_KEYS), ATTRIBUTE_VALUES, max_size=6),
+    }
+)
 
 
 def request_of(spans: list[dict[str, Any]]) -> bytes:
@@ -333,8 +401,13 @@ def request_of(spans: list[dict[str, Any]]) -> bytes:
     request = ExportTraceServiceRequest()
     scope = request.resource_spans.add().scope_spans.add()
     for data in spans:
-        span = scope.spans.add(trace_id=b"\x01" * 16, span_id=data["span"].encode() * 8, name=data["name"],
-                               start_time_unix_nano=data["start"], end_time_unix_nano=data["end"])
+        span = scope.spans.add(
+            trace_id=b"\x01" * 16,
+            span_id=data["span"].encode() * 8,
+            name=data["name"],
+            start_time_unix_nano=data["start"],
+            end_time_unix_nano=data["end"],
+        )
         if data["parent"]:
             span.parent_span_id = data["parent"].encode() * 8
         if data["error"] is not None:

@@ -61,8 +61,9 @@ def test_the_new_run_form_counts_the_selected_traces_and_prefills_a_guardrail(
     assert 'value="no-refunds" ' in page.content.decode() and "checked" in page.content.decode()
 
 
-def test_starting_a_run_from_the_page(alice: Any, acme: Any, halt_guardrail: Any,
-                                      django_capture_on_commit_callbacks: Any) -> None:
+def test_starting_a_run_from_the_page(
+    alice: Any, acme: Any, halt_guardrail: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     store_traces(acme, 3)
     with django_capture_on_commit_callbacks(execute=True):
         response = signed_in(alice).post("/evaluations/new/", {"guardrails": ["no-refunds"], "mode": "ci"})
@@ -114,12 +115,12 @@ def test_uploading_from_the_page(alice: Any, acme: Any, django_capture_on_commit
 
 def test_charlie_cannot_upload_for_acme(charlie: Any, globex: Any, acme: Any) -> None:
     response = signed_in(charlie).post(
-        "/uploads/new/", {"file": SimpleUploadedFile("t.jsonl", b"{}\n"), "tenant": "acme"})
+        "/uploads/new/", {"file": SimpleUploadedFile("t.jsonl", b"{}\n"), "tenant": "acme"}
+    )
     assert response.status_code == 200 and "tenant" in response.context["form"].errors
     assert not Upload.objects.exists()
 
 
 def test_only_trace_files_are_accepted(alice: Any) -> None:
-    response = signed_in(alice).post(
-        "/uploads/new/", {"file": SimpleUploadedFile("t.csv", b"a,b\n"), "tenant": "acme"})
+    response = signed_in(alice).post("/uploads/new/", {"file": SimpleUploadedFile("t.csv", b"a,b\n"), "tenant": "acme"})
     assert "file" in response.context["form"].errors

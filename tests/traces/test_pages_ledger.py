@@ -27,17 +27,49 @@ def csv_of(response: Any) -> list[dict[str, str]]:
 
 def arrange(acme: Tenant, globex: Tenant) -> None:
     seed.ledger(acme, 3)
-    seed.ledger(acme, 2, model_id="big-judge", cost_usd=Decimal("0.0421"), input_tokens=5000,
-                output_tokens=300, over_budget_cost=True)
-    seed.ledger(acme, 1, model_id="big-judge", cost_usd=Decimal("0.01"), over_budget_latency=True,
-                created_at=timezone.now() - timedelta(days=3))
+    seed.ledger(
+        acme,
+        2,
+        model_id="big-judge",
+        cost_usd=Decimal("0.0421"),
+        input_tokens=5000,
+        output_tokens=300,
+        over_budget_cost=True,
+    )
+    seed.ledger(
+        acme,
+        1,
+        model_id="big-judge",
+        cost_usd=Decimal("0.01"),
+        over_budget_latency=True,
+        created_at=timezone.now() - timedelta(days=3),
+    )
     # A judgement the cache answered (free, unbilled: not a call) and a call that failed.
-    seed.ledger(acme, 1, model_id="big-judge", cost_usd=Decimal(0), input_tokens=None,
-                output_tokens=None, latency_ms=0, outcome="cached", cache_hit=True, billed=False,
-                attempts=0)
-    seed.ledger(acme, 1, cost_usd=Decimal(0), input_tokens=None, output_tokens=None,
-                latency_ms=20000, outcome="error", error="the provider timed out", billed=False,
-                attempts=3)
+    seed.ledger(
+        acme,
+        1,
+        model_id="big-judge",
+        cost_usd=Decimal(0),
+        input_tokens=None,
+        output_tokens=None,
+        latency_ms=0,
+        outcome="cached",
+        cache_hit=True,
+        billed=False,
+        attempts=0,
+    )
+    seed.ledger(
+        acme,
+        1,
+        cost_usd=Decimal(0),
+        input_tokens=None,
+        output_tokens=None,
+        latency_ms=20000,
+        outcome="error",
+        error="the provider timed out",
+        billed=False,
+        attempts=3,
+    )
     seed.ledger(globex, 4, model_id="globex-judge", cost_usd=Decimal("9"))
 
 
@@ -55,8 +87,17 @@ def test_page_api_and_csv_give_the_same_sums(
         mine = groups[wire["model"]]
         assert row["model"] == wire["model"]
         assert wire["costUsd"] == row["costUsd"] == mine["costUsd"]
-        for column in ("calls", "billedCalls", "cacheHits", "errors", "overBudget", "overCost",
-                       "overLatency", "inputTokens", "outputTokens"):
+        for column in (
+            "calls",
+            "billedCalls",
+            "cacheHits",
+            "errors",
+            "overBudget",
+            "overCost",
+            "overLatency",
+            "inputTokens",
+            "outputTokens",
+        ):
             assert wire[column] == int(row[column]) == mine[column], column
     assert list(exported[0]) == ["model", *ledger.SUMMARY_COLUMNS]
     big, small = groups["big-judge"], groups["small-judge"]
@@ -70,8 +111,7 @@ def test_page_api_and_csv_give_the_same_sums(
     assert "0.097950" in page.content.decode()
 
 
-def test_grouping_by_day_guardrail_and_tenant(alice: Any, acme: Tenant, globex: Tenant,
-                                              halt_guardrail: Any) -> None:
+def test_grouping_by_day_guardrail_and_tenant(alice: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any) -> None:
     arrange(acme, globex)
     client = signed_in(alice)
     days = client.get("/ledger/?group=day").context["groups"]
@@ -95,14 +135,24 @@ def test_the_filters(alice: Any, acme: Tenant, globex: Tenant, halt_guardrail: A
     assert "tenant" in foreign.context["form"].errors
     assert "globex-judge" not in {g["model"] for g in foreign.context["groups"]}
     exported = csv_of(client.get(f"/ledger/export.csv?since={today}&group=guardrail"))
-    assert exported == [{"guardrail": "no-refunds", "calls": "6", "billedCalls": "5",
-                         "cacheHits": "1", "errors": "1", "overBudget": "2", "overCost": "2",
-                         "overLatency": "0", "inputTokens": "13000", "outputTokens": "660",
-                         "costUsd": "0.08795"}]
+    assert exported == [
+        {
+            "guardrail": "no-refunds",
+            "calls": "6",
+            "billedCalls": "5",
+            "cacheHits": "1",
+            "errors": "1",
+            "overBudget": "2",
+            "overCost": "2",
+            "overLatency": "0",
+            "inputTokens": "13000",
+            "outputTokens": "660",
+            "costUsd": "0.08795",
+        }
+    ]
 
 
-def test_the_calls_export_streams_each_entry(alice: Any, acme: Tenant, globex: Tenant,
-                                             halt_guardrail: Any) -> None:
+def test_the_calls_export_streams_each_entry(alice: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any) -> None:
     arrange(acme, globex)
     seed.ledger(acme, 1, model_id="=cmd|' /C calc'!A0", outcome="+danger")
     response = signed_in(alice).get("/ledger/export.csv?rows=entries")
@@ -114,8 +164,7 @@ def test_the_calls_export_streams_each_entry(alice: Any, acme: Tenant, globex: T
     assert sum(Decimal(r["costUsd"]) for r in rows) == Decimal("0.09795") + Decimal("0.00125")
 
 
-def test_charlie_gets_nothing_of_acmes_ledger(charlie: Any, acme: Tenant, globex: Tenant,
-                                             halt_guardrail: Any) -> None:
+def test_charlie_gets_nothing_of_acmes_ledger(charlie: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any) -> None:
     seed.ledger(acme, 3)
     client = signed_in(charlie)
     assert client.get("/ledger/").context["total"]["calls"] == 0
@@ -124,8 +173,7 @@ def test_charlie_gets_nothing_of_acmes_ledger(charlie: Any, acme: Tenant, globex
     assert csv_of(client.get("/ledger/export.csv?rows=entries&tenant=*"))[1:] == []
 
 
-def test_the_page_costs_the_same_queries_at_any_page_size(alice: Any, acme: Tenant,
-                                                          halt_guardrail: Any) -> None:
+def test_the_page_costs_the_same_queries_at_any_page_size(alice: Any, acme: Tenant, halt_guardrail: Any) -> None:
     seed.ledger(acme, 120)
     client = signed_in(alice)
     counts = []
@@ -137,8 +185,7 @@ def test_the_page_costs_the_same_queries_at_any_page_size(alice: Any, acme: Tena
     assert counts[0] == counts[1]
 
 
-def test_the_chart_has_the_cost_per_day_by_model(alice: Any, acme: Tenant, globex: Tenant,
-                                                 halt_guardrail: Any) -> None:
+def test_the_chart_has_the_cost_per_day_by_model(alice: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any) -> None:
     arrange(acme, globex)
     chart = signed_in(alice).get("/ledger/?group=model").context["chart"]
     assert chart["yFormat"] == "usd" and len(chart["labels"]) == 30
@@ -158,8 +205,9 @@ def test_the_chart_follows_the_grouping(alice: Any, acme: Tenant, globex: Tenant
     assert {d["label"] for d in by_tenant["datasets"]} == {"acme", "globex"}
 
 
-def test_by_tenant_shows_every_tenant_one_may_read_and_no_other(alice: Any, charlie: Any, acme: Tenant,
-                                                                 globex: Tenant, halt_guardrail: Any) -> None:
+def test_by_tenant_shows_every_tenant_one_may_read_and_no_other(
+    alice: Any, charlie: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any
+) -> None:
     arrange(acme, globex)
     Membership.objects.create(user=alice, tenant=globex, role="reviewer")
     groups = signed_in(alice).get("/ledger/?group=tenant").context["groups"]
@@ -168,8 +216,7 @@ def test_by_tenant_shows_every_tenant_one_may_read_and_no_other(alice: Any, char
     assert [g["tenant"] for g in theirs] == ["globex"]
 
 
-def test_the_csv_links_name_each_parameter_once(alice: Any, acme: Tenant, globex: Tenant,
-                                                halt_guardrail: Any) -> None:
+def test_the_csv_links_name_each_parameter_once(alice: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any) -> None:
     arrange(acme, globex)
     page = signed_in(alice).get("/ledger/?group=model&model=big-judge&size=25").content.decode()
     links = [part.split('"')[0] for part in page.split('href="/ledger/export.csv?')[1:]]
@@ -180,17 +227,20 @@ def test_the_csv_links_name_each_parameter_once(alice: Any, acme: Tenant, globex
         assert "size" not in names
 
 
-def test_the_guardrail_page_shows_its_judge_spend(alice: Any, charlie: Any, acme: Tenant, globex: Tenant,
-                                                  halt_guardrail: Any) -> None:
+def test_the_guardrail_page_shows_its_judge_spend(
+    alice: Any, charlie: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any
+) -> None:
     arrange(acme, globex)
     spend = signed_in(alice).get("/guardrails/no-refunds/").context["spend"]
     assert spend["calls"] == 7 and Decimal(spend["costUsd"]) == Decimal(
-        sum(e.cost_usd for e in JudgeLedgerEntry.objects.filter(tenant=acme)))
+        sum(e.cost_usd for e in JudgeLedgerEntry.objects.filter(tenant=acme))
+    )
     assert signed_in(charlie).get("/guardrails/no-refunds/").context["spend"]["calls"] == 4
 
 
-def test_one_guardrail_with_a_budget_gets_its_budget_line(alice: Any, acme: Tenant, globex: Tenant,
-                                                          halt_guardrail: Any) -> None:
+def test_one_guardrail_with_a_budget_gets_its_budget_line(
+    alice: Any, acme: Tenant, globex: Tenant, halt_guardrail: Any
+) -> None:
     from guardrails.models import Guardrail
 
     arrange(acme, globex)
@@ -205,8 +255,7 @@ def test_one_guardrail_with_a_budget_gets_its_budget_line(alice: Any, acme: Tena
     within, over, budget = (d["data"] for d in chart["datasets"])
     assert [d["label"] for d in chart["datasets"]][:2] == ["within budget", "over budget"]
     assert chart["datasets"][2]["type"] == "line"
-    today = ledger.summarise(JudgeLedgerEntry.objects.filter(tenant=acme, created_at__date=timezone.localdate()),
-                             [])[0]
+    today = ledger.summarise(JudgeLedgerEntry.objects.filter(tenant=acme, created_at__date=timezone.localdate()), [])[0]
     cost, calls = Decimal(today["costUsd"]), today["calls"]
     assert Decimal(str(budget[-1])) == Decimal("0.01") * calls
     assert Decimal(str(over[-1])) == max(Decimal(0), cost - Decimal("0.01") * calls) > 0

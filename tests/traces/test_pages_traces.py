@@ -100,16 +100,26 @@ def test_the_list_costs_the_same_queries_at_any_page_size(
     assert counts[0] == counts[1]
 
 
-def test_the_trace_page_shows_the_turn_results_and_violations(
-    alice: Any, acme: Tenant, halt_guardrail: Any
-) -> None:
-    trace = seed.traces(acme, 1, citations=[{"source": "policy-refunds", "title": "Refunds",
-                                            "quote": "within 30 days"}],
-                        metadata={"region": "eu"})[0]
+def test_the_trace_page_shows_the_turn_results_and_violations(alice: Any, acme: Tenant, halt_guardrail: Any) -> None:
+    trace = seed.traces(
+        acme,
+        1,
+        citations=[{"source": "policy-refunds", "title": "Refunds", "quote": "within 30 days"}],
+        metadata={"region": "eu"},
+    )[0]
     body = signed_in(alice).get(f"/traces/{trace.pk}/").content.decode()
-    for text in ("lookup_order", "issue_refund", "&quot;order&quot;: &quot;1234&quot;",
-                 "&quot;status&quot;: &quot;delivered&quot;", "policy-refunds", "within 30 days",
-                 "no-refunds", "pill--fail", "&quot;region&quot;: &quot;eu&quot;", "812 in"):
+    for text in (
+        "lookup_order",
+        "issue_refund",
+        "&quot;order&quot;: &quot;1234&quot;",
+        "&quot;status&quot;: &quot;delivered&quot;",
+        "policy-refunds",
+        "within 30 days",
+        "no-refunds",
+        "pill--fail",
+        "&quot;region&quot;: &quot;eu&quot;",
+        "812 in",
+    ):
         assert text in body, text
 
 
@@ -120,8 +130,7 @@ def test_a_withheld_response_is_marked(alice: Any, acme: Tenant, halt_guardrail:
     assert "Response withheld" in body and "withheld: not delivered" in body
 
 
-def test_the_trace_page_costs_a_fixed_number_of_queries(alice: Any, acme: Tenant,
-                                                         halt_guardrail: Any) -> None:
+def test_the_trace_page_costs_a_fixed_number_of_queries(alice: Any, acme: Tenant, halt_guardrail: Any) -> None:
     trace = seed.traces(acme, 1)[0]
     client = signed_in(alice)
     with CaptureQueriesContext(connection) as queries:
@@ -131,13 +140,24 @@ def test_the_trace_page_costs_a_fixed_number_of_queries(alice: Any, acme: Tenant
 
 HOSTILE: dict[str, Any] = {
     "output": "<script>alert('x')</script> <img src=x onerror=alert(1)>",
-    "messages": [{"role": "user", "content": "<b>hi</b>"},
-                 {"role": "assistant", "content": "<script>alert('x')</script>"}],
-    "toolCalls": [{"id": "c1", "name": "<i>tool</i>", "arguments": {"q": "<script>"},
-                   "result": "<img src=x onerror=alert(2)>", "error": "<svg onload=alert(3)>"}],
-    "citations": [{"source": "javascript:alert(1)", "title": "<script>t</script>"},
-                  {"source": "https://example.org/a?b=1&c=<x>", "title": "ok"},
-                  {"source": "java\tscript:alert(1)"}],
+    "messages": [
+        {"role": "user", "content": "<b>hi</b>"},
+        {"role": "assistant", "content": "<script>alert('x')</script>"},
+    ],
+    "toolCalls": [
+        {
+            "id": "c1",
+            "name": "<i>tool</i>",
+            "arguments": {"q": "<script>"},
+            "result": "<img src=x onerror=alert(2)>",
+            "error": "<svg onload=alert(3)>",
+        }
+    ],
+    "citations": [
+        {"source": "javascript:alert(1)", "title": "<script>t</script>"},
+        {"source": "https://example.org/a?b=1&c=<x>", "title": "ok"},
+        {"source": "java\tscript:alert(1)"},
+    ],
     "metadata": {"note": "</pre><script>alert(4)</script>"},
 }
 
@@ -148,16 +168,26 @@ def test_trace_content_is_text_and_only_http_links_are_links(alice: Any, acme: T
     assert "<script>alert" not in body and "<img src=x" not in body and "<svg" not in body
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in body
     assert "&lt;img src=x onerror=alert(1)&gt;" in body
-    assert 'href="javascript' not in body and "href=\"java" not in body
-    assert ('<a href="https://example.org/a?b=1&amp;c=&lt;x&gt;" '
-            'rel="noopener noreferrer nofollow"') in body
+    assert 'href="javascript' not in body and 'href="java' not in body
+    assert ('<a href="https://example.org/a?b=1&amp;c=&lt;x&gt;" rel="noopener noreferrer nofollow"') in body
 
 
-@pytest.mark.parametrize(("source", "link"), [
-    ("https://example.org/x", True), ("http://example.org", True), ("HTTPS://example.org", True),
-    ("javascript:alert(1)", False), ("JavaScript:alert(1)", False), ("java\nscript:x", False),
-    (" https://example.org", False), ("data:text/html,x", False), ("policy-refunds", False),
-    ("//example.org/x", False), ("https:///nohost", False), (None, False),
-])
+@pytest.mark.parametrize(
+    ("source", "link"),
+    [
+        ("https://example.org/x", True),
+        ("http://example.org", True),
+        ("HTTPS://example.org", True),
+        ("javascript:alert(1)", False),
+        ("JavaScript:alert(1)", False),
+        ("java\nscript:x", False),
+        (" https://example.org", False),
+        ("data:text/html,x", False),
+        ("policy-refunds", False),
+        ("//example.org/x", False),
+        ("https:///nohost", False),
+        (None, False),
+    ],
+)
 def test_only_absolute_http_urls_become_links(source: Any, link: bool) -> None:
     assert (http_url(source) is not None) is link

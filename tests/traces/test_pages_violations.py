@@ -63,8 +63,7 @@ def test_every_filter_of_the_api(bob: Any, acme: Tenant, halt_guardrail: Any) ->
     assert listed(client, "action=log-only") == []
     assert set(listed(client, "mode=runtime")) == everyone and listed(client, "mode=ci") == []
     assert set(listed(client, f"since={since}")) == everyone - {old.pk}
-    assert listed(client, f"until={(timezone.localdate() - timedelta(days=5)).isoformat()}") == [
-        old.pk]
+    assert listed(client, f"until={(timezone.localdate() - timedelta(days=5)).isoformat()}") == [old.pk]
 
 
 @pytest.mark.parametrize("query", ["", "&state=open&agent=support-bot"])
@@ -82,12 +81,9 @@ def test_the_list_costs_the_same_queries_at_any_page_size(
     assert counts[0] == counts[1]
 
 
-def test_the_chart_counts_per_day_per_guardrail_and_severity(
-    bob: Any, acme: Tenant, halt_guardrail: Any
-) -> None:
+def test_the_chart_counts_per_day_per_guardrail_and_severity(bob: Any, acme: Tenant, halt_guardrail: Any) -> None:
     seed.traces(acme, 3)
-    violation_days.redate(Violation.objects.filter(pk=seed.violations(acme)[0].pk),
-                          timezone.now() - timedelta(days=3))
+    violation_days.redate(Violation.objects.filter(pk=seed.violations(acme)[0].pk), timezone.now() - timedelta(days=3))
     client = signed_in(bob)
     with CaptureQueriesContext(connection) as queries:
         chart = client.get("/violations/chart.json?by=guardrail").json()
@@ -103,9 +99,7 @@ def test_the_chart_counts_per_day_per_guardrail_and_severity(
     assert narrowed["datasets"][0]["data"] == [2]
 
 
-def test_the_detail_page_links_the_trace_and_shows_the_history(
-    bob: Any, acme: Tenant, halt_guardrail: Any
-) -> None:
+def test_the_detail_page_links_the_trace_and_shows_the_history(bob: Any, acme: Tenant, halt_guardrail: Any) -> None:
     seed.traces(acme, 1)
     violation = seed.violations(acme)[0]
     review.review_one(violation.pk, "acknowledged", "seen it", Caller(user=bob))

@@ -22,6 +22,7 @@ def start(api: Any, django_capture_on_commit_callbacks: Any) -> Any:
     def post(who: Any, body: dict[str, Any]) -> Any:
         with django_capture_on_commit_callbacks(execute=True):
             return api(who).post(URL, body, format="json")
+
     return post
 
 
@@ -58,15 +59,19 @@ def test_a_reviewer_previews_and_another_tenant_gets_nothing(
     assert signed_in(charlie).get(answer.json()["page"]).status_code == 404
 
 
-@pytest.mark.parametrize(("body", "pointer"), [
-    ({"guardrail": {"id": "x"}}, "/guardrail"),
-    ({"guardrail": STRICTER, "traces": {"colour": "red"}}, "/traces/colour"),
-    ({"guardrail": STRICTER, "traces": {"since": "yesterday"}}, "/traces/since"),
-    ({"guardrail": STRICTER, "mode": "later"}, "/mode"),
-    ({"guardrail": STRICTER, "extra": 1}, "/extra"),
-])
-def test_a_bad_preview_is_a_400_naming_the_field(start: Any, alice: Any, acme: Any, halt_guardrail: Any,
-                                                 body: dict[str, Any], pointer: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "pointer"),
+    [
+        ({"guardrail": {"id": "x"}}, "/guardrail"),
+        ({"guardrail": STRICTER, "traces": {"colour": "red"}}, "/traces/colour"),
+        ({"guardrail": STRICTER, "traces": {"since": "yesterday"}}, "/traces/since"),
+        ({"guardrail": STRICTER, "mode": "later"}, "/mode"),
+        ({"guardrail": STRICTER, "extra": 1}, "/extra"),
+    ],
+)
+def test_a_bad_preview_is_a_400_naming_the_field(
+    start: Any, alice: Any, acme: Any, halt_guardrail: Any, body: dict[str, Any], pointer: str
+) -> None:
     answer = start(alice, {"tenant": "acme", **body})
     assert answer.status_code == 400
     assert answer.json()["errors"][0]["path"].startswith(pointer)
@@ -74,10 +79,11 @@ def test_a_bad_preview_is_a_400_naming_the_field(start: Any, alice: Any, acme: A
 
 
 def test_a_judge_drafts_spend_is_the_previews_in_the_ledger(
-    start: Any, api: Any, alice: Any, acme: Any, acme_key: str, local_judge: Any, judge_guardrail: Any,  # noqa: F811
+    start: Any, api: Any, alice: Any, acme: Any, acme_key: str, local_judge: Any, judge_guardrail: Any
 ) -> None:
-    api(acme_key).post("/api/v1/traces", data={"traces": [make_trace(f"j-{n}", toolCalls=[])
-                                                          for n in range(2)]}, format="json")
+    api(acme_key).post(
+        "/api/v1/traces", data={"traces": [make_trace(f"j-{n}", toolCalls=[]) for n in range(2)]}, format="json"
+    )
     before = JudgeLedgerEntry.objects.count()
     draft = judge_document(config={"criteria": "The agent never promises anything at all."})
     answer = start(alice, {"tenant": "acme", "guardrail": draft})
@@ -105,7 +111,7 @@ def test_the_pages_start_a_preview_from_a_draft_and_show_what_changed(
         answer = client.post("/guardrails/previews/new/", {"draft": json.dumps(STRICTER), "start": "1", "mode": "ci"})
     assert answer.status_code == 302
     html = client.get(answer["Location"]).content.decode()
-    assert 'data-newly-failing>4<' in html and "run-00001" in html
+    assert "data-newly-failing>4<" in html and "run-00001" in html
     bad = client.post("/guardrails/previews/new/", {"draft": "{nope", "start": "1"}).content.decode()
     assert "/guardrail: not JSON" in bad
 

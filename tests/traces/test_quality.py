@@ -106,18 +106,26 @@ def both_ways(since: Any = None, until: Any = None) -> tuple[Any, Any]:
     violations = Violation.objects.filter(guardrail__guardrail_id="no-refunds", tenant__slug="acme")
     days = ViolationDay.objects.filter(guardrail__guardrail_id="no-refunds", tenant__slug="acme")
     rolled = rolled_up_quality(days, violations, since, until)
-    counted = quality_of(violations.filter(**({"created_at__gte": since} if since else {}),
-                                           **({"created_at__lt": until} if until else {})))
+    counted = quality_of(
+        violations.filter(
+            **({"created_at__gte": since} if since else {}), **({"created_at__lt": until} if until else {})
+        )
+    )
     return rolled, counted
 
 
 def periods() -> list[tuple[Any, Any]]:
     now = timezone.now()
     today = midnight(timezone.localdate())
-    return [(None, None), (now - timedelta(days=30), None), (None, now), (today, None),
-            (today + timedelta(hours=1), today + timedelta(hours=23)),
-            (now - timedelta(days=3), now - timedelta(days=1)),
-            (now - timedelta(days=61), now + timedelta(minutes=1))]
+    return [
+        (None, None),
+        (now - timedelta(days=30), None),
+        (None, now),
+        (today, None),
+        (today + timedelta(hours=1), today + timedelta(hours=23)),
+        (now - timedelta(days=3), now - timedelta(days=1)),
+        (now - timedelta(days=61), now + timedelta(minutes=1)),
+    ]
 
 
 def assert_same_figures() -> None:
@@ -131,14 +139,21 @@ def test_the_roll_up_gives_the_counted_figures_after_writes_reviews_and_deletes(
 ) -> None:
     assert_same_figures()
     caller = Caller(user=bob)
-    moves = [("false-positive", "open"), ("open", "acknowledged"), ("acknowledged", "false-positive"),
-             ("false-positive", "open"), ("open", "resolved"), ("resolved", "open")]
+    moves = [
+        ("false-positive", "open"),
+        ("open", "acknowledged"),
+        ("acknowledged", "false-positive"),
+        ("false-positive", "open"),
+        ("open", "resolved"),
+        ("resolved", "open"),
+    ]
     for old, new in moves:  # back and forth, one violation and several at once
         selection = reviewing.reviewable(caller).filter(state=old)
         reviewing.review(selection, new, "", caller)
         assert_same_figures()
-    violation_days.redate(Violation.objects.filter(pk__in=[v.pk for v in reviewed[:3]]),
-                          timezone.now() - timedelta(days=2, hours=5))
+    violation_days.redate(
+        Violation.objects.filter(pk__in=[v.pk for v in reviewed[:3]]), timezone.now() - timedelta(days=2, hours=5)
+    )
     assert_same_figures()
     reviewing.review(reviewing.reviewable(caller).filter(pk=reviewed[0].pk), "false-positive", "", caller)
     RunTrace.objects.filter(pk=reviewed[1].trace_id).delete()  # a trace deleted with its violations
@@ -157,13 +172,22 @@ def test_the_backfill_counts_the_stored_violations_and_reviews(reviewed: list[Vi
     from django.db import connection
 
     migration = importlib.import_module("traces.migrations.0016_violation_days_count_reviews")
-    kept = sorted(ViolationDay.objects.values_list("guardrail", "revision", "severity", "day", "count",
-                                                    "reviewed", "false_positives"))
+    kept = sorted(
+        ViolationDay.objects.values_list(
+            "guardrail", "revision", "severity", "day", "count", "reviewed", "false_positives"
+        )
+    )
     assert any(row[5] for row in kept) and any(row[6] for row in kept)
     ViolationDay.objects.all().delete()
     migration.count_violations_and_reviews(apps, SimpleNamespace(connection=connection))
-    assert sorted(ViolationDay.objects.values_list("guardrail", "revision", "severity", "day", "count",
-                                                   "reviewed", "false_positives")) == kept
+    assert (
+        sorted(
+            ViolationDay.objects.values_list(
+                "guardrail", "revision", "severity", "day", "count", "reviewed", "false_positives"
+            )
+        )
+        == kept
+    )
 
 
 def test_quality_costs_the_same_queries_whatever_the_violations(
@@ -182,8 +206,11 @@ def test_quality_costs_the_same_queries_whatever_the_violations(
 
     def all_three() -> tuple[int, int, int]:
         since = (timezone.now() - timedelta(hours=30)).isoformat().replace("+00:00", "Z")
-        return (queries(api(acme_key), URL), queries(api(acme_key), f"{URL}?since={since}"),
-                queries(signed_in(bob), "/guardrails/no-refunds/"))
+        return (
+            queries(api(acme_key), URL),
+            queries(api(acme_key), f"{URL}?since={since}"),
+            queries(signed_in(bob), "/guardrails/no-refunds/"),
+        )
 
     before = all_three()
     RunTrace.objects.update(trace_id=Concat(Value("old-"), "trace_id"))

@@ -39,24 +39,36 @@ def history(tenant: Any, guardrail: Any) -> None:
     evaluations.start_run(run.pk)
     for violation in Violation.objects.filter(tenant=tenant):
         ViolationReview.objects.create(tenant=tenant, violation=violation, from_state="open", to_state="resolved")
-    ledger.record([
-        JudgeLedgerEntry(tenant=tenant, guardrail=guardrail, model_id="judge", cost_usd=Decimal("0.25"),
-                         outcome="PASS", created_at=moment)
-        for moment in (OLD, OLD, NOW - timedelta(days=1))
-    ])
+    ledger.record(
+        [
+            JudgeLedgerEntry(
+                tenant=tenant,
+                guardrail=guardrail,
+                model_id="judge",
+                cost_usd=Decimal("0.25"),
+                outcome="PASS",
+                created_at=moment,
+            )
+            for moment in (OLD, OLD, NOW - timedelta(days=1))
+        ]
+    )
 
 
 def violation_days_match_violations() -> bool:
-    counted = {(row.tenant_id, row.guardrail_id, row.severity, row.day): row.count
-               for row in ViolationDay.objects.exclude(count=0)}
-    actual = {(t, g, s, d): n for t, g, s, d, n in Violation.objects.annotate(d=TruncDate("created_at"))
-              .values_list("tenant_id", "guardrail_id", "severity", "d").annotate(n=Count("pk"))}
+    counted = {
+        (row.tenant_id, row.guardrail_id, row.severity, row.day): row.count
+        for row in ViolationDay.objects.exclude(count=0)
+    }
+    actual = {
+        (t, g, s, d): n
+        for t, g, s, d, n in Violation.objects.annotate(d=TruncDate("created_at"))
+        .values_list("tenant_id", "guardrail_id", "severity", "d")
+        .annotate(n=Count("pk"))
+    }
     return counted == actual
 
 
-def test_old_history_goes_in_batches_and_the_roll_ups_stay_right(
-    acme: Any, globex: Any, settings: Any
-) -> None:
+def test_old_history_goes_in_batches_and_the_roll_ups_stay_right(acme: Any, globex: Any, settings: Any) -> None:
     settings.KINDGI_RETENTION_BATCH = 2
     guardrail = save_guardrail(make_guardrail(), Author(user=None, label="fixture"))
     history(acme, guardrail)

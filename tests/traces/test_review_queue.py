@@ -10,8 +10,7 @@ from tests.traces import seed
 from traces.models import Violation
 
 
-def test_the_queue_shows_the_newest_open_violation_and_counts(bob: Any, acme: Tenant,
-                                                              halt_guardrail: Any) -> None:
+def test_the_queue_shows_the_newest_open_violation_and_counts(bob: Any, acme: Tenant, halt_guardrail: Any) -> None:
     seed.traces(acme, 3)
     newest, middle, oldest = Violation.objects.order_by("-created_at", "-pk")
     Violation.objects.filter(pk=oldest.pk).update(state="resolved")
@@ -38,8 +37,7 @@ def test_charlie_gets_nothing_of_acmes_queue(charlie: Any, acme: Tenant, halt_gu
     assert client.get(f"/violations/queue/?at={violation.pk}").status_code == 404
     page = client.get("/violations/queue/")
     assert page.context["violation"] is None and page.context["matching"] == 0
-    response = client.post(f"/violations/{violation.pk}/review/",
-                           {"state": "resolved", "next": "/violations/queue/"})
+    response = client.post(f"/violations/{violation.pk}/review/", {"state": "resolved", "next": "/violations/queue/"})
     assert response.status_code == 404
     assert Violation.objects.get(pk=violation.pk).state == "open"
 

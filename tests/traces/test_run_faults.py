@@ -29,16 +29,18 @@ def done(run: Evaluation) -> int:
 
 def stored_counts(run: Evaluation) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
-    rows = (EvaluationResult.objects.filter(evaluation=run).values_list("guardrail__guardrail_id", "status")
-            .annotate(n=Count("id")).order_by())
+    rows = (
+        EvaluationResult.objects.filter(evaluation=run)
+        .values_list("guardrail__guardrail_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
     for guardrail, status, n in rows:
         counts.setdefault(guardrail, {})[status] = n
     return counts
 
 
-def test_a_cancelled_run_writes_nothing_after_it_ended(
-    acme: Any, real_broker: Any, tmp_path: Path  # noqa: F811
-) -> None:
+def test_a_cancelled_run_writes_nothing_after_it_ended(acme: Any, real_broker: Any, tmp_path: Path) -> None:
     three_guardrails()
     store_many(acme, TRACES)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="cancel test"))
@@ -59,9 +61,7 @@ def test_a_cancelled_run_writes_nothing_after_it_ended(
         assert {status: n for status, n in row.items() if status != "skipped" and n} == stored.get(guardrail, {})
 
 
-def test_a_killed_worker_holds_up_its_run_for_seconds(
-    acme: Any, real_broker: Any, tmp_path: Path  # noqa: F811
-) -> None:
+def test_a_killed_worker_holds_up_its_run_for_seconds(acme: Any, real_broker: Any, tmp_path: Path) -> None:
     three_guardrails()
     store_many(acme, TRACES)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="kill test"))

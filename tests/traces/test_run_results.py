@@ -44,7 +44,11 @@ def test_the_results_list_filters_by_guardrail_and_status_and_pages_to_the_end(
     assert len(fails) == 3
     first = fails[0]
     assert (first["guardrail"], first["revision"], first["action"], first["severity"]) == (
-        "no-refunds", 1, "halt", "critical")
+        "no-refunds",
+        1,
+        "halt",
+        "critical",
+    )
     assert first["reason"] and first["violation"] and first["reviewState"] == "open"
     assert first["traceUrl"].startswith("/traces/")
 
@@ -56,11 +60,14 @@ def test_a_skipped_result_says_which_part_of_the_scope_did_not_select(
     run = run_for(acme)
     rows = api(acme_key).get(f"/api/v1/evaluations/{run.pk}/results?status=skipped").json()["results"]
     assert {(r["guardrail"], r["skipReason"], r["reason"]) for r in rows} == {
-        ("billing-only", "flows", "scope.flows does not list this trace's flow (refund)")}
+        ("billing-only", "flows", "scope.flows does not list this trace's flow (refund)")
+    }
 
 
-@pytest.mark.parametrize(("query", "pointer"), [
-    ("status=maybe", "/status"), ("cursor=bm9wZQ", "/cursor"), ("limit=0", "/limit"), ("limit=501", "/limit")])
+@pytest.mark.parametrize(
+    ("query", "pointer"),
+    [("status=maybe", "/status"), ("cursor=bm9wZQ", "/cursor"), ("limit=0", "/limit"), ("limit=501", "/limit")],
+)
 def test_a_bad_results_query_is_a_400_naming_the_parameter(
     api: Any, acme_key: str, acme: Any, guardrails: Any, query: str, pointer: str
 ) -> None:
@@ -91,7 +98,11 @@ def test_compare_counts_newly_and_no_longer_failing_traces(api: Any, acme_key: s
     refunds = rows["no-refunds"]
     assert (refunds["revision"], refunds["withRevision"]) == (2, 1)
     assert (refunds["failing"], refunds["withFailing"], refunds["newlyFailing"], refunds["noLongerFailing"]) == (
-        9, 3, 6, 0)
+        9,
+        3,
+        6,
+        0,
+    )
     assert len(refunds["newlyFailingTraces"]) == 6
     assert rows["cite"]["newlyFailing"] == rows["cite"]["noLongerFailing"] == 0
     back = api(acme_key).get(f"/api/v1/evaluations/{before.pk}/compare?with={after.pk}").json()
@@ -111,9 +122,7 @@ def test_the_run_page_counts_link_to_the_results(alice: Any, two_runs: Any) -> N
     assert f"/evaluations/{after.pk}/results/?guardrail=billing-only&amp;status=skipped" in html
 
 
-def test_the_results_page_shows_failures_only_by_default_and_every_status_on_asking(
-    bob: Any, two_runs: Any
-) -> None:
+def test_the_results_page_shows_failures_only_by_default_and_every_status_on_asking(bob: Any, two_runs: Any) -> None:
     _, after = two_runs
     client = signed_in(bob)
     html = client.get(f"/evaluations/{after.pk}/results/").content.decode()
@@ -136,23 +145,33 @@ def test_the_compare_page_lists_what_changed(alice: Any, two_runs: Any) -> None:
     assert f"against #{before.pk}" in html and "run-00001" in html
 
 
-@pytest.mark.parametrize("path", ["/evaluations/{pk}/results/", "/evaluations/{pk}/compare/",
-                                  "/evaluations/{other}/compare/?with={pk}",
-                                  "/evaluations/{pk}/compare/traces/?guardrail=no-refunds&change=newly-failing",
-                                  "/evaluations/{other}/compare/traces/?with={pk}&guardrail=no-refunds"
-                                  "&change=newly-failing"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/evaluations/{pk}/results/",
+        "/evaluations/{pk}/compare/",
+        "/evaluations/{other}/compare/?with={pk}",
+        "/evaluations/{pk}/compare/traces/?guardrail=no-refunds&change=newly-failing",
+        "/evaluations/{other}/compare/traces/?with={pk}&guardrail=no-refunds&change=newly-failing",
+    ],
+)
 def test_another_tenants_pages_are_404(charlie: Any, globex: Any, two_runs: Any, path: str) -> None:
     _, after = two_runs
     theirs = Evaluation.objects.create(tenant=globex)
     assert signed_in(charlie).get(path.format(pk=after.pk, other=theirs.pk)).status_code == 404
 
 
-@pytest.mark.parametrize("path", ["/api/v1/evaluations/{pk}/results", "/api/v1/evaluations/{pk}/compare",
-                                  "/api/v1/evaluations/{other}/compare?with={pk}",
-                                  "/api/v1/evaluations/{pk}/compare/traces?guardrail=no-refunds&change=newly-failing",
-                                  "/api/v1/evaluations/{other}/compare/traces?with={pk}&guardrail=no-refunds"
-                                  "&change=newly-failing",
-                                  "/api/v1/violations?evaluation={pk}"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/evaluations/{pk}/results",
+        "/api/v1/evaluations/{pk}/compare",
+        "/api/v1/evaluations/{other}/compare?with={pk}",
+        "/api/v1/evaluations/{pk}/compare/traces?guardrail=no-refunds&change=newly-failing",
+        "/api/v1/evaluations/{other}/compare/traces?with={pk}&guardrail=no-refunds&change=newly-failing",
+        "/api/v1/violations?evaluation={pk}",
+    ],
+)
 def test_another_tenants_key_gets_nothing(api: Any, charlie_key: str, globex: Any, two_runs: Any, path: str) -> None:
     _, after = two_runs
     theirs = Evaluation.objects.create(tenant=globex)
@@ -177,8 +196,9 @@ def test_the_compare_lists_page_by_a_keyset_to_the_counted_end(
     listed = [row["trace"] for row in all_pages(api(acme_key), url)]
     assert len(listed) == len(set(listed)) == 20
     client = signed_in(alice)
-    html = client.get(f"/evaluations/{after.pk}/compare/traces/?with={before.pk}&guardrail=no-refunds"
-                      "&change=newly-failing").content.decode()
+    html = client.get(
+        f"/evaluations/{after.pk}/compare/traces/?with={before.pk}&guardrail=no-refunds&change=newly-failing"
+    ).content.decode()
     assert html.count("/traces/") >= 20 and 'rel="next"' not in html
     bad = api(acme_key).get(f"{url}&cursor=nonsense")
     assert bad.status_code == 400 and bad.json()["errors"][0]["path"] == "/cursor"
@@ -244,8 +264,9 @@ def test_compare_reads_the_same_queries_for_small_and_larger_runs(
     def queries(traces: int) -> int:
         store_traces(acme, traces)
         run_for(acme)
-        save_guardrail(make_guardrail(config={"tools": ["issue_refund", f"tool-{traces}"]}),
-                       Author(user=None, label="t"))
+        save_guardrail(
+            make_guardrail(config={"tools": ["issue_refund", f"tool-{traces}"]}), Author(user=None, label="t")
+        )
         after = run_for(acme)
         client = api(acme_key)
         url = f"/api/v1/evaluations/{after.pk}/compare"

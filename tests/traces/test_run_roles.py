@@ -27,10 +27,11 @@ def test_a_key_without_the_evaluate_scope_starts_no_run(api: Any, acme: Tenant, 
 
 
 def test_a_run_over_the_reviewer_judge_limit_needs_an_author(
-    api: Any, bob: Any, alice: Any, acme: Tenant, acme_key: str, local_judge: Any, judge_guardrail: Any,  # noqa: F811
+    api: Any, bob: Any, alice: Any, acme: Tenant, acme_key: str, local_judge: Any, judge_guardrail: Any
 ) -> None:
-    api(acme_key).post("/api/v1/traces", data={"traces": [make_trace(f"j-{n}", toolCalls=[])
-                                                          for n in range(3)]}, format="json")
+    api(acme_key).post(
+        "/api/v1/traces", data={"traces": [make_trace(f"j-{n}", toolCalls=[]) for n in range(3)]}, format="json"
+    )
     acme.reviewer_judge_limit_usd = Decimal("0")
     acme.save()
     refused = api(bob).post("/api/v1/evaluations", {"tenant": "acme"}, format="json")
@@ -48,10 +49,11 @@ def test_a_run_over_the_reviewer_judge_limit_needs_an_author(
 
 
 def test_the_estimate_from_a_guardrail_page_prices_only_that_guardrail(
-    api: Any, alice: Any, acme_key: str, local_judge: Any, judge_guardrail: Any, halt_guardrail: Any,  # noqa: F811
+    api: Any, alice: Any, acme_key: str, local_judge: Any, judge_guardrail: Any, halt_guardrail: Any
 ) -> None:
-    api(acme_key).post("/api/v1/traces", data={"traces": [make_trace(f"p-{n}", toolCalls=[])
-                                                          for n in range(3)]}, format="json")
+    api(acme_key).post(
+        "/api/v1/traces", data={"traces": [make_trace(f"p-{n}", toolCalls=[]) for n in range(3)]}, format="json"
+    )
     client = signed_in(alice)
     assert client.get("/evaluations/new/").context["judge_estimate"]["calls"] == 3
     assert client.get("/evaluations/new/?guardrail=no-refunds").context["judge_estimate"] is None

@@ -31,5 +31,9 @@ def test_a_shadow_guardrail_records_results_and_no_violation(
     assert shadowed.count() == count and not shadowed.filter(shadow=False).exists()
     assert shadowed.filter(status="fail").count() == count // 3  # every third trace refunds
     assert not Violation.objects.filter(evaluation=run, guardrail__guardrail_id="no-refunds").exists()
-    assert not EvaluationResult.objects.filter(evaluation=run).exclude(
-        guardrail__guardrail_id="no-refunds").filter(shadow=True).exists()
+    assert (
+        not EvaluationResult.objects.filter(evaluation=run)
+        .exclude(guardrail__guardrail_id="no-refunds")
+        .filter(shadow=True)
+        .exists()
+    )

@@ -106,8 +106,13 @@ def test_a_worker_killed_mid_upload_is_resumed_where_it_stopped_with_exact_count
     finally:
         second.stop()
     assert upload.status == "succeeded", second.output()
-    assert (upload.lines_total, upload.lines_stored, upload.lines_duplicate, upload.lines_conflict,
-            upload.lines_invalid) == (LINES, LINES - REPEATS, REPEATS, 0, 0), f"killed at {killed_at}"
+    assert (
+        upload.lines_total,
+        upload.lines_stored,
+        upload.lines_duplicate,
+        upload.lines_conflict,
+        upload.lines_invalid,
+    ) == (LINES, LINES - REPEATS, REPEATS, 0, 0), f"killed at {killed_at}"
     assert RunTrace.objects.filter(upload=upload).count() == LINES - REPEATS
     assert upload.claim > 10, "the file was read in one or a few tasks: the pieces were not tested"
 

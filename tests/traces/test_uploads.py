@@ -57,7 +57,7 @@ def test_gzip_is_recognised_by_its_magic_bytes() -> None:
 
 
 def test_a_broken_array_reports_where_it_broke() -> None:
-    data = b'[' + orjson.dumps(make_trace("a")) + b', {"id": '
+    data = b"[" + orjson.dumps(make_trace("a")) + b', {"id": '
     rows = parsed(data, "broken.json")
     assert rows[0][:2] == (1, "a") and rows[1][0] == 2 and "not valid JSON" in rows[1][2]
 
@@ -65,7 +65,7 @@ def test_a_broken_array_reports_where_it_broke() -> None:
 def test_a_broken_array_read_again_from_past_the_break_reports_it_once() -> None:
     from traces.trace_files import Position
 
-    data = b'[' + orjson.dumps(make_trace("a")) + b', {"id": '
+    data = b"[" + orjson.dumps(make_trace("a")) + b', {"id": '
     assert list(parse_file(io.BytesIO(data), "broken.json", Position(count=2))) == []
     assert [p.item for p in parse_file(io.BytesIO(data), "broken.json", Position(count=1))] == [2]
 
@@ -89,13 +89,23 @@ def test_it_stores_good_lines_and_reports_bad_ones_with_line_numbers(acme: Any, 
     settings.KINDGI_UPLOAD_BATCH = 2
     RunTrace.objects.create(tenant=acme, trace_id="taken", document={"id": "taken"}, content_hash="other")
     data = jsonl(
-        make_trace("a"), {"id": "b", "toolcalls": []}, make_trace("a"), make_trace("taken"),
-        make_trace("c", tenant="globex"), b"[1,", make_trace("d"),
+        make_trace("a"),
+        {"id": "b", "toolcalls": []},
+        make_trace("a"),
+        make_trace("taken"),
+        make_trace("c", tenant="globex"),
+        b"[1,",
+        make_trace("d"),
     )
     upload = upload_file(acme, alice, data)
     assert upload.status == "succeeded"
-    assert (upload.lines_total, upload.lines_stored, upload.lines_duplicate, upload.lines_conflict,
-            upload.lines_invalid) == (7, 2, 1, 1, 3)
+    assert (
+        upload.lines_total,
+        upload.lines_stored,
+        upload.lines_duplicate,
+        upload.lines_conflict,
+        upload.lines_invalid,
+    ) == (7, 2, 1, 1, 3)
     assert [(e["line"], e["path"]) for e in upload.errors] == [(2, "/toolcalls"), (4, "/id"), (5, "/tenant"), (6, "")]
     assert "toolcalls" in upload.errors[0]["message"]
     assert set(RunTrace.objects.filter(upload=upload).values_list("trace_id", flat=True)) == {"a", "d"}

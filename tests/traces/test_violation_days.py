@@ -20,9 +20,10 @@ from traces.models import Violation, ViolationDay
 def both_ways(by: str) -> tuple[list[Any], list[Any]]:
     today = timezone.localdate()
     first = today - timedelta(days=29)
-    return (violation_days.chart_rows(Violation.objects.all(), None, by, first, today),
-            violation_days.chart_rows(Violation.objects.none(), ViolationDay.objects.all(), by,
-                                      first, today))
+    return (
+        violation_days.chart_rows(Violation.objects.all(), None, by, first, today),
+        violation_days.chart_rows(Violation.objects.none(), ViolationDay.objects.all(), by, first, today),
+    )
 
 
 def test_the_roll_up_counts_what_the_violations_count(
@@ -30,8 +31,7 @@ def test_the_roll_up_counts_what_the_violations_count(
 ) -> None:
     seed.traces(acme, 4)
     seed.traces(globex, 2)
-    violation_days.redate(Violation.objects.filter(pk=seed.violations(acme)[0].pk),
-                          timezone.now() - timedelta(days=3))
+    violation_days.redate(Violation.objects.filter(pk=seed.violations(acme)[0].pk), timezone.now() - timedelta(days=3))
     review.review(Violation.objects.filter(tenant=acme), "resolved", "", Caller(user=bob))
     for by in ("guardrail", "severity"):
         from_violations, from_days = both_ways(by)
@@ -46,9 +46,13 @@ def test_the_chart_reads_the_roll_up_unless_a_filter_needs_the_violations(
     seed.traces(acme, 3)
     client = Client()
     client.force_login(bob)
-    for query, rolled_up in [("by=guardrail", True), ("by=severity&severity=critical", True),
-                             ("by=guardrail&guardrail=no-refunds&since=2026-01-01", True),
-                             ("by=guardrail&state=open", False), ("by=severity&agent=x", False)]:
+    for query, rolled_up in [
+        ("by=guardrail", True),
+        ("by=severity&severity=critical", True),
+        ("by=guardrail&guardrail=no-refunds&since=2026-01-01", True),
+        ("by=guardrail&state=open", False),
+        ("by=severity&agent=x", False),
+    ]:
         with CaptureQueriesContext(connection) as queries:
             chart = client.get(f"/violations/chart.json?{query}").json()
         sql = " ".join(q["sql"] for q in queries.captured_queries)

@@ -72,11 +72,21 @@ def kill_tree(pid: int) -> None:
 @pytest.mark.usefixtures("real_broker")
 def test_runconsole_starts_again_a_worker_that_dies(tmp_path: Path) -> None:
     port = free_port()
-    environ = {**os.environ, "DATABASE_URL": workers.test_database_url(), "CELERY_TASK_ALWAYS_EAGER": "false",
-               "KINDGI_WORKER_HEARTBEAT_SECONDS": "1", "KINDGI_VAR_DIR": str(tmp_path / "var")}
+    environ = {
+        **os.environ,
+        "DATABASE_URL": workers.test_database_url(),
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "KINDGI_WORKER_HEARTBEAT_SECONDS": "1",
+        "KINDGI_VAR_DIR": str(tmp_path / "var"),
+    }
     with (tmp_path / "console.log").open("wb") as log:
-        console = subprocess.Popen([sys.executable, "manage.py", "runconsole", f"127.0.0.1:{port}"],
-                                   cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT)
+        console = subprocess.Popen(
+            [sys.executable, "manage.py", "runconsole", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=environ,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for(lambda: answers(port) and beating_pid() is not None, 60, "the console and its worker")
         first = beating_pid()

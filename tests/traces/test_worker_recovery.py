@@ -52,8 +52,16 @@ def store_many(tenant: Any, count: int) -> None:
         document = {**template, "id": f"run-{n:05d}"}
         if n % 4 == 0:
             document["toolCalls"] = template["toolCalls"][:1]
-        rows.append(RunTrace(tenant=tenant, trace_id=document["id"], agent="support-bot", flow="refund",
-                             document=document, content_hash=content_hash(document)))
+        rows.append(
+            RunTrace(
+                tenant=tenant,
+                trace_id=document["id"],
+                agent="support-bot",
+                flow="refund",
+                document=document,
+                content_hash=content_hash(document),
+            )
+        )
         if len(rows) == 2000:
             RunTrace.objects.bulk_create(rows)
             rows = []
@@ -63,10 +71,13 @@ def store_many(tenant: Any, count: int) -> None:
 def three_guardrails() -> None:
     author = Author(user=None, label="fixture")
     save_guardrail(make_guardrail(), author)
-    save_guardrail(make_guardrail("cite", check="must-cite", config={"min": 1},
-                                  action={"on-violation": "log-only"}), author)
-    save_guardrail(make_guardrail("max-calls", check="max-tool-calls", config={"max": 1},
-                                  action={"on-violation": "log-only"}), author)
+    save_guardrail(
+        make_guardrail("cite", check="must-cite", config={"min": 1}, action={"on-violation": "log-only"}), author
+    )
+    save_guardrail(
+        make_guardrail("max-calls", check="max-tool-calls", config={"max": 1}, action={"on-violation": "log-only"}),
+        author,
+    )
 
 
 def test_a_run_survives_its_worker_being_killed(acme: Any, real_broker: Any, settings: Any, tmp_path: Path) -> None:

@@ -73,15 +73,26 @@ class Worker:
             **{key: str(value) for key, value in env.items()},
         }
         command = [
-            sys.executable, "-m", "celery", "-A", "kindgi_console", "worker",
-            "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", f"{name}@%h",
-            "--concurrency", str(concurrency), "--loglevel", "INFO",
-            "--without-gossip", "--without-mingle",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "kindgi_console",
+            "worker",
+            "-Q",
+            settings.CELERY_TASK_DEFAULT_QUEUE,
+            "-n",
+            f"{name}@%h",
+            "--concurrency",
+            str(concurrency),
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
         ]
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
-                command, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                command, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
 
     def kill(self) -> None:

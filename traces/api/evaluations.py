@@ -36,13 +36,22 @@ RUN_SCHEMA = {
         "tenant": {"type": "string"},
         "status": {"type": "string", "enum": [s.value for s in Evaluation.Status]},
         "mode": {"type": "string", "enum": ["ci", "runtime"]},
-        "guardrails": {"type": "array", "items": {"type": "object", "properties": {
-            "id": {"type": "string"}, "revision": {"type": "integer"}}}},
+        "guardrails": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"id": {"type": "string"}, "revision": {"type": "integer"}}},
+        },
         "filters": {"type": "object"},
-        "progress": {"type": "object", "properties": {
-            "done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}}},
-        "summary": {"type": "object", "additionalProperties": {"type": "object", "properties": {
-            name: {"type": "integer"} for name in evaluations.STATUSES}}},
+        "progress": {
+            "type": "object",
+            "properties": {"done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}},
+        },
+        "summary": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {name: {"type": "integer"} for name in evaluations.STATUSES},
+            },
+        },
         "startedBy": {"type": "string"},
         "createdAt": {"type": "string", "format": "date-time"},
         "startedAt": {"type": "string", "format": "date-time", "nullable": True},
@@ -58,21 +67,31 @@ RUN_PAGE_SCHEMA = {
         "results": {"type": "array", "items": RUN_SCHEMA},
     },
 }
-START_BODY = {"application/json": {
-    "type": "object",
-    "properties": {
-        "tenant": {"type": "string", "description": "The tenant (a tenant-bound key's by default)."},
-        "guardrails": {"type": "array", "items": {"type": "string"},
-                       "description": "Guardrail ids; absent or empty: every enabled guardrail."},
-        "filters": {"type": "object", "properties": {
-            "agent": {"type": "string"}, "flow": {"type": "string"},
-            "since": {"type": "string", "format": "date-time"},
-            "until": {"type": "string", "format": "date-time"},
-            "upload": {"type": "integer"}}},
-        "mode": {"type": "string", "enum": ["ci", "runtime"], "default": "ci"},
-    },
-    "additionalProperties": False,
-}}
+START_BODY = {
+    "application/json": {
+        "type": "object",
+        "properties": {
+            "tenant": {"type": "string", "description": "The tenant (a tenant-bound key's by default)."},
+            "guardrails": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Guardrail ids; absent or empty: every enabled guardrail.",
+            },
+            "filters": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string"},
+                    "flow": {"type": "string"},
+                    "since": {"type": "string", "format": "date-time"},
+                    "until": {"type": "string", "format": "date-time"},
+                    "upload": {"type": "integer"},
+                },
+            },
+            "mode": {"type": "string", "enum": ["ci", "runtime"], "default": "ci"},
+        },
+        "additionalProperties": False,
+    }
+}
 START_FIELDS = {"tenant", "guardrails", "filters", "mode"}
 
 
@@ -108,17 +127,21 @@ class EvaluationListView(ConsoleAPIView):
     scopes = {"GET": "read", "POST": "run"}
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="evaluations_list",
-                   responses={200: OpenApiResponse(RUN_PAGE_SCHEMA), 400: ERRORS, 401: ERRORS, 403: ERRORS})
+    @extend_schema(
+        operation_id="evaluations_list",
+        responses={200: OpenApiResponse(RUN_PAGE_SCHEMA), 400: ERRORS, 401: ERRORS, 403: ERRORS},
+    )
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         assert page is not None  # the keyset pagination always pages
         return self.get_paginated_response([run_as_dict(run) for run in page])
 
-    @extend_schema(operation_id="evaluations_start", request=START_BODY,
-                   parameters=[idempotency.PARAMETER],
-                   responses={202: OpenApiResponse(RUN_SCHEMA), 400: ERRORS, 401: ERRORS, 403: ERRORS,
-                              422: ERRORS})
+    @extend_schema(
+        operation_id="evaluations_start",
+        request=START_BODY,
+        parameters=[idempotency.PARAMETER],
+        responses={202: OpenApiResponse(RUN_SCHEMA), 400: ERRORS, 401: ERRORS, 403: ERRORS, 422: ERRORS},
+    )
     @idempotency.idempotent
     def post(self, request: Request) -> Response:
         body = read_json_body(request)
@@ -179,8 +202,11 @@ class EvaluationCancelView(ConsoleAPIView):
     scopes = {"POST": "run"}
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="evaluations_cancel", request=None,
-                   responses={200: OpenApiResponse(RUN_SCHEMA), 404: ERRORS, 409: ERRORS})
+    @extend_schema(
+        operation_id="evaluations_cancel",
+        request=None,
+        responses={200: OpenApiResponse(RUN_SCHEMA), 404: ERRORS, 409: ERRORS},
+    )
     def post(self, request: Request, pk: int) -> Response:
         runs = cast(TenantScopedQuerySet[Evaluation], self.get_queryset())
         run = get_object_or_404(runs.for_caller(self.caller, "run"), pk=pk)
@@ -192,23 +218,29 @@ class EvaluationCancelView(ConsoleAPIView):
 RESULT_SCHEMA = {
     "type": "object",
     "properties": {
-        "id": {"type": "integer"}, "trace": {"type": "string"}, "traceUrl": {"type": "string"},
-        "guardrail": {"type": "string"}, "revision": {"type": "integer"},
+        "id": {"type": "integer"},
+        "trace": {"type": "string"},
+        "traceUrl": {"type": "string"},
+        "guardrail": {"type": "string"},
+        "revision": {"type": "integer"},
         "status": {"type": "string", "enum": list(run_results.STATUSES)},
         "reason": {"type": "string"},
-        "skipReason": {"type": "string", "nullable": True, "enum": [*SKIP_PARTS, None],
-                       "description": "Of a skipped result: the part of the scope that did not select the trace."},
-        "action": {"type": "string"}, "severity": {"type": "string", "nullable": True},
-        "violation": {"type": "integer", "nullable": True}, "reviewState": {"type": "string", "nullable": True},
+        "skipReason": {
+            "type": "string",
+            "nullable": True,
+            "enum": [*SKIP_PARTS, None],
+            "description": "Of a skipped result: the part of the scope that did not select the trace.",
+        },
+        "action": {"type": "string"},
+        "severity": {"type": "string", "nullable": True},
+        "violation": {"type": "integer", "nullable": True},
+        "reviewState": {"type": "string", "nullable": True},
     },
 }
 RESULT_PAGE_SCHEMA = {
     "type": "object",
     "required": ["next", "results"],
-    "properties": {
-        "next": {"type": "string", "nullable": True},
-        "results": {"type": "array", "items": RESULT_SCHEMA},
-    },
+    "properties": {"next": {"type": "string", "nullable": True}, "results": {"type": "array", "items": RESULT_SCHEMA}},
 }
 RESULT_PARAMETERS = [
     OpenApiParameter("guardrail", str, description="Only this guardrail's results."),
@@ -216,29 +248,53 @@ RESULT_PARAMETERS = [
     OpenApiParameter("cursor", str, description="The `next` of the previous page."),
     OpenApiParameter("limit", int, description=f"Page size, at most {run_results.MAX_PAGE_SIZE}."),
 ]
-_TRACES = {"type": "array", "items": {"type": "object", "properties": {
-    "trace": {"type": "string"}, "traceUrl": {"type": "string"}, "reason": {"type": "string"}}}}
+_TRACES = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"trace": {"type": "string"}, "traceUrl": {"type": "string"}, "reason": {"type": "string"}},
+    },
+}
 COMPARE_SCHEMA = {
     "type": "object",
     "required": ["evaluation", "with", "status", "progress", "guardrails"],
     "properties": {
-        "evaluation": {"type": "integer"}, "with": {"type": "integer"},
-        "status": {"type": "string", "enum": ["waiting", *[s.value for s in RunComparison.Status]],
-                   "description": "`succeeded`: the figures are complete. `waiting`: a run has not "
-                                  "finished. `queued`, `running`: being computed (answered 202)."},
-        "progress": {"type": "object", "properties": {
-            "done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}}},
+        "evaluation": {"type": "integer"},
+        "with": {"type": "integer"},
+        "status": {
+            "type": "string",
+            "enum": ["waiting", *[s.value for s in RunComparison.Status]],
+            "description": "`succeeded`: the figures are complete. `waiting`: a run has not "
+            "finished. `queued`, `running`: being computed (answered 202).",
+        },
+        "progress": {
+            "type": "object",
+            "properties": {"done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}},
+        },
         "error": {"type": "string"},
-        "guardrails": {"type": "array", "items": {"type": "object", "properties": {
-            "guardrail": {"type": "string"}, "revision": {"type": "integer", "nullable": True},
-            "withRevision": {"type": "integer", "nullable": True},
-            "failing": {"type": "integer"}, "withFailing": {"type": "integer"},
-            "newlyFailing": {"type": "integer"}, "noLongerFailing": {"type": "integer"},
-            "newlyFailingTraces": _TRACES, "noLongerFailingTraces": _TRACES,
-            "newlyFailingCursor": {"type": "string", "nullable": True,
-                                   "description": "The next page's cursor for compare/traces."},
-            "noLongerFailingCursor": {"type": "string", "nullable": True},
-        }}},
+        "guardrails": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "guardrail": {"type": "string"},
+                    "revision": {"type": "integer", "nullable": True},
+                    "withRevision": {"type": "integer", "nullable": True},
+                    "failing": {"type": "integer"},
+                    "withFailing": {"type": "integer"},
+                    "newlyFailing": {"type": "integer"},
+                    "noLongerFailing": {"type": "integer"},
+                    "newlyFailingTraces": _TRACES,
+                    "noLongerFailingTraces": _TRACES,
+                    "newlyFailingCursor": {
+                        "type": "string",
+                        "nullable": True,
+                        "description": "The next page's cursor for compare/traces.",
+                    },
+                    "noLongerFailingCursor": {"type": "string", "nullable": True},
+                },
+            },
+        },
     },
 }
 CHANGES_SCHEMA = {
@@ -262,8 +318,11 @@ class EvaluationResultsView(ConsoleAPIView):
     queryset = Evaluation.objects.all()
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="evaluations_results", parameters=RESULT_PARAMETERS,
-                   responses={200: OpenApiResponse(RESULT_PAGE_SCHEMA), 400: ERRORS, 404: ERRORS})
+    @extend_schema(
+        operation_id="evaluations_results",
+        parameters=RESULT_PARAMETERS,
+        responses={200: OpenApiResponse(RESULT_PAGE_SCHEMA), 400: ERRORS, 404: ERRORS},
+    )
     def get(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(self.get_queryset(), pk=pk)
         status = request.query_params.get("status", "")
@@ -271,8 +330,9 @@ class EvaluationResultsView(ConsoleAPIView):
             raise ApiError([Issue("/status", f"status is one of {', '.join(run_results.STATUSES)}")])
         results = run_results.run_results(run, guardrail=request.query_params.get("guardrail", ""), status=status)
         try:
-            page = run_results.results_page(results, after=request.query_params.get("cursor"),
-                                            size=_limit(request.query_params.get("limit")))
+            page = run_results.results_page(
+                results, after=request.query_params.get("cursor"), size=_limit(request.query_params.get("limit"))
+            )
         except paging.BadCursor as error:
             raise ApiError([Issue("/cursor", str(error))]) from None
         next_url = None
@@ -294,24 +354,37 @@ class EvaluationCompareView(ConsoleAPIView):
     queryset = Evaluation.objects.all()
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="evaluations_compare",
-                   parameters=[OpenApiParameter("with", int, description="The other run (default: the previous one).")],
-                   responses={200: OpenApiResponse(COMPARE_SCHEMA), 202: OpenApiResponse(COMPARE_SCHEMA),
-                              400: ERRORS, 404: ERRORS})
+    @extend_schema(
+        operation_id="evaluations_compare",
+        parameters=[OpenApiParameter("with", int, description="The other run (default: the previous one).")],
+        responses={
+            200: OpenApiResponse(COMPARE_SCHEMA),
+            202: OpenApiResponse(COMPARE_SCHEMA),
+            400: ERRORS,
+            404: ERRORS,
+        },
+    )
     def get(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(self.get_queryset(), pk=pk)
         other = self._other(run, request.query_params.get("with"))
         comparison = comparisons.comparison_for(run, other)
         body: dict[str, Any] = {"evaluation": run.pk, "with": other.pk}
         if comparison is None:
-            return Response({**body, "status": "waiting", "progress": {"done": 0, "total": 0, "percent": 0},
-                             "guardrails": []}, status=202)
+            return Response(
+                {**body, "status": "waiting", "progress": {"done": 0, "total": 0, "percent": 0}, "guardrails": []},
+                status=202,
+            )
         done = comparison.status == RunComparison.Status.SUCCEEDED
-        return Response({
-            **body, "status": comparison.status, "progress": comparisons.progress(comparison),
-            **({"error": comparison.error} if comparison.error else {}),
-            "guardrails": comparisons.figures_with_traces(comparison) if done else [],
-        }, status=200 if done else 202)
+        return Response(
+            {
+                **body,
+                "status": comparison.status,
+                "progress": comparisons.progress(comparison),
+                **({"error": comparison.error} if comparison.error else {}),
+                "guardrails": comparisons.figures_with_traces(comparison) if done else [],
+            },
+            status=200 if done else 202,
+        )
 
     def _other(self, run: Evaluation, raw: str | None) -> Evaluation:
         if raw is None or raw == "":
@@ -332,13 +405,17 @@ class EvaluationCompareTracesView(EvaluationCompareView):
     """`GET evaluations/{id}/compare/traces?with=&guardrail=&change=`: one list of a comparison,
     keyset paged (`cursor`: the `next` of the previous page, or a list's cursor in compare)."""
 
-    @extend_schema(operation_id="evaluations_compare_traces", parameters=[
-        OpenApiParameter("with", int, description="The other run (default: the previous one)."),
-        OpenApiParameter("guardrail", str, required=True),
-        OpenApiParameter("change", str, required=True, enum=list(comparisons.Kind.values)),
-        OpenApiParameter("cursor", str),
-        OpenApiParameter("limit", int, description=f"At most {comparisons.MAX_LISTED}.")],
-        responses={200: OpenApiResponse(CHANGES_SCHEMA), 400: ERRORS, 404: ERRORS, 409: ERRORS})
+    @extend_schema(
+        operation_id="evaluations_compare_traces",
+        parameters=[
+            OpenApiParameter("with", int, description="The other run (default: the previous one)."),
+            OpenApiParameter("guardrail", str, required=True),
+            OpenApiParameter("change", str, required=True, enum=list(comparisons.Kind.values)),
+            OpenApiParameter("cursor", str),
+            OpenApiParameter("limit", int, description=f"At most {comparisons.MAX_LISTED}."),
+        ],
+        responses={200: OpenApiResponse(CHANGES_SCHEMA), 400: ERRORS, 404: ERRORS, 409: ERRORS},
+    )
     def get(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(self.get_queryset(), pk=pk)
         other = self._other(run, request.query_params.get("with"))
@@ -347,8 +424,13 @@ class EvaluationCompareTracesView(EvaluationCompareView):
         if comparison is None or comparison.status != RunComparison.Status.SUCCEEDED:
             raise ApiError([Issue("/with", "the comparison is still being computed: see compare")], status_code=409)
         try:
-            page = comparisons.changes_page(comparison, guardrail, kind, after=request.query_params.get("cursor"),
-                                            size=_compare_limit(request.query_params.get("limit")))
+            page = comparisons.changes_page(
+                comparison,
+                guardrail,
+                kind,
+                after=request.query_params.get("cursor"),
+                size=_compare_limit(request.query_params.get("limit")),
+            )
         except paging.BadCursor as error:
             raise ApiError([Issue("/cursor", str(error))]) from None
         next_url = None
@@ -393,8 +475,10 @@ class EvaluationEstimateView(ConsoleAPIView):
 
     @extend_schema(
         operation_id="evaluations_estimate",
-        parameters=[OpenApiParameter("guardrails", str, description="Comma-separated ids."),
-                    *filter_parameters(filters.TraceFilter)],
+        parameters=[
+            OpenApiParameter("guardrails", str, description="Comma-separated ids."),
+            *filter_parameters(filters.TraceFilter),
+        ],
         responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
     )
     def get(self, request: Request) -> Response:
@@ -423,8 +507,7 @@ class EvaluationEstimateView(ConsoleAPIView):
     @staticmethod
     def _guardrails(request: Request, tenant: Any) -> tuple[list[Any], list[str]]:
         """The enabled guardrails named (all when none is), and the names of no such one."""
-        wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",")
-                  if name.strip()]
+        wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",") if name.strip()]
         enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails(tenant)}
         if not wanted:
             return list(enforced.values()), []

@@ -41,8 +41,7 @@ class GuardrailTryView(ConsoleAPIView):
     filter_backends: list[Any] = []
     scopes = {"POST": "author"}
 
-    @extend_schema(request=TRY_BODY, responses={
-        200: TRY_RESPONSE, **error_responses(400, 401, 403, 413, 415, 429)})
+    @extend_schema(request=TRY_BODY, responses={200: TRY_RESPONSE, **error_responses(400, 401, 403, 413, 415, 429)})
     def post(self, request: Request) -> Response:
         body = read_json_body(request)
         if not isinstance(body, dict):
@@ -60,10 +59,12 @@ class GuardrailTryView(ConsoleAPIView):
             if guardrail.kind == JUDGE_KIND and services.judge is None:
                 result = no_judge_result(guardrail)
             else:
-                result = evaluate_guardrail(guardrail, trace, services.context(trace, cast(Mode, mode)),
-                                            engine=deployment.engine())
-        return Response({"result": result.as_dict(), "mode": mode,
-                         "warnings": [w.as_dict() for w in registration.warnings]})
+                result = evaluate_guardrail(
+                    guardrail, trace, services.context(trace, cast(Mode, mode)), engine=deployment.engine()
+                )
+        return Response(
+            {"result": result.as_dict(), "mode": mode, "warnings": [w.as_dict() for w in registration.warnings]}
+        )
 
     def trace_of(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[Issue]]:
         """The pasted trace, validated, or the stored one named by `traceId`."""
@@ -74,8 +75,13 @@ class GuardrailTryView(ConsoleAPIView):
         trace_id = body.get("traceId")
         if not isinstance(trace_id, str) or not trace_id:
             return {}, [Issue("/trace", "give a trace, or the traceId of a stored trace")]
-        stored = (RunTrace.objects.for_caller(self.caller).filter(trace_id=trace_id)
-                  .select_related("tenant").order_by("-received_at").first())
+        stored = (
+            RunTrace.objects.for_caller(self.caller)
+            .filter(trace_id=trace_id)
+            .select_related("tenant")
+            .order_by("-received_at")
+            .first()
+        )
         if stored is None:
             return {}, [Issue("/traceId", f"no trace {trace_id!r} of yours is stored")]
         return {"tenant": stored.tenant.slug, **stored.document}, []
@@ -112,8 +118,11 @@ def default_try_mode(document: object) -> str:
 def no_judge_result(guardrail: Any) -> Result:
     """Why an llm-judge draft cannot be tried here, as a result that says it plainly."""
     return Result(
-        guardrail=guardrail.id, revision=None, status="error", action=guardrail.on_violation,
+        guardrail=guardrail.id,
+        revision=None,
+        status="error",
+        action=guardrail.on_violation,
         severity=guardrail.severity,
         reason="An llm-judge guardrail is tried with the judge its tenant's policy chooses: pick a "
-               "stored trace of your tenant, or give the pasted trace the tenant it belongs to.",
+        "stored trace of your tenant, or give the pasted trace the tenant it belongs to.",
     )

@@ -26,8 +26,10 @@ class LedgerEntryListView(ConsoleAPIView):
     filterset_class = filters.LedgerFilter
     queryset = JudgeLedgerEntry.objects.all()
 
-    @extend_schema(operation_id="ledger_entries_list", responses={
-        200: serializers.LedgerEntrySerializer(many=True), **error_responses(400, 401, 403)})
+    @extend_schema(
+        operation_id="ledger_entries_list",
+        responses={200: serializers.LedgerEntrySerializer(many=True), **error_responses(400, 401, 403)},
+    )
     def get(self, request: Request) -> Any:
         entries = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(ledger.entries_for_listing(entries))
@@ -39,8 +41,10 @@ class LedgerCsvView(LedgerEntryListView):
     """`GET ledger/entries.csv`: every entry of the filtered view as a streamed CSV file
     (the filters of `ledger/entries`, no pagination; memory stays flat)."""
 
-    @extend_schema(operation_id="ledger_entries_csv", responses={
-        (200, "text/csv"): OpenApiTypes.STR, **error_responses(400, 401, 403)})
+    @extend_schema(
+        operation_id="ledger_entries_csv",
+        responses={(200, "text/csv"): OpenApiTypes.STR, **error_responses(400, 401, 403)},
+    )
     def get(self, request: Request) -> Any:
         return ledger_csv_response(self.filter_queryset(self.get_queryset()))
 
@@ -60,11 +64,18 @@ class LedgerSummaryView(ConsoleAPIView):
 
     @extend_schema(
         operation_id="ledger_summary",
-        parameters=[OpenApiParameter(
-            "group_by", str, many=True, explode=True, enum=list(ledger.GROUPS),
-            description="Any of guardrail, tenant, model, day: repeated "
-            "(group_by=model&group_by=day) or comma-separated (group_by=model,day).",
-        ), *filter_parameters(filters.LedgerFilter)],
+        parameters=[
+            OpenApiParameter(
+                "group_by",
+                str,
+                many=True,
+                explode=True,
+                enum=list(ledger.GROUPS),
+                description="Any of guardrail, tenant, model, day: repeated "
+                "(group_by=model&group_by=day) or comma-separated (group_by=model,day).",
+            ),
+            *filter_parameters(filters.LedgerFilter),
+        ],
         responses={200: serializers.LedgerSummarySerializer, **error_responses(400, 401, 403)},
     )
     def get(self, request: Request) -> Response:
@@ -75,7 +86,6 @@ class LedgerSummaryView(ConsoleAPIView):
         entries = self.filter_queryset(self.get_queryset())
         # Filters on whole days (or none) are answered from the daily roll-up.
         days = filters.ledger_days(
-            LedgerDay.objects.for_caller(self.caller),
-            filters.LedgerFilter(request.query_params, queryset=entries),
+            LedgerDay.objects.for_caller(self.caller), filters.LedgerFilter(request.query_params, queryset=entries)
         )
         return Response({"groupBy": group_by, "groups": ledger.summarise(entries, group_by, days)})

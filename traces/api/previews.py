@@ -21,25 +21,50 @@ from traces import previews
 from traces.api.serializers import ERRORS
 from traces.models import GuardrailPreview
 
-PREVIEW_SCHEMA = OpenApiResponse({"type": "object", "properties": {
-    "id": {"type": "integer"}, "url": {"type": "string"}, "page": {"type": "string"}, "tenant": {"type": "string"},
-    "guardrail": {"type": "string"}, "currentRevision": {"type": "integer", "nullable": True},
-    "status": {"type": "string", "enum": [s.value for s in GuardrailPreview.Status]},
-    "mode": {"type": "string"}, "traces": {"type": "object"}, "progress": {"type": "object"},
-    "counts": {"type": "object", "properties": {name: {"type": "integer"} for name in (
-        "newlyFailing", "noLongerFailing", "unchanged")}},
-    "newlyFailing": {"type": "array", "items": {"type": "object"}},
-    "noLongerFailing": {"type": "array", "items": {"type": "object"}},
-    "judgeEstimateUsd": {"type": "string", "nullable": True}, "judgeCostUsd": {"type": "string"},
-    "error": {"type": "string"}, "createdAt": {"type": "string", "format": "date-time"},
-}})
-START_BODY = {"application/json": {"type": "object", "required": ["guardrail"], "additionalProperties": False,
-                                   "properties": {
-    "guardrail": {"type": "object", "description": "The unsaved draft, in the wire format of schema 1.1.0."},
-    "traces": {"type": "object", "description": "The selection, as a run's filters (agent, flow, since, until, "
-               f"upload); without since, the last {previews.PREVIEW_DAYS} days; at most {previews.PREVIEW_MAX}."},
-    "tenant": {"type": "string"}, "mode": {"type": "string", "enum": ["ci", "runtime"], "default": "ci"},
-}}}
+PREVIEW_SCHEMA = OpenApiResponse(
+    {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "url": {"type": "string"},
+            "page": {"type": "string"},
+            "tenant": {"type": "string"},
+            "guardrail": {"type": "string"},
+            "currentRevision": {"type": "integer", "nullable": True},
+            "status": {"type": "string", "enum": [s.value for s in GuardrailPreview.Status]},
+            "mode": {"type": "string"},
+            "traces": {"type": "object"},
+            "progress": {"type": "object"},
+            "counts": {
+                "type": "object",
+                "properties": {name: {"type": "integer"} for name in ("newlyFailing", "noLongerFailing", "unchanged")},
+            },
+            "newlyFailing": {"type": "array", "items": {"type": "object"}},
+            "noLongerFailing": {"type": "array", "items": {"type": "object"}},
+            "judgeEstimateUsd": {"type": "string", "nullable": True},
+            "judgeCostUsd": {"type": "string"},
+            "error": {"type": "string"},
+            "createdAt": {"type": "string", "format": "date-time"},
+        },
+    }
+)
+START_BODY = {
+    "application/json": {
+        "type": "object",
+        "required": ["guardrail"],
+        "additionalProperties": False,
+        "properties": {
+            "guardrail": {"type": "object", "description": "The unsaved draft, in the wire format of schema 1.1.0."},
+            "traces": {
+                "type": "object",
+                "description": "The selection, as a run's filters (agent, flow, since, until, "
+                f"upload); without since, the last {previews.PREVIEW_DAYS} days; at most {previews.PREVIEW_MAX}.",
+            },
+            "tenant": {"type": "string"},
+            "mode": {"type": "string", "enum": ["ci", "runtime"], "default": "ci"},
+        },
+    }
+}
 FIELDS = {"guardrail", "traces", "tenant", "mode"}
 
 
@@ -50,8 +75,12 @@ class PreviewStartView(ConsoleAPIView):
     scopes = {"POST": "run"}
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="guardrails_preview", request=START_BODY, parameters=[idempotency.PARAMETER],
-                   responses={202: PREVIEW_SCHEMA, 400: ERRORS, 403: ERRORS, 422: ERRORS})
+    @extend_schema(
+        operation_id="guardrails_preview",
+        request=START_BODY,
+        parameters=[idempotency.PARAMETER],
+        responses={202: PREVIEW_SCHEMA, 400: ERRORS, 403: ERRORS, 422: ERRORS},
+    )
     @idempotency.idempotent
     def post(self, request: Request) -> Response:
         body = read_json_body(request)
@@ -63,10 +92,17 @@ class PreviewStartView(ConsoleAPIView):
         tenant = body.get("tenant")
         if tenant is not None and not isinstance(tenant, str):
             raise ApiError([Issue("/tenant", "tenant is a tenant's slug")])
-        preview = previews.create_preview(previews.PreviewRequest(
-            tenant=self.caller.tenant_for_write(tenant, "run"), draft=body.get("guardrail"),
-            filters=body.get("traces"), mode=body.get("mode", "ci"), started_by=self.caller.user_or_none,
-            label=self.caller.label, by_author=self._is_author(tenant)))
+        preview = previews.create_preview(
+            previews.PreviewRequest(
+                tenant=self.caller.tenant_for_write(tenant, "run"),
+                draft=body.get("guardrail"),
+                filters=body.get("traces"),
+                mode=body.get("mode", "ci"),
+                started_by=self.caller.user_or_none,
+                label=self.caller.label,
+                by_author=self._is_author(tenant),
+            )
+        )
         preview = GuardrailPreview.objects.select_related("tenant", "current").get(pk=preview.pk)
         return Response(previews.preview_as_dict(preview), status=202)
 

@@ -33,10 +33,15 @@ class GuardrailQualityView(GuardrailBaseView):
     scopes = {"GET": "read"}
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="guardrails_quality", parameters=[
-        OpenApiParameter("since", OpenApiTypes.DATETIME), OpenApiParameter("until", OpenApiTypes.DATETIME),
-        OpenApiParameter("tenant", str)],
-        responses={200: QUALITY_RESPONSE, **error_responses(400, 401, 403, 404)})
+    @extend_schema(
+        operation_id="guardrails_quality",
+        parameters=[
+            OpenApiParameter("since", OpenApiTypes.DATETIME),
+            OpenApiParameter("until", OpenApiTypes.DATETIME),
+            OpenApiParameter("tenant", str),
+        ],
+        responses={200: QUALITY_RESPONSE, **error_responses(400, 401, 403, 404)},
+    )
     def get(self, request: Request, guardrail_id: str) -> Response:
         guardrail = self.get_queryset().filter(guardrail_id=guardrail_id).first()
         if guardrail is None:
@@ -48,12 +53,16 @@ class GuardrailQualityView(GuardrailBaseView):
             violations = violations.filter(tenant__slug=request.query_params["tenant"])
             days = days.filter(tenant__slug=request.query_params["tenant"])
         overall, revisions = quality.rolled_up_quality(days, violations, since, until)
-        return Response({
-            "guardrail": guardrail.guardrail_id,
-            "since": since.isoformat() if since else None, "until": until.isoformat() if until else None,
-            **overall.as_dict(), "revisions": [item.as_dict() for item in revisions],
-            "calibration": self.calibration(guardrail),
-        })
+        return Response(
+            {
+                "guardrail": guardrail.guardrail_id,
+                "since": since.isoformat() if since else None,
+                "until": until.isoformat() if until else None,
+                **overall.as_dict(),
+                "revisions": [item.as_dict() for item in revisions],
+                "calibration": self.calibration(guardrail),
+            }
+        )
 
     def calibration(self, guardrail: Guardrail) -> dict[str, Any] | None:
         """The newest calibration sample of the guardrail the caller reads, with its agreement."""

@@ -153,23 +153,27 @@ BATCH_SCHEMA = {
     "required": ["results"],
     "properties": {"results": {"type": "array", "items": ITEM_SCHEMA}},
 }
-TRACE_BODY = {"application/json": {
-    "description": 'One RunTrace, or a batch: {"traces": [RunTrace, ...]}.',
-    "oneOf": [
-        ref("RunTrace"),
-        {
-            "type": "object",
-            "required": ["traces"],
-            "additionalProperties": False,
-            "properties": {"traces": {
-                "type": "array",
-                "description": "RunTraces; each one stands alone: an invalid one is reported "
-                "in its result and the others are stored.",
-                "items": {},
-            }},
-        },
-    ],
-}}
+TRACE_BODY = {
+    "application/json": {
+        "description": 'One RunTrace, or a batch: {"traces": [RunTrace, ...]}.',
+        "oneOf": [
+            ref("RunTrace"),
+            {
+                "type": "object",
+                "required": ["traces"],
+                "additionalProperties": False,
+                "properties": {
+                    "traces": {
+                        "type": "array",
+                        "description": "RunTraces; each one stands alone: an invalid one is reported "
+                        "in its result and the others are stored.",
+                        "items": {},
+                    }
+                },
+            },
+        ],
+    }
+}
 VERDICT_BODY = {"application/json": ref("RunTrace")}
 
 
@@ -183,40 +187,44 @@ VERDICT_SCHEMA = {
         "trace": ITEM_SCHEMA,
     },
 }
-REVIEW_BODY = {"application/json": {
-    "type": "object",
-    "required": ["state"],
-    "properties": {
-        "state": {"type": "string", "enum": list(review.STATES)},
-        "note": {"type": "string", "maxLength": review.MAX_NOTE},
-    },
-}}
+REVIEW_BODY = {
+    "application/json": {
+        "type": "object",
+        "required": ["state"],
+        "properties": {
+            "state": {"type": "string", "enum": list(review.STATES)},
+            "note": {"type": "string", "maxLength": review.MAX_NOTE},
+        },
+    }
+}
 REVIEW_OUTCOME = {
     "type": "object",
     "required": ["state", "reviewed", "refused"],
     "properties": {
         "state": {"type": "string"},
         "reviewed": {"type": "array", "items": {"type": "integer"}},
-        "refused": {"type": "array", "items": {
-            "type": "object", "properties": {"id": {"type": "integer"},
-                                             "message": {"type": "string"}}}},
+        "refused": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"id": {"type": "integer"}, "message": {"type": "string"}}},
+        },
     },
 }
-BULK_REVIEW_BODY = {"application/json": {
-    "type": "object",
-    "required": ["state"],
-    "description": "`ids` (violation ids) or `filter` (the filters of GET violations), not both.",
-    "properties": {
-        "ids": {"type": "array", "items": {"type": "integer"}},
-        "filter": {"type": "object", "additionalProperties": {"type": "string"}},
-        "state": {"type": "string", "enum": list(review.STATES)},
-        "note": {"type": "string", "maxLength": review.MAX_NOTE},
-    },
-}}
+BULK_REVIEW_BODY = {
+    "application/json": {
+        "type": "object",
+        "required": ["state"],
+        "description": "`ids` (violation ids) or `filter` (the filters of GET violations), not both.",
+        "properties": {
+            "ids": {"type": "array", "items": {"type": "integer"}},
+            "filter": {"type": "object", "additionalProperties": {"type": "string"}},
+            "state": {"type": "string", "enum": list(review.STATES)},
+            "note": {"type": "string", "maxLength": review.MAX_NOTE},
+        },
+    }
+}
 ESTIMATE_SCHEMA = {
     "type": "object",
-    "required": ["calls", "cached", "costUsd", "traces", "sampled", "extrapolated", "models",
-                 "errors"],
+    "required": ["calls", "cached", "costUsd", "traces", "sampled", "extrapolated", "models", "errors"],
     "properties": {
         "tenant": {"type": "string"},
         "calls": {"type": "integer", "description": "Judge calls to pay (cache hits left out)."},
@@ -224,48 +232,79 @@ ESTIMATE_SCHEMA = {
         "costUsd": {"type": "string", "description": "Upper estimate, exact decimal string."},
         "traces": {"type": "integer"},
         "sampled": {"type": "integer", "description": "Traces read to estimate."},
-        "extrapolated": {"type": "boolean",
-                         "description": "True when the selection was larger than the sample."},
-        "models": {"type": "object", "additionalProperties": {"type": "string"},
-                   "description": "Guardrail id -> the judge model it routes to."},
-        "errors": {"type": "object", "additionalProperties": {"type": "string"},
-                   "description": "Guardrail id -> why no judge model fits."},
+        "extrapolated": {"type": "boolean", "description": "True when the selection was larger than the sample."},
+        "models": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "Guardrail id -> the judge model it routes to.",
+        },
+        "errors": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "Guardrail id -> why no judge model fits.",
+        },
     },
 }
 
 
 # Guardrails' endpoints that read or evaluate traces (guardrails/try, guardrails/{id}/quality).
-TRY_BODY = {"application/json": {
-    "type": "object",
-    "required": ["guardrail"],
-    "properties": {
-        "guardrail": {"type": "object", "description": "The guardrail document being authored."},
-        "trace": {"type": "object", "description": "A RunTrace to evaluate it against."},
-        "traceId": {"type": "string", "description": "Or the runtime id of a stored trace "
-                    "of one of the caller's tenants."},
-        "mode": {"type": "string", "enum": ["runtime", "ci"], "default": "ci"},
-    },
-}}
+TRY_BODY = {
+    "application/json": {
+        "type": "object",
+        "required": ["guardrail"],
+        "properties": {
+            "guardrail": {"type": "object", "description": "The guardrail document being authored."},
+            "trace": {"type": "object", "description": "A RunTrace to evaluate it against."},
+            "traceId": {
+                "type": "string",
+                "description": "Or the runtime id of a stored trace of one of the caller's tenants.",
+            },
+            "mode": {"type": "string", "enum": ["runtime", "ci"], "default": "ci"},
+        },
+    }
+}
 TRY_RESPONSE = OpenApiResponse(
     {"type": "object", "properties": {"result": {"type": "object"}}},
     description="The engine's result: guardrail, revision, status (pass, fail, error, "
     "skipped), reason, action, severity, durationMs, details.",
 )
 QUALITY_FIGURES = {
-    "violations": {"type": "integer"}, "reviewed": {"type": "integer"}, "falsePositives": {"type": "integer"},
-    "precision": {"type": "number", "nullable": True,
-                  "description": "1 - false positives / reviewed; null before any review."},
-    "precisionInterval": {"type": "array", "items": {"type": "number"}, "nullable": True,
-                          "description": "The 95% Wilson interval of the precision."},
+    "violations": {"type": "integer"},
+    "reviewed": {"type": "integer"},
+    "falsePositives": {"type": "integer"},
+    "precision": {
+        "type": "number",
+        "nullable": True,
+        "description": "1 - false positives / reviewed; null before any review.",
+    },
+    "precisionInterval": {
+        "type": "array",
+        "items": {"type": "number"},
+        "nullable": True,
+        "description": "The 95% Wilson interval of the precision.",
+    },
     "coverage": {"type": "number", "nullable": True, "description": "reviewed / violations"},
 }
-QUALITY_RESPONSE = OpenApiResponse({"type": "object", "properties": {
-    "guardrail": {"type": "string"}, "since": {"type": "string", "nullable": True},
-    "until": {"type": "string", "nullable": True}, **QUALITY_FIGURES,
-    "revisions": {"type": "array", "items": {"type": "object", "properties": {
-        "revision": {"type": "integer"}, **QUALITY_FIGURES}}},
-    "calibration": {"type": "object", "nullable": True, "description": "The newest calibration sample (an "
-                    "llm-judge against people's labels): accuracy, Cohen's kappa, false-positive and "
-                    "false-negative rates with 95% intervals, the disagreeing traces; `stale` when the "
-                    "guardrail has a newer revision."},
-}})
+QUALITY_RESPONSE = OpenApiResponse(
+    {
+        "type": "object",
+        "properties": {
+            "guardrail": {"type": "string"},
+            "since": {"type": "string", "nullable": True},
+            "until": {"type": "string", "nullable": True},
+            **QUALITY_FIGURES,
+            "revisions": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"revision": {"type": "integer"}, **QUALITY_FIGURES}},
+            },
+            "calibration": {
+                "type": "object",
+                "nullable": True,
+                "description": "The newest calibration sample (an "
+                "llm-judge against people's labels): accuracy, Cohen's kappa, false-positive and "
+                "false-negative rates with 95% intervals, the disagreeing traces; `stale` when the "
+                "guardrail has a newer revision.",
+            },
+        },
+    }
+)

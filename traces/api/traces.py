@@ -38,8 +38,10 @@ class TraceListView(ConsoleAPIView):
     scopes = {"GET": "read", "POST": "ingest"}
     ordering_field = "received_at"
 
-    @extend_schema(operation_id="traces_list", responses={
-        200: serializers.TraceSummarySerializer(many=True), **error_responses(400, 401, 403)})
+    @extend_schema(
+        operation_id="traces_list",
+        responses={200: serializers.TraceSummarySerializer(many=True), **error_responses(400, 401, 403)},
+    )
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -71,8 +73,15 @@ class TraceListView(ConsoleAPIView):
         if not isinstance(documents, list):
             raise ApiError([Issue("/traces", "`traces` is an array of RunTraces")])
         if len(documents) > settings.KINDGI_MAX_BATCH:
-            raise ApiError([Issue("/traces", f"a batch holds at most {settings.KINDGI_MAX_BATCH} "
-                                             f"traces, not {len(documents)}: nothing was stored")])
+            raise ApiError(
+                [
+                    Issue(
+                        "/traces",
+                        f"a batch holds at most {settings.KINDGI_MAX_BATCH} "
+                        f"traces, not {len(documents)}: nothing was stored",
+                    )
+                ]
+            )
         items = ingest.prepare_all(self.caller, documents)
         ingest.store(items, on_created=queue_runtime_evaluation)
         return Response({"results": [item.as_dict() for item in items]}, status=207)
@@ -91,16 +100,16 @@ class TraceDetailView(ConsoleAPIView):
 
     serializer_class = serializers.TraceDetailSerializer
     queryset = RunTrace.objects.select_related("tenant").prefetch_related(
-        Prefetch(
-            "results",
-            queryset=EvaluationResult.objects.select_related("guardrail", "revision").order_by("id"),
-        )
+        Prefetch("results", queryset=EvaluationResult.objects.select_related("guardrail", "revision").order_by("id"))
     )
 
     @extend_schema(
         operation_id="traces_read",
-        parameters=[OpenApiParameter("tenant", str, description="The tenant, when several "
-                                     "of the caller's tenants have a trace with this id.")],
+        parameters=[
+            OpenApiParameter(
+                "tenant", str, description="The tenant, when several of the caller's tenants have a trace with this id."
+            )
+        ],
         responses={200: serializers.TraceDetailSerializer, **error_responses(400, 401, 403, 404)},
     )
     def get(self, request: Request, trace_id: str) -> Response:
@@ -112,8 +121,9 @@ class TraceDetailView(ConsoleAPIView):
         if not found:
             raise Http404
         if len(found) > 1:
-            raise ApiError([Issue("/tenant", "several of your tenants have a trace with this "
-                                             "id: name one with ?tenant=")])
+            raise ApiError(
+                [Issue("/tenant", "several of your tenants have a trace with this id: name one with ?tenant=")]
+            )
         return Response(self.get_serializer(found[0]).data)
 
 
@@ -126,19 +136,19 @@ class EvaluateView(ConsoleAPIView):
 
     @extend_schema(
         request=VERDICT_BODY,
-        parameters=[OpenApiParameter("store", OpenApiTypes.BOOL, description="false: store "
-                                     "nothing, only answer the verdict (default true).")],
-        responses={200: OpenApiResponse(VERDICT_SCHEMA), **error_responses(400, 401, 403, 413,
-                                                                           415, 429)},
+        parameters=[
+            OpenApiParameter(
+                "store", OpenApiTypes.BOOL, description="false: store nothing, only answer the verdict (default true)."
+            )
+        ],
+        responses={200: OpenApiResponse(VERDICT_SCHEMA), **error_responses(400, 401, 403, 413, 415, 429)},
     )
     def post(self, request: Request) -> Response:
         # The whole evaluation is done by this instant (judge calls get what is left of it).
         deadline = time.monotonic() + settings.KINDGI_EVALUATE_TIME_LIMIT_S
         storing = self._store_flag(request)
         payload = read_json_body(request)
-        item = ingest.prepare(self.caller, payload, 0, scope="evaluate") if storing else (
-            self._unstored_item(payload)
-        )
+        item = ingest.prepare(self.caller, payload, 0, scope="evaluate") if storing else (self._unstored_item(payload))
         if item.errors:
             raise ApiError(item.errors)
         assert item.document is not None

@@ -23,8 +23,10 @@ def upload_as_dict(upload: Upload) -> dict[str, Any]:
         "status": upload.status,
         "progress": {"done": upload.done, "total": upload.total},
         "lines": {
-            "total": upload.lines_total, "stored": upload.lines_stored,
-            "duplicate": upload.lines_duplicate, "conflict": upload.lines_conflict,
+            "total": upload.lines_total,
+            "stored": upload.lines_stored,
+            "duplicate": upload.lines_duplicate,
+            "conflict": upload.lines_conflict,
             "invalid": upload.lines_invalid,
         },
         "errors": upload.errors,

@@ -33,8 +33,10 @@ class ViolationListView(ConsoleAPIView):
         reviewer=Coalesce(NullIf(F("reviewed_by_label"), Value("")), F("reviewed_by__username")),
     )
 
-    @extend_schema(operation_id="violations_list", responses={
-        200: serializers.ViolationSerializer(many=True), **error_responses(400, 401, 403)})
+    @extend_schema(
+        operation_id="violations_list",
+        responses={200: serializers.ViolationSerializer(many=True), **error_responses(400, 401, 403)},
+    )
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -49,8 +51,10 @@ class ViolationDetailView(ConsoleAPIView):
     )
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="violations_read", responses={
-        200: serializers.ViolationDetailSerializer, **error_responses(401, 403, 404)})
+    @extend_schema(
+        operation_id="violations_read",
+        responses={200: serializers.ViolationDetailSerializer, **error_responses(401, 403, 404)},
+    )
     def get(self, request: Request, pk: int) -> Response:
         violation = self.get_queryset().filter(pk=pk).first()
         if violation is None:
@@ -68,8 +72,11 @@ class ViolationReviewView(ConsoleAPIView):
     scopes = {"POST": "review"}
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="violations_review", request=REVIEW_BODY, responses={
-        200: OpenApiResponse(REVIEW_OUTCOME), **error_responses(400, 401, 403, 404, 415)})
+    @extend_schema(
+        operation_id="violations_review",
+        request=REVIEW_BODY,
+        responses={200: OpenApiResponse(REVIEW_OUTCOME), **error_responses(400, 401, 403, 404, 415)},
+    )
     def post(self, request: Request, pk: int) -> Response:
         body = _review_body(read_json_body(request), {"state", "note"})
         state, note = _checked(body)
@@ -90,8 +97,11 @@ class ViolationBulkReviewView(ConsoleAPIView):
     scopes = {"POST": "review"}
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="violations_review_bulk", request=BULK_REVIEW_BODY, responses={
-        200: OpenApiResponse(REVIEW_OUTCOME), **error_responses(400, 401, 403, 415)})
+    @extend_schema(
+        operation_id="violations_review_bulk",
+        request=BULK_REVIEW_BODY,
+        responses={200: OpenApiResponse(REVIEW_OUTCOME), **error_responses(400, 401, 403, 415)},
+    )
     def post(self, request: Request) -> Response:
         body = _review_body(read_json_body(request), {"ids", "filter", "state", "note"})
         state, note = _checked(body)
@@ -119,8 +129,10 @@ def bulk_selection(violations: QuerySet[Violation], body: dict[str, Any]) -> Que
         raise ApiError([Issue("", "give either `ids` or `filter`")])
     if "ids" in body:
         ids = body["ids"]
-        if not isinstance(ids, list) or not ids or not all(
-            isinstance(pk, int) and not isinstance(pk, bool) for pk in ids
+        if (
+            not isinstance(ids, list)
+            or not ids
+            or not all(isinstance(pk, int) and not isinstance(pk, bool) for pk in ids)
         ):
             raise ApiError([Issue("/ids", "ids is a non-empty array of violation ids")])
         if len(ids) > review.MAX_BULK:
@@ -129,17 +141,14 @@ def bulk_selection(violations: QuerySet[Violation], body: dict[str, Any]) -> Que
     return filtered_violations(violations, body["filter"], base="/filter")
 
 
-def filtered_violations(
-    violations: QuerySet[Violation], data: object, *, base: str = ""
-) -> QuerySet[Violation]:
+def filtered_violations(violations: QuerySet[Violation], data: object, *, base: str = "") -> QuerySet[Violation]:
     """`violations` narrowed by the filters of `GET violations`; ApiError naming a bad one."""
     if not isinstance(data, dict):
         raise ApiError([Issue(base, "the filter is an object of the list's filters")])
     names = set(filters.ViolationFilter.base_filters)
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ApiError([Issue(f"{base}/{unknown[0]}", "unknown filter; use "
-                                                      + ", ".join(sorted(names)))])
+        raise ApiError([Issue(f"{base}/{unknown[0]}", "unknown filter; use " + ", ".join(sorted(names)))])
     if not all(isinstance(value, str) for value in data.values()):
         bad = next(name for name, value in data.items() if not isinstance(value, str))
         raise ApiError([Issue(f"{base}/{bad}", "a filter value is a string")])

@@ -19,6 +19,15 @@ from traces.demo.maker import TraceMaker
 from traces.demo.setup import ensure_guardrails, ensure_judge_models, ensure_people
 
 __all__ = [
-    "PASSWORD", "PEOPLE", "TENANTS", "TRACES_PER_TENANT", "DemoJudge", "Loaded", "TraceMaker",
-    "ensure_guardrails", "ensure_judge_models", "ensure_people", "load",
+    "PASSWORD",
+    "PEOPLE",
+    "TENANTS",
+    "TRACES_PER_TENANT",
+    "DemoJudge",
+    "Loaded",
+    "TraceMaker",
+    "ensure_guardrails",
+    "ensure_judge_models",
+    "ensure_people",
+    "load",
 ]

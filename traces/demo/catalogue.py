@@ -63,7 +63,7 @@ EXTRA_GUARDRAILS: list[dict[str, Any]] = [
         "check": "rubric",
         "config": {
             "criteria": "The answer is courteous, does not blame the customer, and promises "
-                        "nothing that the refund or shipping policy does not allow.",
+            "nothing that the refund or shipping policy does not allow.",
             "scale": "pass-fail",
         },
         "judgeCapabilities": {"required": ["json"]},
@@ -80,7 +80,7 @@ EXTRA_GUARDRAILS: list[dict[str, Any]] = [
         "check": "rubric",
         "config": {
             "criteria": "Every factual claim in the answer is supported by one of the cited "
-                        "sources; nothing is invented.",
+            "sources; nothing is invented.",
             "scale": "score",
             "threshold": 0.7,
         },
@@ -97,15 +97,33 @@ DEMO_JUDGE_BASE_URL = "http://127.0.0.1:11434/v1"
 #: The demo's judge model registrations, in the registry's wire shape. They are priced as
 #: hosted models of their size would be, so that the ledger has costs to show.
 DEMO_JUDGE_MODELS: list[dict[str, Any]] = [
-    {"id": "demo-judge-small", "provider": "openai", "model": "qwen2.5:7b-instruct",
-     "baseUrl": DEMO_JUDGE_BASE_URL, "pricing": {"inputUsdPerMTok": "0.40", "outputUsdPerMTok": "1.60"},
-     "capabilities": ["json"], "sampling": True},
-    {"id": "demo-judge-fast", "provider": "openai", "model": "llama3.1:8b",
-     "baseUrl": DEMO_JUDGE_BASE_URL, "pricing": {"inputUsdPerMTok": "1.00", "outputUsdPerMTok": "5.00"},
-     "capabilities": ["json"], "sampling": True},
-    {"id": "demo-judge-large", "provider": "openai", "model": "qwen2.5:32b-instruct",
-     "baseUrl": DEMO_JUDGE_BASE_URL, "pricing": {"inputUsdPerMTok": "3.00", "outputUsdPerMTok": "15.00"},
-     "capabilities": ["json", "long-context"], "sampling": True},
+    {
+        "id": "demo-judge-small",
+        "provider": "openai",
+        "model": "qwen2.5:7b-instruct",
+        "baseUrl": DEMO_JUDGE_BASE_URL,
+        "pricing": {"inputUsdPerMTok": "0.40", "outputUsdPerMTok": "1.60"},
+        "capabilities": ["json"],
+        "sampling": True,
+    },
+    {
+        "id": "demo-judge-fast",
+        "provider": "openai",
+        "model": "llama3.1:8b",
+        "baseUrl": DEMO_JUDGE_BASE_URL,
+        "pricing": {"inputUsdPerMTok": "1.00", "outputUsdPerMTok": "5.00"},
+        "capabilities": ["json"],
+        "sampling": True,
+    },
+    {
+        "id": "demo-judge-large",
+        "provider": "openai",
+        "model": "qwen2.5:32b-instruct",
+        "baseUrl": DEMO_JUDGE_BASE_URL,
+        "pricing": {"inputUsdPerMTok": "3.00", "outputUsdPerMTok": "15.00"},
+        "capabilities": ["json", "long-context"],
+        "sampling": True,
+    },
 ]
 
 SELECT_SQL = "SELECT status, count(*) FROM {table} GROUP BY status"
@@ -119,10 +137,15 @@ HOSTILE = [
 ]
 
 REVIEW_NOTES = {
-    "acknowledged": ["Looking into it with the support team.", "Seen; checking the prompt.",
-                     "Reproduced on staging."],
-    "resolved": ["Prompt fixed in release 2.14.", "Refund reversed, customer contacted.",
-                 "Tool permissions tightened."],
-    "false-positive": ["The policy allows this case.", "Order number was in the subject line.",
-                       "Test traffic from the load test."],
+    "acknowledged": ["Looking into it with the support team.", "Seen; checking the prompt.", "Reproduced on staging."],
+    "resolved": [
+        "Prompt fixed in release 2.14.",
+        "Refund reversed, customer contacted.",
+        "Tool permissions tightened.",
+    ],
+    "false-positive": [
+        "The policy allows this case.",
+        "Order number was in the subject line.",
+        "Test traffic from the load test.",
+    ],
 }

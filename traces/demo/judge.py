@@ -40,8 +40,9 @@ class DemoJudge:
         cached = rng.random() < 0.08
         tokens_in = 0 if cached else len(orjson.dumps(trace)) // 4 + 420
         tokens_out = 0 if cached else rng.randint(40, 220)
-        cost = (registration.input_usd_per_mtok * tokens_in
-                + registration.output_usd_per_mtok * tokens_out) / Decimal(1_000_000)
+        cost = (registration.input_usd_per_mtok * tokens_in + registration.output_usd_per_mtok * tokens_out) / Decimal(
+            1_000_000
+        )
         latency = 0 if cached else int(rng.lognormvariate(7.2, 0.5))
         budget = guardrail.document.get("budget") or {}
         hostile = any(marker in json.dumps(trace) for marker in ("<script", "onerror", "javascript:"))
@@ -53,25 +54,47 @@ class DemoJudge:
             said = JudgeOutcome(score=score, reason=reason)
         else:
             passed = not hostile and rng.random() > 0.12
-            reason = "courteous and within policy" if passed else rng.choice([
-                "promises a refund the policy does not allow",
-                "the answer blames the customer for the delay",
-                "the answer contains markup instead of a reply"])
+            reason = (
+                "courteous and within policy"
+                if passed
+                else rng.choice(
+                    [
+                        "promises a refund the policy does not allow",
+                        "the answer blames the customer for the delay",
+                        "the answer contains markup instead of a reply",
+                    ]
+                )
+            )
             said = JudgeOutcome(verdict="PASS" if passed else "FAIL", reason=reason)
-        self.calls.append({
-            "trace": trace["id"], "guardrail": guardrail.id, "model_id": model,
-            "provider": registration.provider, "model_name": registration.model,
-            "input_tokens": None if cached else tokens_in,
-            "output_tokens": None if cached else tokens_out,
-            "cost_usd": cost, "latency_ms": latency,
-            "outcome": "cached" if cached else outcome_text(said),
-            "verdict": "" if cached else said.verdict or "", "score": None if cached else said.score,
-            "reason": "" if cached else reason, "billed": not cached, "attempts": 0 if cached else 1,
-            "cache_hit": cached,
-            "over_budget_cost": cost > Decimal(str(budget.get("maxCostUsd", "1e9"))),
-            "over_budget_latency": latency > int(budget.get("maxLatencyMs", 10**9)),
-        })
-        details = {"model": model, "cached": cached, "costUsd": str(cost.quantize(Decimal("0.00000001"))),
-                   "inputTokens": tokens_in, "outputTokens": tokens_out, "latencyMs": latency,
-                   "judgeReason": reason}
+        self.calls.append(
+            {
+                "trace": trace["id"],
+                "guardrail": guardrail.id,
+                "model_id": model,
+                "provider": registration.provider,
+                "model_name": registration.model,
+                "input_tokens": None if cached else tokens_in,
+                "output_tokens": None if cached else tokens_out,
+                "cost_usd": cost,
+                "latency_ms": latency,
+                "outcome": "cached" if cached else outcome_text(said),
+                "verdict": "" if cached else said.verdict or "",
+                "score": None if cached else said.score,
+                "reason": "" if cached else reason,
+                "billed": not cached,
+                "attempts": 0 if cached else 1,
+                "cache_hit": cached,
+                "over_budget_cost": cost > Decimal(str(budget.get("maxCostUsd", "1e9"))),
+                "over_budget_latency": latency > int(budget.get("maxLatencyMs", 10**9)),
+            }
+        )
+        details = {
+            "model": model,
+            "cached": cached,
+            "costUsd": str(cost.quantize(Decimal("0.00000001"))),
+            "inputTokens": tokens_in,
+            "outputTokens": tokens_out,
+            "latencyMs": latency,
+            "judgeReason": reason,
+        }
         return CheckOutcome(passed=passed, reason=None if passed else reason, details=details)

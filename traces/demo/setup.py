@@ -18,13 +18,16 @@ from traces.judge.registry import save_registration, validate_registration
 def ensure_people() -> dict[str, User]:
     """The demo's tenants, people and roles; what is missing is made through the services
     that write the audit log, like any other tenant and member."""
-    tenants = {slug: Tenant.objects.filter(slug=slug).first() or changes.create_tenant(slug, name)
-               for slug, name in TENANTS.items()}
+    tenants = {
+        slug: Tenant.objects.filter(slug=slug).first() or changes.create_tenant(slug, name)
+        for slug, name in TENANTS.items()
+    }
     users = {}
     for username, (superuser, roles) in PEOPLE.items():
         user, created = User.objects.get_or_create(
-            username=username, defaults={"email": f"{username}@demo.kindgi.test",
-                                         "is_superuser": superuser, "is_staff": superuser})
+            username=username,
+            defaults={"email": f"{username}@demo.kindgi.test", "is_superuser": superuser, "is_staff": superuser},
+        )
         if created:
             user.set_password(PASSWORD)
             user.save(update_fields=["password"])
@@ -69,8 +72,10 @@ def ensure_judge_models() -> dict[str, JudgeModelRegistration]:
             continue
         problems = validate_registration(doc)
         if problems:
-            raise ValueError(f"demo judge model {doc['id']} does not register: "
-                             + "; ".join(f"{i.path}: {i.message}" for i in problems))
+            raise ValueError(
+                f"demo judge model {doc['id']} does not register: "
+                + "; ".join(f"{i.path}: {i.message}" for i in problems)
+            )
         save_registration(doc)
     ids = [doc["id"] for doc in DEMO_JUDGE_MODELS]
     return {row.model_id: row for row in JudgeModelRegistration.objects.filter(model_id__in=ids)}

@@ -16,17 +16,26 @@ class JudgeModelForm(forms.ModelForm):  # type: ignore[type-arg]
 
     class Meta:
         model = JudgeModelRegistration
-        fields = ["model_id", "provider", "model", "base_url", "api_key_env", "input_usd_per_mtok",
-                  "output_usd_per_mtok", "capabilities", "thinking", "sampling", "enabled"]
-        help_texts = {"api_key_env": "The NAME of the environment variable holding the key: "
-                                     "never the key itself."}
+        fields = [
+            "model_id",
+            "provider",
+            "model",
+            "base_url",
+            "api_key_env",
+            "input_usd_per_mtok",
+            "output_usd_per_mtok",
+            "capabilities",
+            "thinking",
+            "sampling",
+            "enabled",
+        ]
+        help_texts = {"api_key_env": "The NAME of the environment variable holding the key: never the key itself."}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if self.errors:
             return data
-        row = JudgeModelRegistration(**{name: data.get(name) for name in self.Meta.fields
-                                        if name in data})
+        row = JudgeModelRegistration(**{name: data.get(name) for name in self.Meta.fields if name in data})
         row.capabilities = data.get("capabilities") or []
         for issue in validate_registration(registration_doc(row, console_fields=False)):
             raise forms.ValidationError(f"{issue.path or '/'}: {issue.message}")
@@ -36,8 +45,16 @@ class JudgeModelForm(forms.ModelForm):  # type: ignore[type-arg]
 @admin.register(JudgeModelRegistration)
 class JudgeModelRegistrationAdmin(AuditedAdmin):
     form = JudgeModelForm
-    list_display = ["model_id", "provider", "model", "input_usd_per_mtok", "output_usd_per_mtok",
-                    "sampling", "enabled", "key_set"]
+    list_display = [
+        "model_id",
+        "provider",
+        "model",
+        "input_usd_per_mtok",
+        "output_usd_per_mtok",
+        "sampling",
+        "enabled",
+        "key_set",
+    ]
     list_filter = ["provider", "enabled"]
     search_fields = ["model_id", "model"]
 

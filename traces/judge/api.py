@@ -45,8 +45,12 @@ REGISTRATION_SCHEMA = {
     "properties": {
         **JUDGE_MODEL_SCHEMA["properties"],
         "enabled": {"type": "boolean", "description": "Routed to (default true)."},
-        "apiKeySet": {"type": "boolean", "nullable": True, "readOnly": True,
-                      "description": "Whether the key's variable is set here (never its value)."},
+        "apiKeySet": {
+            "type": "boolean",
+            "nullable": True,
+            "readOnly": True,
+            "description": "Whether the key's variable is set here (never its value).",
+        },
     },
 }
 REGISTRATION_RESPONSE = OpenApiResponse(REGISTRATION_SCHEMA)
@@ -74,20 +78,31 @@ class JudgeModelListView(ConsoleAPIView):
     pagination_class = None
     filter_backends: list[Any] = []
 
-    @extend_schema(operation_id="judge_models_list",
-                   responses={200: OpenApiResponse({"type": "array", "items": REGISTRATION_SCHEMA}),
-                              **error_responses(401, 403)})
+    @extend_schema(
+        operation_id="judge_models_list",
+        responses={200: OpenApiResponse({"type": "array", "items": REGISTRATION_SCHEMA}), **error_responses(401, 403)},
+    )
     def get(self, request: Request) -> Response:
         return Response([registration_doc(row) for row in JudgeModelRegistration.objects.all()])
 
-    @extend_schema(operation_id="judge_models_create", request={"application/json": REGISTRATION_SCHEMA},
-                   responses={201: REGISTRATION_RESPONSE, **error_responses(400, 401, 403, 409, 415)})
+    @extend_schema(
+        operation_id="judge_models_create",
+        request={"application/json": REGISTRATION_SCHEMA},
+        responses={201: REGISTRATION_RESPONSE, **error_responses(400, 401, 403, 409, 415)},
+    )
     def post(self, request: Request) -> Response:
         superuser_only(self)
         payload = registration_payload(request)
         if JudgeModelRegistration.objects.filter(model_id=payload["id"]).exists():
-            raise ApiError([Issue("/id", f"judge model {payload['id']!r} is already registered: PUT "
-                                         "judge-models/{id} replaces it")], 409)
+            raise ApiError(
+                [
+                    Issue(
+                        "/id",
+                        f"judge model {payload['id']!r} is already registered: PUT judge-models/{{id}} replaces it",
+                    )
+                ],
+                409,
+            )
         try:
             row = save_registration(payload)
         except IntegrityError:
@@ -107,24 +122,26 @@ class JudgeModelDetailView(ConsoleAPIView):
             raise Http404
         return row
 
-    @extend_schema(operation_id="judge_models_read",
-                   responses={200: REGISTRATION_RESPONSE, **error_responses(401, 403, 404)})
+    @extend_schema(
+        operation_id="judge_models_read", responses={200: REGISTRATION_RESPONSE, **error_responses(401, 403, 404)}
+    )
     def get(self, request: Request, model_id: str) -> Response:
         return Response(registration_doc(self.registration(model_id)))
 
-    @extend_schema(operation_id="judge_models_replace", request={"application/json": REGISTRATION_SCHEMA},
-                   responses={200: REGISTRATION_RESPONSE, **error_responses(400, 401, 403, 404, 415)})
+    @extend_schema(
+        operation_id="judge_models_replace",
+        request={"application/json": REGISTRATION_SCHEMA},
+        responses={200: REGISTRATION_RESPONSE, **error_responses(400, 401, 403, 404, 415)},
+    )
     def put(self, request: Request, model_id: str) -> Response:
         superuser_only(self)
         self.registration(model_id)
         payload = registration_payload(request)
         if payload["id"] != model_id:
-            raise ApiError([Issue("/id", f"the id is {model_id!r}, as in the URL: a registration "
-                                         "is not renamed")])
+            raise ApiError([Issue("/id", f"the id is {model_id!r}, as in the URL: a registration is not renamed")])
         return Response(registration_doc(save_registration(payload, model_id=model_id)))
 
-    @extend_schema(operation_id="judge_models_delete",
-                   responses={204: None, **error_responses(401, 403, 404)})
+    @extend_schema(operation_id="judge_models_delete", responses={204: None, **error_responses(401, 403, 404)})
     def delete(self, request: Request, model_id: str) -> Response:
         superuser_only(self)
         delete_registration(self.registration(model_id).model_id)
@@ -144,17 +161,20 @@ class TenantJudgePolicyView(ConsoleAPIView):
             raise Http404
         return tenant
 
-    @extend_schema(operation_id="tenant_judge_policy_read",
-                   responses={200: OpenApiResponse(POLICY_SCHEMA), **error_responses(401, 403, 404)})
+    @extend_schema(
+        operation_id="tenant_judge_policy_read",
+        responses={200: OpenApiResponse(POLICY_SCHEMA), **error_responses(401, 403, 404)},
+    )
     def get(self, request: Request, slug: str) -> Response:
         tenant = self.readable_tenant(slug)
-        allowed = (TenantJudgePolicy.objects.filter(tenant=tenant)
-                   .values_list("allowed_models", flat=True).first())
+        allowed = TenantJudgePolicy.objects.filter(tenant=tenant).values_list("allowed_models", flat=True).first()
         return Response({"allowedModels": allowed})
 
-    @extend_schema(operation_id="tenant_judge_policy_replace", request={"application/json": POLICY_SCHEMA},
-                   responses={200: OpenApiResponse(POLICY_SCHEMA),
-                              **error_responses(400, 401, 403, 404, 415)})
+    @extend_schema(
+        operation_id="tenant_judge_policy_replace",
+        request={"application/json": POLICY_SCHEMA},
+        responses={200: OpenApiResponse(POLICY_SCHEMA), **error_responses(400, 401, 403, 404, 415)},
+    )
     def put(self, request: Request, slug: str) -> Response:
         tenant = self.readable_tenant(slug)
         # A superuser, or a signed-in admin of the tenant: never an API key.
@@ -166,5 +186,3 @@ class TenantJudgePolicyView(ConsoleAPIView):
             raise ApiError(issues)
         policy = save_policy(tenant, payload)
         return Response({"allowedModels": policy.allowed_models})
-
-

@@ -34,8 +34,14 @@ def estimate_run(
     limit = ESTIMATE_SAMPLE if sample is None else sample
     judged = [g for g in guardrails if g.kind == JUDGE_KIND]
     answer: dict[str, Any] = {
-        "calls": 0, "cached": 0, "costUsd": "0", "traces": 0, "sampled": 0,
-        "extrapolated": False, "models": {}, "errors": {},
+        "calls": 0,
+        "cached": 0,
+        "costUsd": "0",
+        "traces": 0,
+        "sampled": 0,
+        "extrapolated": False,
+        "models": {},
+        "errors": {},
     }
     if not judged:
         return answer

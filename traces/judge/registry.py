@@ -27,6 +27,7 @@ from kindgi_console.audit import log as audit
 PRICE_PLACES = 6
 PRICE_MAX = Decimal("1000000")
 
+
 def validate_registration(doc: object) -> list[Issue]:
     """Every error of a registration as the API and pages take it (the wire shape, plus
     `enabled`), with JSON pointers; prices with at most six decimal places."""
@@ -121,8 +122,14 @@ def save_registration(doc: Mapping[str, Any], *, model_id: str | None = None) ->
     row.updated_at = timezone.now()
     row.save()
     forget_key_names()
-    audit.record("judgemodel.update" if before else "judgemodel.create", row, before=before, after=_audited(row),
-                 tenant=None, object_id=row.model_id)
+    audit.record(
+        "judgemodel.update" if before else "judgemodel.create",
+        row,
+        before=before,
+        after=_audited(row),
+        tenant=None,
+        object_id=row.model_id,
+    )
     return row
 
 
@@ -152,9 +159,7 @@ def policy_of(tenant: Any) -> JudgePolicy:
     """A tenant's judge policy (every model, when it has none), in one query."""
     if tenant is None:
         return JudgePolicy()
-    allowed = (
-        TenantJudgePolicy.objects.filter(tenant=tenant).values_list("allowed_models", flat=True).first()
-    )
+    allowed = TenantJudgePolicy.objects.filter(tenant=tenant).values_list("allowed_models", flat=True).first()
     return JudgePolicy.allowing(allowed, tenant=tenant.slug)
 
 
@@ -184,6 +189,12 @@ def save_policy(tenant: Any, doc: Mapping[str, Any]) -> TenantJudgePolicy:
         tenant=tenant,
         defaults={"allowed_models": None if allowed is None else sorted(allowed), "updated_at": timezone.now()},
     )
-    audit.record("judgepolicy.update", policy, before={"allowedModels": before},
-                 after={"allowedModels": policy.allowed_models}, object_id=tenant.slug, object_repr=str(tenant))
+    audit.record(
+        "judgepolicy.update",
+        policy,
+        before={"allowedModels": before},
+        after={"allowedModels": policy.allowed_models},
+        object_id=tenant.slug,
+        object_repr=str(tenant),
+    )
     return policy

@@ -230,16 +230,20 @@ class ConsoleJudgeServices:
             return
         trace_ref = str(trace.get("id") or "")
         # Through the ledger's one write path: the entry and its day's sums together.
-        [entry] = ledger.record([JudgeLedgerEntry(
-            tenant=tenant,
-            guardrail_id=revision[0],
-            revision_id=revision[1],
-            trace_id=self._trace_pks.get((tenant.pk, trace_ref)),
-            trace_ref=trace_ref,
-            evaluation=self.evaluation,
-            preview=self.preview,
-            **fields,
-        )])
+        [entry] = ledger.record(
+            [
+                JudgeLedgerEntry(
+                    tenant=tenant,
+                    guardrail_id=revision[0],
+                    revision_id=revision[1],
+                    trace_id=self._trace_pks.get((tenant.pk, trace_ref)),
+                    trace_ref=trace_ref,
+                    evaluation=self.evaluation,
+                    preview=self.preview,
+                    **fields,
+                )
+            ]
+        )
         self.recorded.append(entry.pk)
 
 
@@ -283,8 +287,9 @@ class EvaluationServices:
 
     def bound(self) -> dict[str, Any]:
         """The services by the names the engine's Context looks them up by (those there are)."""
-        return {name: service for name, service in (("sandbox", self.sandbox), ("judge", self.judge))
-                if service is not None}
+        return {
+            name: service for name, service in (("sandbox", self.sandbox), ("judge", self.judge)) if service is not None
+        }
 
     def context(self, trace: Trace, mode: Mode) -> Context:
         """The engine's Context of `trace` in `mode`, with these services bound by name."""

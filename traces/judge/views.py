@@ -31,38 +31,61 @@ from traces.judge.registry import (
     validate_registration,
 )
 
-THINKING_CHOICES = [("", "Does not think"), ("effort", "Lowest reasoning effort (OpenAI)"),
-                    ("budgetTokens", "Minimum thinking budget in tokens (Anthropic)")]
+THINKING_CHOICES = [
+    ("", "Does not think"),
+    ("effort", "Lowest reasoning effort (OpenAI)"),
+    ("budgetTokens", "Minimum thinking budget in tokens (Anthropic)"),
+]
 
 
 class JudgeModelForm(forms.Form):
     """A registration as a form; checked by validate_registration, errors on their fields."""
 
     id = forms.CharField(label="Id", max_length=100, help_text="The console's id for this model.")
-    provider = forms.ChoiceField(choices=[("openai", "OpenAI Chat Completions (also vLLM, Ollama, "
-                                                     "llama.cpp)"), ("anthropic", "Anthropic Messages")])
+    provider = forms.ChoiceField(
+        choices=[
+            ("openai", "OpenAI Chat Completions (also vLLM, Ollama, llama.cpp)"),
+            ("anthropic", "Anthropic Messages"),
+        ]
+    )
     model = forms.CharField(label="Provider's model name", max_length=200)
     base_url = forms.CharField(label="Base URL", max_length=500)
     api_key_env = forms.CharField(
-        label="API key variable", max_length=128, required=False,
+        label="API key variable",
+        max_length=128,
+        required=False,
         help_text="The NAME of the environment variable holding the key (the key never enters "
-                  "the console). Empty for a server that takes no key.")
+        "the console). Empty for a server that takes no key.",
+    )
     input_price = forms.CharField(label="Input, USD per million tokens", max_length=40)
     output_price = forms.CharField(label="Output, USD per million tokens", max_length=40)
-    capabilities = forms.CharField(label="Capabilities", required=False,
-                                   help_text="Comma-separated, such as json, reasoning, long-context.")
+    capabilities = forms.CharField(
+        label="Capabilities", required=False, help_text="Comma-separated, such as json, reasoning, long-context."
+    )
     thinking = forms.ChoiceField(choices=THINKING_CHOICES, required=False)
-    thinking_value = forms.CharField(label="Least thinking", required=False, max_length=32,
-                                     help_text="minimal, low… (OpenAI) or 1024 to 2048 tokens (Anthropic).")
-    sampling = forms.BooleanField(required=False, initial=True,
-                                  label="Takes a temperature (uncheck for reasoning models)")
+    thinking_value = forms.CharField(
+        label="Least thinking",
+        required=False,
+        max_length=32,
+        help_text="minimal, low… (OpenAI) or 1024 to 2048 tokens (Anthropic).",
+    )
+    sampling = forms.BooleanField(
+        required=False, initial=True, label="Takes a temperature (uncheck for reasoning models)"
+    )
     enabled = forms.BooleanField(required=False, initial=True, label="Enabled (routed to)")
 
     FIELD_OF_POINTER = {
-        "/id": "id", "/provider": "provider", "/model": "model", "/baseUrl": "base_url",
-        "/apiKeyEnv": "api_key_env", "/pricing/inputUsdPerMTok": "input_price",
-        "/pricing/outputUsdPerMTok": "output_price", "/capabilities": "capabilities",
-        "/thinking": "thinking_value", "/sampling": "sampling", "/enabled": "enabled",
+        "/id": "id",
+        "/provider": "provider",
+        "/model": "model",
+        "/baseUrl": "base_url",
+        "/apiKeyEnv": "api_key_env",
+        "/pricing/inputUsdPerMTok": "input_price",
+        "/pricing/outputUsdPerMTok": "output_price",
+        "/capabilities": "capabilities",
+        "/thinking": "thinking_value",
+        "/sampling": "sampling",
+        "/enabled": "enabled",
     }
 
     @classmethod
@@ -70,25 +93,38 @@ class JudgeModelForm(forms.Form):
         doc = registration_doc(row)
         thinking = doc.get("thinking") or {}
         kind = next(iter(thinking), "")
-        return cls(initial={
-            "id": doc["id"], "provider": doc["provider"], "model": doc["model"],
-            "base_url": doc["baseUrl"], "api_key_env": doc["apiKeyEnv"] or "",
-            "input_price": doc["pricing"]["inputUsdPerMTok"],
-            "output_price": doc["pricing"]["outputUsdPerMTok"],
-            "capabilities": ", ".join(doc["capabilities"]), "thinking": kind,
-            "thinking_value": thinking.get(kind, ""), "sampling": doc["sampling"],
-            "enabled": doc["enabled"],
-        })
+        return cls(
+            initial={
+                "id": doc["id"],
+                "provider": doc["provider"],
+                "model": doc["model"],
+                "base_url": doc["baseUrl"],
+                "api_key_env": doc["apiKeyEnv"] or "",
+                "input_price": doc["pricing"]["inputUsdPerMTok"],
+                "output_price": doc["pricing"]["outputUsdPerMTok"],
+                "capabilities": ", ".join(doc["capabilities"]),
+                "thinking": kind,
+                "thinking_value": thinking.get(kind, ""),
+                "sampling": doc["sampling"],
+                "enabled": doc["enabled"],
+            }
+        )
 
     def document(self) -> dict[str, Any]:
         data = self.cleaned_data
         doc: dict[str, Any] = {
-            "id": data["id"].strip(), "provider": data["provider"], "model": data["model"].strip(),
-            "baseUrl": data["base_url"].strip(), "apiKeyEnv": data["api_key_env"].strip() or None,
-            "pricing": {"inputUsdPerMTok": data["input_price"].strip(),
-                        "outputUsdPerMTok": data["output_price"].strip()},
+            "id": data["id"].strip(),
+            "provider": data["provider"],
+            "model": data["model"].strip(),
+            "baseUrl": data["base_url"].strip(),
+            "apiKeyEnv": data["api_key_env"].strip() or None,
+            "pricing": {
+                "inputUsdPerMTok": data["input_price"].strip(),
+                "outputUsdPerMTok": data["output_price"].strip(),
+            },
             "capabilities": [c.strip() for c in data["capabilities"].split(",") if c.strip()],
-            "sampling": data["sampling"], "enabled": data["enabled"],
+            "sampling": data["sampling"],
+            "enabled": data["enabled"],
         }
         if data["thinking"]:
             value: Any = data["thinking_value"].strip()
@@ -103,8 +139,14 @@ class JudgeModelForm(forms.Form):
             return None
         doc = self.document()
         for issue in validate_registration(doc):
-            field = next((name for pointer, name in self.FIELD_OF_POINTER.items()
-                          if issue.path == pointer or issue.path.startswith(pointer + "/")), None)
+            field = next(
+                (
+                    name
+                    for pointer, name in self.FIELD_OF_POINTER.items()
+                    if issue.path == pointer or issue.path.startswith(pointer + "/")
+                ),
+                None,
+            )
             self.add_error(field, issue.message)
         return None if self.errors else doc
 
@@ -125,8 +167,7 @@ class JudgeModelListView(LoginRequiredMixin, View):
         rows = list(JudgeModelRegistration.objects.all())
         allowed = None
         if tenant is not None:
-            allowed = (TenantJudgePolicy.objects.filter(tenant=tenant)
-                       .values_list("allowed_models", flat=True).first())
+            allowed = TenantJudgePolicy.objects.filter(tenant=tenant).values_list("allowed_models", flat=True).first()
         models = [
             {
                 "row": row,
@@ -173,12 +214,17 @@ class JudgeModelEditView(LoginRequiredMixin, View):
         _superuser(request)
         return self.page(request, self.row(model_id), None)
 
-    def page(self, request: HttpRequest, row: JudgeModelRegistration, form: JudgeModelForm | None,
-             status: int = 200) -> HttpResponse:
+    def page(
+        self, request: HttpRequest, row: JudgeModelRegistration, form: JudgeModelForm | None, status: int = 200
+    ) -> HttpResponse:
         form = form or JudgeModelForm.of(row)
         form.fields["id"].disabled = True
-        return render(request, "guardrails/judge_model_edit.html",
-                      {"row": row, "form": form, "nav_active": "judge-models"}, status=status)
+        return render(
+            request,
+            "guardrails/judge_model_edit.html",
+            {"row": row, "form": form, "nav_active": "judge-models"},
+            status=status,
+        )
 
     def post(self, request: HttpRequest, model_id: str) -> HttpResponse:
         _superuser(request)

@@ -7,162 +7,323 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('guardrails', '0001_initial'),
-        ('tenancy', '0001_initial'),
+        ("guardrails", "0001_initial"),
+        ("tenancy", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Evaluation',
+            name="Evaluation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('guardrails', models.JSONField(default=list, help_text='guardrail ids; empty: every enabled one')),
-                ('trace_filters', models.JSONField(default=dict)),
-                ('mode', models.CharField(choices=[('runtime', 'runtime'), ('ci', 'ci')], default='ci', max_length=10)),
-                ('started_by_label', models.CharField(blank=True, max_length=200)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='queued', max_length=20)),
-                ('total', models.PositiveIntegerField(default=0)),
-                ('done', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('summary', models.JSONField(default=dict)),
-                ('error', models.TextField(blank=True)),
-                ('started_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='evaluations', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("guardrails", models.JSONField(default=list, help_text="guardrail ids; empty: every enabled one")),
+                ("trace_filters", models.JSONField(default=dict)),
+                ("mode", models.CharField(choices=[("runtime", "runtime"), ("ci", "ci")], default="ci", max_length=10)),
+                ("started_by_label", models.CharField(blank=True, max_length=200)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="queued",
+                        max_length=20,
+                    ),
+                ),
+                ("total", models.PositiveIntegerField(default=0)),
+                ("done", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("summary", models.JSONField(default=dict)),
+                ("error", models.TextField(blank=True)),
+                (
+                    "started_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="evaluations", to="tenancy.tenant"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='RunTrace',
+            name="RunTrace",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trace_id', models.CharField(max_length=200)),
-                ('agent', models.CharField(blank=True, max_length=200)),
-                ('flow', models.CharField(blank=True, max_length=200)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('document', models.JSONField()),
-                ('content_hash', models.CharField(max_length=64)),
-                ('withheld', models.BooleanField(default=False)),
-                ('received_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='traces', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("trace_id", models.CharField(max_length=200)),
+                ("agent", models.CharField(blank=True, max_length=200)),
+                ("flow", models.CharField(blank=True, max_length=200)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("document", models.JSONField()),
+                ("content_hash", models.CharField(max_length=64)),
+                ("withheld", models.BooleanField(default=False)),
+                ("received_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="traces", to="tenancy.tenant"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='JudgeLedgerEntry',
+            name="JudgeLedgerEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model_id', models.CharField(max_length=200)),
-                ('input_tokens', models.PositiveIntegerField(default=0)),
-                ('output_tokens', models.PositiveIntegerField(default=0)),
-                ('cost_usd', models.DecimalField(decimal_places=8, default=0, max_digits=16)),
-                ('latency_ms', models.PositiveIntegerField(default=0)),
-                ('outcome', models.CharField(help_text='the verdict, the score, or the error', max_length=300)),
-                ('over_budget_cost', models.BooleanField(default=False)),
-                ('over_budget_latency', models.BooleanField(default=False)),
-                ('cache_hit', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('evaluation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='traces.evaluation')),
-                ('guardrail', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrail')),
-                ('revision', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrailrevision')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='ledger_entries', to='tenancy.tenant')),
-                ('trace', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='traces.runtrace')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("model_id", models.CharField(max_length=200)),
+                ("input_tokens", models.PositiveIntegerField(default=0)),
+                ("output_tokens", models.PositiveIntegerField(default=0)),
+                ("cost_usd", models.DecimalField(decimal_places=8, default=0, max_digits=16)),
+                ("latency_ms", models.PositiveIntegerField(default=0)),
+                ("outcome", models.CharField(help_text="the verdict, the score, or the error", max_length=300)),
+                ("over_budget_cost", models.BooleanField(default=False)),
+                ("over_budget_latency", models.BooleanField(default=False)),
+                ("cache_hit", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "evaluation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="traces.evaluation",
+                    ),
+                ),
+                (
+                    "guardrail",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="guardrails.guardrail"
+                    ),
+                ),
+                (
+                    "revision",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="guardrails.guardrailrevision",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="ledger_entries", to="tenancy.tenant"
+                    ),
+                ),
+                (
+                    "trace",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="traces.runtrace",
+                    ),
+                ),
             ],
-            options={
-                'verbose_name_plural': 'judge ledger entries',
-            },
+            options={"verbose_name_plural": "judge ledger entries"},
         ),
         migrations.CreateModel(
-            name='EvaluationResult',
+            name="EvaluationResult",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('mode', models.CharField(choices=[('runtime', 'runtime'), ('ci', 'ci')], max_length=10)),
-                ('status', models.CharField(choices=[('pass', 'Pass'), ('fail', 'Fail'), ('error', 'Error')], max_length=10)),
-                ('reason', models.TextField(blank=True)),
-                ('duration_ms', models.FloatField(default=0.0)),
-                ('details', models.JSONField(default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('evaluation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='results', to='traces.evaluation')),
-                ('guardrail', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrail')),
-                ('revision', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrailrevision')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.tenant')),
-                ('trace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='results', to='traces.runtrace')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("mode", models.CharField(choices=[("runtime", "runtime"), ("ci", "ci")], max_length=10)),
+                (
+                    "status",
+                    models.CharField(choices=[("pass", "Pass"), ("fail", "Fail"), ("error", "Error")], max_length=10),
+                ),
+                ("reason", models.TextField(blank=True)),
+                ("duration_ms", models.FloatField(default=0.0)),
+                ("details", models.JSONField(default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "evaluation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="results",
+                        to="traces.evaluation",
+                    ),
+                ),
+                (
+                    "guardrail",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="guardrails.guardrail"
+                    ),
+                ),
+                (
+                    "revision",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="guardrails.guardrailrevision"
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
+                (
+                    "trace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="results", to="traces.runtrace"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Violation',
+            name="Violation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('action', models.CharField(max_length=100)),
-                ('severity', models.CharField(blank=True, max_length=20)),
-                ('mode', models.CharField(choices=[('runtime', 'runtime'), ('ci', 'ci')], max_length=10)),
-                ('reason', models.TextField(blank=True)),
-                ('agent', models.CharField(blank=True, max_length=200)),
-                ('flow', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('state', models.CharField(choices=[('open', 'Open'), ('acknowledged', 'Acknowledged'), ('resolved', 'Resolved'), ('false-positive', 'False Positive')], default='open', max_length=20)),
-                ('reviewed_at', models.DateTimeField(blank=True, null=True)),
-                ('review_note', models.TextField(blank=True)),
-                ('evaluation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='violations', to='traces.evaluation')),
-                ('guardrail', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='violations', to='guardrails.guardrail')),
-                ('result', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='violation', to='traces.evaluationresult')),
-                ('reviewed_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('revision', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrailrevision')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='violations', to='tenancy.tenant')),
-                ('trace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='violations', to='traces.runtrace')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("action", models.CharField(max_length=100)),
+                ("severity", models.CharField(blank=True, max_length=20)),
+                ("mode", models.CharField(choices=[("runtime", "runtime"), ("ci", "ci")], max_length=10)),
+                ("reason", models.TextField(blank=True)),
+                ("agent", models.CharField(blank=True, max_length=200)),
+                ("flow", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("acknowledged", "Acknowledged"),
+                            ("resolved", "Resolved"),
+                            ("false-positive", "False Positive"),
+                        ],
+                        default="open",
+                        max_length=20,
+                    ),
+                ),
+                ("reviewed_at", models.DateTimeField(blank=True, null=True)),
+                ("review_note", models.TextField(blank=True)),
+                (
+                    "evaluation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="violations",
+                        to="traces.evaluation",
+                    ),
+                ),
+                (
+                    "guardrail",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="violations",
+                        to="guardrails.guardrail",
+                    ),
+                ),
+                (
+                    "result",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="violation",
+                        to="traces.evaluationresult",
+                    ),
+                ),
+                (
+                    "reviewed_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "revision",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="guardrails.guardrailrevision"
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="violations", to="tenancy.tenant"
+                    ),
+                ),
+                (
+                    "trace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="violations", to="traces.runtrace"
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='evaluation',
-            index=models.Index(fields=['tenant', '-created_at', '-id'], name='evaluation_tenant'),
+            model_name="evaluation",
+            index=models.Index(fields=["tenant", "-created_at", "-id"], name="evaluation_tenant"),
         ),
         migrations.AddIndex(
-            model_name='runtrace',
-            index=models.Index(fields=['tenant', '-received_at', '-id'], name='trace_tenant_received'),
+            model_name="runtrace",
+            index=models.Index(fields=["tenant", "-received_at", "-id"], name="trace_tenant_received"),
         ),
         migrations.AddIndex(
-            model_name='runtrace',
-            index=models.Index(fields=['tenant', 'agent', '-received_at'], name='trace_tenant_agent'),
+            model_name="runtrace",
+            index=models.Index(fields=["tenant", "agent", "-received_at"], name="trace_tenant_agent"),
         ),
         migrations.AddConstraint(
-            model_name='runtrace',
-            constraint=models.UniqueConstraint(fields=('tenant', 'trace_id'), name='trace_id_per_tenant'),
+            model_name="runtrace",
+            constraint=models.UniqueConstraint(fields=("tenant", "trace_id"), name="trace_id_per_tenant"),
         ),
         migrations.AddIndex(
-            model_name='judgeledgerentry',
-            index=models.Index(fields=['tenant', 'created_at'], name='ledger_tenant_time'),
+            model_name="judgeledgerentry",
+            index=models.Index(fields=["tenant", "created_at"], name="ledger_tenant_time"),
         ),
         migrations.AddIndex(
-            model_name='judgeledgerentry',
-            index=models.Index(fields=['guardrail', 'created_at'], name='ledger_guardrail_time'),
+            model_name="judgeledgerentry",
+            index=models.Index(fields=["guardrail", "created_at"], name="ledger_guardrail_time"),
         ),
         migrations.AddIndex(
-            model_name='evaluationresult',
-            index=models.Index(fields=['evaluation', 'status'], name='result_evaluation_status'),
+            model_name="evaluationresult",
+            index=models.Index(fields=["evaluation", "status"], name="result_evaluation_status"),
         ),
         migrations.AddConstraint(
-            model_name='evaluationresult',
-            constraint=models.UniqueConstraint(condition=models.Q(('evaluation__isnull', False)), fields=('trace', 'revision', 'evaluation'), name='result_per_run'),
+            model_name="evaluationresult",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("evaluation__isnull", False)),
+                fields=("trace", "revision", "evaluation"),
+                name="result_per_run",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='evaluationresult',
-            constraint=models.UniqueConstraint(condition=models.Q(('evaluation__isnull', True)), fields=('trace', 'revision'), name='result_per_runtime_verdict'),
+            model_name="evaluationresult",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("evaluation__isnull", True)),
+                fields=("trace", "revision"),
+                name="result_per_runtime_verdict",
+            ),
         ),
         migrations.AddIndex(
-            model_name='violation',
-            index=models.Index(fields=['tenant', '-created_at', '-id'], name='violation_tenant_time'),
+            model_name="violation",
+            index=models.Index(fields=["tenant", "-created_at", "-id"], name="violation_tenant_time"),
         ),
         migrations.AddIndex(
-            model_name='violation',
-            index=models.Index(fields=['guardrail', '-created_at'], name='violation_guardrail_time'),
+            model_name="violation",
+            index=models.Index(fields=["guardrail", "-created_at"], name="violation_guardrail_time"),
         ),
         migrations.AddIndex(
-            model_name='violation',
-            index=models.Index(fields=['severity', '-created_at'], name='violation_severity_time'),
+            model_name="violation",
+            index=models.Index(fields=["severity", "-created_at"], name="violation_severity_time"),
         ),
     ]

@@ -9,73 +9,133 @@ import traces.models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('guardrails', '0001_initial'),
-        ('tenancy', '0001_initial'),
-        ('traces', '0001_initial'),
+        ("guardrails", "0001_initial"),
+        ("tenancy", "0001_initial"),
+        ("traces", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='evaluation',
-            name='revisions',
-            field=models.ManyToManyField(blank=True, related_name='+', to='guardrails.guardrailrevision'),
+            model_name="evaluation",
+            name="revisions",
+            field=models.ManyToManyField(blank=True, related_name="+", to="guardrails.guardrailrevision"),
         ),
         migrations.CreateModel(
-            name='Upload',
+            name="Upload",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('file', models.FileField(max_length=500, upload_to=traces.models.upload_path)),
-                ('original_name', models.CharField(max_length=300)),
-                ('size', models.PositiveBigIntegerField(default=0)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='queued', max_length=20)),
-                ('bytes_read', models.PositiveBigIntegerField(default=0)),
-                ('lines_total', models.PositiveIntegerField(default=0)),
-                ('lines_stored', models.PositiveIntegerField(default=0)),
-                ('lines_duplicate', models.PositiveIntegerField(default=0)),
-                ('lines_conflict', models.PositiveIntegerField(default=0)),
-                ('lines_invalid', models.PositiveIntegerField(default=0)),
-                ('errors', models.JSONField(default=list, help_text='[{"line": n, "path": "...", "message": "..."}]')),
-                ('errors_total', models.PositiveIntegerField(default=0)),
-                ('failure', models.TextField(blank=True, help_text='why the file as a whole could not be read')),
-                ('lease_until', models.DateTimeField(blank=True, help_text='until when its worker is trusted', null=True)),
-                ('evaluate_after', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('evaluation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='traces.evaluation')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='uploads', to='tenancy.tenant')),
-                ('uploaded_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("file", models.FileField(max_length=500, upload_to=traces.models.upload_path)),
+                ("original_name", models.CharField(max_length=300)),
+                ("size", models.PositiveBigIntegerField(default=0)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=20,
+                    ),
+                ),
+                ("bytes_read", models.PositiveBigIntegerField(default=0)),
+                ("lines_total", models.PositiveIntegerField(default=0)),
+                ("lines_stored", models.PositiveIntegerField(default=0)),
+                ("lines_duplicate", models.PositiveIntegerField(default=0)),
+                ("lines_conflict", models.PositiveIntegerField(default=0)),
+                ("lines_invalid", models.PositiveIntegerField(default=0)),
+                ("errors", models.JSONField(default=list, help_text='[{"line": n, "path": "...", "message": "..."}]')),
+                ("errors_total", models.PositiveIntegerField(default=0)),
+                ("failure", models.TextField(blank=True, help_text="why the file as a whole could not be read")),
+                (
+                    "lease_until",
+                    models.DateTimeField(blank=True, help_text="until when its worker is trusted", null=True),
+                ),
+                ("evaluate_after", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "evaluation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="traces.evaluation",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="uploads", to="tenancy.tenant"
+                    ),
+                ),
+                (
+                    "uploaded_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='runtrace',
-            name='upload',
-            field=models.ForeignKey(blank=True, help_text='the upload that stored this trace, if one did', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='traces', to='traces.upload'),
+            model_name="runtrace",
+            name="upload",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="the upload that stored this trace, if one did",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="traces",
+                to="traces.upload",
+            ),
         ),
         migrations.CreateModel(
-            name='EvaluationChunk',
+            name="EvaluationChunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('first_pk', models.BigIntegerField()),
-                ('last_pk', models.BigIntegerField()),
-                ('size', models.PositiveIntegerField()),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('cancelled', 'Cancelled')], default='queued', max_length=20)),
-                ('lease_until', models.DateTimeField(blank=True, null=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('evaluation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='traces.evaluation')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.PositiveIntegerField()),
+                ("first_pk", models.BigIntegerField()),
+                ("last_pk", models.BigIntegerField()),
+                ("size", models.PositiveIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="queued",
+                        max_length=20,
+                    ),
+                ),
+                ("lease_until", models.DateTimeField(blank=True, null=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "evaluation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="chunks", to="traces.evaluation"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['status', 'lease_until'], name='chunk_status_lease')],
-                'constraints': [models.UniqueConstraint(fields=('evaluation', 'number'), name='chunk_number_per_run')],
+                "indexes": [models.Index(fields=["status", "lease_until"], name="chunk_status_lease")],
+                "constraints": [models.UniqueConstraint(fields=("evaluation", "number"), name="chunk_number_per_run")],
             },
         ),
         migrations.AddIndex(
-            model_name='upload',
-            index=models.Index(fields=['tenant', '-created_at', '-id'], name='upload_tenant'),
+            model_name="upload", index=models.Index(fields=["tenant", "-created_at", "-id"], name="upload_tenant")
         ),
     ]

@@ -4,70 +4,41 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('traces', '0001_initial'),
-    ]
+    dependencies = [("traces", "0001_initial")]
 
     operations = [
         migrations.AddField(
-            model_name='judgeledgerentry',
-            name='attempts',
-            field=models.PositiveSmallIntegerField(default=1),
+            model_name="judgeledgerentry", name="attempts", field=models.PositiveSmallIntegerField(default=1)
+        ),
+        migrations.AddField(model_name="judgeledgerentry", name="billed", field=models.BooleanField(default=True)),
+        migrations.AddField(model_name="judgeledgerentry", name="error", field=models.TextField(blank=True)),
+        migrations.AddField(
+            model_name="judgeledgerentry", name="model_name", field=models.CharField(blank=True, max_length=200)
         ),
         migrations.AddField(
-            model_name='judgeledgerentry',
-            name='billed',
-            field=models.BooleanField(default=True),
+            model_name="judgeledgerentry", name="provider", field=models.CharField(blank=True, max_length=20)
+        ),
+        migrations.AddField(model_name="judgeledgerentry", name="reason", field=models.TextField(blank=True)),
+        migrations.AddField(
+            model_name="judgeledgerentry", name="score", field=models.FloatField(blank=True, null=True)
         ),
         migrations.AddField(
-            model_name='judgeledgerentry',
-            name='error',
-            field=models.TextField(blank=True),
+            model_name="judgeledgerentry", name="trace_ref", field=models.CharField(blank=True, max_length=200)
         ),
         migrations.AddField(
-            model_name='judgeledgerentry',
-            name='model_name',
-            field=models.CharField(blank=True, max_length=200),
-        ),
-        migrations.AddField(
-            model_name='judgeledgerentry',
-            name='provider',
-            field=models.CharField(blank=True, max_length=20),
-        ),
-        migrations.AddField(
-            model_name='judgeledgerentry',
-            name='reason',
-            field=models.TextField(blank=True),
-        ),
-        migrations.AddField(
-            model_name='judgeledgerentry',
-            name='score',
-            field=models.FloatField(blank=True, null=True),
-        ),
-        migrations.AddField(
-            model_name='judgeledgerentry',
-            name='trace_ref',
-            field=models.CharField(blank=True, max_length=200),
-        ),
-        migrations.AddField(
-            model_name='judgeledgerentry',
-            name='verdict',
-            field=models.CharField(blank=True, max_length=4),
+            model_name="judgeledgerentry", name="verdict", field=models.CharField(blank=True, max_length=4)
         ),
         migrations.AlterField(
-            model_name='judgeledgerentry',
-            name='cost_usd',
+            model_name="judgeledgerentry",
+            name="cost_usd",
             field=models.DecimalField(decimal_places=12, default=0, max_digits=24),
         ),
         migrations.AlterField(
-            model_name='judgeledgerentry',
-            name='input_tokens',
-            field=models.PositiveIntegerField(blank=True, null=True),
+            model_name="judgeledgerentry", name="input_tokens", field=models.PositiveIntegerField(blank=True, null=True)
         ),
         migrations.AlterField(
-            model_name='judgeledgerentry',
-            name='output_tokens',
+            model_name="judgeledgerentry",
+            name="output_tokens",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
     ]

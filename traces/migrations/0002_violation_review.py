@@ -7,56 +7,98 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('guardrails', '0001_initial'),
-        ('tenancy', '0001_initial'),
-        ('traces', '0001_initial'),
+        ("guardrails", "0001_initial"),
+        ("tenancy", "0001_initial"),
+        ("traces", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ViolationReview',
+            name="ViolationReview",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reviewer_label', models.CharField(blank=True, max_length=200)),
-                ('from_state', models.CharField(choices=[('open', 'Open'), ('acknowledged', 'Acknowledged'), ('resolved', 'Resolved'), ('false-positive', 'False Positive')], max_length=20)),
-                ('to_state', models.CharField(choices=[('open', 'Open'), ('acknowledged', 'Acknowledged'), ('resolved', 'Resolved'), ('false-positive', 'False Positive')], max_length=20)),
-                ('note', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("reviewer_label", models.CharField(blank=True, max_length=200)),
+                (
+                    "from_state",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("acknowledged", "Acknowledged"),
+                            ("resolved", "Resolved"),
+                            ("false-positive", "False Positive"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                (
+                    "to_state",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("acknowledged", "Acknowledged"),
+                            ("resolved", "Resolved"),
+                            ("false-positive", "False Positive"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("note", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
         ),
         migrations.AddField(
-            model_name='violation',
-            name='reviewed_by_label',
+            model_name="violation",
+            name="reviewed_by_label",
             field=models.CharField(blank=True, help_text="the reviewer's name, or the API key's label", max_length=200),
         ),
         migrations.AddIndex(
-            model_name='judgeledgerentry',
-            index=models.Index(fields=['tenant', 'created_at'], include=('guardrail', 'model_id', 'input_tokens', 'output_tokens', 'cost_usd', 'over_budget_cost', 'over_budget_latency', 'cache_hit'), name='ledger_tenant_time_sums'),
+            model_name="judgeledgerentry",
+            index=models.Index(
+                fields=["tenant", "created_at"],
+                include=(
+                    "guardrail",
+                    "model_id",
+                    "input_tokens",
+                    "output_tokens",
+                    "cost_usd",
+                    "over_budget_cost",
+                    "over_budget_latency",
+                    "cache_hit",
+                ),
+                name="ledger_tenant_time_sums",
+            ),
         ),
         migrations.AddIndex(
-            model_name='violation',
-            index=models.Index(fields=['tenant', 'state', '-created_at'], name='violation_tenant_state'),
+            model_name="violation",
+            index=models.Index(fields=["tenant", "state", "-created_at"], name="violation_tenant_state"),
         ),
         migrations.AddField(
-            model_name='violationreview',
-            name='reviewer',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="violationreview",
+            name="reviewer",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='violationreview',
-            name='tenant',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.tenant'),
+            model_name="violationreview",
+            name="tenant",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="+", to="tenancy.tenant"),
         ),
         migrations.AddField(
-            model_name='violationreview',
-            name='violation',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='reviews', to='traces.violation'),
+            model_name="violationreview",
+            name="violation",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="reviews", to="traces.violation"
+            ),
         ),
         migrations.AddIndex(
-            model_name='violationreview',
-            index=models.Index(fields=['violation', 'created_at'], name='review_violation_time'),
+            model_name="violationreview",
+            index=models.Index(fields=["violation", "created_at"], name="review_violation_time"),
         ),
     ]

@@ -4,11 +4,6 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+    dependencies = [("traces", "0002_evaluation_runs_and_uploads"), ("traces", "0002_ledger_judge_calls")]
 
-    dependencies = [
-        ('traces', '0002_evaluation_runs_and_uploads'),
-        ('traces', '0002_ledger_judge_calls'),
-    ]
-
-    operations = [
-    ]
+    operations = []

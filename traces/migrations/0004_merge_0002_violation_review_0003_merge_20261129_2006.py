@@ -4,11 +4,6 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+    dependencies = [("traces", "0002_violation_review"), ("traces", "0003_merge_20261129_2006")]
 
-    dependencies = [
-        ('traces', '0002_violation_review'),
-        ('traces', '0003_merge_20261129_2006'),
-    ]
-
-    operations = [
-    ]
+    operations = []

@@ -4,20 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('guardrails', '0002_judge_models'),
-        ('tenancy', '0001_initial'),
-        ('traces', '0004_merge_0002_violation_review_0003_merge_20261129_2006'),
+        ("guardrails", "0002_judge_models"),
+        ("tenancy", "0001_initial"),
+        ("traces", "0004_merge_0002_violation_review_0003_merge_20261129_2006"),
     ]
 
     operations = [
-        migrations.RemoveIndex(
-            model_name='judgeledgerentry',
-            name='ledger_tenant_time_sums',
-        ),
+        migrations.RemoveIndex(model_name="judgeledgerentry", name="ledger_tenant_time_sums"),
         migrations.AddIndex(
-            model_name='judgeledgerentry',
-            index=models.Index(fields=['tenant', 'created_at'], include=('guardrail', 'model_id', 'input_tokens', 'output_tokens', 'cost_usd', 'over_budget_cost', 'over_budget_latency', 'cache_hit', 'billed', 'outcome'), name='ledger_tenant_time_sums'),
+            model_name="judgeledgerentry",
+            index=models.Index(
+                fields=["tenant", "created_at"],
+                include=(
+                    "guardrail",
+                    "model_id",
+                    "input_tokens",
+                    "output_tokens",
+                    "cost_usd",
+                    "over_budget_cost",
+                    "over_budget_latency",
+                    "cache_hit",
+                    "billed",
+                    "outcome",
+                ),
+                name="ledger_tenant_time_sums",
+            ),
         ),
     ]

@@ -31,15 +31,23 @@ def fill_ledger_days(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> Non
     entry_model = apps.get_model("traces", "JudgeLedgerEntry")
     day_model = apps.get_model("traces", "LedgerDay")
     rows: Iterable[Mapping[str, Any]] = (
-        entry_model.objects.using(schema_editor.connection.alias).order_by()
+        entry_model.objects.using(schema_editor.connection.alias)
+        .order_by()
         .annotate(g_day=TruncDate("created_at"))
         .values("tenant_id", "guardrail_id", "model_id", "g_day")
         .annotate(**_SUMS)
     )
     day_model.objects.using(schema_editor.connection.alias).bulk_create(
-        [day_model(tenant_id=row["tenant_id"], guardrail_id=row["guardrail_id"],
-                   model_id=row["model_id"], day=row["g_day"],
-                   **{name: row[name] or 0 for name in _SUMS}) for row in rows],
+        [
+            day_model(
+                tenant_id=row["tenant_id"],
+                guardrail_id=row["guardrail_id"],
+                model_id=row["model_id"],
+                day=row["g_day"],
+                **{name: row[name] or 0 for name in _SUMS},
+            )
+            for row in rows
+        ],
         batch_size=1000,
     )
 
@@ -49,14 +57,17 @@ def fill_violation_days(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> 
     violation_model = apps.get_model("traces", "Violation")
     day_model = apps.get_model("traces", "ViolationDay")
     rows = (
-        violation_model.objects.using(schema_editor.connection.alias).order_by()
+        violation_model.objects.using(schema_editor.connection.alias)
+        .order_by()
         .annotate(g_day=TruncDate("created_at"))
         .values_list("tenant_id", "guardrail_id", "severity", "g_day")
         .annotate(n=Count("pk"))
     )
     day_model.objects.using(schema_editor.connection.alias).bulk_create(
-        [day_model(tenant_id=tenant, guardrail_id=guardrail, severity=severity, day=day, count=n)
-         for tenant, guardrail, severity, day, n in rows],
+        [
+            day_model(tenant_id=tenant, guardrail_id=guardrail, severity=severity, day=day, count=n)
+            for tenant, guardrail, severity, day, n in rows
+        ],
         batch_size=1000,
     )
 
@@ -70,51 +81,76 @@ def empty_ledger_days(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> No
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('guardrails', '0002_judge_models'),
-        ('tenancy', '0001_initial'),
-        ('traces', '0005_ledger_sums_index_covers_billed_outcome'),
+        ("guardrails", "0002_judge_models"),
+        ("tenancy", "0001_initial"),
+        ("traces", "0005_ledger_sums_index_covers_billed_outcome"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='LedgerDay',
+            name="LedgerDay",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model_id', models.CharField(max_length=200)),
-                ('day', models.DateField()),
-                ('calls', models.PositiveBigIntegerField(default=0)),
-                ('billed_calls', models.PositiveBigIntegerField(default=0)),
-                ('cache_hits', models.PositiveBigIntegerField(default=0)),
-                ('errors', models.PositiveBigIntegerField(default=0)),
-                ('over_budget', models.PositiveBigIntegerField(default=0)),
-                ('over_cost', models.PositiveBigIntegerField(default=0)),
-                ('over_latency', models.PositiveBigIntegerField(default=0)),
-                ('input_tokens', models.PositiveBigIntegerField(default=0)),
-                ('output_tokens', models.PositiveBigIntegerField(default=0)),
-                ('cost_usd', models.DecimalField(decimal_places=12, default=0, max_digits=30)),
-                ('guardrail', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrail')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("model_id", models.CharField(max_length=200)),
+                ("day", models.DateField()),
+                ("calls", models.PositiveBigIntegerField(default=0)),
+                ("billed_calls", models.PositiveBigIntegerField(default=0)),
+                ("cache_hits", models.PositiveBigIntegerField(default=0)),
+                ("errors", models.PositiveBigIntegerField(default=0)),
+                ("over_budget", models.PositiveBigIntegerField(default=0)),
+                ("over_cost", models.PositiveBigIntegerField(default=0)),
+                ("over_latency", models.PositiveBigIntegerField(default=0)),
+                ("input_tokens", models.PositiveBigIntegerField(default=0)),
+                ("output_tokens", models.PositiveBigIntegerField(default=0)),
+                ("cost_usd", models.DecimalField(decimal_places=12, default=0, max_digits=30)),
+                (
+                    "guardrail",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="guardrails.guardrail"
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['tenant', 'day'], name='ledger_day_tenant_day')],
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'guardrail', 'model_id', 'day'), name='ledger_day_unique')],
+                "indexes": [models.Index(fields=["tenant", "day"], name="ledger_day_tenant_day")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("tenant", "guardrail", "model_id", "day"), name="ledger_day_unique")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ViolationDay',
+            name="ViolationDay",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('severity', models.CharField(blank=True, max_length=20)),
-                ('day', models.DateField()),
-                ('count', models.BigIntegerField(default=0)),
-                ('guardrail', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrail')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("severity", models.CharField(blank=True, max_length=20)),
+                ("day", models.DateField()),
+                ("count", models.BigIntegerField(default=0)),
+                (
+                    "guardrail",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="guardrails.guardrail"
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['tenant', 'day'], name='violation_day_tenant_day')],
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'guardrail', 'severity', 'day'), name='violation_day_unique')],
+                "indexes": [models.Index(fields=["tenant", "day"], name="violation_day_tenant_day")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("tenant", "guardrail", "severity", "day"), name="violation_day_unique"
+                    )
+                ],
             },
         ),
         migrations.RunPython(fill_ledger_days, empty_ledger_days),

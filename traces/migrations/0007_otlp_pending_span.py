@@ -6,26 +6,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('tenancy', '0001_initial'),
-        ('traces', '0006_ledger_and_violation_days'),
-    ]
+    dependencies = [("tenancy", "0001_initial"), ("traces", "0006_ledger_and_violation_days")]
 
     operations = [
         migrations.CreateModel(
-            name='PendingSpan',
+            name="PendingSpan",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('otel_trace_id', models.CharField(max_length=32)),
-                ('span_id', models.CharField(max_length=16)),
-                ('span', models.JSONField()),
-                ('received_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("otel_trace_id", models.CharField(max_length=32)),
+                ("span_id", models.CharField(max_length=16)),
+                ("span", models.JSONField()),
+                ("received_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['received_at'], name='pending_span_received')],
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'otel_trace_id', 'span_id'), name='pending_span_once')],
+                "indexes": [models.Index(fields=["received_at"], name="pending_span_received")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("tenant", "otel_trace_id", "span_id"), name="pending_span_once")
+                ],
             },
-        ),
+        )
     ]

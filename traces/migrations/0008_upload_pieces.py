@@ -4,30 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('traces', '0007_otlp_pending_span'),
-    ]
+    dependencies = [("traces", "0007_otlp_pending_span")]
 
     operations = [
         migrations.AddField(
-            model_name='upload',
-            name='attempts',
-            field=models.PositiveSmallIntegerField(default=0, help_text='tasks taken since the last stored batch'),
+            model_name="upload",
+            name="attempts",
+            field=models.PositiveSmallIntegerField(default=0, help_text="tasks taken since the last stored batch"),
         ),
         migrations.AddField(
-            model_name='upload',
-            name='claim',
-            field=models.PositiveIntegerField(default=0, help_text='raised by every task that takes the upload'),
+            model_name="upload",
+            name="claim",
+            field=models.PositiveIntegerField(default=0, help_text="raised by every task that takes the upload"),
         ),
         migrations.AddField(
-            model_name='upload',
-            name='resume_at',
-            field=models.PositiveIntegerField(default=0, help_text='lines (JSON Lines) or elements (JSON array) read up to the last stored batch'),
+            model_name="upload",
+            name="resume_at",
+            field=models.PositiveIntegerField(
+                default=0, help_text="lines (JSON Lines) or elements (JSON array) read up to the last stored batch"
+            ),
         ),
         migrations.AddField(
-            model_name='upload',
-            name='resume_offset',
-            field=models.PositiveBigIntegerField(default=0, help_text='decompressed bytes read up to the last stored batch (JSON Lines)'),
+            model_name="upload",
+            name="resume_offset",
+            field=models.PositiveBigIntegerField(
+                default=0, help_text="decompressed bytes read up to the last stored batch (JSON Lines)"
+            ),
         ),
     ]

@@ -5,32 +5,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('traces', '0008_upload_pieces'),
-    ]
+    dependencies = [("traces", "0008_upload_pieces")]
 
     operations = [
         migrations.CreateModel(
-            name='WorkerHeartbeat',
+            name="WorkerHeartbeat",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hostname', models.CharField(max_length=255, unique=True)),
-                ('pid', models.PositiveIntegerField(default=0)),
-                ('seen_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("hostname", models.CharField(max_length=255, unique=True)),
+                ("pid", models.PositiveIntegerField(default=0)),
+                ("seen_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
             ],
         ),
         migrations.CreateModel(
-            name='PendingRuntimeEvaluation',
+            name="PendingRuntimeEvaluation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trace_ids', models.JSONField(help_text='primary keys of the stored traces')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('lease_until', models.DateTimeField(help_text='until when the task sent for it is trusted')),
-                ('resent', models.PositiveSmallIntegerField(default=0, help_text='times the periodic check sent it')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("trace_ids", models.JSONField(help_text="primary keys of the stored traces")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("lease_until", models.DateTimeField(help_text="until when the task sent for it is trusted")),
+                ("resent", models.PositiveSmallIntegerField(default=0, help_text="times the periodic check sent it")),
             ],
-            options={
-                'indexes': [models.Index(fields=['lease_until'], name='pending_runtime_lease')],
-            },
+            options={"indexes": [models.Index(fields=["lease_until"], name="pending_runtime_lease")]},
         ),
     ]

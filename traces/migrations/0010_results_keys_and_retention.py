@@ -6,50 +6,90 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('guardrails', '0002_judge_models'),
-        ('tenancy', '0001_initial'),
-        ('traces', '0009_outbox_and_worker_heartbeat'),
+        ("guardrails", "0002_judge_models"),
+        ("tenancy", "0001_initial"),
+        ("traces", "0009_outbox_and_worker_heartbeat"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='evaluationresult',
-            name='evaluation',
-            field=models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='results', to='traces.evaluation'),
+            model_name="evaluationresult",
+            name="evaluation",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="results",
+                to="traces.evaluation",
+            ),
         ),
         migrations.AlterField(
-            model_name='evaluationresult',
-            name='guardrail',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrail'),
+            model_name="evaluationresult",
+            name="guardrail",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="guardrails.guardrail",
+            ),
         ),
         migrations.AlterField(
-            model_name='evaluationresult',
-            name='revision',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrailrevision'),
+            model_name="evaluationresult",
+            name="revision",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="guardrails.guardrailrevision",
+            ),
         ),
         migrations.AlterField(
-            model_name='evaluationresult',
-            name='tenant',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.tenant'),
+            model_name="evaluationresult",
+            name="tenant",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="tenancy.tenant",
+            ),
         ),
         migrations.AlterField(
-            model_name='evaluationresult',
-            name='trace',
-            field=models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='results', to='traces.runtrace'),
+            model_name="evaluationresult",
+            name="trace",
+            field=models.ForeignKey(
+                db_constraint=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="results",
+                to="traces.runtrace",
+            ),
         ),
         migrations.CreateModel(
-            name='RetentionPolicy',
+            name="RetentionPolicy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('days', models.PositiveIntegerField(help_text='keep this many days of traces, results and ledger entries')),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('tenant', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='retention', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "days",
+                    models.PositiveIntegerField(help_text="keep this many days of traces, results and ledger entries"),
+                ),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "tenant",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="retention", to="tenancy.tenant"
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'retention policies',
-                'constraints': [models.CheckConstraint(condition=models.Q(('days__gte', 1)), name='retention_at_least_a_day')],
+                "verbose_name_plural": "retention policies",
+                "constraints": [
+                    models.CheckConstraint(condition=models.Q(("days__gte", 1)), name="retention_at_least_a_day")
+                ],
             },
         ),
     ]

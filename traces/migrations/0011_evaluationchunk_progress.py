@@ -4,15 +4,8 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('traces', '0010_results_keys_and_retention'),
-    ]
+    dependencies = [("traces", "0010_results_keys_and_retention")]
 
     operations = [
-        migrations.AddField(
-            model_name='evaluationchunk',
-            name='progress',
-            field=models.PositiveIntegerField(default=0),
-        ),
+        migrations.AddField(model_name="evaluationchunk", name="progress", field=models.PositiveIntegerField(default=0))
     ]

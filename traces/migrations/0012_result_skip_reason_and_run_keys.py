@@ -4,30 +4,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('guardrails', '0003_judge_claim'),
-        ('tenancy', '0001_initial'),
-        ('traces', '0011_evaluationchunk_progress'),
+        ("guardrails", "0003_judge_claim"),
+        ("tenancy", "0001_initial"),
+        ("traces", "0011_evaluationchunk_progress"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='evaluationresult',
-            name='skip_reason',
-            field=models.CharField(blank=True, default='', help_text='of a skipped result: the scope part that did not select', max_length=20),
+            model_name="evaluationresult",
+            name="skip_reason",
+            field=models.CharField(
+                blank=True,
+                default="",
+                help_text="of a skipped result: the scope part that did not select",
+                max_length=20,
+            ),
         ),
         migrations.AlterField(
-            model_name='evaluationresult',
-            name='status',
-            field=models.CharField(choices=[('pass', 'Pass'), ('fail', 'Fail'), ('error', 'Error'), ('skipped', 'Skipped')], max_length=10),
+            model_name="evaluationresult",
+            name="status",
+            field=models.CharField(
+                choices=[("pass", "Pass"), ("fail", "Fail"), ("error", "Error"), ("skipped", "Skipped")], max_length=10
+            ),
         ),
         migrations.AddIndex(
-            model_name='evaluationresult',
-            index=models.Index(fields=['evaluation', 'status', 'id'], name='result_run_status_key'),
+            model_name="evaluationresult",
+            index=models.Index(fields=["evaluation", "status", "id"], name="result_run_status_key"),
         ),
         migrations.AddIndex(
-            model_name='evaluationresult',
-            index=models.Index(fields=['evaluation', 'guardrail', 'status', 'id'], name='result_run_guardrail_key'),
+            model_name="evaluationresult",
+            index=models.Index(fields=["evaluation", "guardrail", "status", "id"], name="result_run_guardrail_key"),
         ),
     ]

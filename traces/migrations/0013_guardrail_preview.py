@@ -7,45 +7,87 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('guardrails', '0003_judge_claim'),
-        ('tenancy', '0004_tenant_reviewer_judge_limit'),
-        ('traces', '0012_result_skip_reason_and_run_keys'),
+        ("guardrails", "0003_judge_claim"),
+        ("tenancy", "0004_tenant_reviewer_judge_limit"),
+        ("traces", "0012_result_skip_reason_and_run_keys"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='GuardrailPreview',
+            name="GuardrailPreview",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('draft', models.JSONField(help_text='the guardrail document as edited, unsaved')),
-                ('trace_filters', models.JSONField(default=dict)),
-                ('mode', models.CharField(choices=[('runtime', 'runtime'), ('ci', 'ci')], default='ci', max_length=10)),
-                ('started_by_label', models.CharField(blank=True, max_length=200)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='queued', max_length=20)),
-                ('total', models.PositiveIntegerField(default=0)),
-                ('done', models.PositiveIntegerField(default=0)),
-                ('counts', models.JSONField(default=dict)),
-                ('changes', models.JSONField(default=dict)),
-                ('judge_estimate_usd', models.DecimalField(blank=True, decimal_places=12, max_digits=24, null=True)),
-                ('judge_cost_usd', models.DecimalField(decimal_places=12, default=0, max_digits=24)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('current', models.ForeignKey(blank=True, help_text='the revision the draft is compared with (none: a new guardrail)', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='guardrails.guardrailrevision')),
-                ('started_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("draft", models.JSONField(help_text="the guardrail document as edited, unsaved")),
+                ("trace_filters", models.JSONField(default=dict)),
+                ("mode", models.CharField(choices=[("runtime", "runtime"), ("ci", "ci")], default="ci", max_length=10)),
+                ("started_by_label", models.CharField(blank=True, max_length=200)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=20,
+                    ),
+                ),
+                ("total", models.PositiveIntegerField(default=0)),
+                ("done", models.PositiveIntegerField(default=0)),
+                ("counts", models.JSONField(default=dict)),
+                ("changes", models.JSONField(default=dict)),
+                ("judge_estimate_usd", models.DecimalField(blank=True, decimal_places=12, max_digits=24, null=True)),
+                ("judge_cost_usd", models.DecimalField(decimal_places=12, default=0, max_digits=24)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "current",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="the revision the draft is compared with (none: a new guardrail)",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="guardrails.guardrailrevision",
+                    ),
+                ),
+                (
+                    "started_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='judgeledgerentry',
-            name='preview',
-            field=models.ForeignKey(blank=True, help_text="a preview's spend: a draft judged before it was saved", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='traces.guardrailpreview'),
+            model_name="judgeledgerentry",
+            name="preview",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="a preview's spend: a draft judged before it was saved",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="traces.guardrailpreview",
+            ),
         ),
         migrations.AddIndex(
-            model_name='guardrailpreview',
-            index=models.Index(fields=['tenant', '-created_at'], name='preview_tenant_time'),
+            model_name="guardrailpreview",
+            index=models.Index(fields=["tenant", "-created_at"], name="preview_tenant_time"),
         ),
     ]

@@ -4,15 +4,12 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('traces', '0013_guardrail_preview'),
-    ]
+    dependencies = [("traces", "0013_guardrail_preview")]
 
     operations = [
         migrations.AddField(
-            model_name='evaluationresult',
-            name='shadow',
-            field=models.BooleanField(default=False, help_text='of a guardrail in shadow: never a violation'),
-        ),
+            model_name="evaluationresult",
+            name="shadow",
+            field=models.BooleanField(default=False, help_text="of a guardrail in shadow: never a violation"),
+        )
     ]

@@ -6,47 +6,76 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('guardrails', '0005_guardrail_shadow'),
-        ('tenancy', '0004_tenant_reviewer_judge_limit'),
-        ('traces', '0014_result_shadow'),
+        ("guardrails", "0005_guardrail_shadow"),
+        ("tenancy", "0004_tenant_reviewer_judge_limit"),
+        ("traces", "0014_result_shadow"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='CalibrationSample',
+            name="CalibrationSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('judge_model', models.CharField(blank=True, max_length=200)),
-                ('size', models.PositiveIntegerField()),
-                ('created_by_label', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('guardrail', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrail')),
-                ('revision', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrailrevision')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("judge_model", models.CharField(blank=True, max_length=200)),
+                ("size", models.PositiveIntegerField()),
+                ("created_by_label", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "guardrail",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="guardrails.guardrail"
+                    ),
+                ),
+                (
+                    "revision",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="guardrails.guardrailrevision"
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='CalibrationItem',
+            name="CalibrationItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('judge_status', models.CharField(choices=[('pass', 'Pass'), ('fail', 'Fail')], max_length=10)),
-                ('judge_reason', models.TextField(blank=True)),
-                ('label', models.CharField(blank=True, choices=[('pass', 'Pass'), ('fail', 'Fail')], max_length=10)),
-                ('labelled_by_label', models.CharField(blank=True, max_length=200)),
-                ('labelled_at', models.DateTimeField(blank=True, null=True)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.tenant')),
-                ('trace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='traces.runtrace')),
-                ('sample', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='traces.calibrationsample')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("judge_status", models.CharField(choices=[("pass", "Pass"), ("fail", "Fail")], max_length=10)),
+                ("judge_reason", models.TextField(blank=True)),
+                ("label", models.CharField(blank=True, choices=[("pass", "Pass"), ("fail", "Fail")], max_length=10)),
+                ("labelled_by_label", models.CharField(blank=True, max_length=200)),
+                ("labelled_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
+                (
+                    "trace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="traces.runtrace"
+                    ),
+                ),
+                (
+                    "sample",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="items", to="traces.calibrationsample"
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='calibrationsample',
-            index=models.Index(fields=['guardrail', '-created_at'], name='calibration_guardrail'),
+            model_name="calibrationsample",
+            index=models.Index(fields=["guardrail", "-created_at"], name="calibration_guardrail"),
         ),
         migrations.AddConstraint(
-            model_name='calibrationitem',
-            constraint=models.UniqueConstraint(fields=('sample', 'trace'), name='calibration_trace_once'),
+            model_name="calibrationitem",
+            constraint=models.UniqueConstraint(fields=("sample", "trace"), name="calibration_trace_once"),
         ),
     ]

@@ -27,26 +27,36 @@ def count_violations_and_reviews(apps: Apps, schema_editor: BaseDatabaseSchemaEd
     violation_model = apps.get_model("traces", "Violation")
     day_model = apps.get_model("traces", "ViolationDay")
     rows = (
-        violation_model.objects.using(alias).order_by()
+        violation_model.objects.using(alias)
+        .order_by()
         .annotate(g_day=TruncDate("created_at"))
         .values_list("tenant_id", "guardrail_id", "revision_id", "severity", "g_day")
-        .annotate(n=Count("pk"), reviewed=Count("pk", filter=Q(state__in=REVIEWED)),
-                  false_positives=Count("pk", filter=Q(state="false-positive")))
+        .annotate(
+            n=Count("pk"),
+            reviewed=Count("pk", filter=Q(state__in=REVIEWED)),
+            false_positives=Count("pk", filter=Q(state="false-positive")),
+        )
     )
     day_model.objects.using(alias).bulk_create(
-        [day_model(tenant_id=tenant, guardrail_id=guardrail, revision_id=revision, severity=severity, day=day,
-                   count=n, reviewed=reviewed, false_positives=wrong)
-         for tenant, guardrail, revision, severity, day, n, reviewed, wrong in rows],
+        [
+            day_model(
+                tenant_id=tenant,
+                guardrail_id=guardrail,
+                revision_id=revision,
+                severity=severity,
+                day=day,
+                count=n,
+                reviewed=reviewed,
+                false_positives=wrong,
+            )
+            for tenant, guardrail, revision, severity, day, n, reviewed, wrong in rows
+        ],
         batch_size=1000,
     )
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ("guardrails", "0001_initial"),
-        ("traces", "0015_calibration"),
-    ]
+    dependencies = [("guardrails", "0001_initial"), ("traces", "0015_calibration")]
 
     operations = [
         migrations.RunPython(empty_violation_days, migrations.RunPython.noop),
@@ -54,17 +64,21 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="violationday",
             name="revision",
-            field=models.ForeignKey(default=0, on_delete=django.db.models.deletion.PROTECT, related_name="+",
-                                    to="guardrails.guardrailrevision"),
+            field=models.ForeignKey(
+                default=0,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="guardrails.guardrailrevision",
+            ),
             preserve_default=False,
         ),
         migrations.AddField(model_name="violationday", name="reviewed", field=models.BigIntegerField(default=0)),
-        migrations.AddField(model_name="violationday", name="false_positives",
-                            field=models.BigIntegerField(default=0)),
+        migrations.AddField(model_name="violationday", name="false_positives", field=models.BigIntegerField(default=0)),
         migrations.AddConstraint(
             model_name="violationday",
-            constraint=models.UniqueConstraint(fields=("tenant", "guardrail", "revision", "severity", "day"),
-                                               name="violation_day_unique"),
+            constraint=models.UniqueConstraint(
+                fields=("tenant", "guardrail", "revision", "severity", "day"), name="violation_day_unique"
+            ),
         ),
         migrations.RunPython(count_violations_and_reviews, empty_violation_days),
     ]

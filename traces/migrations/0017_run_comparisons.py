@@ -6,48 +6,108 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('guardrails', '0005_guardrail_shadow'),
-        ('tenancy', '0004_tenant_reviewer_judge_limit'),
-        ('traces', '0016_violation_days_count_reviews'),
+        ("guardrails", "0005_guardrail_shadow"),
+        ("tenancy", "0004_tenant_reviewer_judge_limit"),
+        ("traces", "0016_violation_days_count_reviews"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RunComparison',
+            name="RunComparison",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='queued', max_length=20)),
-                ('total', models.PositiveIntegerField(default=0, help_text='guardrails to compare')),
-                ('done', models.PositiveIntegerField(default=0)),
-                ('guardrails', models.JSONField(default=list, help_text='per shared guardrail: failures and changes counted')),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('evaluation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='comparisons', to='traces.evaluation')),
-                ('other', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='traces.evaluation')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=20,
+                    ),
+                ),
+                ("total", models.PositiveIntegerField(default=0, help_text="guardrails to compare")),
+                ("done", models.PositiveIntegerField(default=0)),
+                (
+                    "guardrails",
+                    models.JSONField(default=list, help_text="per shared guardrail: failures and changes counted"),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "evaluation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="comparisons", to="traces.evaluation"
+                    ),
+                ),
+                (
+                    "other",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="traces.evaluation"
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="tenancy.tenant"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ComparisonChange',
+            name="ComparisonChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('newly-failing', 'Newly Failing'), ('no-longer-failing', 'No Longer Failing')], max_length=20)),
-                ('reason', models.TextField(blank=True)),
-                ('guardrail', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='guardrails.guardrail')),
-                ('trace', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='traces.runtrace')),
-                ('comparison', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='changes', to='traces.runcomparison')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("newly-failing", "Newly Failing"), ("no-longer-failing", "No Longer Failing")],
+                        max_length=20,
+                    ),
+                ),
+                ("reason", models.TextField(blank=True)),
+                (
+                    "guardrail",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="guardrails.guardrail",
+                    ),
+                ),
+                (
+                    "trace",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="traces.runtrace",
+                    ),
+                ),
+                (
+                    "comparison",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="changes",
+                        to="traces.runcomparison",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='runcomparison',
-            constraint=models.UniqueConstraint(fields=('evaluation', 'other'), name='comparison_once'),
+            model_name="runcomparison",
+            constraint=models.UniqueConstraint(fields=("evaluation", "other"), name="comparison_once"),
         ),
         migrations.AddIndex(
-            model_name='comparisonchange',
-            index=models.Index(fields=['comparison', 'guardrail', 'kind', 'id'], name='comparison_change_key'),
+            model_name="comparisonchange",
+            index=models.Index(fields=["comparison", "guardrail", "kind", "id"], name="comparison_change_key"),
         ),
     ]

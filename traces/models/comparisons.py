@@ -64,10 +64,10 @@ class ComparisonChange(models.Model):
         NEWLY_FAILING = "newly-failing"
         NO_LONGER_FAILING = "no-longer-failing"
 
-    comparison = models.ForeignKey(RunComparison, on_delete=models.CASCADE, related_name="changes",
-                                   db_index=False)
-    guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+", db_constraint=False,
-                                  db_index=False)
+    comparison = models.ForeignKey(RunComparison, on_delete=models.CASCADE, related_name="changes", db_index=False)
+    guardrail = models.ForeignKey(
+        Guardrail, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
+    )
     trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     kind = models.CharField(max_length=20, choices=Kind.choices)
     reason = models.TextField(blank=True)
@@ -75,7 +75,7 @@ class ComparisonChange(models.Model):
     class Meta:
         indexes = [
             # The lists are a keyset on id per guardrail and kind: each page reads one range.
-            models.Index(fields=["comparison", "guardrail", "kind", "id"], name="comparison_change_key"),
+            models.Index(fields=["comparison", "guardrail", "kind", "id"], name="comparison_change_key")
         ]
 
     def __str__(self) -> str:

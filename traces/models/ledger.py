@@ -27,18 +27,16 @@ class JudgeLedgerEntry(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="ledger_entries")
     guardrail = models.ForeignKey(Guardrail, on_delete=models.PROTECT, related_name="+")
-    revision = models.ForeignKey(
-        GuardrailRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
-    )
-    trace = models.ForeignKey(
-        RunTrace, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
+    revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    trace = models.ForeignKey(RunTrace, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     trace_ref = models.CharField(max_length=200, blank=True)
-    evaluation = models.ForeignKey(
-        Evaluation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     preview = models.ForeignKey(
-        "GuardrailPreview", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        "GuardrailPreview",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
         help_text="a preview's spend: a draft judged before it was saved",
     )
     model_id = models.CharField(max_length=200)
@@ -73,8 +71,16 @@ class JudgeLedgerEntry(models.Model):
             models.Index(
                 fields=["tenant", "created_at"],
                 include=[
-                    "guardrail", "model_id", "input_tokens", "output_tokens", "cost_usd",
-                    "over_budget_cost", "over_budget_latency", "cache_hit", "billed", "outcome",
+                    "guardrail",
+                    "model_id",
+                    "input_tokens",
+                    "output_tokens",
+                    "cost_usd",
+                    "over_budget_cost",
+                    "over_budget_latency",
+                    "cache_hit",
+                    "billed",
+                    "outcome",
                 ],
                 name="ledger_tenant_time_sums",
             ),
@@ -118,9 +124,7 @@ class LedgerDay(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(
-                fields=["tenant", "guardrail", "model_id", "day"], name="ledger_day_unique"
-            ),
+            models.UniqueConstraint(fields=["tenant", "guardrail", "model_id", "day"], name="ledger_day_unique")
         ]
         indexes = [models.Index(fields=["tenant", "day"], name="ledger_day_tenant_day")]
 

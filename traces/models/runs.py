@@ -34,9 +34,7 @@ class Evaluation(Progress, models.Model):
     guardrails = models.JSONField(default=list, help_text="guardrail ids; empty: every enabled one")
     trace_filters = models.JSONField(default=dict)
     mode = models.CharField(max_length=10, choices=MODES, default="ci")
-    started_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
-    )
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     started_by_label = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0)
@@ -87,9 +85,7 @@ class EvaluationChunk(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["evaluation", "number"], name="chunk_number_per_run")
-        ]
+        constraints = [models.UniqueConstraint(fields=["evaluation", "number"], name="chunk_number_per_run")]
         indexes = [models.Index(fields=["status", "lease_until"], name="chunk_status_lease")]
 
     def __str__(self) -> str:
@@ -121,9 +117,7 @@ class EvaluationResult(models.Model):
         ERROR = "error"
         SKIPPED = "skipped"
 
-    tenant = models.ForeignKey(
-        Tenant, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
-    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False)
     trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="results", db_constraint=False)
     guardrail = models.ForeignKey(
         Guardrail, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
@@ -132,14 +126,20 @@ class EvaluationResult(models.Model):
         GuardrailRevision, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
     )
     evaluation = models.ForeignKey(
-        Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="results",
-        db_constraint=False, db_index=False,
+        Evaluation,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="results",
+        db_constraint=False,
+        db_index=False,
     )
     mode = models.CharField(max_length=10, choices=MODES)
     status = models.CharField(max_length=10, choices=Status.choices)
     reason = models.TextField(blank=True)
-    skip_reason = models.CharField(max_length=20, blank=True, default="",
-                                   help_text="of a skipped result: the scope part that did not select")
+    skip_reason = models.CharField(
+        max_length=20, blank=True, default="", help_text="of a skipped result: the scope part that did not select"
+    )
     shadow = models.BooleanField(default=False, help_text="of a guardrail in shadow: never a violation")
     duration_ms = models.FloatField(default=0.0)
     details = models.JSONField(default=dict)
@@ -223,13 +223,18 @@ class GuardrailPreview(Progress, models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     draft = models.JSONField(help_text="the guardrail document as edited, unsaved")
     current = models.ForeignKey(
-        GuardrailRevision, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        GuardrailRevision,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
         help_text="the revision the draft is compared with (none: a new guardrail)",
     )
     trace_filters = models.JSONField(default=dict)
     mode = models.CharField(max_length=10, choices=MODES, default="ci")
-    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-                                   related_name="+")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     started_by_label = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0)

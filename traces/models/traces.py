@@ -65,16 +65,18 @@ class RunTrace(models.Model):
     withheld = models.BooleanField(default=False)
     received_at = models.DateTimeField(default=timezone.now)
     upload = models.ForeignKey(
-        "Upload", on_delete=models.SET_NULL, null=True, blank=True, related_name="traces",
+        "Upload",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="traces",
         help_text="the upload that stored this trace, if one did",
     )
 
     objects = TenantScopedQuerySet.as_manager()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["tenant", "trace_id"], name="trace_id_per_tenant")
-        ]
+        constraints = [models.UniqueConstraint(fields=["tenant", "trace_id"], name="trace_id_per_tenant")]
         indexes = [
             models.Index(fields=["tenant", "-received_at", "-id"], name="trace_tenant_received"),
             models.Index(fields=["tenant", "agent", "-received_at"], name="trace_tenant_agent"),
@@ -123,15 +125,15 @@ class Upload(Progress, models.Model):
     failure = models.TextField(blank=True, help_text="why the file as a whole could not be read")
     lease_until = models.DateTimeField(null=True, blank=True, help_text="until when its worker is trusted")
     resume_offset = models.PositiveBigIntegerField(
-        default=0, help_text="decompressed bytes read up to the last stored batch (JSON Lines)")
+        default=0, help_text="decompressed bytes read up to the last stored batch (JSON Lines)"
+    )
     resume_at = models.PositiveIntegerField(
-        default=0, help_text="lines (JSON Lines) or elements (JSON array) read up to the last stored batch")
+        default=0, help_text="lines (JSON Lines) or elements (JSON array) read up to the last stored batch"
+    )
     claim = models.PositiveIntegerField(default=0, help_text="raised by every task that takes the upload")
     attempts = models.PositiveSmallIntegerField(default=0, help_text="tasks taken since the last stored batch")
     evaluate_after = models.BooleanField(default=False)
-    evaluation = models.ForeignKey(
-        "Evaluation", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
+    evaluation = models.ForeignKey("Evaluation", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -175,9 +177,7 @@ class PendingSpan(models.Model):
     objects = TenantScopedQuerySet.as_manager()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["tenant", "otel_trace_id", "span_id"], name="pending_span_once")
-        ]
+        constraints = [models.UniqueConstraint(fields=["tenant", "otel_trace_id", "span_id"], name="pending_span_once")]
         indexes = [models.Index(fields=["received_at"], name="pending_span_received")]
 
     def __str__(self) -> str:

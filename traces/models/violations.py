@@ -43,8 +43,7 @@ class Violation(models.Model):
         GuardrailRevision, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
     )
     evaluation = models.ForeignKey(
-        Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="violations",
-        db_constraint=False,
+        Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="violations", db_constraint=False
     )
     action = models.CharField(max_length=100)
     severity = models.CharField(max_length=20, blank=True)
@@ -55,8 +54,7 @@ class Violation(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     state = models.CharField(max_length=20, choices=State.choices, default=State.OPEN)
     reviewed_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-        related_name="+",
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     reviewed_by_label = models.CharField(
         max_length=200, blank=True, help_text="the reviewer's name, or the API key's label"
@@ -87,8 +85,7 @@ class ViolationReview(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     violation = models.ForeignKey(Violation, on_delete=models.CASCADE, related_name="reviews")
     reviewer = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-        related_name="+",
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     reviewer_label = models.CharField(max_length=200, blank=True)
     from_state = models.CharField(max_length=20, choices=Violation.State.choices)
@@ -133,7 +130,7 @@ class ViolationDay(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant", "guardrail", "revision", "severity", "day"], name="violation_day_unique"
-            ),
+            )
         ]
         indexes = [models.Index(fields=["tenant", "day"], name="violation_day_tenant_day")]
 

@@ -63,13 +63,15 @@ def document_of(turn_id: str, spans: list[Span], head: Span | None) -> dict[str,
     _set(document, "messages", conversation or None)
     _set(document, "toolCalls", [tool_call(span) for span in ordered if operation(span) == TOOL] or None)
     _set(document, "usage", _usage(head, models))
-    document["metadata"] = {"otlp": {
-        "traceId": first.trace_id,
-        "agentSpanId": head.span_id if head else None,
-        "spanIds": [span.span_id for span in ordered],
-        "incomplete": head is None,
-        **({"service": first.resource["service.name"]} if "service.name" in first.resource else {}),
-    }}
+    document["metadata"] = {
+        "otlp": {
+            "traceId": first.trace_id,
+            "agentSpanId": head.span_id if head else None,
+            "spanIds": [span.span_id for span in ordered],
+            "incomplete": head is None,
+            **({"service": first.resource["service.name"]} if "service.name" in first.resource else {}),
+        }
+    }
     return document
 
 
@@ -122,7 +124,7 @@ def _conversation(head: Span | None, models: list[Span]) -> list[Message]:
     for span in models:
         sent = input_messages(span) or []
         if sent[: len(conversation)] == conversation:
-            sent = sent[len(conversation):]
+            sent = sent[len(conversation) :]
         conversation.extend(sent)
         conversation.extend(output_messages(span) or [])
     return conversation
@@ -165,8 +167,10 @@ def tool_call(span: Span) -> dict[str, Any]:
     call_id = attributes.get("gen_ai.tool.call.id", attributes.get("tool_call.id"))
     if call_id is not None:
         call["id"] = str(call_id)
-    for field, keys in (("arguments", ("gen_ai.tool.call.arguments", "tool.parameters", "input.value")),
-                        ("result", ("gen_ai.tool.call.result", "output.value"))):
+    for field, keys in (
+        ("arguments", ("gen_ai.tool.call.arguments", "tool.parameters", "input.value")),
+        ("result", ("gen_ai.tool.call.result", "output.value")),
+    ):
         present = next((key for key in keys if key in attributes), None)
         if present is not None:
             call[field] = loads(attributes[present])
@@ -178,8 +182,7 @@ def tool_call(span: Span) -> dict[str, Any]:
 
 USAGE_KEYS = {
     "inputTokens": ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
-    "outputTokens": ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
-                     "llm.token_count.completion"),
+    "outputTokens": ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"),
 }
 
 
@@ -196,8 +199,11 @@ def _usage(head: Span | None, models: list[Span]) -> dict[str, Any] | None:
         if usage:
             break
     for span in [*reversed(models), *([head] if head else [])]:
-        model = _first_text([span], "gen_ai.response.model") or _first_text([span], "gen_ai.request.model") \
+        model = (
+            _first_text([span], "gen_ai.response.model")
+            or _first_text([span], "gen_ai.request.model")
             or _first_text([span], "llm.model_name")
+        )
         if model:
             usage["model"] = model
             break

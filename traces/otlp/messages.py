@@ -18,9 +18,17 @@ import orjson
 from traces.otlp.spans import Span
 
 Message = dict[str, Any]
-ROLES = {"system": "system", "developer": "system", "user": "user", "human": "user",
-         "assistant": "assistant", "ai": "assistant", "model": "assistant", "tool": "tool",
-         "function": "tool"}
+ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
 
 
 def loads(value: Any) -> Any:
@@ -102,8 +110,11 @@ def _message(item: dict[str, Any], default_role: str) -> list[Message]:
     responses = [part for part in parts if isinstance(part, dict) and part.get("type") == "tool_call_response"]
     if responses:
         return [_tool_response(part) for part in responses]
-    texts = [str(part.get("content")) for part in parts
-             if isinstance(part, dict) and part.get("type") == "text" and part.get("content") is not None]
+    texts = [
+        str(part.get("content"))
+        for part in parts
+        if isinstance(part, dict) and part.get("type") == "text" and part.get("content") is not None
+    ]
     message = {"role": role, "content": "\n".join(texts) if texts else None}
     if isinstance(item.get("name"), str):
         message["name"] = item["name"]

@@ -45,19 +45,33 @@ class Span:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "traceId": self.trace_id, "spanId": self.span_id, "parentId": self.parent_id,
-            "name": self.name, "start": self.start_ns, "end": self.end_ns,
-            "attributes": self.attributes, "events": self.events, "error": self.error,
-            "resource": self.resource, "remoteParent": self.remote_parent,
+            "traceId": self.trace_id,
+            "spanId": self.span_id,
+            "parentId": self.parent_id,
+            "name": self.name,
+            "start": self.start_ns,
+            "end": self.end_ns,
+            "attributes": self.attributes,
+            "events": self.events,
+            "error": self.error,
+            "resource": self.resource,
+            "remoteParent": self.remote_parent,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Span:
         return cls(
-            trace_id=data["traceId"], span_id=data["spanId"], parent_id=data["parentId"],
-            name=data["name"], start_ns=data["start"], end_ns=data["end"],
-            attributes=data["attributes"], events=data["events"], error=data["error"],
-            resource=data["resource"], remote_parent=data.get("remoteParent", False),
+            trace_id=data["traceId"],
+            span_id=data["spanId"],
+            parent_id=data["parentId"],
+            name=data["name"],
+            start_ns=data["start"],
+            end_ns=data["end"],
+            attributes=data["attributes"],
+            events=data["events"],
+            error=data["error"],
+            resource=data["resource"],
+            remote_parent=data.get("remoteParent", False),
         )
 
 
@@ -67,10 +81,7 @@ def spans_of(request: ExportTraceServiceRequest) -> tuple[list[Span], int]:
     spans: list[Span] = []
     refused = 0
     for resource_spans in request.resource_spans:
-        resource = {
-            pair.key: value_of(pair.value)
-            for pair in resource_spans.resource.attributes if pair.key in kept
-        }
+        resource = {pair.key: value_of(pair.value) for pair in resource_spans.resource.attributes if pair.key in kept}
         for scope_spans in resource_spans.scope_spans:
             for proto in scope_spans.spans:
                 span = span_of(proto, resource)
@@ -123,4 +134,3 @@ def value_of(value: AnyValue) -> Any:
     if kind == "double_value" and not math.isfinite(value.double_value):
         return str(value.double_value)  # JSON has no NaN or infinity: 'nan', 'inf', '-inf'
     return getattr(value, kind)
-

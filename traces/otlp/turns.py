@@ -94,8 +94,7 @@ def _by_tenant(caller: Caller, spans: list[Span], outcome: Outcome) -> dict[Tena
     for span in spans:
         tenant = tenants.get(str(span.resource.get(attribute, "")))
         if tenant is None:
-            outcome.refuse(1, f"a key of the whole console needs the resource attribute {attribute} "
-                              "naming a tenant")
+            outcome.refuse(1, f"a key of the whole console needs the resource attribute {attribute} naming a tenant")
         else:
             grouped[tenant].append(span)
     return grouped
@@ -131,8 +130,7 @@ def _lock_traces(tenant: Tenant, trace_ids: list[str]) -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s || '/' || x, 0)) "
-            "FROM unnest(%s::text[]) AS x ORDER BY x",
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s || '/' || x, 0)) FROM unnest(%s::text[]) AS x ORDER BY x",
             [str(tenant.pk), trace_ids],
         )
 
@@ -223,12 +221,17 @@ def _store(tenant: Tenant, turns: list[Turn], outcome: Outcome) -> None:
     """Store the turns as RunTraces; a turn stored before (an export sent again) is left as it is."""
     if not turns:
         return
-    stored = set(RunTrace.objects.filter(
-        tenant=tenant, trace_id__in=[turn.turn_id for turn in turns]).values_list("trace_id", flat=True))
+    stored = set(
+        RunTrace.objects.filter(tenant=tenant, trace_id__in=[turn.turn_id for turn in turns]).values_list(
+            "trace_id", flat=True
+        )
+    )
     fresh = [turn for turn in turns if turn.turn_id not in stored]
     caller = TenantCaller(tenant)
-    items = [ingest.prepare(caller, document_of(turn.turn_id, turn.spans, turn.head), index)
-             for index, turn in enumerate(fresh)]
+    items = [
+        ingest.prepare(caller, document_of(turn.turn_id, turn.spans, turn.head), index)
+        for index, turn in enumerate(fresh)
+    ]
     for item in items:
         _refuse_overlong_columns(item)
     ingest.store(items, on_created=queue_runtime_evaluation)
@@ -259,8 +262,10 @@ def _keep_waiting(tenant: Tenant, spans: list[Span], outcome: Outcome) -> None:
     limit = settings.KINDGI_OTLP_MAX_PENDING_SPANS
     room = max(0, limit - PendingSpan.objects.filter(tenant=tenant).count())
     if len(sized) > room:
-        outcome.refuse(len(sized) - room, f"the tenant has {limit} spans of unfinished turns waiting, "
-                                          "the most it may: finish those turns first")
+        outcome.refuse(
+            len(sized) - room,
+            f"the tenant has {limit} spans of unfinished turns waiting, the most it may: finish those turns first",
+        )
     _insert_waiting(tenant, sized[:room])
 
 
@@ -278,8 +283,12 @@ def _insert_waiting(tenant: Tenant, spans: list[tuple[Span, dict[str, Any]]]) ->
     now = timezone.now()
     if connection.vendor != "postgresql":
         PendingSpan.objects.bulk_create(
-            [PendingSpan(tenant=tenant, otel_trace_id=span.trace_id, span_id=span.span_id,
-                         span=data, received_at=now) for span, data in spans],
+            [
+                PendingSpan(
+                    tenant=tenant, otel_trace_id=span.trace_id, span_id=span.span_id, span=data, received_at=now
+                )
+                for span, data in spans
+            ],
             ignore_conflicts=True,
         )
         return
@@ -313,8 +322,10 @@ def complete_waiting(now: datetime | None = None, limit: int = 500) -> int:
     """
     cutoff = (now or timezone.now()) - timedelta(seconds=settings.KINDGI_OTLP_TURN_TIMEOUT_S)
     stale = list(
-        PendingSpan.objects.values("tenant_id", "otel_trace_id").annotate(last=Max("received_at"))
-        .filter(last__lt=cutoff).order_by("last")[:limit]
+        PendingSpan.objects.values("tenant_id", "otel_trace_id")
+        .annotate(last=Max("received_at"))
+        .filter(last__lt=cutoff)
+        .order_by("last")[:limit]
     )
     tenants = Tenant.objects.in_bulk({row["tenant_id"] for row in stale})
     for row in stale:
@@ -339,5 +350,8 @@ def incomplete_turns(spans: list[Span]) -> list[Turn]:
             top = parent
         groups[top.parent_id or top.span_id].append(span)
     trace_id = spans[0].trace_id if spans else ""
-    return [Turn(f"{trace_id}-{awaited}", group, None) for awaited, group in groups.items()
-            if any(is_generative(span) for span in group)]
+    return [
+        Turn(f"{trace_id}-{awaited}", group, None)
+        for awaited, group in groups.items()
+        if any(is_generative(span) for span in group)
+    ]

@@ -21,8 +21,11 @@ from traces.otlp import turns, wire
 UNAVAILABLE_RETRY_S = 5
 
 OTLP_BODY = {
-    wire.PROTOBUF: {"type": "string", "format": "binary",
-                    "description": "An ExportTraceServiceRequest (opentelemetry-proto)."},
+    wire.PROTOBUF: {
+        "type": "string",
+        "format": "binary",
+        "description": "An ExportTraceServiceRequest (opentelemetry-proto).",
+    },
     wire.JSON: {"type": "object", "description": "An ExportTraceServiceRequest in OTLP's JSON encoding."},
 }
 
@@ -42,10 +45,13 @@ class OtlpTracesView(ConsoleAPIView):
         operation_id="otlp_traces_export",
         request=OTLP_BODY,
         responses={
-            200: OpenApiResponse(description="An ExportTraceServiceResponse, with partial_success "
-                                             "when some spans were refused."),
-            **{code: OpenApiResponse(description="A google.rpc.Status.")
-               for code in (400, 401, 403, 413, 415, 429, 503)},
+            200: OpenApiResponse(
+                description="An ExportTraceServiceResponse, with partial_success when some spans were refused."
+            ),
+            **{
+                code: OpenApiResponse(description="A google.rpc.Status.")
+                for code in (400, 401, 403, 413, 415, 429, 503)
+            },
         },
     )
     def post(self, request: Request) -> HttpResponse:
@@ -86,6 +92,7 @@ def _as_otlp_error(exc: Exception, request: Request) -> tuple[wire.OtlpError | N
     if isinstance(exc, exceptions.Throttled):
         return wire.OtlpError(429, str(exc.detail), retry_after=getattr(exc, "wait", None) or 1), {}
     if isinstance(exc, OperationalError | InterfaceError | BrokerError):
-        return wire.OtlpError(503, "the console's database or task queue is unavailable: try again",
-                              retry_after=UNAVAILABLE_RETRY_S), {}
+        return wire.OtlpError(
+            503, "the console's database or task queue is unavailable: try again", retry_after=UNAVAILABLE_RETRY_S
+        ), {}
     return None, {}

@@ -28,9 +28,15 @@ from kindgi_console.jsonbody import JsonBodyError, parse_json
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 #: The gRPC code of each HTTP status the endpoint answers, for the Status body.
-CODES = {400: Code.INVALID_ARGUMENT, 401: Code.UNAUTHENTICATED, 403: Code.PERMISSION_DENIED,
-         413: Code.RESOURCE_EXHAUSTED, 415: Code.INVALID_ARGUMENT, 429: Code.RESOURCE_EXHAUSTED,
-         503: Code.UNAVAILABLE}
+CODES = {
+    400: Code.INVALID_ARGUMENT,
+    401: Code.UNAUTHENTICATED,
+    403: Code.PERMISSION_DENIED,
+    413: Code.RESOURCE_EXHAUSTED,
+    415: Code.INVALID_ARGUMENT,
+    429: Code.RESOURCE_EXHAUSTED,
+    503: Code.UNAVAILABLE,
+}
 
 
 class OtlpError(Exception):

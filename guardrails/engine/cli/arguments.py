@@ -90,10 +90,7 @@ def run_validate_guardrail(argv: list[str], stdout: Writer, stderr: Writer) -> i
 
 def run_guardrail_ci(argv: list[str], stdout: Writer, stderr: Writer) -> int:
     """`guardrail_ci --guardrails PATH... --traces PATH... [--format ...] [--output FILE]`."""
-    parser = _Parser(
-        prog="manage.py guardrail_ci",
-        description="Evaluate guardrails against trace files in mode ci.",
-    )
+    parser = _Parser(prog="manage.py guardrail_ci", description="Evaluate guardrails against trace files in mode ci.")
     add_ci_arguments(parser)
     args = _parse(parser, argv, stderr)
     if args is None:

@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # the judge's services load only for a run given --judge-mode
     from guardrails.engine.judge import InMemoryJudgeServices
 
 
-
 # The console's parser and declaration (guardrails/engine/environment.py): the same
 # variables, defaults and limits as the settings, a bad value a usage error naming it.
 def _env_list(name: str) -> list[str]:
@@ -117,9 +116,7 @@ def judge_services(path: str | None) -> InMemoryJudgeServices | None:
     except InvalidJudgeModel as error:
         raise BadInput("\n".join(f"{path}: {issue.path or '/'}: {issue.message}" for issue in error.issues)) from None
     return InMemoryJudgeServices(
-        models=models,
-        client=httpx.Client(),
-        time_limit_s=float(_env_whole_number("KINDGI_JUDGE_CALL_LIMIT_S")),
+        models=models, client=httpx.Client(), time_limit_s=float(_env_whole_number("KINDGI_JUDGE_CALL_LIMIT_S"))
     )
 
 

@@ -55,9 +55,7 @@ def register_all(
     seen: dict[str, str] = {}
     for source, doc in sources:
         for index, item in _documents(doc):
-            registration = define_guardrail(
-                item, registry=engine.registry, strategies=engine.strategies, policy=policy
-            )
+            registration = define_guardrail(item, registry=engine.registry, strategies=engine.strategies, policy=policy)
             entry = LoadedGuardrail(source, index, item, registration)
             if registration.valid and entry.id is not None:
                 if entry.id in seen:

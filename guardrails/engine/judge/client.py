@@ -37,14 +37,7 @@ from ..redaction import redact
 from .models import JudgeModel
 from .parsing import AnswerError, JudgeOutcome, parse_answer
 from .prompt import JudgePrompt, Scale
-from .providers import (
-    ProviderProtocolError,
-    ProviderRequest,
-    build_request,
-    error_message,
-    parse_reply,
-    reply_usage,
-)
+from .providers import ProviderProtocolError, ProviderRequest, build_request, error_message, parse_reply, reply_usage
 
 #: The largest judge answer read: a verdict takes a few hundred bytes.
 MAX_REPLY_BYTES = 1024 * 1024

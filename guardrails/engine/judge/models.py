@@ -60,10 +60,7 @@ JUDGE_MODEL_SCHEMA: dict[str, Any] = {
         "provider": {"enum": list(PROVIDERS)},
         "model": {"type": "string", "minLength": 1, "maxLength": 200},
         "baseUrl": {"type": "string", "format": "uri", "pattern": r"^https?://[^\s]+$"},
-        "apiKeyEnv": {
-            "type": ["string", "null"],
-            "pattern": r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
-        },
+        "apiKeyEnv": {"type": ["string", "null"], "pattern": r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},
         "pricing": {
             "type": "object",
             "additionalProperties": False,
@@ -212,10 +209,7 @@ class JudgeModel:
 
 
 #: The console's own fields of a registration as `GET /api/v1/judge-models` answers it.
-_CONSOLE_FIELDS: dict[str, Any] = {
-    "enabled": {"type": "boolean"},
-    "apiKeySet": {"type": ["boolean", "null"]},
-}
+_CONSOLE_FIELDS: dict[str, Any] = {"enabled": {"type": "boolean"}, "apiKeySet": {"type": ["boolean", "null"]}}
 
 
 def judge_models_of_export(doc: object) -> list[JudgeModel]:

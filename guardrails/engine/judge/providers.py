@@ -101,10 +101,7 @@ def error_message(body: object) -> str | None:
 def _openai_request(model: JudgeModel, prompt: JudgePrompt, api_key: str | None) -> ProviderRequest:
     body: dict[str, Any] = {
         "model": model.model,
-        "messages": [
-            {"role": "system", "content": prompt.system},
-            {"role": "user", "content": prompt.user},
-        ],
+        "messages": [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}],
         "max_completion_tokens": output_limit(model),
     }
     if model.thinking is not None:

@@ -37,11 +37,7 @@ JUDGE_CAPABILITIES_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "required": {**_CAPABILITY_LIST, "description": "Capabilities the judge must have."},
-        "model": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Id of the one registered judge model to use.",
-        },
+        "model": {"type": "string", "minLength": 1, "description": "Id of the one registered judge model to use."},
         "prefer": {**_CAPABILITY_LIST, "description": "Capabilities that break price ties."},
     },
 }
@@ -57,9 +53,7 @@ def validate_judge_capabilities(doc: object, *, base_path: str = "/judgeCapabili
 
 
 def route(
-    models: Iterable[JudgeModel],
-    judge_capabilities: Mapping[str, Any] | None,
-    policy: JudgePolicy | None = None,
+    models: Iterable[JudgeModel], judge_capabilities: Mapping[str, Any] | None, policy: JudgePolicy | None = None
 ) -> JudgeModel:
     """The judge for a guardrail declaring `judge_capabilities`; raises NoJudgeModel."""
     policy = policy or JudgePolicy()

@@ -284,12 +284,7 @@ class LlmJudgeStrategy:
     ) -> JudgeCall:
         prompt = build_prompt(rubric.criteria, rubric.scale, trace, rubric.include)
         return call_judge(
-            model,
-            prompt,
-            http=services.http_client(),
-            deadline=deadline,
-            scale=rubric.scale,
-            retry=self.retry,
+            model, prompt, http=services.http_client(), deadline=deadline, scale=rubric.scale, retry=self.retry
         )
 
 

@@ -50,19 +50,13 @@ def seccomp_program(system_python: str = SYSTEM_PYTHON) -> bytes:
     """The BPF program of the filter, generated once per process by the system interpreter."""
     try:
         run = subprocess.run(
-            [system_python, "-I", str(_SECCOMP_SCRIPT)],
-            capture_output=True,
-            timeout=30,
-            env={},
-            check=False,
+            [system_python, "-I", str(_SECCOMP_SCRIPT)], capture_output=True, timeout=30, env={}, check=False
         )
     except OSError as error:
         raise BoundaryError(f"the seccomp filter cannot be built: {error}") from None
     if run.returncode != 0 or not run.stdout:
         last = (run.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-        raise BoundaryError(
-            f"the seccomp filter cannot be built ({system_python} with python3-seccomp): {last}"
-        )
+        raise BoundaryError(f"the seccomp filter cannot be built ({system_python} with python3-seccomp): {last}")
     return run.stdout
 
 
@@ -113,7 +107,11 @@ class Boundary:
         try:
             run = subprocess.run(
                 [*argv, self.python, "-I", "-c", "pass"],
-                capture_output=True, timeout=30, pass_fds=(fd,), env={}, check=False,
+                capture_output=True,
+                timeout=30,
+                pass_fds=(fd,),
+                env={},
+                check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as error:
             return f"bubblewrap cannot be started ({self.bwrap}): {error}"
@@ -124,26 +122,62 @@ class Boundary:
             return f"the OS sandbox (bubblewrap, user namespaces) cannot be built here: {detail}"
         return None
 
-    def command(
-        self, posture: Posture, code: Sequence[str], program: bytes
-    ) -> tuple[list[str], int]:
+    def command(self, posture: Posture, code: Sequence[str], program: bytes) -> tuple[list[str], int]:
         """The bwrap argv up to the interpreter, and the seccomp descriptor it reads."""
         fd = os.memfd_create("kindgi-seccomp", 0)
         os.write(fd, program)
         os.lseek(fd, 0, os.SEEK_SET)
         size = str(posture.mem_mb * 1024 * 1024)
         argv = [
-            self.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns",
-            "--cap-drop", "ALL", "--hostname", "sandbox", "--clearenv",
-            "--proc", "/proc", "--dev", "/dev",
+            self.bwrap,
+            "--unshare-all",
+            "--unshare-user",
+            "--die-with-parent",
+            "--new-session",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--disable-userns",
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "sandbox",
+            "--clearenv",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
             # The sandbox's own tmpfs mounts, not the host's /tmp or /dev/shm.
-            "--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp",  # noqa: S108
-            "--ro-bind", "/usr", "/usr",
-            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-            "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-            "--ro-bind-try", "/etc/ssl", "/etc/ssl",
-            "--ro-bind-try", "/etc/ca-certificates", "/etc/ca-certificates",
+            "--size",
+            size,
+            "--tmpfs",
+            "/dev/shm",  # noqa: S108
+            "--size",
+            size,
+            "--tmpfs",
+            "/tmp",  # noqa: S108
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/sbin",
+            "/sbin",
+            "--ro-bind-try",
+            "/etc/ssl",
+            "/etc/ssl",
+            "--ro-bind-try",
+            "/etc/ca-certificates",
+            "/etc/ca-certificates",
         ]
         if posture.network.kind == "unrestricted":
             argv.append("--share-net")
@@ -155,9 +189,7 @@ class Boundary:
         argv += ["--seccomp", str(fd), "--"]
         return argv, fd
 
-    def worker_command(
-        self, posture: Posture, handler: HandlerRef, sys_path: Sequence[str]
-    ) -> tuple[list[str], int]:
+    def worker_command(self, posture: Posture, handler: HandlerRef, sys_path: Sequence[str]) -> tuple[list[str], int]:
         """The full argv of a worker for `handler` and its seccomp descriptor."""
         argv, fd = self.command(posture, _code_roots(handler, sys_path), seccomp_program())
         return [*argv, self.python, "-I", "-c", _BOOTSTRAP], fd
@@ -167,7 +199,6 @@ _BOOTSTRAP = (
     f"import sys; sys.path.insert(0, {str(SOURCE_ROOT)!r}); "
     "from guardrails.engine.sandbox.worker import main; sys.exit(main())"
 )
-
 
 
 @cache
@@ -183,8 +214,11 @@ def host_postures() -> list[tuple[str, bool, str]]:
     reason = host_boundary().unavailable()
     if reason is not None:
         refused = f"not enforced, such checks answer error: {reason}"
-        return [("none", True, "in process: nothing enforced"),
-                ("context-isolated", False, refused), ("strict", False, refused)]
+        return [
+            ("none", True, "in process: nothing enforced"),
+            ("context-isolated", False, refused),
+            ("strict", False, refused),
+        ]
     where = layout()
     limits = (
         f"cgroup v{where.version} (memory with children and tmpfs, tasks)"
@@ -192,5 +226,8 @@ def host_postures() -> list[tuple[str, bool, str]]:
         else "per-process rlimits and the PID namespace (no writable cgroup here)"
     )
     boundary = f"bubblewrap, user/PID/network/mount namespaces, seccomp; limits: {limits}"
-    return [("none", True, "in process: nothing enforced"),
-            ("context-isolated", True, boundary), ("strict", True, boundary)]
+    return [
+        ("none", True, "in process: nothing enforced"),
+        ("context-isolated", True, boundary),
+        ("strict", True, boundary),
+    ]

@@ -51,8 +51,7 @@ class Relays:
 
     def start(self, remote: socket.socket, local: socket.socket) -> None:
         thread = threading.Thread(
-            target=_relay, args=(remote, local, self._stop), name="kindgi-sandbox-relay",
-            daemon=True,
+            target=_relay, args=(remote, local, self._stop), name="kindgi-sandbox-relay", daemon=True
         )
         self._threads.append(thread)
         thread.start()
@@ -238,10 +237,7 @@ def install_brokered_sockets(channel: Channel) -> None:
         )
         if reply.get("op") != "resolved":
             raise socket.gaierror(socket.EAI_NONAME, str(reply.get("error")))
-        return [
-            (socket.AddressFamily(f), socket.SocketKind(t), p, c, tuple(a))
-            for f, t, p, c, a in reply["infos"]
-        ]
+        return [(socket.AddressFamily(f), socket.SocketKind(t), p, c, tuple(a)) for f, t, p, c, a in reply["infos"]]
 
     socket.socket.connect = brokered_connect  # type: ignore[method-assign,assignment]
     socket.socket.connect_ex = brokered_connect_ex  # type: ignore[method-assign,assignment]

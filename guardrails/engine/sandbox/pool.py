@@ -89,8 +89,7 @@ class SandboxPool:
             # A worker out of memory leaves after its reply (and is replaced): not checked.
             if message.get("status") != "limit" and worker.left_running():
                 raise SandboxError(
-                    "the check kept a thread or a process running after its verdict; "
-                    "its sandbox was stopped"
+                    "the check kept a thread or a process running after its verdict; its sandbox was stopped"
                 )
             # A check that raised or returned something odd keeps its worker; a malformed
             # frame or a limit does not.
@@ -130,9 +129,7 @@ class SandboxPool:
                 return slot.idle.pop()
             slot.count += 1
         try:
-            worker = WorkerProcess(
-                key.posture, key.handler, self.boundary, self.sys_path, self.defaults
-            )
+            worker = WorkerProcess(key.posture, key.handler, self.boundary, self.sys_path, self.defaults)
         except BaseException:
             self._forget(key)
             raise

@@ -80,8 +80,7 @@ class HandlerRef:
     def for_check(cls, check: Check) -> HandlerRef:
         if not check.module or not check.function:
             raise StrategyError(
-                f"check {check.id!r} has no importable evaluate function, "
-                "so it cannot run in the sandbox"
+                f"check {check.id!r} has no importable evaluate function, so it cannot run in the sandbox"
             )
         if "<" in check.function:
             raise StrategyError(

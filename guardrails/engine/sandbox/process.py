@@ -29,13 +29,7 @@ from guardrails.engine.sandbox.boundary import SOURCE_ROOT, Boundary
 from guardrails.engine.sandbox.cgroup import SandboxCgroup, layout
 from guardrails.engine.sandbox.network import AllowlistBroker
 from guardrails.engine.sandbox.posture import HandlerRef, NetworkPolicy, Posture, SandboxDefaults
-from guardrails.engine.sandbox.protocol import (
-    MAX_REPLY_BYTES,
-    Channel,
-    ChannelClosed,
-    Message,
-    MessageTooLarge,
-)
+from guardrails.engine.sandbox.protocol import MAX_REPLY_BYTES, Channel, ChannelClosed, Message, MessageTooLarge
 from guardrails.engine.types import StrategyError
 
 #: The CPU a pack's import may take when the console describes it (more than one check's
@@ -45,8 +39,7 @@ DESCRIBE_CPU_MS = 5000
 #: group's memory limit is `memMB` plus this.
 RUNTIME_MB = 64
 _CPU_SIGNALS = (signal.SIGPROF, signal.SIGXCPU)
-_JOIN_CGROUP = 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 111; shift; done; ' \
-    'shift; exec "$@"'
+_JOIN_CGROUP = 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 111; shift; done; shift; exec "$@"'
 
 
 class SandboxError(StrategyError):
@@ -69,14 +62,17 @@ class WorkerProcess:
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(4)
         self.cgroup = self._make_cgroup(defaults)
-        self.broker = (
-            AllowlistBroker(posture.network.hosts) if posture.network.kind == "allowlist" else None
-        )
+        self.broker = AllowlistBroker(posture.network.hosts) if posture.network.kind == "allowlist" else None
         self.process, self.channel = self._start(boundary, handler, sys_path)
         setup = {
-            "op": op, "sysPath": list(sys_path), "module": handler.module,
-            "function": handler.function, "memMB": posture.mem_mb, "cpuMs": posture.cpu_ms,
-            "network": posture.network.kind, "maxTasks": defaults.max_tasks,
+            "op": op,
+            "sysPath": list(sys_path),
+            "module": handler.module,
+            "function": handler.function,
+            "memMB": posture.mem_mb,
+            "cpuMs": posture.cpu_ms,
+            "network": posture.network.kind,
+            "maxTasks": defaults.max_tasks,
         }
         deadline = time.monotonic() + defaults.start_timeout_s + posture.wall_ms / 1000
         #: What a worker started to describe a pack (op "describe") answered.
@@ -93,22 +89,26 @@ class WorkerProcess:
         try:
             return SandboxCgroup(where, memory, defaults.max_tasks + 4)
         except OSError as error:
-            raise SandboxError(
-                f"the sandbox's control group cannot be made: {error}; the check is not run"
-            ) from None
+            raise SandboxError(f"the sandbox's control group cannot be made: {error}; the check is not run") from None
 
     def _start(
         self, boundary: Boundary, handler: HandlerRef, sys_path: Sequence[str]
     ) -> tuple[subprocess.Popen[bytes], Channel]:
         argv, seccomp_fd = boundary.worker_command(self.posture, handler, sys_path)
         if self.cgroup is not None:
-            argv = ["/bin/sh", "-c", _JOIN_CGROUP, "kindgi-sandbox", *self.cgroup.procs_files(),
-                    "--", *argv]
+            argv = ["/bin/sh", "-c", _JOIN_CGROUP, "kindgi-sandbox", *self.cgroup.procs_files(), "--", *argv]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             process = subprocess.Popen(
-                argv, stdin=theirs.fileno(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                pass_fds=(seccomp_fd,), env={}, cwd="/", close_fds=True, start_new_session=True,
+                argv,
+                stdin=theirs.fileno(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(seccomp_fd,),
+                env={},
+                cwd="/",
+                close_fds=True,
+                start_new_session=True,
             )
         except OSError as error:
             ours.close()
@@ -143,8 +143,7 @@ class WorkerProcess:
         """Send one call and wait for its result; TimeoutError/ChannelClosed as they come."""
         call_id = f"{self._prefix}-{next(self._ids)}"
         deadline = time.monotonic() + self.posture.wall_ms / 1000
-        self.channel.send({"op": "call", "id": call_id, "config": config, "trace": trace,
-                           "env": dict(env)})
+        self.channel.send({"op": "call", "id": call_id, "config": config, "trace": trace, "env": dict(env)})
         return self._receive(call_id, deadline, "result")
 
     def _receive(self, call_id: str, deadline: float, wanted: str) -> Message:
@@ -278,9 +277,7 @@ def _parents() -> dict[int, int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError, ValueError, IndexError):
-                parents[int(entry.name)] = int(
-                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
-                )
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
     return parents
 
 
@@ -294,22 +291,18 @@ def _tasks_in_namespace(worker_pid: int) -> int:
     except OSError:
         return 0
     for entry in entries:
-        with contextlib.suppress(OSError, ValueError, IndexError), open(
-            f"{proc}/{entry}/stat"
-        ) as handle:
+        with contextlib.suppress(OSError, ValueError, IndexError), open(f"{proc}/{entry}/stat") as handle:
             total += int(handle.read().rsplit(")", 1)[1].split()[17])
     return total
 
 
-def describe_pack(
-    module: str, boundary: Boundary, sys_path: Sequence[str], defaults: SandboxDefaults
-) -> Message:
+def describe_pack(module: str, boundary: Boundary, sys_path: Sequence[str], defaults: SandboxDefaults) -> Message:
     """Import the pack `module` in a one-shot sandbox (network none, the default limits) and
     return its description: version and checks as data. SandboxError when it cannot."""
-    posture = Posture("strict", defaults.mem_mb, max(defaults.cpu_ms, DESCRIBE_CPU_MS),
-                      NetworkPolicy("none"), defaults.wall_grace_ms)
-    worker = WorkerProcess(posture, HandlerRef(module, ""), boundary, sys_path, defaults,
-                           op="describe")
+    posture = Posture(
+        "strict", defaults.mem_mb, max(defaults.cpu_ms, DESCRIBE_CPU_MS), NetworkPolicy("none"), defaults.wall_grace_ms
+    )
+    worker = WorkerProcess(posture, HandlerRef(module, ""), boundary, sys_path, defaults, op="describe")
     worker.kill()
     return worker.described
 

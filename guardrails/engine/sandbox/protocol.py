@@ -76,9 +76,7 @@ class Channel:
             return None
         (length,) = _HEADER.unpack_from(self._buffer)
         if length > self.max_bytes:
-            raise MessageTooLarge(
-                f"a message of {length} bytes is over the limit of {self.max_bytes} bytes"
-            )
+            raise MessageTooLarge(f"a message of {length} bytes is over the limit of {self.max_bytes} bytes")
         end = _HEADER.size + length
         if len(self._buffer) < end:
             return None

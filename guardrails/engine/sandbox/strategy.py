@@ -12,21 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from guardrails.engine.sandbox.pool import SandboxPool
-from guardrails.engine.sandbox.posture import (
-    HandlerRef,
-    declared_names,
-    posture_for,
-    sandbox_level,
-)
-from guardrails.engine.types import (
-    Check,
-    CheckOutcome,
-    Context,
-    Guardrail,
-    Strategy,
-    StrategyError,
-    Trace,
-)
+from guardrails.engine.sandbox.posture import HandlerRef, declared_names, posture_for, sandbox_level
+from guardrails.engine.types import Check, CheckOutcome, Context, Guardrail, Strategy, StrategyError, Trace
 
 
 def _plain(value: Any) -> Any:
@@ -44,9 +31,7 @@ class SandboxedZeroLlmStrategy:
     def __init__(self, inner: Strategy) -> None:
         self.inner = inner
 
-    def evaluate(
-        self, guardrail: Guardrail, check: Check, trace: Trace, context: Context
-    ) -> CheckOutcome:
+    def evaluate(self, guardrail: Guardrail, check: Check, trace: Trace, context: Context) -> CheckOutcome:
         level = sandbox_level(guardrail.document)
         if level == "none" or check.builtin:
             return self.inner.evaluate(guardrail, check, trace, context)

@@ -31,13 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from guardrails.engine.sandbox.network import install_brokered_sockets
-from guardrails.engine.sandbox.protocol import (
-    MAX_REASON_CHARS,
-    MAX_REPLY_BYTES,
-    Channel,
-    ChannelClosed,
-    Message,
-)
+from guardrails.engine.sandbox.protocol import MAX_REASON_CHARS, MAX_REPLY_BYTES, Channel, ChannelClosed, Message
 from guardrails.engine.types import CheckOutcome, describe_exception, returned_name
 
 #: Exit status of a worker that ran out of memory (it reports first, then leaves).
@@ -70,9 +64,7 @@ def _install_guard() -> None:
     def guard(event: str, args: tuple[Any, ...]) -> None:
         if event.startswith(_BLOCKED_EVENTS):
             raise PermissionError(f"the sandbox does not allow {event}")
-        if event in ("os.kill", "os.killpg", "signal.pthread_kill") and (
-            event != "os.kill" or args[0] != pid
-        ):
+        if event in ("os.kill", "os.killpg", "signal.pthread_kill") and (event != "os.kill" or args[0] != pid):
             raise PermissionError(f"the sandbox does not allow {event} outside the worker")
 
     sys.addaudithook(guard)
@@ -206,9 +198,15 @@ def _describe(module: str) -> Message:
     except MemoryError:
         return {"op": "described", "ok": False, "error": "memory limit exceeded while importing"}
     checks = [
-        {"id": check.id, "kind": check.kind, "configSchema": check.config_schema,
-         "description": check.description, "module": check.module, "function": check.function,
-         "validatesInCode": check.validates_in_code}
+        {
+            "id": check.id,
+            "kind": check.kind,
+            "configSchema": check.config_schema,
+            "description": check.description,
+            "module": check.module,
+            "function": check.function,
+            "validatesInCode": check.validates_in_code,
+        }
         for check in pack.checks
     ]
     return {"op": "described", "ok": True, "version": pack.version, "checks": checks}

@@ -7,32 +7,52 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-        ('tenancy', '0001_initial'),
-        migrations.swappable_dependency(settings.AUTH_USER_MODEL),
-    ]
+    dependencies = [("tenancy", "0001_initial"), migrations.swappable_dependency(settings.AUTH_USER_MODEL)]
 
     operations = [
         migrations.CreateModel(
-            name='AuditEntry',
+            name="AuditEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('actor', models.CharField(max_length=200)),
-                ('action', models.CharField(max_length=100)),
-                ('object_type', models.CharField(max_length=100)),
-                ('object_id', models.CharField(blank=True, max_length=300)),
-                ('object_repr', models.CharField(blank=True, max_length=300)),
-                ('changes', models.JSONField(blank=True, default=dict)),
-                ('actor_user', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='tenancy.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("actor", models.CharField(max_length=200)),
+                ("action", models.CharField(max_length=100)),
+                ("object_type", models.CharField(max_length=100)),
+                ("object_id", models.CharField(blank=True, max_length=300)),
+                ("object_repr", models.CharField(blank=True, max_length=300)),
+                ("changes", models.JSONField(blank=True, default=dict)),
+                (
+                    "actor_user",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="tenancy.tenant",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'audit entries',
-                'indexes': [models.Index(fields=['tenant', '-created_at', '-id'], name='audit_tenant_time'), models.Index(fields=['-created_at', '-id'], name='audit_time'), models.Index(fields=['object_type', 'object_id'], name='audit_object')],
+                "verbose_name_plural": "audit entries",
+                "indexes": [
+                    models.Index(fields=["tenant", "-created_at", "-id"], name="audit_tenant_time"),
+                    models.Index(fields=["-created_at", "-id"], name="audit_time"),
+                    models.Index(fields=["object_type", "object_id"], name="audit_object"),
+                ],
             },
-        ),
+        )
     ]

@@ -33,8 +33,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
         parser.add_argument("--no-worker", action="store_true", help="do not start a worker")
-        parser.add_argument("--check-address", action="store_true",
-                            help="only check that the address is free (make run does, before migrating)")
+        parser.add_argument(
+            "--check-address",
+            action="store_true",
+            help="only check that the address is free (make run does, before migrating)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         addrport: str = options["addrport"]
@@ -102,9 +105,21 @@ def start_worker() -> subprocess.Popen[bytes]:
     """A Celery worker beside the server, with the periodic check embedded (--beat); a
     deployment runs one `celery -A kindgi_console beat` process instead."""
     command = [
-        sys.executable, "-m", "celery", "-A", "kindgi_console", "worker",
-        "--loglevel", "WARNING", "--concurrency", "2", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
-        "--beat", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME,
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "kindgi_console",
+        "worker",
+        "--loglevel",
+        "WARNING",
+        "--concurrency",
+        "2",
+        "-Q",
+        settings.CELERY_TASK_DEFAULT_QUEUE,
+        "--beat",
+        "--schedule",
+        settings.CELERY_BEAT_SCHEDULE_FILENAME,
     ]
     return subprocess.Popen(command, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
 
@@ -131,7 +146,7 @@ class WorkerSupervisor(threading.Thread):
             if worker is None or worker.poll() is None:
                 continue
             self._note_exit(worker.returncode)
-            if self.stopping.wait(min(60.0, 2.0 ** self.quick_exits - 1)):
+            if self.stopping.wait(min(60.0, 2.0**self.quick_exits - 1)):
                 return
             with self.lock:
                 if not self.stopping.is_set():

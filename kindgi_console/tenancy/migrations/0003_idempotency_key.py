@@ -5,25 +5,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('tenancy', '0002_cache_table'),
-    ]
+    dependencies = [("tenancy", "0002_cache_table")]
 
     operations = [
         migrations.CreateModel(
-            name='IdempotencyRecord',
+            name="IdempotencyRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('owner', models.CharField(help_text='the caller: key:<pk> or user:<pk>', max_length=100)),
-                ('key', models.CharField(max_length=255)),
-                ('fingerprint', models.CharField(help_text='sha256 of method, path and body', max_length=64)),
-                ('status_code', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('content', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("owner", models.CharField(help_text="the caller: key:<pk> or user:<pk>", max_length=100)),
+                ("key", models.CharField(max_length=255)),
+                ("fingerprint", models.CharField(help_text="sha256 of method, path and body", max_length=64)),
+                ("status_code", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("content", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
-            options={
-                'constraints': [models.UniqueConstraint(fields=('owner', 'key'), name='idempotency_owner_key')],
-            },
-        ),
+            options={"constraints": [models.UniqueConstraint(fields=("owner", "key"), name="idempotency_owner_key")]},
+        )
     ]

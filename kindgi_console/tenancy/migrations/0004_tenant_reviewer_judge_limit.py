@@ -6,15 +6,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
-    dependencies = [
-        ('tenancy', '0003_idempotency_key'),
-    ]
+    dependencies = [("tenancy", "0003_idempotency_key")]
 
     operations = [
         migrations.AddField(
-            model_name='tenant',
-            name='reviewer_judge_limit_usd',
-            field=models.DecimalField(decimal_places=4, default=Decimal('1.00'), help_text='a reviewer starts a run or preview whose judge cost estimate is at most this; above it, an author does', max_digits=12),
-        ),
+            model_name="tenant",
+            name="reviewer_judge_limit_usd",
+            field=models.DecimalField(
+                decimal_places=4,
+                default=Decimal("1.00"),
+                help_text="a reviewer starts a run or preview whose judge cost estimate is at most this; above it, an author does",
+                max_digits=12,
+            ),
+        )
     ]

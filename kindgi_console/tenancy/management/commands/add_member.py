@@ -18,8 +18,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username", help="an existing user (createsuperuser, the admin site)")
         parser.add_argument("--tenant", required=True, help="the tenant's id (its slug)")
-        parser.add_argument("--role", default=Membership.Role.REVIEWER, choices=Membership.Role.values,
-                            help="reviewer reads, author also writes, admin also manages (default reviewer)")
+        parser.add_argument(
+            "--role",
+            default=Membership.Role.REVIEWER,
+            choices=Membership.Role.values,
+            help="reviewer reads, author also writes, admin also manages (default reviewer)",
+        )
 
     def handle(self, *args: Any, username: str, tenant: str, role: str, **options: Any) -> None:
         user = get_user_model().objects.filter(username=username).first()
