@@ -17,8 +17,6 @@ Table and column names in the SQL here are the models' own; no input reaches the
 
 from __future__ import annotations
 
-import functools
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -26,19 +24,22 @@ from time import perf_counter
 from typing import Any, NamedTuple, Protocol
 
 import orjson
-import psycopg
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
-from psycopg.types.json import set_json_dumps
 
 from guardrails.engine.evaluate import Engine, Plan
 from guardrails.engine.types import Context, Mode, Result
 from guardrails.services import Enforced
-from traces import violation_days
+from traces.bulk_postgres import FEW_ROWS as FEW_ROWS
+from traces.bulk_postgres import RESULT_COLUMNS as RESULT_COLUMNS
+from traces.bulk_postgres import VIOLATION_COLUMNS as VIOLATION_COLUMNS
+from traces.bulk_postgres import write_with_copy
+from traces.bulk_sqlite import insert_rows as insert_rows
+from traces.bulk_sqlite import sqlite_variable_limit, write_with_inserts
 from traces.judge.services import EvaluationServices
-from traces.models import Evaluation, EvaluationResult, RunTrace, Violation
+from traces.models import Evaluation, RunTrace
 
 
 class StoredTrace(NamedTuple):
@@ -227,9 +228,9 @@ def store_rows(rows: list[ResultRow], *, while_running: int | None = None, fresh
 def write_rows(rows: list[ResultRow], *, fresh: bool = False) -> None:
     """Store result rows and their violations in the caller's transaction (no savepoint)."""
     if rows and connection.vendor == "postgresql":
-        _write_with_copy(rows, fresh)
+        write_with_copy(rows, fresh)
     elif rows:
-        _write_with_inserts(rows)
+        write_with_inserts(rows)
 
 
 @contextmanager
@@ -323,307 +324,6 @@ def _target(item: Enforced) -> tuple[int, int, str, str]:
     )
 
 
-LOAD_TABLE = "kindgi_result_load"
-RESULT_COLUMNS = (
-    "tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode, status, reason,"
-    " duration_ms, details, created_at, skip_reason, shadow"
-)
-LOAD_COLUMNS = f"{RESULT_COLUMNS}, action, severity, agent, flow"
-CREATE_LOAD = (
-    f"CREATE TEMPORARY TABLE IF NOT EXISTS {LOAD_TABLE} (tenant_id bigint, trace_id bigint,"
-    " guardrail_id bigint, revision_id bigint, evaluation_id bigint, mode text, status text,"
-    " reason text, duration_ms double precision, details jsonb, created_at timestamptz,"
-    " skip_reason text, shadow boolean,"
-    " action text, severity text, agent text, flow text) ON COMMIT DELETE ROWS"
-)
-# The results not stored before, a violation for each new fail, and the violations counted
-# per (tenant, guardrail, severity) for the daily roll-up: one statement, reading the rows
-# from the loaded table (a large batch) or from a VALUES list (a few rows: POST evaluate).
-INSERT_RESULTS = """
-WITH {values}new AS (
-  INSERT INTO {results} ({columns})
-  SELECT {columns} FROM {load}
-  ON CONFLICT DO NOTHING
-  RETURNING id, trace_id, revision_id, status, shadow
-), violations AS (
-  INSERT INTO {violations} (tenant_id, trace_id, result_id, guardrail_id, revision_id,
-      evaluation_id, action, severity, mode, reason, agent, flow, created_at, state,
-      reviewed_by_label, review_note)
-  SELECT l.tenant_id, l.trace_id, n.id, l.guardrail_id, l.revision_id, l.evaluation_id, l.action,
-         l.severity, l.mode, l.reason, l.agent, l.flow, l.created_at, 'open', '', ''
-  FROM new n JOIN {load} l ON l.trace_id = n.trace_id AND l.revision_id = n.revision_id
-  WHERE n.status = 'fail' AND NOT n.shadow
-  ON CONFLICT DO NOTHING
-  RETURNING tenant_id, guardrail_id, revision_id, severity
-)
-SELECT tenant_id, guardrail_id, revision_id, severity, count(*) FROM violations
-GROUP BY tenant_id, guardrail_id, revision_id, severity ORDER BY tenant_id, guardrail_id, revision_id, severity
-"""
-VALUE_TYPES = (
-    "bigint",
-    "bigint",
-    "bigint",
-    "bigint",
-    "bigint",
-    "text",
-    "text",
-    "text",
-    "double precision",
-    "jsonb",
-    "timestamptz",
-    "text",
-    "boolean",
-    "text",
-    "text",
-    "text",
-    "text",
-)
-#: Up to this many results are written with one statement and no temporary table.
-FEW_ROWS = 64
-
-
-def _insert_results(load: str, values: str = "") -> str:
-    return INSERT_RESULTS.format(
-        results=EvaluationResult._meta.db_table,
-        violations=Violation._meta.db_table,
-        columns=RESULT_COLUMNS,
-        load=load,
-        values=values,
-    )
-
-
-INSERT_LOADED = _insert_results(LOAD_TABLE)
-
-
-def _write_with_copy(rows: list[ResultRow], fresh: bool = False) -> None:
-    """PostgreSQL: COPY into a temporary table, then one INSERT of results and violations;
-    a few rows go in one statement, as a VALUES list; a `fresh` batch straight in."""
-    counted = _copy_fresh(rows) if fresh and len(rows) > FEW_ROWS else None
-    if counted is None:
-        counted = _insert_with_copy(rows)
-    day = timezone.localdate(rows[0].created_at)
-    violation_days.add_counts(
-        [(tenant, guardrail, revision, severity, day, n) for tenant, guardrail, revision, severity, n in counted]
-    )
-
-
-# The sequence is looked up once per statement: per key, the look-up cost ten times the key.
-NEW_RESULT_KEYS = (
-    "WITH seq AS MATERIALIZED (SELECT pg_get_serial_sequence("  # noqa: S608
-    f"'{EvaluationResult._meta.db_table}', 'id')::regclass AS s) "
-    "SELECT nextval(s) FROM seq, generate_series(1, %s)"
-)
-# Fresh rows are copied in binary: nothing to format as text here, nothing to parse there.
-COPY_RESULTS = f"COPY {EvaluationResult._meta.db_table} (id, {RESULT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-RESULT_TYPES = (
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "text",
-    "text",
-    "text",
-    "float8",
-    "jsonb",
-    "timestamptz",
-    "text",
-    "bool",
-)
-VIOLATION_COLUMNS = (
-    "tenant_id, trace_id, result_id, guardrail_id, revision_id, evaluation_id, action, severity,"
-    " mode, reason, agent, flow, created_at, state, reviewed_by_label, review_note"
-)
-COPY_VIOLATIONS = f"COPY {Violation._meta.db_table} ({VIOLATION_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-VIOLATION_TYPES = (
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "timestamptz",
-    "text",
-    "text",
-    "text",
-)
-
-
-def _as_is(text: Any) -> Any:
-    """The details of a row are JSON text already (`_stored_details`): copied as they are."""
-    return text
-
-
-def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
-    """Results most likely not stored yet (a chunk's first attempt, an ingested batch): COPY
-    them, with keys taken from their sequence, and the violations of the fails straight
-    into their tables (no temporary table, no conflict checks). None when some were stored
-    first (a worker that took the chunk over, a redelivered task): the caller then inserts
-    skipping what is stored."""
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(NEW_RESULT_KEYS, [len(rows)])
-            keys = [key for (key,) in cursor.fetchall()]
-            set_json_dumps(_as_is, context=cursor.cursor)
-            with cursor.cursor.copy(COPY_RESULTS) as copy:
-                copy.set_types(RESULT_TYPES)
-                write = copy.write_row
-                for key, row in zip(keys, rows, strict=True):
-                    write((key, *row[:13]))
-            failed = [
-                (key, row) for key, row in zip(keys, rows, strict=True) if row.status == "fail" and not row.shadow
-            ]
-            if failed:
-                with cursor.cursor.copy(COPY_VIOLATIONS) as copy:
-                    copy.set_types(VIOLATION_TYPES)
-                    for key, row in failed:
-                        copy.write_row(
-                            (
-                                row.tenant_id,
-                                row.trace_id,
-                                key,
-                                row.guardrail_id,
-                                row.revision_id,
-                                row.evaluation_id,
-                                row.action,
-                                row.severity,
-                                row.mode,
-                                row.reason,
-                                row.agent,
-                                row.flow,
-                                row.created_at,
-                                "open",
-                                "",
-                                "",
-                            )
-                        )
-    except (IntegrityError, psycopg.IntegrityError):  # COPY speaks psycopg's errors, not Django's
-        return None
-    counts = Counter((row.tenant_id, row.guardrail_id, row.revision_id, row.severity) for _, row in failed)
-    return [(*key, n) for key, n in sorted(counts.items())]
-
-
-def _insert_with_copy(rows: list[ResultRow]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        if len(rows) <= FEW_ROWS:
-            cursor.execute(_insert_values(len(rows)), [value for row in rows for value in row])
-            counted: list[tuple[Any, ...]] = cursor.fetchall()
-        else:
-            cursor.execute(CREATE_LOAD)
-            with cursor.cursor.copy(f"COPY {LOAD_TABLE} ({LOAD_COLUMNS}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-            cursor.execute(INSERT_LOADED)
-            counted = cursor.fetchall()
-            cursor.execute(f"TRUNCATE {LOAD_TABLE}")
-    return counted
-
-
-@functools.cache
-def _insert_values(count: int) -> str:
-    """The one statement that writes `count` rows given as parameters."""
-    row = "(" + ", ".join(f"%s::{kind}" for kind in VALUE_TYPES) + ")"
-    return _insert_results("load_rows", f"load_rows ({LOAD_COLUMNS}) AS (VALUES {', '.join([row] * count)}),\n")
-
-
-RESULT_COUNT = len(RESULT_COLUMNS.split(","))
-VIOLATION_COUNT = len(VIOLATION_COLUMNS.split(","))
-#: At most this many rows per statement on SQLite: within its statement length (1 MB by default).
-MANY_ROWS = 4000
-
-
-def _write_with_inserts(rows: list[ResultRow]) -> None:
-    """SQLite: multi-row INSERTs of the results that return the new ones (skipping any stored
-    before), then of the violations of the new fails, then the daily roll-up: a few
-    statements per batch of thousands of rows, as on PostgreSQL."""
-    new = insert_rows(INSERT_RESULTS_SQLITE, [_sqlite_result(row) for row in rows], RESULT_COUNT)
-    by_pair = {(row.trace_id, row.revision_id): row for row in rows if row.status == "fail" and not row.shadow}
-    violations = [
-        _sqlite_violation(by_pair[(trace, revision)], pk) for pk, trace, revision in new if (trace, revision) in by_pair
-    ]
-    counted = Counter(insert_rows(INSERT_VIOLATIONS_SQLITE, violations, VIOLATION_COUNT))
-    day = timezone.localdate(rows[0].created_at)
-    violation_days.add_counts(
-        [
-            (tenant, guardrail, revision, severity, day, n)
-            for (tenant, guardrail, revision, severity), n in counted.items()
-        ]
-    )
-
-
-INSERT_RESULTS_SQLITE = (
-    f"INSERT INTO {EvaluationResult._meta.db_table} ({RESULT_COLUMNS}) VALUES {{values}}"  # noqa: S608
-    " ON CONFLICT DO NOTHING RETURNING id, trace_id, revision_id"
-)
-INSERT_VIOLATIONS_SQLITE = (
-    f"INSERT INTO {Violation._meta.db_table} ({VIOLATION_COLUMNS}) VALUES {{values}}"  # noqa: S608
-    " ON CONFLICT DO NOTHING RETURNING tenant_id, guardrail_id, revision_id, severity"
-)
-
-
-def insert_rows(statement: str, rows: Sequence[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
-    """SQLite: insert `rows` of `width` values with as few statements as its limits allow
-    (`statement` has `{values}` where the rows go); the rows the statements return."""
-    limit = min(MANY_ROWS, _sqlite_variable_limit() // width)
-    returned: list[tuple[Any, ...]] = []
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), limit):
-            batch = rows[start : start + limit]
-            cursor.execute(
-                statement.format(values=_value_lists(len(batch), width)), [value for row in batch for value in row]
-            )
-            returned.extend(tuple(row) for row in cursor.fetchall())
-    return returned
-
-
-def _sqlite_variable_limit() -> int:
-    """How many parameters one SQLite statement takes (250,000 in builds since 3.32; 999 before)."""
-    import sqlite3
-
-    connection.ensure_connection()
-    return int(connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
-
-
-@functools.cache
-def _value_lists(count: int, width: int) -> str:
-    row = "(" + ", ".join(["%s"] * width) + ")"
-    return ", ".join([row] * count)
-
-
-def _sqlite_result(row: ResultRow) -> tuple[Any, ...]:
-    created = connection.ops.adapt_datetimefield_value(row.created_at)
-    return (*row[:10], created, row.skip_reason, row.shadow)
-
-
-def _sqlite_violation(row: ResultRow, result_id: int) -> tuple[Any, ...]:
-    created = connection.ops.adapt_datetimefield_value(row.created_at)
-    return (
-        row.tenant_id,
-        row.trace_id,
-        result_id,
-        row.guardrail_id,
-        row.revision_id,
-        row.evaluation_id,
-        row.action,
-        row.severity,
-        row.mode,
-        row.reason,
-        row.agent,
-        row.flow,
-        created,
-        "open",
-        "",
-        "",
-    )
-
-
 # ---------------------------------------------------------------------------- withholding
 
 
@@ -640,7 +340,7 @@ def withhold_outputs(trace_ids: Sequence[int]) -> None:
                 [list(trace_ids)],
             )
         return
-    limit = _sqlite_variable_limit()
+    limit = sqlite_variable_limit()
     with connection.cursor() as cursor:
         for start in range(0, len(trace_ids), limit):
             keys = list(trace_ids[start : start + limit])

@@ -6,6 +6,7 @@ from traces import (
     calibration_views,
     evaluation_views,
     guardrail_views,
+    ledger_views,
     picker,
     preview_views,
     queue_views,
@@ -44,8 +45,8 @@ urlpatterns = [
     path("violations/<int:pk>/review/", views.ViolationReviewView.as_view(), name="violation-review"),
     path("guardrails/<str:guardrail_id>/calibrate/", calibration_views.CalibrateView.as_view(), name="calibrate"),
     path("calibrations/<int:pk>/", calibration_views.LabelView.as_view(), name="calibration-label"),
-    path("ledger/", views.LedgerView.as_view(), name="ledger"),
-    path("ledger/export.csv", views.LedgerExportView.as_view(), name="ledger-export"),
+    path("ledger/", ledger_views.LedgerView.as_view(), name="ledger"),
+    path("ledger/export.csv", ledger_views.LedgerExportView.as_view(), name="ledger-export"),
 ]
 
 #: The detail page for an id stored before the id alphabet (it may hold a "/"), included

@@ -18,7 +18,7 @@ from django.contrib import messages
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -29,18 +29,10 @@ from django.views.generic import DetailView
 from guardrails.models import Guardrail
 from kindgi_console.filters import day_start
 from kindgi_console.paging import PAGE_SIZES, keyset_page
-from kindgi_console.tenancy.scoping import Caller, current_rows, tenant_choices
+from kindgi_console.tenancy.scoping import Caller, current_rows
 from kindgi_console.tenancy.views import TenantScopedMixin
-from traces import filters, forms, ledger, ledger_chart, review, timeline, violation_days
-from traces.models import (
-    EvaluationResult,
-    JudgeLedgerEntry,
-    LedgerDay,
-    RunTrace,
-    Violation,
-    ViolationDay,
-    ViolationReview,
-)
+from traces import filters, forms, review, timeline, violation_days
+from traces.models import EvaluationResult, RunTrace, Violation, ViolationDay, ViolationReview
 
 #: How far back charts look when the filter names no start.
 CHART_DAYS = 30
@@ -425,96 +417,3 @@ class ViolationBulkReviewView(TenantScopedMixin, View):
             )
         if not moved and not outcome.refused:
             messages.info(request, "No violation matched.")
-
-
-# ------------------------------------------------------------------------------ ledger
-
-
-class LedgerView(TenantScopedMixin, View):
-    """The judge cost ledger: sums by guardrail, model, tenant or day, a chart, the calls."""
-
-    model = JudgeLedgerEntry
-    template_name = "traces/ledger.html"
-
-    def entries(self, form: forms.LedgerFilterForm) -> QuerySet[JudgeLedgerEntry]:
-        """The caller's entries (every tenant they may read), narrowed by the filter."""
-        scoped = JudgeLedgerEntry.objects.for_caller(self.caller, self.scope)
-        return form.apply(scoped, self.tenant)
-
-    def days(self, form: forms.LedgerFilterForm) -> QuerySet[LedgerDay]:
-        """The daily roll-up under the same scope and filter (the page's are whole days)."""
-        scoped = LedgerDay.objects.for_caller(self.caller, self.scope)
-        return form.apply(scoped, self.tenant, days=True)
-
-    def form(self, data: Any) -> forms.LedgerFilterForm:
-        data = data.copy()
-        if data.get("group") == "tenant" and not data.get("tenant"):
-            data["tenant"] = forms.ALL_TENANTS  # "By tenant" compares every tenant one may read
-        tenants = [(t.slug, t.name or t.slug) for t in tenant_choices(self.request.user)]
-        return forms.LedgerFilterForm(data, guardrails=guardrail_choices(self.request), tenants=tenants)
-
-    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        form = self.form(request.GET)
-        entries, days = self.entries(form), self.days(form)
-        groups = ledger.summarise(entries, [form.grouping], days)
-        first, last = chart_days(form)
-        # The chart's series follow the chosen grouping (by day: one series, the day's total).
-        series = form.grouping if form.grouping != "day" else None
-        daily = ledger.summarise(
-            entries.filter(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(1))),
-            ["day", series] if series else ["day"],
-            days.filter(day__gte=first, day__lte=last),
-        )
-        chart = chart_data(
-            [(date.fromisoformat(g["day"]), g[series] if series else "total", Decimal(g["costUsd"])) for g in daily],
-            first,
-            last,
-            y_format="usd",
-            title=f"Judge cost per day by {form.grouping}",
-        )
-        per_call = ledger_chart.max_cost(form.value("guardrail")) if form.value("guardrail") else None
-        if per_call is not None:
-            chart = ledger_chart.with_budget(chart, daily, per_call)
-        page = keyset_page(request, ledger.entries_for_listing(entries), "created_at")
-        query = request.GET.copy()
-        for name in ("after", "before", "size", "group", "rows"):
-            query.pop(name, None)
-        return render(
-            request,
-            self.template_name,
-            {
-                "form": form,
-                "group": form.grouping,
-                "groups": groups,
-                "total": ledger.totals(groups),
-                "chart": chart,
-                "page": page,
-                "budget_per_call": per_call,
-                "entries": page.rows,
-                "page_sizes": PAGE_SIZES,
-                "models": [g["model"] for g in ledger.summarise(entries, ["model"], days)],
-                "filter_query": query.urlencode(),
-                "group_choices": forms.LEDGER_GROUPS,
-                "nav_active": "ledger",
-            },
-        )
-
-
-class LedgerExportView(LedgerView):
-    """CSV of the filtered ledger: its sums by the chosen group, or (`rows=entries`) each call."""
-
-    def get(  # type: ignore[override]  # a CSV download streams
-        self, request: HttpRequest, *args: Any, **kwargs: Any
-    ) -> StreamingHttpResponse:
-        form = self.form(request.GET)
-        entries = self.entries(form)
-        stamp = timezone.localdate().isoformat()
-        if request.GET.get("rows") == "entries":
-            lines, name = ledger.csv_lines(entries), f"kindgi-ledger-calls-{stamp}.csv"
-        else:
-            groups = ledger.summarise(entries, [form.grouping], self.days(form))
-            lines = ledger.summary_csv_lines(groups, [form.grouping])
-            name = f"kindgi-ledger-by-{form.grouping}-{stamp}.csv"
-        response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{name}"'
-        return response

@@ -16,7 +16,6 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from guardrails.engine.evaluate import SKIP_PARTS
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console import idempotency, paging
@@ -24,74 +23,18 @@ from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import error_responses, filter_parameters
 from kindgi_console.tenancy.scoping import TenantDenied, TenantScopedQuerySet
 from traces import comparisons, evaluations, filters, run_results
-from traces.api.serializers import ERRORS, ESTIMATE_SCHEMA
+from traces.api.serializers import (
+    CHANGES_SCHEMA,
+    COMPARE_SCHEMA,
+    ERRORS,
+    ESTIMATE_SCHEMA,
+    RESULT_PAGE_SCHEMA,
+    RUN_PAGE_SCHEMA,
+    RUN_SCHEMA,
+    START_BODY,
+)
 from traces.models import Evaluation, RunComparison, RunTrace
 
-RUN_SCHEMA = {
-    "type": "object",
-    "required": ["id", "tenant", "status", "mode", "guardrails", "filters", "progress", "summary"],
-    "properties": {
-        "id": {"type": "integer"},
-        "url": {"type": "string"},
-        "tenant": {"type": "string"},
-        "status": {"type": "string", "enum": [s.value for s in Evaluation.Status]},
-        "mode": {"type": "string", "enum": ["ci", "runtime"]},
-        "guardrails": {
-            "type": "array",
-            "items": {"type": "object", "properties": {"id": {"type": "string"}, "revision": {"type": "integer"}}},
-        },
-        "filters": {"type": "object"},
-        "progress": {
-            "type": "object",
-            "properties": {"done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}},
-        },
-        "summary": {
-            "type": "object",
-            "additionalProperties": {
-                "type": "object",
-                "properties": {name: {"type": "integer"} for name in evaluations.STATUSES},
-            },
-        },
-        "startedBy": {"type": "string"},
-        "createdAt": {"type": "string", "format": "date-time"},
-        "startedAt": {"type": "string", "format": "date-time", "nullable": True},
-        "finishedAt": {"type": "string", "format": "date-time", "nullable": True},
-        "error": {"type": "string"},
-    },
-}
-RUN_PAGE_SCHEMA = {
-    "type": "object",
-    "required": ["next", "results"],
-    "properties": {
-        "next": {"type": "string", "format": "uri", "nullable": True},
-        "results": {"type": "array", "items": RUN_SCHEMA},
-    },
-}
-START_BODY = {
-    "application/json": {
-        "type": "object",
-        "properties": {
-            "tenant": {"type": "string", "description": "The tenant (a tenant-bound key's by default)."},
-            "guardrails": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Guardrail ids; absent or empty: every enabled guardrail.",
-            },
-            "filters": {
-                "type": "object",
-                "properties": {
-                    "agent": {"type": "string"},
-                    "flow": {"type": "string"},
-                    "since": {"type": "string", "format": "date-time"},
-                    "until": {"type": "string", "format": "date-time"},
-                    "upload": {"type": "integer"},
-                },
-            },
-            "mode": {"type": "string", "enum": ["ci", "runtime"], "default": "ci"},
-        },
-        "additionalProperties": False,
-    }
-}
 START_FIELDS = {"tenant", "guardrails", "filters", "mode"}
 
 
@@ -215,93 +158,12 @@ class EvaluationCancelView(ConsoleAPIView):
         return Response(run_as_dict(run))
 
 
-RESULT_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "integer"},
-        "trace": {"type": "string"},
-        "traceUrl": {"type": "string"},
-        "guardrail": {"type": "string"},
-        "revision": {"type": "integer"},
-        "status": {"type": "string", "enum": list(run_results.STATUSES)},
-        "reason": {"type": "string"},
-        "skipReason": {
-            "type": "string",
-            "nullable": True,
-            "enum": [*SKIP_PARTS, None],
-            "description": "Of a skipped result: the part of the scope that did not select the trace.",
-        },
-        "action": {"type": "string"},
-        "severity": {"type": "string", "nullable": True},
-        "violation": {"type": "integer", "nullable": True},
-        "reviewState": {"type": "string", "nullable": True},
-    },
-}
-RESULT_PAGE_SCHEMA = {
-    "type": "object",
-    "required": ["next", "results"],
-    "properties": {"next": {"type": "string", "nullable": True}, "results": {"type": "array", "items": RESULT_SCHEMA}},
-}
 RESULT_PARAMETERS = [
     OpenApiParameter("guardrail", str, description="Only this guardrail's results."),
     OpenApiParameter("status", str, enum=list(run_results.STATUSES), description="Only results of this status."),
     OpenApiParameter("cursor", str, description="The `next` of the previous page."),
     OpenApiParameter("limit", int, description=f"Page size, at most {run_results.MAX_PAGE_SIZE}."),
 ]
-_TRACES = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "properties": {"trace": {"type": "string"}, "traceUrl": {"type": "string"}, "reason": {"type": "string"}},
-    },
-}
-COMPARE_SCHEMA = {
-    "type": "object",
-    "required": ["evaluation", "with", "status", "progress", "guardrails"],
-    "properties": {
-        "evaluation": {"type": "integer"},
-        "with": {"type": "integer"},
-        "status": {
-            "type": "string",
-            "enum": ["waiting", *[s.value for s in RunComparison.Status]],
-            "description": "`succeeded`: the figures are complete. `waiting`: a run has not "
-            "finished. `queued`, `running`: being computed (answered 202).",
-        },
-        "progress": {
-            "type": "object",
-            "properties": {"done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}},
-        },
-        "error": {"type": "string"},
-        "guardrails": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "guardrail": {"type": "string"},
-                    "revision": {"type": "integer", "nullable": True},
-                    "withRevision": {"type": "integer", "nullable": True},
-                    "failing": {"type": "integer"},
-                    "withFailing": {"type": "integer"},
-                    "newlyFailing": {"type": "integer"},
-                    "noLongerFailing": {"type": "integer"},
-                    "newlyFailingTraces": _TRACES,
-                    "noLongerFailingTraces": _TRACES,
-                    "newlyFailingCursor": {
-                        "type": "string",
-                        "nullable": True,
-                        "description": "The next page's cursor for compare/traces.",
-                    },
-                    "noLongerFailingCursor": {"type": "string", "nullable": True},
-                },
-            },
-        },
-    },
-}
-CHANGES_SCHEMA = {
-    "type": "object",
-    "required": ["next", "results"],
-    "properties": {"next": {"type": "string", "nullable": True}, "results": _TRACES},
-}
 
 
 def _limit(raw: str | None) -> int:

@@ -11,8 +11,10 @@ from typing import Any
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
+from guardrails.engine.evaluate import SKIP_PARTS
 from kindgi_console.openapi import ERRORS_SCHEMA, ref
-from traces import review
+from traces import evaluations, review, run_results
+from traces.models import Evaluation, RunComparison
 
 
 class TraceSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -308,3 +310,166 @@ QUALITY_RESPONSE = OpenApiResponse(
         },
     }
 )
+
+
+# Evaluation runs: a run, its results and the comparison of two runs.
+RUN_SCHEMA = {
+    "type": "object",
+    "required": ["id", "tenant", "status", "mode", "guardrails", "filters", "progress", "summary"],
+    "properties": {
+        "id": {"type": "integer"},
+        "url": {"type": "string"},
+        "tenant": {"type": "string"},
+        "status": {"type": "string", "enum": [s.value for s in Evaluation.Status]},
+        "mode": {"type": "string", "enum": ["ci", "runtime"]},
+        "guardrails": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"id": {"type": "string"}, "revision": {"type": "integer"}}},
+        },
+        "filters": {"type": "object"},
+        "progress": {
+            "type": "object",
+            "properties": {"done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}},
+        },
+        "summary": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {name: {"type": "integer"} for name in evaluations.STATUSES},
+            },
+        },
+        "startedBy": {"type": "string"},
+        "createdAt": {"type": "string", "format": "date-time"},
+        "startedAt": {"type": "string", "format": "date-time", "nullable": True},
+        "finishedAt": {"type": "string", "format": "date-time", "nullable": True},
+        "error": {"type": "string"},
+    },
+}
+
+
+RUN_PAGE_SCHEMA = {
+    "type": "object",
+    "required": ["next", "results"],
+    "properties": {
+        "next": {"type": "string", "format": "uri", "nullable": True},
+        "results": {"type": "array", "items": RUN_SCHEMA},
+    },
+}
+
+
+START_BODY = {
+    "application/json": {
+        "type": "object",
+        "properties": {
+            "tenant": {"type": "string", "description": "The tenant (a tenant-bound key's by default)."},
+            "guardrails": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Guardrail ids; absent or empty: every enabled guardrail.",
+            },
+            "filters": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string"},
+                    "flow": {"type": "string"},
+                    "since": {"type": "string", "format": "date-time"},
+                    "until": {"type": "string", "format": "date-time"},
+                    "upload": {"type": "integer"},
+                },
+            },
+            "mode": {"type": "string", "enum": ["ci", "runtime"], "default": "ci"},
+        },
+        "additionalProperties": False,
+    }
+}
+
+
+RESULT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "trace": {"type": "string"},
+        "traceUrl": {"type": "string"},
+        "guardrail": {"type": "string"},
+        "revision": {"type": "integer"},
+        "status": {"type": "string", "enum": list(run_results.STATUSES)},
+        "reason": {"type": "string"},
+        "skipReason": {
+            "type": "string",
+            "nullable": True,
+            "enum": [*SKIP_PARTS, None],
+            "description": "Of a skipped result: the part of the scope that did not select the trace.",
+        },
+        "action": {"type": "string"},
+        "severity": {"type": "string", "nullable": True},
+        "violation": {"type": "integer", "nullable": True},
+        "reviewState": {"type": "string", "nullable": True},
+    },
+}
+
+
+RESULT_PAGE_SCHEMA = {
+    "type": "object",
+    "required": ["next", "results"],
+    "properties": {"next": {"type": "string", "nullable": True}, "results": {"type": "array", "items": RESULT_SCHEMA}},
+}
+
+
+COMPARED_TRACES = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"trace": {"type": "string"}, "traceUrl": {"type": "string"}, "reason": {"type": "string"}},
+    },
+}
+
+
+COMPARE_SCHEMA = {
+    "type": "object",
+    "required": ["evaluation", "with", "status", "progress", "guardrails"],
+    "properties": {
+        "evaluation": {"type": "integer"},
+        "with": {"type": "integer"},
+        "status": {
+            "type": "string",
+            "enum": ["waiting", *[s.value for s in RunComparison.Status]],
+            "description": "`succeeded`: the figures are complete. `waiting`: a run has not "
+            "finished. `queued`, `running`: being computed (answered 202).",
+        },
+        "progress": {
+            "type": "object",
+            "properties": {"done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}},
+        },
+        "error": {"type": "string"},
+        "guardrails": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "guardrail": {"type": "string"},
+                    "revision": {"type": "integer", "nullable": True},
+                    "withRevision": {"type": "integer", "nullable": True},
+                    "failing": {"type": "integer"},
+                    "withFailing": {"type": "integer"},
+                    "newlyFailing": {"type": "integer"},
+                    "noLongerFailing": {"type": "integer"},
+                    "newlyFailingTraces": COMPARED_TRACES,
+                    "noLongerFailingTraces": COMPARED_TRACES,
+                    "newlyFailingCursor": {
+                        "type": "string",
+                        "nullable": True,
+                        "description": "The next page's cursor for compare/traces.",
+                    },
+                    "noLongerFailingCursor": {"type": "string", "nullable": True},
+                },
+            },
+        },
+    },
+}
+
+
+CHANGES_SCHEMA = {
+    "type": "object",
+    "required": ["next", "results"],
+    "properties": {"next": {"type": "string", "nullable": True}, "results": COMPARED_TRACES},
+}
