@@ -255,7 +255,7 @@ def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
     assert deployment.environ["DATABASE_URL"].startswith("postgres://")
     assert deployment.environ["CELERY_BROKER_URL"].startswith("redis://")
     assert [Path(cast(list[str], p.args)[0]).name for p in deployment.processes] == ["gunicorn", "celery", "celery"]
-    wait_for(lambda: answers(deployment.web_port), 60, "gunicorn to listen", deployment.folder)
+    wait_for(lambda: answers(deployment.web_port), 120, "gunicorn to listen", deployment.folder)
 
     proxy = Proxy(deployment.web_port)
     proxy.variables["KEY"] = deployment.outputs["create_api_key"].strip().splitlines()[-1]
