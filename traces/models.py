@@ -216,9 +216,13 @@ class EvaluationResult(models.Model):
         ]
         indexes = [
             # A run's results page is a keyset on (status, id), filtered by guardrail or not:
-            # each of its pages reads one range of one of these two indexes.
-            models.Index(fields=["evaluation", "status", "id"], name="result_run_status_key"),
-            models.Index(fields=["evaluation", "guardrail", "status", "id"], name="result_run_guardrail_key"),
+            # each of its pages reads one range of one of these two indexes. Only a run's
+            # results are in them: the runtime's (no run), never read by run, cost no
+            # index entries when ingestion and `POST evaluate` write them.
+            models.Index(fields=["evaluation", "status", "id"], name="result_run_status_key",
+                         condition=models.Q(evaluation__isnull=False)),
+            models.Index(fields=["evaluation", "guardrail", "status", "id"], name="result_run_guardrail_key",
+                         condition=models.Q(evaluation__isnull=False)),
         ]
 
     def __str__(self) -> str:
