@@ -103,7 +103,7 @@ def test_the_list_takes_a_fixed_number_of_queries(client: Any, alice: Any, api: 
     signed_in(client, alice)
     with CaptureQueriesContext(connection) as queries:
         assert client.get("/guardrails/").status_code == 200
-    assert len(queries) <= 8
+    assert len(queries) <= 9  # one of them reads the ids of the tenants alice may read
 
 
 def test_a_visitor_is_sent_to_sign_in(client: Any, db: Any) -> None:

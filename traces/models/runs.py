@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from guardrails.models import Guardrail, GuardrailRevision
@@ -102,7 +104,8 @@ class EvaluationResult(models.Model):
     as `on_delete` says) and not by database constraints, whose per-row checks cost four
     fifths of an insert and lock the run's, tenant's and guardrail's rows from every
     writer at once (`traces.bulk` writes only keys it has just read). Results are looked up
-    by run (`result_run_status_key`, `result_run_guardrail_key`) and by trace, never by tenant, guardrail or revision
+    by run (`result_run_status_key`, `result_run_guardrail_key`) and by trace (the unique
+    key `result_per_trace_revision_run` leads with it), never by tenant, guardrail or revision
     alone (only deleting one of those, which the console does not do, would scan them), so
     those keys have no index of their own to keep up on every insert.
 
@@ -118,7 +121,9 @@ class EvaluationResult(models.Model):
         SKIPPED = "skipped"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False)
-    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="results", db_constraint=False)
+    trace = models.ForeignKey(
+        RunTrace, on_delete=models.CASCADE, related_name="results", db_constraint=False, db_index=False
+    )
     guardrail = models.ForeignKey(
         Guardrail, on_delete=models.PROTECT, related_name="+", db_constraint=False, db_index=False
     )
@@ -149,22 +154,28 @@ class EvaluationResult(models.Model):
 
     class Meta:
         constraints = [
+            # One key for a run's results and the runtime's (no run: 0, as no run has that
+            # key), and the trace's index too (its first column): one index kept up per
+            # insert where the trace's own and one partial key per kind were three.
             models.UniqueConstraint(
-                fields=["trace", "revision", "evaluation"],
-                condition=models.Q(evaluation__isnull=False),
-                name="result_per_run",
-            ),
-            models.UniqueConstraint(
-                fields=["trace", "revision"],
-                condition=models.Q(evaluation__isnull=True),
-                name="result_per_runtime_verdict",
-            ),
+                F("trace"), F("revision"), Coalesce(F("evaluation"), Value(0)), name="result_per_trace_revision_run"
+            )
         ]
         indexes = [
             # A run's results page is a keyset on (status, id), filtered by guardrail or not:
-            # each of its pages reads one range of one of these two indexes.
-            models.Index(fields=["evaluation", "status", "id"], name="result_run_status_key"),
-            models.Index(fields=["evaluation", "guardrail", "status", "id"], name="result_run_guardrail_key"),
+            # each of its pages reads one range of one of these two indexes. Only a run's
+            # results are in them: the runtime's (no run), never read by run, cost no
+            # index entries when ingestion and `POST evaluate` write them.
+            models.Index(
+                fields=["evaluation", "status", "id"],
+                name="result_run_status_key",
+                condition=models.Q(evaluation__isnull=False),
+            ),
+            models.Index(
+                fields=["evaluation", "guardrail", "status", "id"],
+                name="result_run_guardrail_key",
+                condition=models.Q(evaluation__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
