@@ -77,6 +77,20 @@ class DayFilter(django_filters.DateFilter):
         return qs.filter(**{f"{self.field_name}__gte": day_start(value)})
 
 
+class PageFilterForm(forms.Form):
+    """The form of a page's filter bar (a page FilterSet's): a bad value shows at its field
+    and leaves that filter out."""
+
+    def value(self, name: str) -> Any:
+        """The field's cleaned value, or None when it is invalid (the error shows at it)."""
+        if name in self.errors:
+            return None
+        return self.cleaned_data.get(name)
+
+    def active(self) -> bool:
+        return any(self.value(name) not in (None, "") for name in self.fields)
+
+
 class PageFilterSet(django_filters.FilterSet):
     """A FilterSet as a page uses it: its form shows each bad value at its field and that
     filter is left out (never an error page); `field_order` orders the filter bar."""

@@ -17,8 +17,14 @@ import django_filters
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from kindgi_console.filters import DayFilter, IdFilter, PageFilterSet, StrictFilterSet, UtcDateTimeFilter
-from traces.forms import PageFilterForm
+from kindgi_console.filters import (
+    DayFilter,
+    IdFilter,
+    PageFilterForm,
+    PageFilterSet,
+    StrictFilterSet,
+    UtcDateTimeFilter,
+)
 from traces.models import MODES, JudgeLedgerEntry, LedgerDay, RunTrace, Violation
 from traces.review import STATES
 

@@ -17,23 +17,9 @@ from django import forms
 from django.db.models import Q, QuerySet
 
 from guardrails.models import Guardrail
-from kindgi_console.filters import day_start
+from kindgi_console.filters import PageFilterForm, day_start
 from traces.review import MAX_NOTE, STATES
 from traces.uploads import ACCEPTED_SUFFIXES
-
-
-class PageFilterForm(forms.Form):
-    """The form of a page's filter bar (a FilterSet's, or the ledger's): a bad value shows at
-    its field and leaves that filter out."""
-
-    def value(self, name: str) -> Any:
-        """The field's cleaned value, or None when it is invalid (the error shows at it)."""
-        if name in self.errors:
-            return None
-        return self.cleaned_data.get(name)
-
-    def active(self) -> bool:
-        return any(self.value(name) not in (None, "") for name in self.fields)
 
 
 class FilterForm(PageFilterForm):
