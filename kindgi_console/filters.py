@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 
 import django_filters
 from django import forms
@@ -112,6 +112,11 @@ class PageFilterSet(django_filters.FilterSet):
 
     def is_valid(self) -> bool:
         return bool(self.form.is_valid())
+
+    def value(self, name: str) -> Any:
+        """A filter's valid value (None when it is bad or missing); validates the form."""
+        self.form.is_valid()
+        return cast(PageFilterForm, self.form).value(name)
 
     def apply(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """`queryset` narrowed by the filters whose values are valid."""
