@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 
 import django_filters
 from django import forms
@@ -77,6 +77,20 @@ class DayFilter(django_filters.DateFilter):
         return qs.filter(**{f"{self.field_name}__gte": day_start(value)})
 
 
+class PageFilterForm(forms.Form):
+    """The form of a page's filter bar (a page FilterSet's): a bad value shows at its field
+    and leaves that filter out."""
+
+    def value(self, name: str) -> Any:
+        """The field's cleaned value, or None when it is invalid (the error shows at it)."""
+        if name in self.errors:
+            return None
+        return self.cleaned_data.get(name)
+
+    def active(self) -> bool:
+        return any(self.value(name) not in (None, "") for name in self.fields)
+
+
 class PageFilterSet(django_filters.FilterSet):
     """A FilterSet as a page uses it: its form shows each bad value at its field and that
     filter is left out (never an error page); `field_order` orders the filter bar."""
@@ -98,6 +112,11 @@ class PageFilterSet(django_filters.FilterSet):
 
     def is_valid(self) -> bool:
         return bool(self.form.is_valid())
+
+    def value(self, name: str) -> Any:
+        """A filter's valid value (None when it is bad or missing); validates the form."""
+        self.form.is_valid()
+        return cast(PageFilterForm, self.form).value(name)
 
     def apply(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """`queryset` narrowed by the filters whose values are valid."""

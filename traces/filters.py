@@ -17,8 +17,14 @@ import django_filters
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from kindgi_console.filters import DayFilter, IdFilter, PageFilterSet, StrictFilterSet, UtcDateTimeFilter
-from traces.forms import PageFilterForm
+from kindgi_console.filters import (
+    DayFilter,
+    IdFilter,
+    PageFilterForm,
+    PageFilterSet,
+    StrictFilterSet,
+    UtcDateTimeFilter,
+)
 from traces.models import MODES, JudgeLedgerEntry, LedgerDay, RunTrace, Violation
 from traces.review import STATES
 
@@ -138,8 +144,9 @@ class ViolationPageFilter(PageFilterSet, ViolationFilter):
 
 
 class LedgerFilter(StrictFilterSet):
-    guardrail = django_filters.CharFilter(field_name="guardrail__guardrail_id")
-    tenant = django_filters.CharFilter(field_name="tenant__slug")
+    # Declared as Filter: the page's FilterSet gives them other kinds.
+    guardrail: django_filters.Filter = django_filters.CharFilter(field_name="guardrail__guardrail_id")
+    tenant: django_filters.Filter = django_filters.CharFilter(field_name="tenant__slug")
     model = django_filters.CharFilter(field_name="model_id")
     since: django_filters.Filter = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
     until: django_filters.Filter = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
@@ -147,6 +154,65 @@ class LedgerFilter(StrictFilterSet):
     class Meta:
         model = JudgeLedgerEntry
         fields: list[str] = []
+
+
+#: What the ledger page's sums can be grouped by (not a filter: a field beside the bar).
+LEDGER_GROUPS = [("guardrail", "Guardrail"), ("model", "Model"), ("tenant", "Tenant"), ("day", "Day")]
+#: The ledger page's tenant for "every tenant I may read".
+ALL_TENANTS = "*"
+
+
+class LedgerPageFilter(PageFilterSet, LedgerFilter):
+    """The ledger page and its CSV: the filters of `GET ledger`, in the current tenant unless
+    the person picks another of theirs or all of them, on the entries or the daily roll-up."""
+
+    since = DayFilter(field_name="created_at", label="Since")
+    until = DayFilter(field_name="created_at", end=True, label="Until")
+    guardrail = django_filters.ChoiceFilter(field_name="guardrail__guardrail_id", empty_label="Any", label="Guardrail")
+    tenant = django_filters.ChoiceFilter(label="Tenant", empty_label="Current tenant", method="filter_tenant")
+    model = django_filters.CharFilter(field_name="model_id", max_length=200, label="Model")
+    field_order = ("since", "until", "guardrail", "tenant", "model")
+    widget_attrs = {"model": {"list": "model-options", "placeholder": "any model"}}
+
+    class Meta(LedgerFilter.Meta):
+        form = PageFilterForm
+
+    def __init__(
+        self,
+        data: Any = None,
+        *args: Any,
+        guardrails: list[tuple[str, str]],
+        tenants: list[tuple[str, str]],
+        current_tenant: Any,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(data, *args, **kwargs)
+        self.filters["guardrail"].extra["choices"] = guardrails
+        self.filters["tenant"].extra["choices"] = [(ALL_TENANTS, "All my tenants"), *tenants]
+        self.current_tenant = current_tenant
+
+    def filter_tenant(self, rows: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
+        return rows if value == ALL_TENANTS else rows.filter(tenant__slug=value)
+
+    def in_tenant(self, rows: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value("tenant"):
+            return rows
+        return rows.filter(tenant=self.current_tenant)  # none picked, or not one of theirs
+
+    def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return super().filter_queryset(self.in_tenant(queryset))
+
+    def days(self, days: QuerySet[LedgerDay]) -> QuerySet[LedgerDay]:
+        """The daily roll-up's rows under the same filters (the page's times are whole days)."""
+        days = self.in_tenant(days)
+        for name in _DAY_FIELDS:
+            value = self.value(name)
+            if value not in (None, ""):
+                days = self.filters[name].filter(days, value)
+        for name, lookup in (("since", "day__gte"), ("until", "day__lte")):
+            if self.value(name):
+                days = days.filter(**{lookup: self.value(name)})
+        return days
 
 
 #: The ledger filters' fields on the daily roll-up (`LedgerDay`), but for the times.

@@ -1,113 +1,16 @@
-"""The forms of the trace, violation, ledger, evaluation and upload pages.
-
-The filter bar's form (the trace and violation pages' FilterSets in traces/filters.py use
-it; the ledger's filter form is its own, for its tenant and grouping choices) and the review
-forms, then the new-run and upload forms.
-
-An invalid filter value is shown at its field and that filter is left out, never a server
-error. Dates are whole days: `since` is from the start of that day, `until` up to its end.
+"""The forms of the review, evaluation and upload pages: the review forms, then the new-run
+and upload forms. (The list pages' filter bars are FilterSets' forms: traces/filters.py.)
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django import forms
-from django.db.models import Q, QuerySet
 
 from guardrails.models import Guardrail
-from kindgi_console.filters import day_start
 from traces.review import MAX_NOTE, STATES
 from traces.uploads import ACCEPTED_SUFFIXES
-
-
-class PageFilterForm(forms.Form):
-    """The form of a page's filter bar (a FilterSet's, or the ledger's): a bad value shows at
-    its field and leaves that filter out."""
-
-    def value(self, name: str) -> Any:
-        """The field's cleaned value, or None when it is invalid (the error shows at it)."""
-        if name in self.errors:
-            return None
-        return self.cleaned_data.get(name)
-
-    def active(self) -> bool:
-        return any(self.value(name) not in (None, "") for name in self.fields)
-
-
-class FilterForm(PageFilterForm):
-    """A GET form whose valid fields narrow a queryset."""
-
-    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    time_field = "created_at"
-
-    def time_range(self) -> Q:
-        condition = Q()
-        if self.value("since"):
-            condition &= Q(**{f"{self.time_field}__gte": day_start(self.value("since"))})
-        if self.value("until"):
-            end = day_start(self.value("until") + timedelta(days=1))
-            condition &= Q(**{f"{self.time_field}__lt": end})
-        return condition
-
-    def day_range(self, field: str = "day") -> Q:
-        """The dates as `time_range` has them, on a date field (a daily roll-up's day)."""
-        condition = Q()
-        if self.value("since"):
-            condition &= Q(**{f"{field}__gte": self.value("since")})
-        if self.value("until"):
-            condition &= Q(**{f"{field}__lte": self.value("until")})
-        return condition
-
-
-def _choices(values: tuple[str, ...] | list[tuple[str, str]], any_label: str = "Any") -> list[tuple[str, str]]:
-    pairs = [(v, v) if isinstance(v, str) else v for v in values]
-    return [("", any_label), *pairs]
-
-
-LEDGER_GROUPS = [("guardrail", "Guardrail"), ("model", "Model"), ("tenant", "Tenant"), ("day", "Day")]
-ALL_TENANTS = "*"
-
-
-class LedgerFilterForm(FilterForm):
-    guardrail = forms.ChoiceField(required=False)
-    tenant = forms.ChoiceField(required=False)
-    model = forms.CharField(required=False, max_length=200)
-    group = forms.ChoiceField(required=False, choices=LEDGER_GROUPS)
-
-    def __init__(
-        self, data: Any, *, guardrails: list[tuple[str, str]], tenants: list[tuple[str, str]], **kwargs: Any
-    ) -> None:
-        super().__init__(data, **kwargs)
-        self.fields["guardrail"].choices = _choices(guardrails)  # type: ignore[attr-defined]
-        self.fields["tenant"].choices = [  # type: ignore[attr-defined]
-            ("", "Current tenant"),
-            (ALL_TENANTS, "All my tenants"),
-            *tenants,
-        ]
-
-    @property
-    def grouping(self) -> str:
-        """What the sums are grouped by (guardrail unless the page asks otherwise)."""
-        return self.value("group") or "guardrail"
-
-    def apply(self, entries: QuerySet[Any], current_tenant: Any, *, days: bool = False) -> QuerySet[Any]:
-        """`entries` narrowed by the filter; `days`: they are the daily roll-up's rows."""
-        entries = entries.filter(self.day_range() if days else self.time_range())
-        tenant = self.value("tenant")
-        if tenant == ALL_TENANTS:
-            pass
-        elif tenant:
-            entries = entries.filter(tenant__slug=tenant)
-        else:
-            entries = entries.filter(tenant=current_tenant)
-        if self.value("guardrail"):
-            entries = entries.filter(guardrail__guardrail_id=self.value("guardrail"))
-        if self.value("model"):
-            entries = entries.filter(model_id=self.value("model"))
-        return entries
 
 
 class ReviewForm(forms.Form):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -12,11 +12,11 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views import View
 
-from kindgi_console.filters import day_start
+from kindgi_console.filters import PageFilterForm, day_start
 from kindgi_console.paging import PAGE_SIZES, keyset_page
 from kindgi_console.tenancy.scoping import tenant_choices
 from kindgi_console.tenancy.views import TenantScopedMixin
-from traces import forms, ledger, ledger_chart
+from traces import filters, ledger, ledger_chart
 from traces.models import JudgeLedgerEntry, LedgerDay
 
 #: How far back charts look when the filter names no start.
@@ -29,30 +29,37 @@ class LedgerView(TenantScopedMixin, View):
     model = JudgeLedgerEntry
     template_name = "traces/ledger.html"
 
-    def entries(self, form: forms.LedgerFilterForm) -> QuerySet[JudgeLedgerEntry]:
-        """The caller's entries (every tenant they may read), narrowed by the filter."""
-        scoped = JudgeLedgerEntry.objects.for_caller(self.caller, self.scope)
-        return form.apply(scoped, self.tenant)
-
-    def days(self, form: forms.LedgerFilterForm) -> QuerySet[LedgerDay]:
-        """The daily roll-up under the same scope and filter (the page's are whole days)."""
-        scoped = LedgerDay.objects.for_caller(self.caller, self.scope)
-        return form.apply(scoped, self.tenant, days=True)
-
-    def form(self, data: Any) -> forms.LedgerFilterForm:
+    def filterset(self, data: Any) -> filters.LedgerPageFilter:
         data = data.copy()
-        if data.get("group") == "tenant" and not data.get("tenant"):
-            data["tenant"] = forms.ALL_TENANTS  # "By tenant" compares every tenant one may read
+        if self.grouping(data) == "tenant" and not data.get("tenant"):
+            data["tenant"] = filters.ALL_TENANTS  # "By tenant" compares every tenant one may read
         tenants = [(t.slug, t.name or t.slug) for t in tenant_choices(self.request.user)]
-        return forms.LedgerFilterForm(data, guardrails=guardrail_choices(self.request), tenants=tenants)
+        return filters.LedgerPageFilter(
+            data, guardrails=guardrail_choices(self.request), tenants=tenants, current_tenant=self.tenant
+        )
+
+    def entries(self, filterset: filters.LedgerPageFilter) -> QuerySet[JudgeLedgerEntry]:
+        """The caller's entries (every tenant they may read), narrowed by the filter."""
+        return filterset.apply(JudgeLedgerEntry.objects.for_caller(self.caller, self.scope))
+
+    def days(self, filterset: filters.LedgerPageFilter) -> QuerySet[LedgerDay]:
+        """The daily roll-up under the same scope and filter (the page's are whole days)."""
+        return filterset.days(LedgerDay.objects.for_caller(self.caller, self.scope))
+
+    @staticmethod
+    def grouping(data: Any) -> str:
+        """What the sums are grouped by (guardrail unless the page asks otherwise)."""
+        group = data.get("group")
+        return group if group in dict(filters.LEDGER_GROUPS) else "guardrail"
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        form = self.form(request.GET)
-        entries, days = self.entries(form), self.days(form)
-        groups = ledger.summarise(entries, [form.grouping], days)
+        filterset, group = self.filterset(request.GET), self.grouping(request.GET)
+        form = cast(PageFilterForm, filterset.form)
+        entries, days = self.entries(filterset), self.days(filterset)
+        groups = ledger.summarise(entries, [group], days)
         first, last = chart_days(form)
         # The chart's series follow the chosen grouping (by day: one series, the day's total).
-        series = form.grouping if form.grouping != "day" else None
+        series = group if group != "day" else None
         daily = ledger.summarise(
             entries.filter(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(1))),
             ["day", series] if series else ["day"],
@@ -63,7 +70,7 @@ class LedgerView(TenantScopedMixin, View):
             first,
             last,
             y_format="usd",
-            title=f"Judge cost per day by {form.grouping}",
+            title=f"Judge cost per day by {group}",
         )
         per_call = ledger_chart.max_cost(form.value("guardrail")) if form.value("guardrail") else None
         if per_call is not None:
@@ -77,7 +84,7 @@ class LedgerView(TenantScopedMixin, View):
             self.template_name,
             {
                 "form": form,
-                "group": form.grouping,
+                "group": group,
                 "groups": groups,
                 "total": ledger.totals(groups),
                 "chart": chart,
@@ -85,9 +92,9 @@ class LedgerView(TenantScopedMixin, View):
                 "budget_per_call": per_call,
                 "entries": page.rows,
                 "page_sizes": PAGE_SIZES,
-                "models": [g["model"] for g in ledger.summarise(entries, ["model"], days)],
+                "datalists": [("model-options", [g["model"] for g in ledger.summarise(entries, ["model"], days)])],
                 "filter_query": query.urlencode(),
-                "group_choices": forms.LEDGER_GROUPS,
+                "group_choices": filters.LEDGER_GROUPS,
                 "nav_active": "ledger",
             },
         )
@@ -99,15 +106,15 @@ class LedgerExportView(LedgerView):
     def get(  # type: ignore[override]  # a CSV download streams
         self, request: HttpRequest, *args: Any, **kwargs: Any
     ) -> StreamingHttpResponse:
-        form = self.form(request.GET)
-        entries = self.entries(form)
+        filterset, group = self.filterset(request.GET), self.grouping(request.GET)
+        entries = self.entries(filterset)
         stamp = timezone.localdate().isoformat()
         if request.GET.get("rows") == "entries":
             lines, name = ledger.csv_lines(entries), f"kindgi-ledger-calls-{stamp}.csv"
         else:
-            groups = ledger.summarise(entries, [form.grouping], self.days(form))
-            lines = ledger.summary_csv_lines(groups, [form.grouping])
-            name = f"kindgi-ledger-by-{form.grouping}-{stamp}.csv"
+            groups = ledger.summarise(entries, [group], self.days(filterset))
+            lines = ledger.summary_csv_lines(groups, [group])
+            name = f"kindgi-ledger-by-{group}-{stamp}.csv"
         response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response

@@ -27,7 +27,7 @@ from django.views import View
 from django.views.generic import DetailView
 
 from guardrails.models import Guardrail
-from kindgi_console.filters import day_start
+from kindgi_console.filters import PageFilterForm, day_start
 from kindgi_console.paging import PAGE_SIZES, keyset_page
 from kindgi_console.tenancy.scoping import Caller, current_rows
 from kindgi_console.tenancy.views import TenantScopedMixin
@@ -225,7 +225,7 @@ class ViolationChartView(TenantScopedMixin, View):
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         by = "severity" if request.GET.get("by") == "severity" else "guardrail"
         filterset = filters.ViolationPageFilter(request.GET, guardrails=guardrail_choices(self.request))
-        form = cast(forms.PageFilterForm, filterset.form)
+        form = cast(PageFilterForm, filterset.form)
         first, last = chart_days(form)
         violations = filterset.apply(self.get_queryset()).filter(
             created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(1))
@@ -236,7 +236,7 @@ class ViolationChartView(TenantScopedMixin, View):
             chart_data(rows, first, last, order=order, y_format="count", title=f"Violations per day by {by}")
         )
 
-    def days(self, form: forms.PageFilterForm) -> QuerySet[ViolationDay] | None:
+    def days(self, form: PageFilterForm) -> QuerySet[ViolationDay] | None:
         """The roll-up under the page's scope and filter, when it names nothing the roll-up
         does not count (review state, action, mode, agent, flow); else None."""
         named = {name for name in form.fields if form.value(name) not in (None, "")}
@@ -250,7 +250,7 @@ class ViolationChartView(TenantScopedMixin, View):
         return days
 
 
-def chart_days(form: forms.PageFilterForm) -> tuple[date, date]:
+def chart_days(form: PageFilterForm) -> tuple[date, date]:
     today = timezone.localdate()
     last = form.value("until") or today
     first = form.value("since") or (last - timedelta(days=CHART_DAYS - 1))

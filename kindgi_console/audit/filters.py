@@ -1,11 +1,15 @@
-"""The audit log's one filter, used by `GET audit`, the page and its CSV export."""
+"""The audit log's one filter, used by `GET audit`, the page (through its page subclass and
+the filter bar partial) and its CSV export."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
+from django import forms
 
 from kindgi_console.audit.models import AuditEntry
-from kindgi_console.filters import StrictFilterSet, UtcDateTimeFilter
+from kindgi_console.filters import PageFilterForm, PageFilterSet, StrictFilterSet, UtcDateTimeFilter
 
 
 class AuditFilter(StrictFilterSet):
@@ -34,3 +38,25 @@ def entry_json(entry: AuditEntry) -> dict[str, object]:
         "object": entry.object_repr,
         "changes": entry.changes,
     }
+
+
+class AuditPageFilter(PageFilterSet, AuditFilter):
+    """The audit log page: the filters of `GET audit`, the tenant picked from those the
+    person administers (any other slug still matches nothing, as in the API)."""
+
+    field_order = ("tenant", "object_type", "action", "object_id", "actor", "since", "until")
+    widget_attrs = {
+        "object_type": {"placeholder": "guardrail, apikey, member…"},
+        "action": {"placeholder": "guardrail.update"},
+        "actor": {"placeholder": "alice, key:kgi_…"},
+    }
+
+    class Meta(AuditFilter.Meta):
+        form = PageFilterForm
+
+    def __init__(self, data: Any = None, *args: Any, tenants: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(data, *args, **kwargs)
+        labels = {"tenant": "Tenant", "object_type": "Object", "action": "Action", "object_id": "Object id"}
+        for name, label in (*labels.items(), ("actor", "Who"), ("since", "Since"), ("until", "Until")):
+            self.filters[name].label = label
+        self.filters["tenant"].extra["widget"] = forms.Select(choices=tenants)

@@ -1,7 +1,8 @@
 """The audit log page: a tenant's admins read their tenants' entries, superusers all of them.
 
-Filtered by the same `AuditFilter` as `GET audit`, newest first with a cursor, and
-exportable as CSV (`?format=csv`, streamed, with the same filters).
+Filtered by the same `AuditFilter` as `GET audit` (its page subclass, in the filter bar),
+newest first with a cursor, and exportable as CSV (`?format=csv`, streamed, with the same
+filters).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.views import View
 
-from kindgi_console.audit.filters import AuditFilter
+from kindgi_console.audit.filters import AuditPageFilter
 from kindgi_console.audit.models import AuditEntry
 from kindgi_console.paging import keyset_page
 from kindgi_console.tenancy.admin_pages import AdminPageMixin
@@ -35,7 +36,9 @@ class AuditLogView(AdminPageMixin, View):
         return rows.filter(tenant__in=self.tenants)
 
     def get(self, request: HttpRequest) -> HttpResponseBase:
-        filterset = AuditFilter(request.GET, queryset=self.entries())
+        everyone = "all (and the console's)" if request.user.is_superuser else "all of mine"
+        tenants = [("", everyone), *((t.slug, t.slug) for t in self.tenants)]
+        filterset = AuditPageFilter(request.GET, queryset=self.entries(), tenants=tenants)
         valid = filterset.is_valid()
         rows = filterset.qs if valid else self.entries().none()
         if request.GET.get("format") == "csv":
@@ -48,7 +51,6 @@ class AuditLogView(AdminPageMixin, View):
         context = {
             "page": page,
             "form": filterset.form,
-            "tenants": self.tenants,
             "csv_url": f"{request.path}?{query.urlencode()}",
             "nav_active": "audit",
         }

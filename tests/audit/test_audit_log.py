@@ -165,3 +165,15 @@ def test_the_csv_export_defuses_formulas(acme: Any, dora: Any) -> None:
     exported = signed_in(dora).get("/manage/audit/?format=csv")
     (row,) = list(csv.reader(io.StringIO(exported.getvalue().decode())))[1:]
     assert (row[5], row[6]) == ("'=HYPERLINK(1)", "'@SUM(A1)")
+
+
+def test_the_page_filter_bar_is_the_api_filter(acme: Any, dora: Any) -> None:
+    entries(acme, 3, actor="alice")
+    client = signed_in(dora)
+    page = client.get("/manage/audit/?tenant=acme&action=&since=&until=")  # as the bar submits
+    body = page.content.decode()
+    assert page.status_code == 200 and body.count("guardrail.update</span>") == 3
+    assert '<option value="acme" selected>acme</option>' in body and 'name="actor"' in body
+    bad = client.get("/manage/audit/?since=yesterday")
+    assert bad.status_code == 400 and "field__error" in bad.content.decode()
+    assert b"guardrail.update</span>" not in bad.content
