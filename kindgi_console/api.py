@@ -347,6 +347,34 @@ class ConsoleAPIView(GenericAPIView):  # type: ignore[type-arg]
         refuse_nul_characters(request, kwargs)
 
 
+def body_tenant(body: dict[str, Any]) -> str | None:
+    """The tenant slug a request body names (or None); a 400 naming `/tenant` for anything else."""
+    tenant = body.get("tenant")
+    if tenant is not None and not isinstance(tenant, str):
+        raise ApiError([Issue("/tenant", "tenant is a tenant's slug")])
+    return tenant
+
+
+def caller_authors(caller: Caller, tenant: str | None) -> bool:
+    """Whether the caller authors the tenant (a key with the start scope counts as one)."""
+    if caller.key is not None:
+        return True
+    try:
+        caller.tenant_for_write(tenant, "author")
+    except TenantDenied:
+        return False
+    return True
+
+
+def limit_param(raw: str | None, default: int, most: int) -> int:
+    """A `limit` query parameter: `default` when absent, else an integer from 1 to `most` (400 otherwise)."""
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= most:
+        raise ApiError([Issue("/limit", f"limit is an integer from 1 to {most}")])
+    return int(raw)
+
+
 def refuse_nul_characters(request: Request, kwargs: dict[str, Any]) -> None:
     """NUL in a query or path parameter is a 400 naming it (PostgreSQL cannot store it)."""
     named = [*request.query_params.lists(), *((name, [value]) for name, value in kwargs.items())]
