@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
+import textwrap
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +67,24 @@ def deployment_pool() -> Iterator[SandboxPool]:
     yield pool
     pool.shutdown()
     deployment.sandbox_pool.cache_clear()
+
+
+SHORT_OUTPUT_CHECK = """
+from guardrails.engine.registry import define_check
+from guardrails.engine.types import PASSED, failed
+
+def short_output(config, trace):
+    output = trace.get("output") or ""
+    return PASSED if len(output) <= config["max"] else failed(f"{len(output)} characters")
+
+CHECKS = [define_check("short-output", "zero-llm", short_output,
+                       config_schema={"type": "object", "required": ["max"]})]
+"""
+
+
+@pytest.fixture
+def check_file(tmp_path: Path) -> str:
+    """A filesystem check module defining `short-output` (fails an output over `max` characters)."""
+    path = tmp_path / "short_output.py"
+    path.write_text(textwrap.dedent(SHORT_OUTPUT_CHECK))
+    return str(path)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from guardrails.engine.packs import (
@@ -86,26 +84,6 @@ def test_a_builtin_replaces_a_pack_check_of_its_id_with_a_warning():
     ]
     assert registry.get("must-cite").builtin
     assert registry.get("cites-nothing").pack == "tests.packs.shadows_builtin"
-
-
-FILESYSTEM_CHECK = """
-from guardrails.engine.registry import define_check
-from guardrails.engine.types import PASSED, failed
-
-def short_output(config, trace):
-    output = trace.get("output") or ""
-    return PASSED if len(output) <= config["max"] else failed(f"{len(output)} characters")
-
-CHECKS = [define_check("short-output", "zero-llm", short_output,
-                       config_schema={"type": "object", "required": ["max"]})]
-"""
-
-
-@pytest.fixture
-def check_file(tmp_path):
-    path = tmp_path / "short_output.py"
-    path.write_text(textwrap.dedent(FILESYSTEM_CHECK))
-    return str(path)
 
 
 def test_it_loads_a_check_from_a_filesystem_path(check_file):

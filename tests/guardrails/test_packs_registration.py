@@ -2,33 +2,10 @@
 
 from __future__ import annotations
 
-import textwrap
-
-import pytest
-
 from guardrails.engine.packs import load_packs
 from guardrails.engine.registration import RegistrationPolicy, define_guardrail
 from guardrails.engine.registry import default_registry
 from guardrails.engine.types import Issue
-
-CHECK_FILE = """
-from guardrails.engine.registry import define_check
-from guardrails.engine.types import PASSED, failed
-
-def short_output(config, trace):
-    output = trace.get("output") or ""
-    return PASSED if len(output) <= config["max"] else failed(f"{len(output)} characters")
-
-CHECKS = [define_check("short-output", "zero-llm", short_output,
-                       config_schema={"type": "object", "required": ["max"]})]
-"""
-
-
-@pytest.fixture
-def check_file(tmp_path):
-    path = tmp_path / "short_output.py"
-    path.write_text(textwrap.dedent(CHECK_FILE))
-    return str(path)
 
 
 def document(**fields):
