@@ -15,6 +15,7 @@ from guardrails.engine.packs import (
 from guardrails.engine.registry import default_registry
 from guardrails.engine.strategies import default_strategies
 from guardrails.engine.types import Issue
+from tests.guardrails.conftest import oci
 
 
 def test_it_loads_a_pack_with_its_name_and_version():
@@ -120,15 +121,6 @@ def test_a_filesystem_artifact_that_does_not_load_is_an_error_at_its_path(tmp_pa
     }
     errors, _ = resolve_filesystem_artifact(document, default_registry())
     assert [error.path for error in errors] == ["/codeArtifactRef/modulePath"]
-
-
-def oci(version):
-    return {
-        "kind": "oci",
-        "imageRef": "registry.example/packs/greetings",
-        "modulePath": "tests.packs.greetings",
-        "artifactVersion": version,
-    }
 
 
 def test_an_oci_artifact_of_another_version_gives_a_warning():

@@ -6,6 +6,7 @@ from guardrails.engine.packs import load_packs
 from guardrails.engine.registration import RegistrationPolicy, define_guardrail
 from guardrails.engine.registry import default_registry
 from guardrails.engine.types import Issue
+from tests.guardrails.conftest import oci
 
 
 def document(**fields):
@@ -72,15 +73,6 @@ def test_a_builtin_named_with_a_filesystem_artifact_gives_one_warning(tmp_path):
     )
     assert registration.valid
     assert [issue.path for issue in registration.warnings] == ["/checkBuiltIn"]
-
-
-def oci(version):
-    return {
-        "kind": "oci",
-        "imageRef": "registry.example/packs/greetings",
-        "modulePath": "tests.packs.greetings",
-        "artifactVersion": version,
-    }
 
 
 def test_an_oci_artifact_of_another_version_is_a_warning_at_registration():
