@@ -8,7 +8,7 @@ pointer is `/<name>`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -345,6 +345,16 @@ class ConsoleAPIView(GenericAPIView):  # type: ignore[type-arg]
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         refuse_nul_characters(request, kwargs)
+
+
+def object_body(body: object, fields: Collection[str], shape: str = "the body is an object") -> dict[str, Any]:
+    """`body` if it is a JSON object of `fields` only; else a 400 saying `shape` or naming the first unknown field."""
+    if not isinstance(body, dict):
+        raise ApiError([Issue("", shape)])
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise ApiError([Issue(f"/{unknown[0]}", f"unknown field; use {', '.join(sorted(fields))}")])
+    return body
 
 
 def body_tenant(body: dict[str, Any]) -> str | None:

@@ -19,7 +19,15 @@ from rest_framework.response import Response
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console import idempotency, paging
-from kindgi_console.api import ApiError, ConsoleAPIView, body_tenant, caller_authors, limit_param, read_json_body
+from kindgi_console.api import (
+    ApiError,
+    ConsoleAPIView,
+    body_tenant,
+    caller_authors,
+    limit_param,
+    object_body,
+    read_json_body,
+)
 from kindgi_console.openapi import error_responses, filter_parameters
 from kindgi_console.tenancy.scoping import TenantScopedQuerySet
 from traces import comparisons, evaluations, filters, run_results
@@ -87,13 +95,7 @@ class EvaluationListView(ConsoleAPIView):
     )
     @idempotency.idempotent
     def post(self, request: Request) -> Response:
-        body = read_json_body(request)
-        if not isinstance(body, dict):
-            raise ApiError([Issue("", "the body is an object")])
-        unknown = sorted(set(body) - START_FIELDS)
-        if unknown:
-            raise ApiError([Issue(f"/{unknown[0]}", f"unknown field; use {', '.join(sorted(START_FIELDS))}")])
-        run = self._start(body)
+        run = self._start(object_body(read_json_body(request), START_FIELDS))
         return Response(run_as_dict(run_queryset().get(pk=run.pk)), status=202)
 
     def _start(self, body: dict[str, Any]) -> Evaluation:

@@ -13,9 +13,8 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from guardrails.engine.types import Issue
 from kindgi_console import idempotency
-from kindgi_console.api import ApiError, ConsoleAPIView, body_tenant, caller_authors, read_json_body
+from kindgi_console.api import ConsoleAPIView, body_tenant, caller_authors, object_body, read_json_body
 from traces import previews
 from traces.api.serializers import ERRORS
 from traces.models import GuardrailPreview
@@ -82,12 +81,7 @@ class PreviewStartView(ConsoleAPIView):
     )
     @idempotency.idempotent
     def post(self, request: Request) -> Response:
-        body = read_json_body(request)
-        if not isinstance(body, dict):
-            raise ApiError([Issue("", "the body is an object: {guardrail, traces}")])
-        unknown = sorted(set(body) - FIELDS)
-        if unknown:
-            raise ApiError([Issue(f"/{unknown[0]}", f"unknown field; use {', '.join(sorted(FIELDS))}")])
+        body = object_body(read_json_body(request), FIELDS, "the body is an object: {guardrail, traces}")
         tenant = body_tenant(body)
         preview = previews.create_preview(
             previews.PreviewRequest(
