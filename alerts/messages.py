@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from alerts.models import Delivery
+from alerts.serialize import firing_state
 
 
 def payload(delivery: Delivery, at: datetime) -> dict[str, Any]:
@@ -17,15 +18,7 @@ def payload(delivery: Delivery, at: datetime) -> dict[str, Any]:
         "data": {
             "tenant": delivery.tenant.slug,
             "rule": {"id": rule.pk, "name": rule.name, "kind": rule.kind, "params": rule.params},
-            "firing": {
-                "id": firing.pk,
-                "state": firing.state,
-                "summary": firing.summary,
-                "observed": firing.observed,
-                "resolvedObserved": firing.resolved_observed,
-                "firedAt": firing.fired_at.isoformat(),
-                "resolvedAt": firing.resolved_at.isoformat() if firing.resolved_at else None,
-            },
+            "firing": {"id": firing.pk, **firing_state(firing)},
         },
     }
 

@@ -72,17 +72,24 @@ def delivery_json(delivery: Delivery) -> dict[str, Any]:
     }
 
 
-def firing_json(firing: Firing, *, deliveries: bool = False) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "id": firing.pk,
-        "tenant": firing.tenant.slug,
-        "rule": firing.rule_id,
+def firing_state(firing: Firing) -> dict[str, Any]:
+    """A firing's state, summary, observed values and times, as the API and the webhook body give them."""
+    return {
         "state": firing.state,
         "summary": firing.summary,
         "observed": firing.observed,
         "resolvedObserved": firing.resolved_observed,
         "firedAt": firing.fired_at.isoformat(),
         "resolvedAt": firing.resolved_at.isoformat() if firing.resolved_at else None,
+    }
+
+
+def firing_json(firing: Firing, *, deliveries: bool = False) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": firing.pk,
+        "tenant": firing.tenant.slug,
+        "rule": firing.rule_id,
+        **firing_state(firing),
     }
     if deliveries:
         data["deliveries"] = [delivery_json(d) for d in firing.deliveries.all()]

@@ -1,9 +1,11 @@
-"""What several benchmarks share: a fresh, migrated PostgreSQL database and a free port."""
+"""What several benchmarks share: a fresh, migrated PostgreSQL database, stored traces and a free port."""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterable
+from typing import Any
 
 
 def setup_django(database: str) -> None:
@@ -22,6 +24,29 @@ def setup_django(database: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def store_run_traces(tenant: Any, documents: Iterable[dict[str, Any]], batch: int = 2000) -> None:
+    """Store trace documents as `tenant`'s RunTraces, `batch` rows per insert (never all in memory)."""
+    from traces.ingest import content_hash
+    from traces.models import RunTrace
+
+    rows: list[RunTrace] = []
+    for document in documents:
+        rows.append(
+            RunTrace(
+                tenant=tenant,
+                trace_id=document["id"],
+                agent=document.get("agent") or "",
+                flow=document.get("flow") or "",
+                document=document,
+                content_hash=content_hash(document),
+            )
+        )
+        if len(rows) == batch:
+            RunTrace.objects.bulk_create(rows)
+            rows = []
+    RunTrace.objects.bulk_create(rows)
 
 
 def free_port() -> int:

@@ -29,6 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import store_run_traces  # noqa: E402
+
 
 def setup_django(work: Path, database_url: str | None = None) -> None:
     os.environ.update(
@@ -75,31 +77,13 @@ def populate(work: Path, count: int) -> None:
     call_command("migrate", verbosity=0)
     from guardrails.services import Author, save_guardrail
     from kindgi_console.tenancy.models import Tenant
-    from traces.ingest import content_hash
-    from traces.models import RunTrace
 
     acme = Tenant.objects.create(slug="acme", name="Acme")
     Tenant.objects.create(slug="globex", name="Globex")
     author = Author(user=None, label="bench")
     for document in guardrails():
         save_guardrail(document, author)
-    rows = []
-    for n in range(count):
-        doc = trace(n, "acme")
-        rows.append(
-            RunTrace(
-                tenant=acme,
-                trace_id=doc["id"],
-                agent="support-bot",
-                flow="refund",
-                document=doc,
-                content_hash=content_hash(doc),
-            )
-        )
-        if len(rows) == 5000:
-            RunTrace.objects.bulk_create(rows)
-            rows = []
-    RunTrace.objects.bulk_create(rows)
+    store_run_traces(acme, (trace(n, "acme") for n in range(count)), batch=5000)
     with gzip.open(work / "traces.jsonl.gz", "wb") as out:
         for n in range(count):
             out.write(orjson.dumps(trace(n, "globex")) + b"\n")

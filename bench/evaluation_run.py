@@ -40,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import store_run_traces  # noqa: E402
 from bench.guardrail_ci import write_inputs  # noqa: E402  (the CI bench's traces, unchanged)
 
 
@@ -76,30 +77,12 @@ def load(guardrails: list[Path], traces: Path) -> Any:
 
     from guardrails.services import Author, save_guardrail
     from kindgi_console.tenancy.models import Tenant
-    from traces.ingest import content_hash
-    from traces.models import RunTrace
 
     acme = Tenant.objects.create(slug="acme", name="Acme")
     for path in guardrails:
         save_guardrail(orjson.loads(path.read_bytes()), Author(user=None, label="bench"), enabled=True)
-    rows = []
     with traces.open("rb") as handle:
-        for line in handle:
-            doc = orjson.loads(line)
-            rows.append(
-                RunTrace(
-                    tenant=acme,
-                    trace_id=doc["id"],
-                    agent=doc.get("agent") or "",
-                    flow=doc.get("flow") or "",
-                    document=doc,
-                    content_hash=content_hash(doc),
-                )
-            )
-            if len(rows) == 2000:
-                RunTrace.objects.bulk_create(rows)
-                rows = []
-    RunTrace.objects.bulk_create(rows)
+        store_run_traces(acme, (orjson.loads(line) for line in handle))
     from django.db import connection
 
     with connection.cursor() as cursor:

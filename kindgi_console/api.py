@@ -8,7 +8,7 @@ pointer is `/<name>`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -345,6 +345,44 @@ class ConsoleAPIView(GenericAPIView):  # type: ignore[type-arg]
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         refuse_nul_characters(request, kwargs)
+
+
+def object_body(body: object, fields: Collection[str], shape: str = "the body is an object") -> dict[str, Any]:
+    """`body` if it is a JSON object of `fields` only; else a 400 saying `shape` or naming the first unknown field."""
+    if not isinstance(body, dict):
+        raise ApiError([Issue("", shape)])
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise ApiError([Issue(f"/{unknown[0]}", f"unknown field; use {', '.join(sorted(fields))}")])
+    return body
+
+
+def body_tenant(body: dict[str, Any]) -> str | None:
+    """The tenant slug a request body names (or None); a 400 naming `/tenant` for anything else."""
+    tenant = body.get("tenant")
+    if tenant is not None and not isinstance(tenant, str):
+        raise ApiError([Issue("/tenant", "tenant is a tenant's slug")])
+    return tenant
+
+
+def caller_authors(caller: Caller, tenant: str | None) -> bool:
+    """Whether the caller authors the tenant (a key with the start scope counts as one)."""
+    if caller.key is not None:
+        return True
+    try:
+        caller.tenant_for_write(tenant, "author")
+    except TenantDenied:
+        return False
+    return True
+
+
+def limit_param(raw: str | None, default: int, most: int) -> int:
+    """A `limit` query parameter: `default` when absent, else an integer from 1 to `most` (400 otherwise)."""
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= most:
+        raise ApiError([Issue("/limit", f"limit is an integer from 1 to {most}")])
+    return int(raw)
 
 
 def refuse_nul_characters(request: Request, kwargs: dict[str, Any]) -> None:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
+import json
 import os
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +22,7 @@ from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
 
+from guardrails.engine.cli import run_guardrail_ci
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
 from tests.fakeproviders import FakeProvider
 
@@ -307,3 +311,29 @@ def app_queries(captured: Any) -> int:
     """The queries a request made, less those of the throttle's cache: on the embedded
     default (no Redis) that cache is a database table (`kindgi_cache`), on Redis it is none."""
     return sum(1 for query in captured.captured_queries if "kindgi_cache" not in query["sql"])
+
+
+def guardrail_ci_files(
+    tmp_path: Path, guardrail: dict[str, Any], judges: Any, traces: list[dict[str, Any]]
+) -> list[str]:
+    """Write a guardrail, judge models (JSON, or exported bytes) and JSONL traces: the CI arguments reading them."""
+    (tmp_path / "g.json").write_text(json.dumps(guardrail))
+    (tmp_path / "j.json").write_bytes(judges if isinstance(judges, bytes) else json.dumps(judges).encode())
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(t) + "\n" for t in traces))
+    return [
+        "--guardrails",
+        str(tmp_path / "g.json"),
+        "--traces",
+        str(tmp_path / "t.jsonl"),
+        "--judge-models",
+        str(tmp_path / "j.json"),
+        "--format",
+        "json",
+    ]
+
+
+def run_guardrail_ci_captured(argv: list[str]) -> tuple[int, str, str]:
+    """`guardrail-ci` run in process: its exit status, stdout and stderr."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    status = run_guardrail_ci(argv, stdout, stderr)
+    return status, stdout.getvalue(), stderr.getvalue()

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,3 +72,64 @@ def deployment_pool() -> Iterator[SandboxPool]:
     yield pool
     pool.shutdown()
     deployment.sandbox_pool.cache_clear()
+
+
+SHORT_OUTPUT_CHECK = """
+from guardrails.engine.registry import define_check
+from guardrails.engine.types import PASSED, failed
+
+def short_output(config, trace):
+    output = trace.get("output") or ""
+    return PASSED if len(output) <= config["max"] else failed(f"{len(output)} characters")
+
+CHECKS = [define_check("short-output", "zero-llm", short_output,
+                       config_schema={"type": "object", "required": ["max"]})]
+"""
+
+
+@pytest.fixture
+def check_file(tmp_path: Path) -> str:
+    """A filesystem check module defining `short-output` (fails an output over `max` characters)."""
+    path = tmp_path / "short_output.py"
+    path.write_text(textwrap.dedent(SHORT_OUTPUT_CHECK))
+    return str(path)
+
+
+def manage_guardrail_ci(
+    tmp_path: Path, guardrails: list[dict[str, Any]], traces: list[dict[str, Any]], packs: str, timeout: int
+) -> subprocess.CompletedProcess[str]:
+    """`manage.py guardrail_ci --format json` in its own process, over these guardrails and
+    traces, with the check packs `packs` (KINDGI_CHECK_PACKS)."""
+    guardrails_file = tmp_path / "guardrails.json"
+    guardrails_file.write_text(json.dumps(guardrails))
+    traces_file = tmp_path / "traces.jsonl"
+    traces_file.write_text("".join(json.dumps(trace) + "\n" for trace in traces))
+    return subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "guardrail_ci",
+            "--guardrails",
+            str(guardrails_file),
+            "--traces",
+            str(traces_file),
+            "--format",
+            "json",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "KINDGI_CHECK_PACKS": packs},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def oci(version: str) -> dict[str, str]:
+    """An OCI code artifact reference to the greetings pack at `version`."""
+    return {
+        "kind": "oci",
+        "imageRef": "registry.example/packs/greetings",
+        "modulePath": "tests.packs.greetings",
+        "artifactVersion": version,
+    }

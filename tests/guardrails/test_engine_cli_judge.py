@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
-from guardrails.engine.cli import run_guardrail_ci
-from tests.conftest import make_trace
+from tests.conftest import guardrail_ci_files, make_trace, run_guardrail_ci_captured
 from tests.fakeproviders import Answer, FakeProvider
 
 JUDGE_GUARDRAIL = {
@@ -23,25 +21,11 @@ JUDGE_GUARDRAIL = {
 
 
 def run(*argv: str) -> tuple[int, str, str]:
-    stdout, stderr = io.StringIO(), io.StringIO()
-    status = run_guardrail_ci(list(argv), stdout, stderr)
-    return status, stdout.getvalue(), stderr.getvalue()
+    return run_guardrail_ci_captured(list(argv))
 
 
 def files(tmp_path: Path, judges: Any, *traces: dict[str, Any]) -> list[str]:
-    (tmp_path / "g.json").write_text(json.dumps(JUDGE_GUARDRAIL))
-    (tmp_path / "j.json").write_text(json.dumps(judges))
-    (tmp_path / "t.jsonl").write_text("".join(json.dumps(t) + "\n" for t in traces))
-    return [
-        "--guardrails",
-        str(tmp_path / "g.json"),
-        "--traces",
-        str(tmp_path / "t.jsonl"),
-        "--judge-models",
-        str(tmp_path / "j.json"),
-        "--format",
-        "json",
-    ]
+    return guardrail_ci_files(tmp_path, JUDGE_GUARDRAIL, judges, list(traces))
 
 
 def test_llm_judge_guardrails_are_judged_in_ci_with_the_keys_from_the_environment(

@@ -3,8 +3,6 @@ models, thinking budgets, providers that drip their answers, and keys echoed in 
 
 from __future__ import annotations
 
-import io
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +10,6 @@ from typing import Any
 import httpx
 import pytest
 
-from guardrails.engine.cli import run_guardrail_ci
 from guardrails.engine.judge import (
     InvalidJudgeModel,
     JudgeModel,
@@ -24,7 +21,7 @@ from guardrails.engine.judge import (
     route,
     validate_judge_model,
 )
-from tests.conftest import make_trace
+from tests.conftest import guardrail_ci_files, make_trace, run_guardrail_ci_captured
 from tests.fakeproviders import Answer, Drip, FakeProvider, Fault
 
 PROMPT = build_prompt("Never promise a refund.", "pass-fail", {"output": "No refunds, sorry."})
@@ -93,26 +90,9 @@ def test_ci_routes_past_a_disabled_registration_as_production_does(tmp_path: Pat
     with FakeProvider() as provider:
         provider.script(Answer('{"verdict": "PASS"}'))
         judges = [exported(provider, "cheap-off", "0.1", enabled=False), exported(provider, "on", "2", enabled=True)]
-        (tmp_path / "g.json").write_text(json.dumps(guardrail))
-        (tmp_path / "j.json").write_text(json.dumps(judges))
-        (tmp_path / "t.jsonl").write_text(json.dumps(make_trace("a")) + "\n")
-        stdout, stderr = io.StringIO(), io.StringIO()
-        status = run_guardrail_ci(
-            [
-                "--guardrails",
-                str(tmp_path / "g.json"),
-                "--traces",
-                str(tmp_path / "t.jsonl"),
-                "--judge-models",
-                str(tmp_path / "j.json"),
-                "--format",
-                "json",
-            ],
-            stdout,
-            stderr,
-        )
+        status, out, err = run_guardrail_ci_captured(guardrail_ci_files(tmp_path, guardrail, judges, [make_trace("a")]))
         asked = [request.body["model"] for request in provider.requests]
-    assert status == 0, stdout.getvalue() + stderr.getvalue()
+    assert status == 0, out + err
     assert asked == ["model-on"]
 
 

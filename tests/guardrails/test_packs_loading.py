@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from guardrails.engine.packs import (
@@ -17,6 +15,7 @@ from guardrails.engine.packs import (
 from guardrails.engine.registry import default_registry
 from guardrails.engine.strategies import default_strategies
 from guardrails.engine.types import Issue
+from tests.guardrails.conftest import oci
 
 
 def test_it_loads_a_pack_with_its_name_and_version():
@@ -88,26 +87,6 @@ def test_a_builtin_replaces_a_pack_check_of_its_id_with_a_warning():
     assert registry.get("cites-nothing").pack == "tests.packs.shadows_builtin"
 
 
-FILESYSTEM_CHECK = """
-from guardrails.engine.registry import define_check
-from guardrails.engine.types import PASSED, failed
-
-def short_output(config, trace):
-    output = trace.get("output") or ""
-    return PASSED if len(output) <= config["max"] else failed(f"{len(output)} characters")
-
-CHECKS = [define_check("short-output", "zero-llm", short_output,
-                       config_schema={"type": "object", "required": ["max"]})]
-"""
-
-
-@pytest.fixture
-def check_file(tmp_path):
-    path = tmp_path / "short_output.py"
-    path.write_text(textwrap.dedent(FILESYSTEM_CHECK))
-    return str(path)
-
-
 def test_it_loads_a_check_from_a_filesystem_path(check_file):
     check = load_filesystem_check(check_file, "short-output")
     assert (check.module, check.function, check.pack) == (check_file, "short_output", check_file)
@@ -142,15 +121,6 @@ def test_a_filesystem_artifact_that_does_not_load_is_an_error_at_its_path(tmp_pa
     }
     errors, _ = resolve_filesystem_artifact(document, default_registry())
     assert [error.path for error in errors] == ["/codeArtifactRef/modulePath"]
-
-
-def oci(version):
-    return {
-        "kind": "oci",
-        "imageRef": "registry.example/packs/greetings",
-        "modulePath": "tests.packs.greetings",
-        "artifactVersion": version,
-    }
 
 
 def test_an_oci_artifact_of_another_version_gives_a_warning():

@@ -2,33 +2,11 @@
 
 from __future__ import annotations
 
-import textwrap
-
-import pytest
-
 from guardrails.engine.packs import load_packs
 from guardrails.engine.registration import RegistrationPolicy, define_guardrail
 from guardrails.engine.registry import default_registry
 from guardrails.engine.types import Issue
-
-CHECK_FILE = """
-from guardrails.engine.registry import define_check
-from guardrails.engine.types import PASSED, failed
-
-def short_output(config, trace):
-    output = trace.get("output") or ""
-    return PASSED if len(output) <= config["max"] else failed(f"{len(output)} characters")
-
-CHECKS = [define_check("short-output", "zero-llm", short_output,
-                       config_schema={"type": "object", "required": ["max"]})]
-"""
-
-
-@pytest.fixture
-def check_file(tmp_path):
-    path = tmp_path / "short_output.py"
-    path.write_text(textwrap.dedent(CHECK_FILE))
-    return str(path)
+from tests.guardrails.conftest import oci
 
 
 def document(**fields):
@@ -95,15 +73,6 @@ def test_a_builtin_named_with_a_filesystem_artifact_gives_one_warning(tmp_path):
     )
     assert registration.valid
     assert [issue.path for issue in registration.warnings] == ["/checkBuiltIn"]
-
-
-def oci(version):
-    return {
-        "kind": "oci",
-        "imageRef": "registry.example/packs/greetings",
-        "modulePath": "tests.packs.greetings",
-        "artifactVersion": version,
-    }
 
 
 def test_an_oci_artifact_of_another_version_is_a_warning_at_registration():

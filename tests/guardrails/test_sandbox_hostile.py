@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +21,7 @@ import pytest
 
 from guardrails.engine.sandbox import HandlerRef, SandboxDefaults, SandboxError, SandboxPool, posture_for
 from guardrails.engine.types import CheckOutcome
+from tests.guardrails.conftest import manage_guardrail_ci
 
 LIMITS = {"memMB": 64, "cpuMs": 1000}
 POSTURES = {
@@ -335,31 +334,8 @@ def test_the_ci_command_survives_the_hostile_pack_and_reports(tmp_path):
             "sandbox": "strict",
         }
     ]
-    guardrails = tmp_path / "guardrails.json"
-    guardrails.write_text(json.dumps(documents))
-    traces = tmp_path / "traces.jsonl"
-    traces.write_text(
-        json.dumps({"id": "t1", "agent": "a", "startedAt": "2026-01-01T00:00:00Z", "output": "hello"}) + "\n"
-    )
-    run = subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "guardrail_ci",
-            "--guardrails",
-            str(guardrails),
-            "--traces",
-            str(traces),
-            "--format",
-            "json",
-        ],
-        cwd=Path(__file__).resolve().parents[2],
-        env={**os.environ, "KINDGI_CHECK_PACKS": "tests.packs.hostile,tests.packs.greetings"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    trace = {"id": "t1", "agent": "a", "startedAt": "2026-01-01T00:00:00Z", "output": "hello"}
+    run = manage_guardrail_ci(tmp_path, documents, [trace], "tests.packs.hostile,tests.packs.greetings", timeout=300)
     assert run.returncode >= 0, run.stderr
     results = {r["guardrail"]: r for r in json.loads(run.stdout)["results"]}
     assert results["benign"]["status"] == "pass"

@@ -8,9 +8,6 @@ their engine and sandbox from guardrails.engine.deployment.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +16,8 @@ from django.test import override_settings
 
 from guardrails.engine.sandbox import SandboxPool
 from tests.conftest import make_guardrail, make_trace
+from tests.guardrails.conftest import manage_guardrail_ci
 
-ROOT = Path(__file__).resolve().parents[2]
 PACK = "tests.packs.generated"
 
 
@@ -49,28 +46,7 @@ EXPECTED = {
 
 
 def ci_results(tmp_path: Path, export: list[dict[str, Any]], trace: dict[str, Any]) -> dict[str, Any]:
-    guardrails = tmp_path / "export.json"
-    guardrails.write_text(json.dumps(export))
-    traces = tmp_path / "traces.jsonl"
-    traces.write_text(json.dumps(trace) + "\n")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "guardrail_ci",
-            "--guardrails",
-            str(guardrails),
-            "--traces",
-            str(traces),
-            "--format",
-            "json",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "KINDGI_CHECK_PACKS": PACK},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = manage_guardrail_ci(tmp_path, export, [trace], PACK, timeout=120)
     assert run.returncode == 1, run.stderr  # the errors block the build
     return {r["guardrail"]: (r["status"], r["reason"]) for r in json.loads(run.stdout)["results"]}
 

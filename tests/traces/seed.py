@@ -17,6 +17,19 @@ from traces.models import JudgeLedgerEntry, RunTrace, Violation
 from traces.services import evaluate_stored_traces
 
 
+def run_trace(tenant: Tenant, document: dict[str, Any], **fields: Any) -> RunTrace:
+    """An unsaved RunTrace of `document`, as ingestion would store it."""
+    return RunTrace(
+        tenant=tenant,
+        trace_id=document["id"],
+        agent=document.get("agent", ""),
+        flow=document.get("flow", ""),
+        document=document,
+        content_hash=content_hash(document),
+        **fields,
+    )
+
+
 def traces(tenant: Tenant, count: int, *, prefix: str = "run", **fields: Any) -> list[RunTrace]:
     """`count` stored traces of the runtrace.md example (calling issue_refund), evaluated
     with the enabled guardrails: with `halt_guardrail`, each gets one violation."""
@@ -24,17 +37,7 @@ def traces(tenant: Tenant, count: int, *, prefix: str = "run", **fields: Any) ->
     rows = []
     for n in range(count):
         document = make_trace(f"{prefix}-{tenant.slug}-{n:04}", tenant=tenant.slug, **fields)
-        rows.append(
-            RunTrace(
-                tenant=tenant,
-                trace_id=document["id"],
-                agent=document.get("agent", ""),
-                flow=document.get("flow", ""),
-                document=document,
-                content_hash=content_hash(document),
-                received_at=now - timedelta(minutes=n),
-            )
-        )
+        rows.append(run_trace(tenant, document, received_at=now - timedelta(minutes=n)))
     RunTrace.objects.bulk_create(rows)
     stored = list(RunTrace.objects.filter(tenant=tenant, trace_id__startswith=f"{prefix}-"))
     evaluate_stored_traces([trace.pk for trace in stored])

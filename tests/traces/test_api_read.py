@@ -11,11 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from guardrails.models import Guardrail
 from kindgi_console.tenancy.models import ApiKey, Tenant
 from tests.conftest import app_queries, make_trace
-from traces.ledger import record as record_ledger
-from traces.models import JudgeLedgerEntry, RunTrace, Violation
+from tests.traces import seed
+from traces.models import RunTrace, Violation
 
 
 def ingest(client: Any, *ids: str, **fields: Any) -> None:
@@ -220,18 +219,8 @@ def test_a_key_without_the_read_scope_reads_nothing(api: Any, acme: Tenant) -> N
 
 
 def add_ledger_entries(tenant: Tenant, count: int, **fields: Any) -> None:
-    guardrail = Guardrail.objects.first()
-    assert guardrail is not None
-    defaults: dict[str, Any] = {
-        "model_id": "small-judge",
-        "input_tokens": 1000,
-        "output_tokens": 20,
-        "cost_usd": Decimal("0.00125"),
-        "latency_ms": 800,
-        "outcome": "pass",
-    }
-    defaults.update(fields)
-    record_ledger([JudgeLedgerEntry(tenant=tenant, guardrail=guardrail, **defaults) for _ in range(count)])
+    """The seeded ledger entries, with the outcome as these tests write it."""
+    seed.ledger(tenant, count, **{"outcome": "pass", **fields})
 
 
 def test_the_ledger_sums_tokens_cost_and_over_budget_calls(

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from guardrails.services import Author, save_guardrail
 from tests.conftest import app_queries, make_guardrail, make_trace
+from tests.traces.seed import run_trace
 from traces import evaluations
-from traces.ingest import content_hash
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Violation
 
 URL = "/api/v1/evaluations"
@@ -25,16 +25,7 @@ def store_traces(tenant: Any, count: int, **fields: Any) -> list[RunTrace]:
         document = make_trace(f"run-{n:05d}", tenant=tenant.slug, **fields)
         if n % 3:
             document["toolCalls"] = document["toolCalls"][:1]
-        rows.append(
-            RunTrace(
-                tenant=tenant,
-                trace_id=document["id"],
-                agent=document.get("agent", ""),
-                flow=document.get("flow", ""),
-                document=document,
-                content_hash=content_hash(document),
-            )
-        )
+        rows.append(run_trace(tenant, document))
     return RunTrace.objects.bulk_create(rows)
 
 

@@ -17,10 +17,9 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 
-from guardrails.engine.cli import run_guardrail_ci
 from guardrails.models import JudgeClaim
 from guardrails.services import Author, save_guardrail
-from tests.conftest import make_trace, together
+from tests.conftest import guardrail_ci_files, make_trace, run_guardrail_ci_captured, together
 from tests.fakeproviders import Answer, Drip, FakeProvider, Fault
 from traces.judge.services import ConsoleJudgeServices
 from traces.models import EvaluationResult, JudgeLedgerEntry, RunTrace
@@ -237,28 +236,12 @@ def test_ci_takes_the_judge_models_answer_as_it_is_and_routes_as_production(
         register(api, root, provider.registration("on", model="model-on"))
         exported = api(acme_key).get("/api/v1/judge-models")
         assert exported.status_code == 200
-        (tmp_path / "j.json").write_bytes(exported.content)
-        (tmp_path / "g.json").write_text(json.dumps(judge_document()))
-        (tmp_path / "t.jsonl").write_text(json.dumps(make_trace("ci")) + "\n")
+        argv = guardrail_ci_files(tmp_path, judge_document(), exported.content, [make_trace("ci")])
         save_guardrail(judge_document(), Author(user=None, label="fixture"))
         production = judge_result(evaluate(api(acme_key), "prod", store=False))
-        stdout, stderr = io.StringIO(), io.StringIO()
-        status = run_guardrail_ci(
-            [
-                "--guardrails",
-                str(tmp_path / "g.json"),
-                "--traces",
-                str(tmp_path / "t.jsonl"),
-                "--judge-models",
-                str(tmp_path / "j.json"),
-                "--format",
-                "json",
-            ],
-            stdout,
-            stderr,
-        )
+        status, out, err = run_guardrail_ci_captured(argv)
         asked = [request.body["model"] for request in provider.requests]
-    assert status in (0, 1), stderr.getvalue()
-    assert json.loads(stdout.getvalue())["results"][0]["status"] in ("pass", "fail")
+    assert status in (0, 1), err
+    assert json.loads(out)["results"][0]["status"] in ("pass", "fail")
     assert production["details"]["model"] == "on"
     assert asked == ["model-on", "model-on"]

@@ -19,9 +19,9 @@ from django.db.models import Count
 from guardrails.services import Author, save_guardrail
 from kindgi_console.celery import app
 from tests.conftest import make_guardrail, make_trace
+from tests.traces.seed import run_trace
 from tests.traces.workers import Worker, purge_queue, require_broker, wait_for
 from traces import evaluations
-from traces.ingest import content_hash
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace
 
 TRACES = 10_000
@@ -52,20 +52,8 @@ def store_many(tenant: Any, count: int) -> None:
         document = {**template, "id": f"run-{n:05d}"}
         if n % 4 == 0:
             document["toolCalls"] = template["toolCalls"][:1]
-        rows.append(
-            RunTrace(
-                tenant=tenant,
-                trace_id=document["id"],
-                agent="support-bot",
-                flow="refund",
-                document=document,
-                content_hash=content_hash(document),
-            )
-        )
-        if len(rows) == 2000:
-            RunTrace.objects.bulk_create(rows)
-            rows = []
-    RunTrace.objects.bulk_create(rows)
+        rows.append(run_trace(tenant, document))
+    RunTrace.objects.bulk_create(rows, batch_size=2000)
 
 
 def three_guardrails() -> None:

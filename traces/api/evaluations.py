@@ -19,9 +19,17 @@ from rest_framework.response import Response
 from guardrails.engine.types import Issue
 from guardrails.services import enforced_guardrails
 from kindgi_console import idempotency, paging
-from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.api import (
+    ApiError,
+    ConsoleAPIView,
+    body_tenant,
+    caller_authors,
+    limit_param,
+    object_body,
+    read_json_body,
+)
 from kindgi_console.openapi import error_responses, filter_parameters
-from kindgi_console.tenancy.scoping import TenantDenied, TenantScopedQuerySet
+from kindgi_console.tenancy.scoping import TenantScopedQuerySet
 from traces import comparisons, evaluations, filters, run_results
 from traces.api.serializers import (
     CHANGES_SCHEMA,
@@ -87,19 +95,11 @@ class EvaluationListView(ConsoleAPIView):
     )
     @idempotency.idempotent
     def post(self, request: Request) -> Response:
-        body = read_json_body(request)
-        if not isinstance(body, dict):
-            raise ApiError([Issue("", "the body is an object")])
-        unknown = sorted(set(body) - START_FIELDS)
-        if unknown:
-            raise ApiError([Issue(f"/{unknown[0]}", f"unknown field; use {', '.join(sorted(START_FIELDS))}")])
-        run = self._start(body)
+        run = self._start(object_body(read_json_body(request), START_FIELDS))
         return Response(run_as_dict(run_queryset().get(pk=run.pk)), status=202)
 
     def _start(self, body: dict[str, Any]) -> Evaluation:
-        tenant = body.get("tenant")
-        if tenant is not None and not isinstance(tenant, str):
-            raise ApiError([Issue("/tenant", "tenant is a tenant's slug")])
+        tenant = body_tenant(body)
         guardrails = body.get("guardrails") or []
         if not isinstance(guardrails, list) or not all(isinstance(g, str) for g in guardrails):
             raise ApiError([Issue("/guardrails", "guardrails is an array of guardrail ids")])
@@ -111,19 +111,9 @@ class EvaluationListView(ConsoleAPIView):
             mode=mode,
             started_by=self.caller.user_or_none,
             label=self.caller.label,
-            by_author=self._is_author(tenant),
+            by_author=caller_authors(self.caller, tenant),
         )
         return evaluations.create_run(request)
-
-    def _is_author(self, tenant: str | None) -> bool:
-        """Whether the caller authors the tenant (a key with `evaluate` counts as one)."""
-        if self.caller.key is not None:
-            return True
-        try:
-            self.caller.tenant_for_write(tenant, "author")
-        except TenantDenied:
-            return False
-        return True
 
 
 class EvaluationDetailView(ConsoleAPIView):
@@ -166,14 +156,6 @@ RESULT_PARAMETERS = [
 ]
 
 
-def _limit(raw: str | None) -> int:
-    if raw is None or raw == "":
-        return run_results.PAGE_SIZE
-    if not raw.isdigit() or not 1 <= int(raw) <= run_results.MAX_PAGE_SIZE:
-        raise ApiError([Issue("/limit", f"limit is an integer from 1 to {run_results.MAX_PAGE_SIZE}")])
-    return int(raw)
-
-
 class EvaluationResultsView(ConsoleAPIView):
     """`GET evaluations/{id}/results`: the run's results, by status then as stored; cursor paged."""
 
@@ -191,10 +173,9 @@ class EvaluationResultsView(ConsoleAPIView):
         if status and status not in run_results.STATUSES:
             raise ApiError([Issue("/status", f"status is one of {', '.join(run_results.STATUSES)}")])
         results = run_results.run_results(run, guardrail=request.query_params.get("guardrail", ""), status=status)
+        size = limit_param(request.query_params.get("limit"), run_results.PAGE_SIZE, run_results.MAX_PAGE_SIZE)
         try:
-            page = run_results.results_page(
-                results, after=request.query_params.get("cursor"), size=_limit(request.query_params.get("limit"))
-            )
+            page = run_results.results_page(results, after=request.query_params.get("cursor"), size=size)
         except paging.BadCursor as error:
             raise ApiError([Issue("/cursor", str(error))]) from None
         next_url = None
@@ -291,7 +272,7 @@ class EvaluationCompareTracesView(EvaluationCompareView):
                 guardrail,
                 kind,
                 after=request.query_params.get("cursor"),
-                size=_compare_limit(request.query_params.get("limit")),
+                size=limit_param(request.query_params.get("limit"), comparisons.LISTED, comparisons.MAX_LISTED),
             )
         except paging.BadCursor as error:
             raise ApiError([Issue("/cursor", str(error))]) from None
@@ -312,14 +293,6 @@ class EvaluationCompareTracesView(EvaluationCompareView):
         if issues:
             raise ApiError(issues)
         return guardrail, kind
-
-
-def _compare_limit(raw: str | None) -> int:
-    if raw is None or raw == "":
-        return comparisons.LISTED
-    if not raw.isdigit() or not 1 <= int(raw) <= comparisons.MAX_LISTED:
-        raise ApiError([Issue("/limit", f"limit is an integer from 1 to {comparisons.MAX_LISTED}")])
-    return int(raw)
 
 
 class EvaluationEstimateView(ConsoleAPIView):

@@ -13,10 +13,8 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from guardrails.engine.types import Issue
 from kindgi_console import idempotency
-from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
-from kindgi_console.tenancy.scoping import TenantDenied
+from kindgi_console.api import ConsoleAPIView, body_tenant, caller_authors, object_body, read_json_body
 from traces import previews
 from traces.api.serializers import ERRORS
 from traces.models import GuardrailPreview
@@ -83,15 +81,8 @@ class PreviewStartView(ConsoleAPIView):
     )
     @idempotency.idempotent
     def post(self, request: Request) -> Response:
-        body = read_json_body(request)
-        if not isinstance(body, dict):
-            raise ApiError([Issue("", "the body is an object: {guardrail, traces}")])
-        unknown = sorted(set(body) - FIELDS)
-        if unknown:
-            raise ApiError([Issue(f"/{unknown[0]}", f"unknown field; use {', '.join(sorted(FIELDS))}")])
-        tenant = body.get("tenant")
-        if tenant is not None and not isinstance(tenant, str):
-            raise ApiError([Issue("/tenant", "tenant is a tenant's slug")])
+        body = object_body(read_json_body(request), FIELDS, "the body is an object: {guardrail, traces}")
+        tenant = body_tenant(body)
         preview = previews.create_preview(
             previews.PreviewRequest(
                 tenant=self.caller.tenant_for_write(tenant, "run"),
@@ -100,20 +91,11 @@ class PreviewStartView(ConsoleAPIView):
                 mode=body.get("mode", "ci"),
                 started_by=self.caller.user_or_none,
                 label=self.caller.label,
-                by_author=self._is_author(tenant),
+                by_author=caller_authors(self.caller, tenant),
             )
         )
         preview = GuardrailPreview.objects.select_related("tenant", "current").get(pk=preview.pk)
         return Response(previews.preview_as_dict(preview), status=202)
-
-    def _is_author(self, tenant: str | None) -> bool:
-        if self.caller.key is not None:
-            return True
-        try:
-            self.caller.tenant_for_write(tenant, "author")
-        except TenantDenied:
-            return False
-        return True
 
 
 class PreviewDetailView(ConsoleAPIView):

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from guardrails.engine.types import Issue
-from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.api import ApiError, ConsoleAPIView, object_body, read_json_body
 from kindgi_console.openapi import error_responses
 from traces import filters, review
 from traces.api import serializers
@@ -78,7 +78,7 @@ class ViolationReviewView(ConsoleAPIView):
         responses={200: OpenApiResponse(REVIEW_OUTCOME), **error_responses(400, 401, 403, 404, 415)},
     )
     def post(self, request: Request, pk: int) -> Response:
-        body = _review_body(read_json_body(request), {"state", "note"})
+        body = object_body(read_json_body(request), {"state", "note"}, "the body is a JSON object")
         state, note = _checked(body)
         try:
             outcome = review.review_one(pk, state, note, self.caller)
@@ -103,20 +103,11 @@ class ViolationBulkReviewView(ConsoleAPIView):
         responses={200: OpenApiResponse(REVIEW_OUTCOME), **error_responses(400, 401, 403, 415)},
     )
     def post(self, request: Request) -> Response:
-        body = _review_body(read_json_body(request), {"ids", "filter", "state", "note"})
+        body = object_body(read_json_body(request), {"ids", "filter", "state", "note"}, "the body is a JSON object")
         state, note = _checked(body)
         selection = bulk_selection(review.reviewable(self.caller), body)
         outcome = review.review(selection, state, note, self.caller)
         return Response(outcome.as_dict())
-
-
-def _review_body(body: object, fields: set[str]) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise ApiError([Issue("", "the body is a JSON object")])
-    extra = sorted(set(body) - fields)
-    if extra:
-        raise ApiError([Issue(f"/{extra[0]}", f"unknown field; use {', '.join(sorted(fields))}")])
-    return body
 
 
 def _checked(body: dict[str, Any]) -> tuple[str, str]:
