@@ -127,14 +127,18 @@ class GuardrailDetailView(GuardrailBaseView):
             )
         return guardrail
 
-    @extend_schema(operation_id="guardrails_read", responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404)})
+    # 405: an id that names another route under guardrails/ (validate, try, export, preview),
+    # which answers the methods it does not take with 405.
+    @extend_schema(
+        operation_id="guardrails_read", responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404, 405)}
+    )
     def get(self, request: Request, guardrail_id: str) -> Response:
         return document_response(self.get_object())
 
     @extend_schema(
         request=GUARDRAIL_BODY,
         parameters=[ENABLED_PARAM],
-        responses={200: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 404, 413, 415, 429)},
+        responses={200: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 404, 405, 413, 415, 429)},
     )
     def put(self, request: Request, guardrail_id: str) -> Response:
         self.writable_object()
@@ -146,7 +150,7 @@ class GuardrailDetailView(GuardrailBaseView):
             )
         return document_response(self.save(document, enabled=enabled))
 
-    @extend_schema(responses={204: None, **error_responses(401, 403, 404)})
+    @extend_schema(responses={204: None, **error_responses(401, 403, 404, 405)})
     def delete(self, request: Request, guardrail_id: str) -> Response:
         delete_guardrail(self.writable_object())
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -372,8 +372,9 @@ START_BODY = {
                 "properties": {
                     "agent": {"type": "string"},
                     "flow": {"type": "string"},
-                    "since": {"type": "string", "format": "date-time"},
-                    "until": {"type": "string", "format": "date-time"},
+                    # Empty (or null) is no bound, as the run form sends an unset date.
+                    "since": {"type": "string", "anyOf": [{"format": "date-time"}, {"maxLength": 0}], "nullable": True},
+                    "until": {"type": "string", "anyOf": [{"format": "date-time"}, {"maxLength": 0}], "nullable": True},
                     "upload": {"type": "integer"},
                 },
             },
