@@ -162,31 +162,15 @@ def time_ingested() -> Timing:
 
 
 def start_workers(count: int, url: str, log_dir: Path) -> list[subprocess.Popen[bytes]]:
+    from kindgi_console.workers import worker_command
+
     env = {**os.environ, "DATABASE_URL": url, "CELERY_TASK_ALWAYS_EAGER": "false"}
     workers = []
     for n in range(count):
         log = (log_dir / f"worker-{count}-{n}.log").open("wb")
         workers.append(
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "kindgi_console",
-                    "worker",
-                    "-Q",
-                    "kindgi",
-                    "-n",
-                    f"bench{count}-{n}@%h",
-                    "--concurrency",
-                    "1",
-                    "--loglevel",
-                    "INFO",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                ],
+                worker_command(concurrency=1, name=f"bench{count}-{n}", quiet=True, heartbeat=False),
                 cwd=ROOT,
                 env=env,
                 stdout=log,

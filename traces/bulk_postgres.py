@@ -134,6 +134,31 @@ VIOLATION_COLUMNS = (
     "tenant_id, trace_id, result_id, guardrail_id, revision_id, evaluation_id, action, severity,"
     " mode, reason, agent, flow, created_at, state, reviewed_by_label, review_note"
 )
+
+
+def violation_row(row: ResultRow, result_id: int, created_at: Any) -> tuple[Any, ...]:
+    """The values of a new fail's violation, in `VIOLATION_COLUMNS` order (`created_at` as
+    the backend takes it): one definition for both backends."""
+    return (
+        row.tenant_id,
+        row.trace_id,
+        result_id,
+        row.guardrail_id,
+        row.revision_id,
+        row.evaluation_id,
+        row.action,
+        row.severity,
+        row.mode,
+        row.reason,
+        row.agent,
+        row.flow,
+        created_at,
+        "open",
+        "",
+        "",
+    )
+
+
 COPY_VIOLATIONS = f"COPY {Violation._meta.db_table} ({VIOLATION_COLUMNS}) FROM STDIN (FORMAT BINARY)"
 VIOLATION_TYPES = (
     "int8",
@@ -183,26 +208,7 @@ def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
                 with cursor.cursor.copy(COPY_VIOLATIONS) as copy:
                     copy.set_types(VIOLATION_TYPES)
                     for key, row in failed:
-                        copy.write_row(
-                            (
-                                row.tenant_id,
-                                row.trace_id,
-                                key,
-                                row.guardrail_id,
-                                row.revision_id,
-                                row.evaluation_id,
-                                row.action,
-                                row.severity,
-                                row.mode,
-                                row.reason,
-                                row.agent,
-                                row.flow,
-                                row.created_at,
-                                "open",
-                                "",
-                                "",
-                            )
-                        )
+                        copy.write_row(violation_row(row, key, row.created_at))
     except (IntegrityError, psycopg.IntegrityError):  # COPY speaks psycopg's errors, not Django's
         return None
     counts = Counter((row.tenant_id, row.guardrail_id, row.revision_id, row.severity) for _, row in failed)

@@ -16,7 +16,7 @@ from django.db import connection
 from django.utils import timezone
 
 from traces import violation_days
-from traces.bulk_postgres import RESULT_COLUMNS, VIOLATION_COLUMNS
+from traces.bulk_postgres import RESULT_COLUMNS, VIOLATION_COLUMNS, violation_row
 from traces.models import EvaluationResult, Violation
 
 if TYPE_CHECKING:
@@ -92,22 +92,4 @@ def _sqlite_result(row: ResultRow) -> tuple[Any, ...]:
 
 
 def _sqlite_violation(row: ResultRow, result_id: int) -> tuple[Any, ...]:
-    created = connection.ops.adapt_datetimefield_value(row.created_at)
-    return (
-        row.tenant_id,
-        row.trace_id,
-        result_id,
-        row.guardrail_id,
-        row.revision_id,
-        row.evaluation_id,
-        row.action,
-        row.severity,
-        row.mode,
-        row.reason,
-        row.agent,
-        row.flow,
-        created,
-        "open",
-        "",
-        "",
-    )
+    return violation_row(row, result_id, connection.ops.adapt_datetimefield_value(row.created_at))

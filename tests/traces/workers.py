@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from django.conf import settings
 from django.db import connection
 
 from kindgi_console.celery import app
+from kindgi_console.workers import worker_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,24 +72,7 @@ class Worker:
             "KINDGI_VAR_DIR": str(settings.VAR_DIR),
             **{key: str(value) for key, value in env.items()},
         }
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "kindgi_console",
-            "worker",
-            "-Q",
-            settings.CELERY_TASK_DEFAULT_QUEUE,
-            "-n",
-            f"{name}@%h",
-            "--concurrency",
-            str(concurrency),
-            "--loglevel",
-            "INFO",
-            "--without-gossip",
-            "--without-mingle",
-        ]
+        command = worker_command(concurrency=concurrency, name=name, quiet=True)
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

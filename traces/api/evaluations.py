@@ -7,7 +7,8 @@ evaluated by Celery workers, and `GET evaluations/{id}` reads its progress from 
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from django.db.models import QuerySet
 from django.http import Http404
@@ -44,6 +45,25 @@ from traces.api.serializers import (
 from traces.models import Evaluation, RunComparison, RunTrace
 
 START_FIELDS = {"tenant", "guardrails", "filters", "mode"}
+PageT = TypeVar("PageT")
+
+
+def cursor_page(request: Request, read: Callable[[str | None], PageT]) -> PageT:
+    """The page `read` gives after the request's `cursor`; 400 naming /cursor for a bad one."""
+    try:
+        return read(request.query_params.get("cursor"))
+    except paging.BadCursor as error:
+        raise ApiError([Issue("/cursor", str(error))]) from None
+
+
+def paged_response(request: Request, next_cursor: str | None, results: list[Any]) -> Response:
+    """`{"next", "results"}`: `next` is this request's URL with the next page's cursor."""
+    next_url = None
+    if next_cursor:
+        query = request.query_params.copy()
+        query["cursor"] = next_cursor
+        next_url = f"{request.path}?{query.urlencode()}"
+    return Response({"next": next_url, "results": results})
 
 
 def run_queryset() -> QuerySet[Evaluation]:
@@ -174,16 +194,8 @@ class EvaluationResultsView(ConsoleAPIView):
             raise ApiError([Issue("/status", f"status is one of {', '.join(run_results.STATUSES)}")])
         results = run_results.run_results(run, guardrail=request.query_params.get("guardrail", ""), status=status)
         size = limit_param(request.query_params.get("limit"), run_results.PAGE_SIZE, run_results.MAX_PAGE_SIZE)
-        try:
-            page = run_results.results_page(results, after=request.query_params.get("cursor"), size=size)
-        except paging.BadCursor as error:
-            raise ApiError([Issue("/cursor", str(error))]) from None
-        next_url = None
-        if page.next_cursor:
-            query = request.query_params.copy()
-            query["cursor"] = page.next_cursor
-            next_url = f"{request.path}?{query.urlencode()}"
-        return Response({"next": next_url, "results": [run_results.result_as_dict(r) for r in page.rows]})
+        page = cursor_page(request, lambda after: run_results.results_page(results, after=after, size=size))
+        return paged_response(request, page.next_cursor, [run_results.result_as_dict(r) for r in page.rows])
 
 
 class EvaluationCompareView(ConsoleAPIView):
@@ -266,22 +278,11 @@ class EvaluationCompareTracesView(EvaluationCompareView):
         comparison = comparisons.comparison_for(run, other)
         if comparison is None or comparison.status != RunComparison.Status.SUCCEEDED:
             raise ApiError([Issue("/with", "the comparison is still being computed: see compare")], status_code=409)
-        try:
-            page = comparisons.changes_page(
-                comparison,
-                guardrail,
-                kind,
-                after=request.query_params.get("cursor"),
-                size=limit_param(request.query_params.get("limit"), comparisons.LISTED, comparisons.MAX_LISTED),
-            )
-        except paging.BadCursor as error:
-            raise ApiError([Issue("/cursor", str(error))]) from None
-        next_url = None
-        if page.next_cursor:
-            query = request.query_params.copy()
-            query["cursor"] = page.next_cursor
-            next_url = f"{request.path}?{query.urlencode()}"
-        return Response({"next": next_url, "results": page.rows})
+        size = limit_param(request.query_params.get("limit"), comparisons.LISTED, comparisons.MAX_LISTED)
+        page = cursor_page(
+            request, lambda after: comparisons.changes_page(comparison, guardrail, kind, after=after, size=size)
+        )
+        return paged_response(request, page.next_cursor, page.rows)
 
     def _list(self, request: Request) -> tuple[str, str]:
         guardrail, kind = request.query_params.get("guardrail", ""), request.query_params.get("change", "")

@@ -22,6 +22,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kindgi_console.workers import worker_command
+
 DEMO_LOGINS = ("admin", "author", "acme-reviewer", "globex-reviewer")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 DEMO_PASSWORD = "kindgi-demo"  # noqa: S105 - the demo's published local-only password
@@ -104,23 +106,7 @@ def _die_with_parent() -> None:
 def start_worker() -> subprocess.Popen[bytes]:
     """A Celery worker beside the server, with the periodic check embedded (--beat); a
     deployment runs one `celery -A kindgi_console beat` process instead."""
-    command = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "kindgi_console",
-        "worker",
-        "--loglevel",
-        "WARNING",
-        "--concurrency",
-        "2",
-        "-Q",
-        settings.CELERY_TASK_DEFAULT_QUEUE,
-        "--beat",
-        "--schedule",
-        settings.CELERY_BEAT_SCHEDULE_FILENAME,
-    ]
+    command = worker_command(concurrency=2, loglevel="WARNING", beat_schedule=settings.CELERY_BEAT_SCHEDULE_FILENAME)
     return subprocess.Popen(command, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
 
 
