@@ -141,7 +141,7 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
         try:
             run = evaluations.create_run(request)
         except evaluations.RunRequestError as error:
-            form.add_error(None, str(error))
+            form.add_issues(error.issues)
             return self.form_invalid(form)
         return HttpResponseRedirect(reverse("evaluation-detail", args=[run.pk]))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, cast
 
@@ -25,7 +25,6 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F, Max, Q, QuerySet
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from kombu.exceptions import OperationalError as TRANSIENT_BROKER_ERRORS
 
 from guardrails.deployment import engine as deployment_engine
@@ -36,13 +35,13 @@ from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
 from traces import bulk
-from traces.filters import RunTraceFilter
+from traces.filters import SELECTION_ERRORS, RunTraceFilter, run_selection, selection_filters, selection_issues
 from traces.judge.services import evaluation_services
 from traces.leases import LeaseKeeper as LeaseKeeper
 from traces.leases import chunk_lease as chunk_lease
 from traces.leases import lease as lease
 from traces.leases import lost_chunks
-from traces.models import Evaluation, EvaluationChunk, RunTrace, Upload
+from traces.models import Evaluation, EvaluationChunk, RunTrace
 from traces.run_ends import STATUSES as STATUSES
 from traces.run_ends import cancel_run as cancel_run
 from traces.run_ends import fail_run as fail_run
@@ -108,7 +107,8 @@ def pinned_revisions(guardrail_ids: Sequence[str], tenant: Tenant) -> list[Guard
 
 
 def clean_filters(raw: object, tenant: Tenant) -> dict[str, Any]:
-    """The trace selection, checked: strings for agent and flow, RFC 3339 times, an upload id."""
+    """The trace selection, checked: the JSON types here, the values by the FilterSet a run
+    selects with (`traces.filters.run_selection`), as on the new-run page."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -116,40 +116,19 @@ def clean_filters(raw: object, tenant: Tenant) -> dict[str, Any]:
     unknown = sorted(set(raw) - set(FILTER_NAMES))
     if unknown:
         raise RunRequestError([Issue(f"/filters/{unknown[0]}", f"unknown filter; use {', '.join(FILTER_NAMES)}")])
-    cleaned: dict[str, Any] = {}
-    for name, value in raw.items():
-        if value in (None, ""):
-            continue
-        cleaned[name] = _clean_filter(name, value, tenant)
-    if "since" in cleaned and "until" in cleaned and cleaned["until"] <= cleaned["since"]:
-        raise RunRequestError([Issue("/filters/until", "until must be after since")])
-    return cleaned
+    mistyped = [name for name, value in raw.items() if value not in (None, "") and not _json_type_fits(name, value)]
+    if mistyped:
+        raise RunRequestError([Issue(f"/filters/{name}", SELECTION_ERRORS[name]) for name in mistyped])
+    selection = run_selection(raw, tenant)
+    if not selection.is_valid():
+        raise RunRequestError(selection_issues(selection, "/filters"))
+    return selection_filters(selection)
 
 
-def _clean_filter(name: str, value: object, tenant: Tenant) -> Any:
-    pointer = f"/filters/{name}"
-    if name in ("agent", "flow"):
-        if not isinstance(value, str) or len(value) > 200:
-            raise RunRequestError([Issue(pointer, f"{name} is a string of at most 200 characters")])
-        return value
-    if name in ("since", "until"):
-        try:  # a valid offset can still put the moment past year 9999 in UTC
-            moment = parse_datetime(value) if isinstance(value, str) else None
-            if moment is not None and moment.tzinfo is not None:
-                moment.astimezone(UTC)
-                return moment.isoformat()
-        except (ValueError, OverflowError):
-            pass
-        raise RunRequestError(
-            [Issue(pointer, f"{name} is an RFC 3339 date-time with a time zone, from year 1 to 9999 in UTC")]
-        )
-    if (
-        not isinstance(value, int)
-        or isinstance(value, bool)
-        or not (Upload.objects.filter(pk=value, tenant=tenant).exists())
-    ):
-        raise RunRequestError([Issue(pointer, "no upload of this tenant has this id")])
-    return value
+def _json_type_fits(name: str, value: object) -> bool:
+    if name == "upload":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, str)
 
 
 def create_run(request: RunRequest) -> Evaluation:

@@ -10,13 +10,17 @@ filter means the same wherever it is given.
 
 from __future__ import annotations
 
-from datetime import time
-from typing import Any
+from collections.abc import Mapping
+from datetime import UTC, datetime, time
+from typing import Any, cast
 
 import django_filters
+from django import forms
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
+from guardrails.engine.types import Issue
 from kindgi_console.filters import (
     DayFilter,
     IdFilter,
@@ -25,7 +29,7 @@ from kindgi_console.filters import (
     StrictFilterSet,
     UtcDateTimeFilter,
 )
-from traces.models import MODES, JudgeLedgerEntry, LedgerDay, RunTrace, Violation
+from traces.models import MODES, JudgeLedgerEntry, LedgerDay, RunTrace, Upload, Violation
 from traces.review import STATES
 
 SEVERITIES = [(name, name) for name in ("info", "warn", "error", "critical")]
@@ -48,16 +52,113 @@ class TraceFilter(StrictFilterSet):
         fields: list[str] = []
 
 
+#: What a run's trace selection says of each bad filter: the API's `filters` and the new-run
+#: page's fields give the same messages (the API's type checks too, `evaluations.clean_filters`).
+SELECTION_ERRORS = {
+    "agent": "agent is a string of at most 200 characters",
+    "flow": "flow is a string of at most 200 characters",
+    "since": "since is an RFC 3339 date-time with a time zone, from year 1 to 9999 in UTC",
+    "until": "until is an RFC 3339 date-time with a time zone, from year 1 to 9999 in UTC",
+    "upload": "no upload of this tenant has this id",
+}
+MAX_SELECTION_TEXT = 200
+
+
+class RunSelectionForm(forms.Form):
+    """The form of `RunTraceFilter`. For a new run (`tenant` set: the API's `filters`, the
+    new-run page) it checks what a stored selection must hold: texts of at most 200
+    characters, times with a zone that UTC can hold, an upload of the tenant, until after
+    since; each refusal replaces the field's own message with the one of SELECTION_ERRORS."""
+
+    tenant: Any = None
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        if self.tenant is None:  # a stored run's selection, checked when the run was made
+            return cleaned
+        for name in SELECTION_ERRORS:
+            raw = self.data.get(name)
+            if raw is not None and not self._holds(name, raw):
+                self._refuse(name, SELECTION_ERRORS[name])
+        since, until = self.cleaned_data.get("since"), self.cleaned_data.get("until")
+        if since is not None and until is not None and until <= since:
+            self._refuse("until", "until must be after since")
+        return self.cleaned_data
+
+    def _holds(self, name: str, raw: str) -> bool:
+        if name in ("agent", "flow"):
+            return len(raw) <= MAX_SELECTION_TEXT
+        value = self.cleaned_data.get(name)
+        if name == "upload":
+            return value is not None and Upload.objects.filter(pk=value, tenant=self.tenant).exists()
+        try:  # naive times are refused; a valid offset can still put the moment past year 9999 in UTC
+            moment = parse_datetime(raw)
+            if value is None or moment is None or moment.tzinfo is None:
+                return False
+            value.astimezone(UTC)
+        except (ValueError, OverflowError):
+            return False
+        return True
+
+    def _refuse(self, name: str, message: str) -> None:
+        self.errors[name] = self.error_class([message])
+        self.cleaned_data.pop(name, None)
+
+
 class RunTraceFilter(TraceFilter):
     """The traces an evaluation run selects in its tenant: the trace list's filters and the
-    upload they came in (a run's `filters`, checked by `evaluations.clean_filters`)."""
+    upload they came in. With `tenant`, a new selection, checked (`run_selection`)."""
 
     upload = IdFilter(field_name="upload_id")
-    # A run's times were checked when it was made (evaluations.clean_filters) and are given
-    # to the database as stored: an older run's time the database cannot hold fails the run
-    # with the database's reason, as it always has.
-    since = django_filters.IsoDateTimeFilter(field_name="received_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="received_at", lookup_expr="lt")
+    # A stored run's times are given to the database as stored: an older run's time the
+    # database cannot hold fails the run with the database's reason, as it always has.
+    since = django_filters.IsoDateTimeFilter(
+        field_name="received_at",
+        lookup_expr="gte",
+        label="Since",
+        help_text="Received at or after (RFC 3339 with a time zone), e.g. 2026-11-29T10:00:00Z",
+    )
+    until = django_filters.IsoDateTimeFilter(
+        field_name="received_at",
+        lookup_expr="lt",
+        label="Until",
+        help_text="Received before (RFC 3339 with a time zone)",
+    )
+
+    class Meta(TraceFilter.Meta):
+        form = RunSelectionForm
+
+    def __init__(self, data: Any = None, *args: Any, tenant: Any = None, **kwargs: Any) -> None:
+        super().__init__(data, *args, **kwargs)
+        self.tenant = tenant
+
+    @property
+    def form(self) -> RunSelectionForm:
+        form = cast(RunSelectionForm, super().form)
+        form.tenant = self.tenant
+        return form
+
+
+def run_selection(values: Mapping[str, Any], tenant: Any) -> RunTraceFilter:
+    """A new run's trace selection in `tenant`, from the API's `filters` or the new-run page's
+    fields: an empty value selects by nothing. Valid: `selection_filters` is what is stored."""
+    data = {name: str(value) for name, value in values.items() if value not in (None, "")}
+    return RunTraceFilter(data, queryset=RunTrace.objects.filter(tenant=tenant), tenant=tenant)
+
+
+def selection_filters(selection: RunTraceFilter) -> dict[str, Any]:
+    """The run's `trace_filters` of a valid selection: texts, an upload id, ISO times."""
+    cleaned = selection.form.cleaned_data
+    return {
+        name: value.isoformat() if isinstance(value, datetime) else value
+        for name, value in cleaned.items()
+        if value not in (None, "")
+    }
+
+
+def selection_issues(selection: RunTraceFilter, prefix: str = "") -> list[Issue]:
+    """The refusals of an invalid selection, each at its field (`prefix` + /name)."""
+    return [Issue(f"{prefix}/{name}", str(errors[0])) for name, errors in selection.form.errors.items()]
 
 
 class ViolationFilter(StrictFilterSet):
