@@ -4,6 +4,8 @@ import django.db.models.deletion
 import django.db.models.functions.comparison
 from django.db import migrations, models
 
+from traces.migration_operations import AddUniqueIndexConcurrently, RemoveUniqueIndexConcurrently
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -12,10 +14,15 @@ class Migration(migrations.Migration):
         ("traces", "0018_violation_keys_kept_by_django"),
     ]
 
+    # On PostgreSQL the unique indexes are built and dropped CONCURRENTLY, writes going on
+    # (traces/migration_operations.py); the schema is the one of the plain operations that
+    # this migration first had, so a deployment that applied it then has the same.
+    atomic = False
+
     # The one key first: results are never without one, and a trace's results never
     # without an index, while the three it replaces are dropped.
     operations = [
-        migrations.AddConstraint(
+        AddUniqueIndexConcurrently(
             model_name="evaluationresult",
             constraint=models.UniqueConstraint(
                 models.F("trace"),
@@ -24,8 +31,8 @@ class Migration(migrations.Migration):
                 name="result_per_trace_revision_run",
             ),
         ),
-        migrations.RemoveConstraint(model_name="evaluationresult", name="result_per_run"),
-        migrations.RemoveConstraint(model_name="evaluationresult", name="result_per_runtime_verdict"),
+        RemoveUniqueIndexConcurrently(model_name="evaluationresult", name="result_per_run"),
+        RemoveUniqueIndexConcurrently(model_name="evaluationresult", name="result_per_runtime_verdict"),
         migrations.AlterField(
             model_name="evaluationresult",
             name="trace",

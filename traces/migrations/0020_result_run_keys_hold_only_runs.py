@@ -2,6 +2,8 @@
 
 from django.db import migrations, models
 
+from traces.migration_operations import AddIndexConcurrently, RemoveIndexConcurrently
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -10,10 +12,15 @@ class Migration(migrations.Migration):
         ("traces", "0019_results_one_key_per_trace_revision_run"),
     ]
 
+    # On PostgreSQL the indexes are dropped and built CONCURRENTLY, writes going on
+    # (traces/migration_operations.py); the schema is the one of the plain operations that
+    # this migration first had, so a deployment that applied it then has the same.
+    atomic = False
+
     operations = [
-        migrations.RemoveIndex(model_name="evaluationresult", name="result_run_status_key"),
-        migrations.RemoveIndex(model_name="evaluationresult", name="result_run_guardrail_key"),
-        migrations.AddIndex(
+        RemoveIndexConcurrently(model_name="evaluationresult", name="result_run_status_key"),
+        RemoveIndexConcurrently(model_name="evaluationresult", name="result_run_guardrail_key"),
+        AddIndexConcurrently(
             model_name="evaluationresult",
             index=models.Index(
                 condition=models.Q(("evaluation__isnull", False)),
@@ -21,7 +28,7 @@ class Migration(migrations.Migration):
                 name="result_run_status_key",
             ),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name="evaluationresult",
             index=models.Index(
                 condition=models.Q(("evaluation__isnull", False)),

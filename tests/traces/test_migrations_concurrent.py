@@ -1,0 +1,79 @@
+"""Migrations traces 0019 and 0020 build the results table's indexes CONCURRENTLY on
+PostgreSQL (no write lock on a large table) and plainly on SQLite; either way they apply,
+unapply and apply again to the same schema, and an interrupted build is finished by the
+next `migrate` (traces/migration_operations.py)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TABLE = "traces_evaluationresult"
+BEFORE = "0018_violation_keys_kept_by_django"
+
+
+def schema() -> dict[str, str]:
+    """The results table's indexes and constraints, by name, as the database defines them."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", [TABLE])
+            rows = cursor.fetchall()
+            cursor.execute(
+                "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass", [TABLE]
+            )
+            return dict(rows + cursor.fetchall())
+        cursor.execute("SELECT name, sql FROM sqlite_master WHERE tbl_name = %s", [TABLE])
+        return dict(cursor.fetchall())
+
+
+def migrate(*target: str) -> None:
+    call_command("migrate", *target, verbosity=0)
+
+
+def test_the_index_migrations_apply_unapply_and_apply_again_to_the_same_schema() -> None:
+    migrated = schema()
+    assert "result_per_trace_revision_run" in migrated and "result_run_status_key" in migrated
+    try:
+        migrate("traces", BEFORE)
+        before = schema()
+        assert "result_per_run" in before and "result_per_trace_revision_run" not in before
+    finally:
+        migrate()
+    assert schema() == migrated
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="CONCURRENTLY is PostgreSQL's")
+def test_on_postgresql_the_indexes_are_built_and_dropped_concurrently() -> None:
+    for name in ("0019", "0020"):
+        out = io.StringIO()
+        call_command("sqlmigrate", "traces", name, stdout=out)
+        statements = [line for line in out.getvalue().splitlines() if line.startswith(("CREATE", "DROP"))]
+        assert statements and all(" CONCURRENTLY " in line for line in statements), statements
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="an INVALID index is PostgreSQL's")
+@pytest.mark.parametrize("valid", [False, True])
+def test_an_interrupted_build_is_finished_by_the_next_migrate(valid: bool) -> None:
+    """A killed `migrate` leaves the new key INVALID (or built, the migration not recorded):
+    the next one builds it again (or keeps it) and records the migration."""
+    migrated = schema()
+    try:
+        migrate("traces", BEFORE)
+        with connection.cursor() as cursor:
+            cursor.execute(migrated["result_per_trace_revision_run"])
+            if not valid:
+                cursor.execute(
+                    "UPDATE pg_index SET indisvalid = false"
+                    " WHERE indexrelid = 'result_per_trace_revision_run'::regclass"
+                )
+    finally:
+        migrate()
+    assert schema() == migrated
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT bool_and(indisvalid) FROM pg_index WHERE indrelid = %s::regclass", [TABLE])
+        assert cursor.fetchone() == (True,)
