@@ -25,6 +25,29 @@ from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
 from kindgi_console.tenancy.scoping import Caller
 
+#: Ids that are the name of another route under guardrails/: the API's `validate`, `export`,
+#: `try` and `preview`, the pages' `new` and `import`. A guardrail with one could be saved
+#: but not read, replaced or deleted at its own URL (the other route answers, 405 or its
+#: own page), so the console refuses them at /id. They are valid in the wire contract:
+#: validate_guardrail and guardrail_ci take them. tests/guardrails/test_route_ids.py
+#: checks this set against the URLconf.
+ROUTE_IDS = frozenset({"validate", "export", "try", "preview", "new", "import"})
+
+
+def route_id_issues(document: object) -> list[Issue]:
+    """The console's refusal of an id that is the name of another route under guardrails/."""
+    guardrail_id = document.get("id") if isinstance(document, dict) else None
+    if not isinstance(guardrail_id, str) or guardrail_id not in ROUTE_IDS:
+        return []
+    return [
+        Issue(
+            "/id",
+            f"{guardrail_id!r} is the name of another route under guardrails/ "
+            f"({', '.join(sorted(ROUTE_IDS))}): the console could not address the guardrail at its "
+            "own URL; choose another id",
+        )
+    ]
+
 
 def register_document(document: object) -> Registration:
     """Schema validation and registration of a wire document, saving nothing.
@@ -41,6 +64,7 @@ def register_document(document: object) -> Registration:
         policy=deployment.registration_policy(),
     )
     limits = validate_console_limits(document) if isinstance(document, dict) else []
+    limits += route_id_issues(document)
     if limits:
         known = set(registration.errors)
         registration.errors += [issue for issue in limits if issue not in known]

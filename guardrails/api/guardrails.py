@@ -127,10 +127,18 @@ class GuardrailDetailView(GuardrailBaseView):
             )
         return guardrail
 
-    # 405: an id that names another route under guardrails/ (validate, try, export, preview),
-    # which answers the methods it does not take with 405.
+    # 405: the path is another route's, which answers the methods it does not take with 405:
+    # `validate`, `export`, `try` or `preview`, ids the console refuses at save (400 at /id,
+    # services.ROUTE_IDS), so no guardrail has one; or an id stored before the id alphabet
+    # that holds a "/" and ends in another route (`/revisions`, `/shadow`, `/quality`).
     @extend_schema(
-        operation_id="guardrails_read", responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404, 405)}
+        operation_id="guardrails_read",
+        description=(
+            "The guardrail's current document. An id is never the name of another route under "
+            "guardrails/ (validate, export, try, preview, new, import): the console refuses those "
+            "ids at save; such a path is that route's (405 for a method it does not take)."
+        ),
+        responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404, 405)},
     )
     def get(self, request: Request, guardrail_id: str) -> Response:
         return document_response(self.get_object())
