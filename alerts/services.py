@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from alerts.models import AlertRule, Channel
 from alerts.rules import validate_params
-from guardrails.engine.types import Issue
+from guardrails.engine.types import Issue, IssuesError
 from guardrails.models import Guardrail
 from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.models import Tenant
@@ -35,6 +35,12 @@ class Checked:
 
     fields: dict[str, Any] = field(default_factory=dict)
     issues: list[Issue] = field(default_factory=list)
+
+    def valid_fields(self) -> dict[str, Any]:
+        """The clean fields; IssuesError (400, each issue at its field) when something is wrong."""
+        if self.issues:
+            raise IssuesError(self.issues)
+        return self.fields
 
 
 MAX_PK = 2**63 - 1

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
+import time
 from collections.abc import Iterable
 from typing import Any
+
+#: The benches' halting guardrail: a zero-llm check that halts a turn calling issue_refund.
+NO_REFUNDS: dict[str, Any] = {
+    "id": "no-refunds",
+    "kind": "zero-llm",
+    "check": "never-call-tool",
+    "config": {"tools": ["issue_refund"]},
+    "action": {"on-violation": "halt"},
+    "severity": "critical",
+}
 
 
 def setup_django(database: str) -> None:
@@ -53,3 +65,17 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def median_get_ms(client: Any, url: str, repeats: int) -> float:
+    """The median of `repeats` timed GETs of `url`, in milliseconds, after one GET that warms
+    up; every answer must be 200."""
+    answer = client.get(url)
+    assert answer.status_code == 200, (url, answer.content[:300])
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        response = client.get(url)
+        samples.append(time.perf_counter() - started)
+        assert response.status_code == 200, url
+    return statistics.median(samples) * 1000

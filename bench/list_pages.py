@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import html
 import re
-import statistics
 import sys
 import time
 from datetime import timedelta
@@ -34,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import setup_django  # noqa: E402
+from bench.common import NO_REFUNDS, median_get_ms, setup_django  # noqa: E402
 
 PAGES = [
     ("violations list", "/violations/"),
@@ -65,17 +64,7 @@ def arrange() -> dict[str, Any]:
     globex = Tenant.objects.create(slug="globex")
     user = User.objects.create_user("bench", password="bench-pass-1")
     Membership.objects.create(user=user, tenant=acme, role="reviewer")
-    guardrail = save_guardrail(
-        {
-            "id": "no-refunds",
-            "kind": "zero-llm",
-            "check": "never-call-tool",
-            "config": {"tools": ["issue_refund"]},
-            "action": {"on-violation": "halt"},
-            "severity": "critical",
-        },
-        Author(user=None, label="bench"),
-    )
+    guardrail = save_guardrail(dict(NO_REFUNDS), Author(user=None, label="bench"))
     return {
         "tenants": [acme.pk, globex.pk],
         "guardrail": guardrail.pk,
@@ -181,15 +170,7 @@ def time_pages(user: Any, repeats: int) -> dict[str, float]:
     assert found, "the violation list has a single page: give more rows"
     next_url = html.unescape(found.group(1))
     for name, url in PAGES:
-        target = next_url if url is None else url.format(**names)
-        assert client.get(target).status_code == 200, target
-        samples = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            response = client.get(target)
-            samples.append(time.perf_counter() - started)
-            assert response.status_code == 200
-        timings[name] = statistics.median(samples) * 1000
+        timings[name] = median_get_ms(client, next_url if url is None else url.format(**names), repeats)
     return timings
 
 

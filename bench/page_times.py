@@ -12,7 +12,6 @@ Prints, never asserts: timings depend on the machine (and this one is shared).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -70,18 +69,13 @@ def pages() -> list[tuple[str, str]]:
 def time_pages(user: Any, repeats: int) -> list[tuple[str, str, float]]:
     from django.test import Client
 
+    from bench.common import median_get_ms
+
     client = Client()
     client.force_login(user)
     rows = []
     for name, url in pages():
-        assert client.get(url).status_code == 200, url
-        samples = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            response = client.get(url)
-            samples.append(time.perf_counter() - started)
-            assert response.status_code == 200, url
-        rows.append((name, url, statistics.median(samples) * 1000))
+        rows.append((name, url, median_get_ms(client, url, repeats)))
     return rows
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import NO_REFUNDS, median_get_ms  # noqa: E402
 from bench.common import setup_django as fresh_database  # noqa: E402
 
 
@@ -48,14 +48,7 @@ def arrange() -> dict[str, Any]:
     from traces.models import Evaluation
 
     acme = Tenant.objects.create(slug="acme")
-    document = {
-        "id": "no-refunds",
-        "kind": "zero-llm",
-        "check": "never-call-tool",
-        "config": {"tools": ["issue_refund"]},
-        "action": {"on-violation": "halt"},
-        "severity": "critical",
-    }
+    document = dict(NO_REFUNDS)
     author = Author(user=None, label="bench")
     guardrail = save_guardrail(document, author)
     old = Evaluation.objects.create(tenant=acme, status="succeeded")
@@ -181,14 +174,7 @@ def time_all(ids: dict[str, Any], repeats: int) -> dict[str, float]:
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {ids['key']}")
     timings = {}
     for name, url in endpoints(ids, client):
-        answer = client.get(url)
-        assert answer.status_code == 200, (url, answer.content[:300])
-        samples = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            client.get(url)
-            samples.append(time.perf_counter() - started)
-        timings[name] = statistics.median(samples) * 1000
+        timings[name] = median_get_ms(client, url, repeats)
     return timings
 
 

@@ -21,7 +21,8 @@ WIRE_SCHEMAS = {
     "GuardrailConsoleLimits": CONSOLE_LIMITS_SCHEMA,
 }
 
-#: The API's one error shape: every 4xx answer is `{"errors": [{path, message}]}`.
+#: The API's one error shape (kindgi_console.api.exception_handler): every 4xx answer is
+#: `{"errors": [{path, message}]}`; the `Errors` component of the description, too.
 ERRORS_SCHEMA = {
     "type": "object",
     "required": ["errors"],
@@ -31,7 +32,10 @@ ERRORS_SCHEMA = {
             "items": {
                 "type": "object",
                 "required": ["path", "message"],
-                "properties": {"path": {"type": "string"}, "message": {"type": "string"}},
+                "properties": {
+                    "path": {"type": "string", "description": "JSON pointer of the field"},
+                    "message": {"type": "string"},
+                },
             },
         }
     },
@@ -105,24 +109,6 @@ def filter_parameters(filterset_class: Any) -> list[Any]:
     return parameters
 
 
-#: The error shape of every API error (kindgi_console.api.exception_handler).
-ERRORS_COMPONENT = {
-    "type": "object",
-    "required": ["errors"],
-    "properties": {
-        "errors": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["path", "message"],
-                "properties": {
-                    "path": {"type": "string", "description": "JSON pointer of the field"},
-                    "message": {"type": "string"},
-                },
-            },
-        }
-    },
-}
 _COMMON_ERRORS = {
     "400": "A parameter or the body is invalid: each error names its field.",
     "401": "No credentials, or an unknown or revoked key.",
@@ -138,7 +124,7 @@ def add_common_error_responses(result: dict[str, Any], generator: Any, request: 
     answer (the base view's authentication, permissions, throttle, parser and the
     database), each in the one error shape; 404 where the path names an object."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
-    schemas.setdefault("Errors", ERRORS_COMPONENT)
+    schemas.setdefault("Errors", ERRORS_SCHEMA)
     errors = {"application/json": {"schema": ref("Errors")}}
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():

@@ -111,10 +111,7 @@ class AlertRuleListView(TenantObjectView):
     def post(self, request: Request) -> Response:
         body = self.body()
         tenant = self.caller.tenant_for_write(self.tenant_slug(body), "author")
-        checked = services.check_rule(body, tenant)
-        if checked.issues:
-            raise ApiError(checked.issues)
-        rule = services.save_rule(tenant, checked.fields, self.caller)
+        rule = services.save_rule(tenant, services.check_rule(body, tenant).valid_fields(), self.caller)
         return Response(rule_json(rule), status=status.HTTP_201_CREATED)
 
 
@@ -130,10 +127,8 @@ class AlertRuleDetailView(TenantObjectView):
     @extend_schema(operation_id="alert_rules_replace", request=RULE_BODY, responses={200: RULE, **WRITE_ERRORS})
     def put(self, request: Request, pk: int) -> Response:
         rule = self.one(pk, write=True)
-        checked = services.check_rule(self.body(), rule.tenant, rule)
-        if checked.issues:
-            raise ApiError(checked.issues)
-        rule = services.save_rule(rule.tenant, checked.fields, self.caller, rule)
+        fields = services.check_rule(self.body(), rule.tenant, rule).valid_fields()
+        rule = services.save_rule(rule.tenant, fields, self.caller, rule)
         return Response(rule_json(rule))
 
     @extend_schema(operation_id="alert_rules_delete", responses={204: None, **error_responses(401, 403, 404)})
@@ -159,10 +154,7 @@ class ChannelListView(TenantObjectView):
     def post(self, request: Request) -> Response:
         body = self.body()
         tenant = self.caller.tenant_for_write(self.tenant_slug(body), "author")
-        checked = services.check_channel(body, tenant)
-        if checked.issues:
-            raise ApiError(checked.issues)
-        channel = services.save_channel(tenant, checked.fields, self.caller)
+        channel = services.save_channel(tenant, services.check_channel(body, tenant).valid_fields(), self.caller)
         return Response(channel_json(channel, with_secret=True), status=status.HTTP_201_CREATED)
 
 
@@ -180,10 +172,8 @@ class ChannelDetailView(TenantObjectView):
     )
     def put(self, request: Request, pk: int) -> Response:
         channel = self.one(pk, write=True)
-        checked = services.check_channel(self.body(), channel.tenant, channel)
-        if checked.issues:
-            raise ApiError(checked.issues)
-        return Response(channel_json(services.save_channel(channel.tenant, checked.fields, self.caller, channel)))
+        fields = services.check_channel(self.body(), channel.tenant, channel).valid_fields()
+        return Response(channel_json(services.save_channel(channel.tenant, fields, self.caller, channel)))
 
     @extend_schema(operation_id="alert_channels_delete", responses={204: None, **error_responses(401, 403, 404)})
     def delete(self, request: Request, pk: int) -> Response:
