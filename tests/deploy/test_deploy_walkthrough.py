@@ -13,7 +13,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ import httpx
 import pytest
 
 from guardrails.engine.environment import DECLARED
+from tests.traces.workers import answers, free_port, serving
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,18 +55,6 @@ def commands(block: str) -> list[list[str]]:
         pending = ""
     assert not pending, f"an unclosed quotation in the README's block: {pending}"
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def answers(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def wait_for(condition: Any, timeout: float, what: str, logs: Path | None = None) -> None:
@@ -171,12 +159,8 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
     )
-    try:
-        wait_for(lambda: answers(port), 15, "redis-server to start")
+    with serving(process, port, 15, "redis-server to start"):
         yield f"127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.traces.workers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -70,12 +72,6 @@ def test_a_free_port_is_announced_and_served() -> None:
                 process.terminate()
                 process.wait(timeout=15)
     raise AssertionError("every free port found was taken before the console could start")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_make_run_checks_the_port_before_migrating() -> None:

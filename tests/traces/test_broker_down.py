@@ -5,7 +5,6 @@ its own and a real worker."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,25 +18,11 @@ from django.db.models import Count
 
 from tests.conftest import make_trace
 from tests.traces import workers
-from tests.traces.workers import ROOT, Worker, wait_for
+from tests.traces.workers import ROOT, Worker, answers, free_port, serving, wait_for
 from traces import outbox
 from traces.models import EvaluationResult, PendingRuntimeEvaluation, RunTrace
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class RedisServer:
@@ -92,12 +77,8 @@ def web(redis_server: RedisServer, tmp_path: Path) -> Iterator[str]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    try:
-        wait_for(lambda: answers(port), 30, "the web server to start")
+    with serving(process, port, 30, "the web server to start"):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def test_traces_stored_while_the_broker_is_down_are_evaluated_once_it_is_back(

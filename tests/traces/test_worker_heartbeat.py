@@ -16,9 +16,8 @@ from django.test import Client
 from django.utils import timezone
 
 from tests.traces import workers
-from tests.traces.test_broker_down import answers, free_port
 from tests.traces.test_worker_recovery import real_broker  # noqa: F401 - a fixture
-from tests.traces.workers import ROOT, wait_for
+from tests.traces.workers import ROOT, answers, free_port, wait_for
 from traces import evaluations, heartbeat
 from traces.models import Upload, WorkerHeartbeat
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -106,3 +108,30 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, worker: W
         time.sleep(0.05)
     log = worker.output() if worker is not None else ""
     raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{log}")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def answers(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:`port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def serving(process: subprocess.Popen[bytes], port: int, seconds: float, what: str) -> Iterator[None]:
+    """While `process` serves on `port` (waited for, up to `seconds`); terminated after."""
+    try:
+        wait_for(lambda: answers(port), seconds, what)
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
