@@ -287,7 +287,7 @@ def evaluate_chunk(chunk_id: int) -> bool:
     is renewed by a heartbeat while it runs (`LeaseKeeper`), so a short lease tells a lost
     worker in seconds; a batch is written only while the run is still running.
     """
-    with bulk.commits_without_waiting_for_disk():
+    with bulk.commits_without_waiting_for_disk(), bulk.without_cycle_collection():
         return _evaluate_chunk(chunk_id)
 
 
