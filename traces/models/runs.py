@@ -104,10 +104,10 @@ class EvaluationResult(models.Model):
     as `on_delete` says) and not by database constraints, whose per-row checks cost four
     fifths of an insert and lock the run's, tenant's and guardrail's rows from every
     writer at once (`traces.bulk` writes only keys it has just read). Results are looked up
-    by run (`result_run_status_key`, `result_run_guardrail_key`) and by trace (the unique
-    key `result_per_trace_revision_run` leads with it), never by tenant, guardrail or revision
-    alone (only deleting one of those, which the console does not do, would scan them), so
-    those keys have no index of their own to keep up on every insert.
+    by run (`result_run_key`) and by trace (the unique key `result_per_trace_revision_run`
+    leads with it), never by tenant, guardrail or revision alone (only deleting one of
+    those, which the console does not do, would scan them), so those keys have no index of
+    their own to keep up on every insert.
 
     A run also stores its `skipped` results, with `skip_reason` naming the part of the
     scope that did not select the trace (guardrails.engine.evaluate.SKIP_PARTS) and
@@ -162,20 +162,16 @@ class EvaluationResult(models.Model):
             )
         ]
         indexes = [
-            # A run's results page is a keyset on (status, id), filtered by guardrail or not:
-            # each of its pages reads one range of one of these two indexes. Only a run's
-            # results are in them: the runtime's (no run), never read by run, cost no
-            # index entries when ingestion and `POST evaluate` write them.
+            # A run's results page is a keyset on (status, guardrail, id): each of its pages
+            # reads one range of this index (filtered by guardrail and not by status, one per
+            # status), as do a run's summary and the fails of a guardrail that compare reads.
+            # Only a run's results are in it: the runtime's (no run), never read by run, cost
+            # no index entries when ingestion and `POST evaluate` write them.
             models.Index(
-                fields=["evaluation", "status", "id"],
-                name="result_run_status_key",
+                fields=["evaluation", "status", "guardrail", "id"],
+                name="result_run_key",
                 condition=models.Q(evaluation__isnull=False),
-            ),
-            models.Index(
-                fields=["evaluation", "guardrail", "status", "id"],
-                name="result_run_guardrail_key",
-                condition=models.Q(evaluation__isnull=False),
-            ),
+            )
         ]
 
     def __str__(self) -> str:
