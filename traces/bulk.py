@@ -168,6 +168,10 @@ def evaluate_rows(
     bound = services.bound()
     rows: list[ResultRow] = []
     append = rows.append
+    new_row = tuple.__new__  # a ResultRow without the Python call of its __new__, per evaluation
+    # Per guardrail, the last verdict and what it stores: a plan gives the same verdict
+    # object for every pass and every skip of a context, so most are converted once.
+    last: list[tuple[Any, str, str]] = [((), "", "{}")] * len(targets)
     for trace in traces:
         document = trace.document
         get = document.get
@@ -176,36 +180,46 @@ def evaluate_rows(
         if plan is None:
             plan = plans[key] = engine.plan(guardrails, Context(mode, *key, services=bound))
         verdict = plan.verdict
+        tenant_id, trace_pk, agent, flow = trace.tenant_id, trace.pk, trace.agent or "", trace.flow or ""
         for index, guardrail_pk, revision_pk, action, severity, shadow, item in targets:
             if shadow and not item.sampled(trace.trace_id):
                 continue
             started = perf_counter()
-            status, reason, details = verdict(index, document)
-            if shadow and mark_shadow:
-                details = {**details, "shadow": True}
-            if status != "skipped" or keep_skipped:
+            given = verdict(index, document)
+            duration = (perf_counter() - started) * 1000
+            status, reason, details = given
+            if status == "skipped" and not keep_skipped:
+                continue
+            seen, skip, stored = last[index]
+            if given is not seen or (shadow and mark_shadow):
+                if shadow and mark_shadow:
+                    details = {**details, "shadow": True}
                 skip, stored = _stored_details(status, details)
-                append(
-                    ResultRow(
-                        trace.tenant_id,
-                        trace.pk,
+                last[index] = (given, skip, stored)
+            append(
+                new_row(
+                    ResultRow,
+                    (
+                        tenant_id,
+                        trace_pk,
                         guardrail_pk,
                         revision_pk,
                         evaluation_id,
                         mode,
                         status,
                         reason or "",
-                        (perf_counter() - started) * 1000,
+                        duration,
                         stored,
                         now,
                         skip,
                         shadow,
                         action,
                         severity,
-                        trace.agent or "",
-                        trace.flow or "",
-                    )
+                        agent,
+                        flow,
+                    ),
                 )
+            )
     return rows
 
 
