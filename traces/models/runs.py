@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Value
@@ -94,6 +96,22 @@ class EvaluationChunk(models.Model):
         return f"chunk {self.number} of evaluation {self.evaluation_id} ({self.status})"
 
 
+class ByteOrderCharField(models.CharField):  # type: ignore[type-arg]
+    """A CharField of ASCII codes compared byte by byte on PostgreSQL (collation "C").
+
+    A result's `status` leads its run's index after the run: in the database's own
+    collation every comparison of an insert's descent went through the locale (strcoll),
+    which was half the cost of keeping that index up. The codes are lowercase ASCII, so
+    their order and equality are the same in either collation; SQLite compares bytes anyway.
+    """
+
+    def db_parameters(self, connection: Any) -> dict[str, Any]:
+        parameters: dict[str, Any] = super().db_parameters(connection)
+        if connection.vendor == "postgresql":
+            parameters["collation"] = "C"
+        return parameters
+
+
 class EvaluationResult(models.Model):
     """One guardrail revision evaluated against one trace, in a run or at the runtime.
 
@@ -140,7 +158,7 @@ class EvaluationResult(models.Model):
         db_index=False,
     )
     mode = models.CharField(max_length=10, choices=MODES)
-    status = models.CharField(max_length=10, choices=Status.choices)
+    status = ByteOrderCharField(max_length=10, choices=Status.choices)
     reason = models.TextField(blank=True)
     skip_reason = models.CharField(
         max_length=20, blank=True, default="", help_text="of a skipped result: the scope part that did not select"
