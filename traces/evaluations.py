@@ -304,7 +304,8 @@ def _evaluate_chunk(chunk_id: int) -> bool:
             if not evaluate_batch(run, targets, batch, fresh=chunk.attempts == 1):
                 return False  # the run was cancelled or failed: this batch wrote nothing
             reached += len(batch)
-            count_progress(chunk, reached)
+            if reached < chunk.size:  # the last batch is counted as the chunk completes, at once
+                count_progress(chunk, reached)
     return complete_chunk(chunk)
 
 
