@@ -15,6 +15,9 @@ example guardrails, then times, on the same traces and guardrails:
 - an evaluation run on 1 and on 2 real Celery workers (concurrency 1 each) on the broker
   of CELERY_BROKER_URL (Redis), from the request to the run's `succeeded`.
 
+It also prints the peak memory of the workers (VmHWM of each worker and its pool process,
+read from /proc before they stop; the CI command's is `bench/guardrail_ci.py`'s to measure).
+
 Rates are guardrail evaluations per second (traces x guardrails, as the CI command counts
 them); each path is printed as a ratio of the CI path's rate (the target is 0.25 or more),
 by wall time and, for the paths run in this process, by CPU time (this process and its
@@ -195,6 +198,29 @@ def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
         worker.wait(timeout=30)
 
 
+#: The peak resident memory (MB) of each worker process and its pool process, read before it stops.
+WORKER_PEAKS: list[float] = []
+
+
+def peak_rss_of_group(group: int) -> float:
+    """The largest peak resident set (VmHWM, MB) of the processes of a process group: a
+    worker started in its own session and its pool process. Read from /proc while they
+    live: getrusage(RUSAGE_CHILDREN) would count, for every child, this process's own peak
+    at the moment it was started (Linux keeps the parent's high-water mark across exec)."""
+    peak = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            status = (stat.parent / "status").read_text()
+        except (OSError, IndexError, ValueError):
+            continue  # a process that ended meanwhile
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                peak = max(peak, int(line.split()[1]))
+    return peak / 1024
+
+
 def time_run_on_workers(tenant: Any, count: int, url: str, log_dir: Path) -> Timing:
     from kindgi_console.celery import app
     from traces import evaluations
@@ -209,6 +235,7 @@ def time_run_on_workers(tenant: Any, count: int, url: str, log_dir: Path) -> Tim
         while Evaluation.objects.filter(pk=run.pk).values_list("status", flat=True).get() in ("queued", "running"):
             time.sleep(0.02)
         seconds = time.perf_counter() - started
+        WORKER_PEAKS.extend(peak_rss_of_group(worker.pid) for worker in workers)
     finally:
         stop_workers(workers)
     status = Evaluation.objects.get(pk=run.pk).status
@@ -243,8 +270,9 @@ def main() -> None:
                     f"evaluation run, {count} worker(s)", partial(time_run_on_workers, tenant, count, url, folder), ci
                 )
             )
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"\nlargest peak RSS of a child process (the CI command, a worker or its pool process): {peak:.0f} MB")
+    if WORKER_PEAKS:
+        print(f"\nlargest peak RSS of a worker or its pool process: {max(WORKER_PEAKS):.0f} MB", end="")
+        print(f" (this process, holding the traces it stored: {own_peak_mb():.0f} MB)")
     print(f"{'path':<38} {'seconds':>8} {'evaluations/s':>14} {'CI s':>6} {'ratio to CI':>12} {'CPU ratio':>10}")
     for name, (seconds, cpu), (ci_seconds, ci_cpu) in rows:
         cpu_ratio = f"{ci_cpu / cpu:10.3f}" if cpu and ci_cpu else f"{'':>10}"
@@ -252,6 +280,10 @@ def main() -> None:
             f"{name:<38} {seconds:>8.2f} {evaluations / seconds:>14,.0f} {ci_seconds:>6.2f} "
             f"{ci_seconds / seconds:>12.3f} {cpu_ratio}"
         )
+
+
+def own_peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def side_by_side(name: str, path: Callable[[], Timing], ci: Callable[[], Timing]) -> tuple[str, Timing, Timing]:

@@ -8,7 +8,7 @@ older, more in the newer), a violation per failure of the newer run, a fifth of 
 as false positives. It times each endpoint in process (the median of several requests after
 a warm-up), grows to the large size, times again, and prints both with their ratio.
 
-The results list is a keyset on (status, id) over an index, so its pages cost the same at
+The results list is a keyset on (status, guardrail, id) over an index, so its pages cost the same at
 any size (ratio about 1). Compare reads a comparison computed once in the background and
 kept (`traces.comparisons`: its figures and a keyset page of changed traces), and quality
 reads the daily roll-up (`ViolationDay`) that the writers and the review keep: neither

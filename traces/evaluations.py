@@ -266,7 +266,7 @@ def evaluate_chunk(chunk_id: int) -> bool:
     is renewed by a heartbeat while it runs (`LeaseKeeper`), so a short lease tells a lost
     worker in seconds; a batch is written only while the run is still running.
     """
-    with bulk.commits_without_waiting_for_disk():
+    with bulk.commits_without_waiting_for_disk(), bulk.without_cycle_collection():
         return _evaluate_chunk(chunk_id)
 
 
@@ -283,7 +283,8 @@ def _evaluate_chunk(chunk_id: int) -> bool:
             if not evaluate_batch(run, targets, batch, fresh=chunk.attempts == 1):
                 return False  # the run was cancelled or failed: this batch wrote nothing
             reached += len(batch)
-            count_progress(chunk, reached)
+            if reached < chunk.size:  # the last batch is counted as the chunk completes, at once
+                count_progress(chunk, reached)
     return complete_chunk(chunk)
 
 

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from guardrails.models import Guardrail
 from traces import signals
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult
 
@@ -78,18 +79,24 @@ def run_summary(evaluation_id: int) -> dict[str, dict[str, int]]:
     """
     run = Evaluation.objects.filter(pk=evaluation_id).values("done").first()
     done = run["done"] if run else 0
-    names = Evaluation.revisions.through.objects.filter(evaluation_id=evaluation_id).values_list(
-        "guardrailrevision__guardrail__guardrail_id", flat=True
+    names = dict(
+        Evaluation.revisions.through.objects.filter(evaluation_id=evaluation_id).values_list(
+            "guardrailrevision__guardrail_id", "guardrailrevision__guardrail__guardrail_id"
+        )
     )
-    summary = {name: dict.fromkeys(STATUSES, 0) for name in sorted(names)}
-    counts = (
+    summary = {name: dict.fromkeys(STATUSES, 0) for name in sorted(names.values())}
+    # Counted by the guardrail's key, named after: a join per result cost twice the count.
+    counts = list(
         EvaluationResult.objects.filter(evaluation_id=evaluation_id)
-        .values_list("guardrail__guardrail_id", "status")
+        .values_list("guardrail_id", "status")
         .annotate(n=Count("id"))
         .order_by()
     )
-    for name, status, n in counts:
-        summary.setdefault(name, dict.fromkeys(STATUSES, 0))[status] = n
+    unnamed = {pk for pk, _, _ in counts} - set(names)
+    if unnamed:  # a run whose revisions were unlinked since (not done by the console)
+        names.update(Guardrail.objects.filter(pk__in=unnamed).values_list("pk", "guardrail_id"))
+    for pk, status, n in counts:
+        summary.setdefault(names[pk], dict.fromkeys(STATUSES, 0))[status] = n
     for row in summary.values():
         row["skipped"] = max(row["skipped"], done - row["pass"] - row["fail"] - row["error"])
     return summary

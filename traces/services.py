@@ -130,12 +130,13 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
         return 0
     evaluated = 0
     selection = RunTrace.objects.filter(pk__in=ids)
-    for batch in bulk.stored_traces(selection, max(len(ids), 1)):
-        rows = runtime_rows(batch, enforced)
-        # An ingested batch is evaluated once (a redelivered task finds its results stored).
-        bulk.store_rows(rows, fresh=True)
-        bulk.withhold_outputs(sorted({row.trace_id for row in rows if halts(row)}))
-        evaluated += len(batch)
+    with bulk.without_cycle_collection():
+        for batch in bulk.stored_traces(selection, max(len(ids), 1)):
+            rows = runtime_rows(batch, enforced)
+            # An ingested batch is evaluated once (a redelivered task finds its results stored).
+            bulk.store_rows(rows, fresh=True)
+            bulk.withhold_outputs(sorted({row.trace_id for row in rows if halts(row)}))
+            evaluated += len(batch)
     return evaluated
 
 

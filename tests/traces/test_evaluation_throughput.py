@@ -3,6 +3,7 @@ work fails for good (they end `failed`, with the reason on the API and the page)
 
 from __future__ import annotations
 
+import gc
 import html
 import time
 from typing import Any
@@ -61,6 +62,32 @@ def test_no_tenant_is_read_per_trace_when_no_judge_is_in_the_run(
     monkeypatch.setattr(ConsoleJudgeServices, "know_traces", lambda self, rows: known.append(rows))
     queries_of_one_chunk(acme, 20, settings)
     assert known == []
+
+
+def test_a_chunk_and_an_ingested_batch_pause_the_cycle_collector_and_restore_it(
+    acme: Any, guardrails: Any, settings: Any, monkeypatch: Any
+) -> None:
+    from traces.services import evaluate_stored_traces
+
+    seen: list[bool] = []
+    evaluate_rows = bulk.evaluate_rows
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return evaluate_rows(*args, **kwargs)
+
+    monkeypatch.setattr(bulk, "evaluate_rows", watched)
+    assert gc.isenabled()
+    queries_of_one_chunk(acme, 5, settings)
+    assert evaluate_stored_traces(list(RunTrace.objects.values_list("pk", flat=True))) == 5
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()  # a caller that paused it itself gets it back paused
+    try:
+        with bulk.without_cycle_collection():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_a_judge_learns_the_stored_traces_without_reading_their_tenants(acme: Any, db: Any) -> None:

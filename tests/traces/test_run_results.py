@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from guardrails.services import Author, save_guardrail
+from kindgi_console import paging
 from tests.conftest import make_guardrail, signed_in
 from tests.traces.test_evaluations import run_for, store_traces
 from traces.models import Evaluation, RunTrace
@@ -51,6 +52,27 @@ def test_the_results_list_filters_by_guardrail_and_status_and_pages_to_the_end(
     )
     assert first["reason"] and first["violation"] and first["reviewState"] == "open"
     assert first["traceUrl"].startswith("/traces/")
+
+
+def test_the_results_list_of_one_guardrail_pages_through_every_status_in_order(
+    api: Any, acme_key: str, acme: Any, guardrails: Any
+) -> None:
+    """Filtered by guardrail and not by status, each status is its own range of the run's
+    index: the pages go on from one status to the next, each result once."""
+    store_traces(acme, 9)
+    run = run_for(acme)
+    url = f"/api/v1/evaluations/{run.pk}/results"
+    rows = all_pages(api(acme_key), f"{url}?guardrail=no-refunds&limit=2")
+    assert [r["status"] for r in rows] == ["fail"] * 3 + ["pass"] * 6
+    assert len({r["id"] for r in rows}) == 9 and {r["guardrail"] for r in rows} == {"no-refunds"}
+    every = all_pages(api(acme_key), f"{url}?limit=5")
+    # By status, then guardrail (its key: the order it was created in), then as stored.
+    order = {name: n for n, name in enumerate(["no-refunds", "cite", "billing-only"])}
+    keys = [(r["status"], order[r["guardrail"]], r["id"]) for r in every]
+    assert keys == sorted(keys) and len(keys) == 27
+    old_style = paging.encode_text("fail", rows[0]["id"])  # (status, id): this list's cursor before
+    answer = api(acme_key).get(f"{url}?cursor={old_style}")
+    assert answer.status_code == 400 and answer.json()["errors"][0]["path"] == "/cursor"
 
 
 def test_a_skipped_result_says_which_part_of_the_scope_did_not_select(

@@ -177,7 +177,7 @@ RESULT_PARAMETERS = [
 
 
 class EvaluationResultsView(ConsoleAPIView):
-    """`GET evaluations/{id}/results`: the run's results, by status then as stored; cursor paged."""
+    """`GET evaluations/{id}/results`: the run's results, by status, guardrail, then as stored; cursor paged."""
 
     queryset = Evaluation.objects.all()
     filter_backends: list[Any] = []

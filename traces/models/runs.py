@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Value
@@ -94,6 +96,22 @@ class EvaluationChunk(models.Model):
         return f"chunk {self.number} of evaluation {self.evaluation_id} ({self.status})"
 
 
+class ByteOrderCharField(models.CharField):  # type: ignore[type-arg]
+    """A CharField of ASCII codes compared byte by byte on PostgreSQL (collation "C").
+
+    A result's `status` leads its run's index after the run: in the database's own
+    collation every comparison of an insert's descent went through the locale (strcoll),
+    which was half the cost of keeping that index up. The codes are lowercase ASCII, so
+    their order and equality are the same in either collation; SQLite compares bytes anyway.
+    """
+
+    def db_parameters(self, connection: Any) -> dict[str, Any]:
+        parameters: dict[str, Any] = super().db_parameters(connection)
+        if connection.vendor == "postgresql":
+            parameters["collation"] = "C"
+        return parameters
+
+
 class EvaluationResult(models.Model):
     """One guardrail revision evaluated against one trace, in a run or at the runtime.
 
@@ -104,10 +122,10 @@ class EvaluationResult(models.Model):
     as `on_delete` says) and not by database constraints, whose per-row checks cost four
     fifths of an insert and lock the run's, tenant's and guardrail's rows from every
     writer at once (`traces.bulk` writes only keys it has just read). Results are looked up
-    by run (`result_run_status_key`, `result_run_guardrail_key`) and by trace (the unique
-    key `result_per_trace_revision_run` leads with it), never by tenant, guardrail or revision
-    alone (only deleting one of those, which the console does not do, would scan them), so
-    those keys have no index of their own to keep up on every insert.
+    by run (`result_run_key`) and by trace (the unique key `result_per_trace_revision_run`
+    leads with it), never by tenant, guardrail or revision alone (only deleting one of
+    those, which the console does not do, would scan them), so those keys have no index of
+    their own to keep up on every insert.
 
     A run also stores its `skipped` results, with `skip_reason` naming the part of the
     scope that did not select the trace (guardrails.engine.evaluate.SKIP_PARTS) and
@@ -140,7 +158,7 @@ class EvaluationResult(models.Model):
         db_index=False,
     )
     mode = models.CharField(max_length=10, choices=MODES)
-    status = models.CharField(max_length=10, choices=Status.choices)
+    status = ByteOrderCharField(max_length=10, choices=Status.choices)
     reason = models.TextField(blank=True)
     skip_reason = models.CharField(
         max_length=20, blank=True, default="", help_text="of a skipped result: the scope part that did not select"
@@ -162,20 +180,16 @@ class EvaluationResult(models.Model):
             )
         ]
         indexes = [
-            # A run's results page is a keyset on (status, id), filtered by guardrail or not:
-            # each of its pages reads one range of one of these two indexes. Only a run's
-            # results are in them: the runtime's (no run), never read by run, cost no
-            # index entries when ingestion and `POST evaluate` write them.
+            # A run's results page is a keyset on (status, guardrail, id): each of its pages
+            # reads one range of this index (filtered by guardrail and not by status, one per
+            # status), as do a run's summary and the fails of a guardrail that compare reads.
+            # Only a run's results are in it: the runtime's (no run), never read by run, cost
+            # no index entries when ingestion and `POST evaluate` write them.
             models.Index(
-                fields=["evaluation", "status", "id"],
-                name="result_run_status_key",
+                fields=["evaluation", "status", "guardrail", "id"],
+                name="result_run_key",
                 condition=models.Q(evaluation__isnull=False),
-            ),
-            models.Index(
-                fields=["evaluation", "guardrail", "status", "id"],
-                name="result_run_guardrail_key",
-                condition=models.Q(evaluation__isnull=False),
-            ),
+            )
         ]
 
     def __str__(self) -> str:

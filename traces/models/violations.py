@@ -53,8 +53,16 @@ class Violation(models.Model):
     flow = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     state = models.CharField(max_length=20, choices=State.choices, default=State.OPEN)
+    # Set by a review, never by the writers of violations: no deferred check queued per
+    # inserted violation, and only reviewed ones in its index (a user deleted looks them up).
     reviewed_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
     )
     reviewed_by_label = models.CharField(
         max_length=200, blank=True, help_text="the reviewer's name, or the API key's label"
@@ -70,6 +78,9 @@ class Violation(models.Model):
             models.Index(fields=["tenant", "state", "-created_at"], name="violation_tenant_state"),
             models.Index(fields=["guardrail", "-created_at"], name="violation_guardrail_time"),
             models.Index(fields=["severity", "-created_at"], name="violation_severity_time"),
+            models.Index(
+                fields=["reviewed_by"], name="violation_reviewed_by", condition=models.Q(reviewed_by__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:
