@@ -206,7 +206,8 @@ def validate_runtrace_line(
         brackets = raw.count(b"[") + raw.count(b"{")
     if brackets > max_depth or b"\\u0000" in raw:
         return validate_runtrace(doc, max_depth=max_depth)
-    issues = _runtrace_validator().issues(doc)
+    compiled = _runtrace_validator()
+    issues = [] if compiled.is_valid(doc) else compiled.issues(doc)
     if not issues and isinstance(doc, Mapping):
         issues = _check_time_order(doc)
     return issues

@@ -70,7 +70,6 @@ _ZEROS = str.maketrans("123456789", "000000000")
 _from_iso = datetime.fromisoformat
 _LEAP_DAY = _ONE_DATE_TIME.replace(_MONTH_DAY, "02-29").replace("[0-9]{4}", "([0-9]{4})", 1)
 _BIG = 1 << 63
-_MISSING = object()
 _URL = r"https?://[^\s#]+"
 
 
@@ -188,16 +187,19 @@ class _Writer:
         return name
 
     def write_function(self, name: str, schema: Any, root: bool = False) -> None:
+        """The root's body within `try`: what no branch could decide is "not proven"."""
         body: list[str] = []
-        self.dates = False
-        self.node(schema, "x", body, 1, root)
-        self.lines.append(f"def {name}(x):")
+        self.dates, pad = False, "        " if root else "    "
+        self.node(schema, "x", body, len(pad) // 4, root)
+        self.lines += [f"def {name}(x):"] + (["    try:"] if root else [])
         if self.dates:  # its date-times, collected as they come, are tested at the end
-            self.lines.append("    _d = []")
+            self.lines.append(f"{pad}_d = []")
         self.lines.extend(body)
         if self.dates:
-            self.lines.append("    if _d: _date_times(_d)")
-        self.lines.append("    return True")
+            self.lines.append(f"{pad}if _d: _date_times(_d)")
+        self.lines.append(f"{pad}return True")
+        if root:
+            self.lines += ["    except (_Unsure, RecursionError):", "        return False"]
 
     def node(self, schema: Any, v: str, out: list[str], depth: int, root: bool = False) -> None:
         pad = "    " * depth
@@ -426,8 +428,8 @@ class _Writer:
             body = []
             self.node(subschema, item, body, depth + 1)
             if body:
-                out.append(f"{pad}{item} = {v}.get({name!r}, _MISSING)")
-                out.append(f"{pad}if {item} is not _MISSING:")
+                out.append(f"{pad}if {name!r} in {v}:")
+                out.append(f"{pad}    {item} = {v}[{name!r}]")
                 out.extend(body)
         return True
 
@@ -479,7 +481,6 @@ def generate(schema: Mapping[str, Any], *, json_values: bool = False) -> Callabl
     source = "\n".join(writer.lines)
     namespace: dict[str, Any] = {
         "_BIG": _BIG,
-        "_MISSING": _MISSING,
         "_Unsure": _Unsure,
         "_date_time": _date_time,
         "_date_times": _date_times,
@@ -490,11 +491,4 @@ def generate(schema: Mapping[str, Any], *, json_values: bool = False) -> Callabl
     }
     exec(compile(source, "<schema_code>", "exec"), namespace)  # noqa: S102 - our own generated code
     root: Callable[[object], bool] = namespace["_root"]
-
-    def is_valid(doc: object) -> bool:
-        try:
-            return root(doc)
-        except (_Unsure, RecursionError):
-            return False
-
-    return is_valid
+    return root
