@@ -11,7 +11,10 @@
 4. Peak memory of a run over 1,000,000 traces, JSON and JUnit reports. Target: 100 MB.
 
 A benchmark prints figures and ratios; it asserts nothing. Times are wall times measured
-in one run, so that both sides see the same machine.
+in one run, so that both sides see the same machine; the load average is printed with them.
+The console's modules are byte-compiled first, as pip does when it installs a package: with
+PYTHONDONTWRITEBYTECODE set (as on some machines), each run would otherwise compile every
+module from source, a start-up no installed command pays.
 
     python bench/guardrail_ci.py [--traces 20000] [--repeat 3] [--memory-traces 1000000]
                                  [--jobs 2] [--no-promptfoo]
@@ -20,7 +23,9 @@ in one run, so that both sides see the same machine.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
+import os
 import random
 import shutil
 import statistics
@@ -304,6 +309,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="also time guardrail_ci --jobs N (1: not)")
     parser.add_argument("--no-promptfoo", action="store_true", help="skip Promptfoo (no Node.js here)")
     args = parser.parse_args()
+    compileall.compile_dir(ROOT / "guardrails", quiet=1)
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     with tempfile.TemporaryDirectory(prefix="kindgi-bench-") as tmp:
         folder = Path(tmp)
         guardrails, traces, docs = write_inputs(folder, args.traces)
@@ -312,6 +319,7 @@ def main() -> None:
         help_time()
         overhead(guardrails, traces)
         memory(args, folder, guardrails, traces)
+    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -142,25 +142,32 @@ class Plan:
     them, in order (errors redacted as the engine redacts them), with nothing allocated for
     a pass or a skip."""
 
-    __slots__ = ("redact", "steps")
+    __slots__ = ("_fixed", "_runs", "redact", "steps")
 
     def __init__(self, steps: list[tuple[str, Step]], redact: Callable[[str], str] | None = None) -> None:
         self.steps = steps
         self.redact = redact
+        # What `verdicts` starts from: each skip in its place, a pass where a check runs
+        # (replaced when it does not pass); only the checks that run are visited.
+        self._fixed: list[Verdict] = []
+        self._runs: list[tuple[int, str, Callable[[Trace], CheckOutcome]]] = []
+        for index, (check_id, run) in enumerate(steps):
+            if isinstance(run, tuple):
+                self._fixed.append(run)
+            else:
+                self._fixed.append(_PASSED)
+                self._runs.append((index, check_id, run))
 
     def verdicts(self, trace: Trace) -> list[Verdict]:
-        verdicts: list[Verdict] = []
-        append = verdicts.append
-        for check_id, run in self.steps:
-            if isinstance(run, tuple):
-                append(run)
-                continue
+        verdicts = self._fixed.copy()
+        for index, check_id, run in self._runs:
             try:
                 outcome = run(trace)
             except Exception as exc:  # a check that raises gives error, never a crash of the run
-                append(self._shown(_error_verdict(check_id, exc)))
+                verdicts[index] = self._shown(_error_verdict(check_id, exc))
                 continue
-            append(_PASSED if outcome is PASSED else self._shown(_outcome_verdict(check_id, outcome)))
+            if outcome is not PASSED:
+                verdicts[index] = self._shown(_outcome_verdict(check_id, outcome))
         return verdicts
 
     def verdict(self, index: int, trace: Trace) -> Verdict:

@@ -5,21 +5,29 @@ what the hot paths (ingestion, the CI command over thousands of traces) pay for;
 Python `jsonschema` library is imported only when a document is invalid, to explain every
 error with the JSON pointer of its field. Importing `jsonschema` with its format checkers
 costs more than a second, which a valid CI run never pays.
+
+The CI commands, whose documents all come from orjson, turn on `generated_validators()`:
+then a schema is first compiled to Python code (guardrails/engine/schema_code.py) that
+proves a document valid, and jsonschema_rs is imported and compiled only for a document it
+does not prove (an invalid one) or a schema it does not handle. That keeps jsonschema_rs's
+9 MB out of a run whose documents are valid; the answers are the same, since the generated
+code only ever says "valid" where jsonschema_rs would.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema_rs
 import orjson
 
+from guardrails.engine import schema_code
 from guardrails.engine.types import Issue
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
@@ -45,18 +53,51 @@ class SchemaCompileError(ValueError):
     """A JSON Schema that is not a valid Draft 2020-12 schema, or does not compile."""
 
 
+_generated = False
+
+
+@contextmanager
+def generated_validators() -> Iterator[None]:
+    """Within it, schemas compiled are first compiled to generated code (see the module's
+    doc): for callers whose documents are JSON as orjson parses it (the CI commands)."""
+    global _generated
+    before, _generated = _generated, True
+    try:
+        yield
+    finally:
+        _generated = before
+
+
+def _rs() -> Any:
+    return importlib.import_module("jsonschema_rs")
+
+
 class CompiledSchema:
     """A Draft 2020-12 schema ready to validate many documents, with formats checked."""
 
-    def __init__(self, schema: Mapping[str, Any]) -> None:
+    def __init__(self, schema: Mapping[str, Any], proof: Callable[[object], bool] | None = None) -> None:
         self.schema = schema
-        try:
-            self._fast = jsonschema_rs.validator_for(dict(schema), validate_formats=True)
-        except Exception as exc:  # jsonschema_rs raises ValidationError or ValueError
-            raise SchemaCompileError(_first_line(str(exc))) from exc
+        self._fast: Any = None
+        self._proof = proof
+        if proof is None and _generated:
+            with suppress(schema_code.Unsupported):
+                self._proof = schema_code.generate(schema, json_values=True)
+        if self._proof is None:
+            self._fast = self._compiled()
         self._detailed: Any = None
 
+    def _compiled(self) -> Any:
+        try:
+            return _rs().validator_for(dict(self.schema), validate_formats=True)
+        except Exception as exc:  # jsonschema_rs raises ValidationError or ValueError
+            raise SchemaCompileError(_first_line(str(exc))) from exc
+
     def is_valid(self, doc: object) -> bool:
+        proof = self._proof
+        if proof is not None and proof(doc):
+            return True
+        if self._fast is None:
+            self._fast = self._compiled()
         try:
             return bool(self._fast.is_valid(doc))
         except (ValueError, TypeError):  # not a JSON value (a tuple, a non-string key ...)
@@ -85,13 +126,19 @@ def compile_schema(schema: object) -> CompiledSchema:
     """Compile `schema`, refusing one that is not a valid Draft 2020-12 schema."""
     if not isinstance(schema, Mapping):
         raise SchemaCompileError("a JSON Schema must be an object")
+    if _generated:
+        try:  # a schema the generator takes is a valid one: it checks every keyword's value
+            return CompiledSchema(schema, schema_code.generate(schema, json_values=True))
+        except schema_code.Unsupported:
+            pass
+    meta = _rs().meta
     try:
-        valid = jsonschema_rs.meta.is_valid(dict(schema))
+        valid = meta.is_valid(dict(schema))
     except Exception as exc:
         raise SchemaCompileError(_first_line(str(exc))) from exc
     if not valid:
         try:
-            jsonschema_rs.meta.validate(dict(schema))
+            meta.validate(dict(schema))
         except Exception as exc:
             raise SchemaCompileError(_first_line(str(exc))) from exc
     return CompiledSchema(schema)
@@ -149,12 +196,18 @@ def validate_runtrace(doc: object, *, max_depth: int = MAX_DEPTH) -> list[Issue]
     return issues
 
 
-def validate_runtrace_line(raw: bytes, doc: object, *, max_depth: int = MAX_DEPTH) -> list[Issue]:
+def validate_runtrace_line(
+    raw: bytes, doc: object, *, max_depth: int = MAX_DEPTH, brackets: int | None = None
+) -> list[Issue]:
     """`validate_runtrace` for a trace parsed from `raw`, skipping the walk over every value
-    when the raw text proves it needless (no NUL escape, fewer brackets than the limit)."""
-    if b"\\u0000" in raw or raw.count(b"[") + raw.count(b"{") > max_depth:
+    when the raw text proves it needless (no NUL escape, fewer brackets than the limit).
+    `brackets`: the count of `[` and `{` in `raw`, when the caller has counted them."""
+    if brackets is None:
+        brackets = raw.count(b"[") + raw.count(b"{")
+    if brackets > max_depth or b"\\u0000" in raw:
         return validate_runtrace(doc, max_depth=max_depth)
-    issues = _runtrace_validator().issues(doc)
+    compiled = _runtrace_validator()
+    issues = [] if compiled.is_valid(doc) else compiled.issues(doc)
     if not issues and isinstance(doc, Mapping):
         issues = _check_time_order(doc)
     return issues

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from guardrails.engine.checks import MAX_PROGRAM_SIZE, compile_re2, without_named_groups
+from guardrails.engine.checks import MAX_PROGRAM_SIZE, compile_re2, re2_matcher, without_named_groups
 from guardrails.engine.evaluate import Engine
 from guardrails.engine.registration import define_guardrail
 from guardrails.engine.types import Context, Guardrail
@@ -83,3 +83,15 @@ def test_the_api_refuses_an_over_large_program_with_its_pointer(api: Any, alice:
     created = client.post("/api/v1/guardrails", data=matches("\\pL{100}"), format="json")
     assert created.status_code == 400
     assert [error["path"] for error in created.json()["errors"]] == ["/config/pattern"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "flags"),
+    [(r"\border\s+#?\d{3,}\b", "i"), ("^a.c$", "m"), ("a.c", "s"), ("é+b", ""), ("", ""), ("x*", ""), ("^$", "")],
+)
+def test_the_yes_or_no_of_output_matches_is_pyre2s_search_and_fullmatch(pattern: str, flags: str) -> None:
+    regex = compile_re2(pattern, flags)
+    texts = ["order 1234", "Order #99999 x", "a\nc", "abc\nabd", "ééb", "xéébx", "", "x", "ordre 12", "line\n"]
+    for text in texts:
+        assert re2_matcher(regex, whole=False)(text) is (regex.search(text) is not None), text
+        assert re2_matcher(regex, whole=True)(text) is (regex.fullmatch(text) is not None), text

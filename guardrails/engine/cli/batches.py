@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from orjson import JSONDecodeError, loads
+
 from guardrails.engine.cli.files import Entry, is_jsonl, parse_entry
 from guardrails.engine.cli.reports import Batch, Renderer
 from guardrails.engine.evaluate import Engine, Plan
@@ -64,24 +66,30 @@ class Evaluator:
     def run(self, path: str, entries: Sequence[Entry]) -> Batch:
         """Parse, validate, evaluate and render a batch of one file's entries."""
         renderer = Renderer(self.guardrails, self.fmt, path)
+        add, plan_of, max_depth = renderer.add, self.plan, self.max_depth
         bad_input: list[str] = []
         for line, raw, item in entries:
             if raw is not None:
-                item = parse_entry(raw, self.max_depth)
+                # The brackets, counted once: too few to nest too deep, the text is parsed
+                # straight away (parse_entry's checks otherwise, and its message).
+                brackets = raw.count(b"[") + raw.count(b"{")
+                try:
+                    item = loads(raw) if brackets <= max_depth else parse_entry(raw, max_depth)
+                except JSONDecodeError:
+                    item = parse_entry(raw, max_depth)
             if isinstance(item, Issue):
                 bad_input.append(_where(path, line, item))
                 continue
             issues = (
-                validate_runtrace(item, max_depth=self.max_depth)
+                validate_runtrace(item, max_depth=max_depth)
                 if raw is None
-                else validate_runtrace_line(raw, item, max_depth=self.max_depth)
+                else validate_runtrace_line(raw, item, max_depth=max_depth, brackets=brackets)
             )
-            if issues or not isinstance(item, Mapping):
+            if issues or not (type(item) is dict or isinstance(item, Mapping)):
                 bad_input.extend(_where(path, line, issue) for issue in issues)
                 continue
             get = item.get
-            plan = self.plan(get("tenant"), get("agent"), get("flow"))
-            renderer.add(item["id"], line, plan.verdicts(item))
+            add(item["id"], line, plan_of(get("tenant"), get("agent"), get("flow")).verdicts(item))
         batch = renderer.take()
         batch.bad_input = bad_input
         return batch

@@ -22,6 +22,8 @@ from guardrails.engine.evaluate import Verdict
 from guardrails.engine.types import Guardrail
 
 STATUSES = ("pass", "fail", "error", "skipped")
+#: The renderings of shared verdicts a renderer keeps per guardrail (one per plan's skip).
+_MAX_KEPT = 64
 #: The most bad-input messages a report keeps (and shows); the rest are counted.
 MAX_BAD_INPUT = 1000
 
@@ -85,6 +87,7 @@ class Renderer:
             f',"action":{_json(g.on_violation)},"severity":{_json(g.severity)},"file":{file},"line":'
             for g in guardrails
         ]
+        self._json_middles: list[dict[int, tuple[Verdict, str, str]]] = [{} for _ in guardrails]
         self._case_head = [f"    <testcase classname={_attr(g.id)} name=" for g in guardrails]
         self._text_tail = [f" [on-violation {g.on_violation}, severity {g.severity or '-'}]\n" for g in guardrails]
 
@@ -111,11 +114,23 @@ class Renderer:
 
     def _add_json(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
         trace, where = _json(trace_id), f"{line}}}"
-        heads, tails, append, counts = self._json_head, self._json_tail, self._parts.append, self.batch.counts
-        for index, (status, reason, _details) in enumerate(verdicts):
+        heads, counts, append, middles = self._json_head, self.batch.counts, self._parts.append, self._json_middles
+        for index, verdict in enumerate(verdicts):
+            # A pass and each skip are one shared object per plan: their rendering (all but
+            # the trace and line) is kept, by identity, with the object to keep it alive.
+            kept = middles[index].get(id(verdict))
+            if kept is not None and kept[0] is verdict:
+                status, middle = kept[1], kept[2]
+            else:
+                status, reason, _details = verdict
+                shown = "null" if reason is None else _json(reason)
+                middle = f',"status":"{status}","reason":{shown}{self._json_tail[index]}'
+                if status == "pass" or status == "skipped":
+                    if len(middles[index]) >= _MAX_KEPT:
+                        middles[index].clear()
+                    middles[index][id(verdict)] = (verdict, status, middle)
             counts[index][status] += 1
-            shown = "null" if reason is None else _json(reason)
-            append(f'{heads[index]}{trace},"status":"{status}","reason":{shown}{tails[index]}{where}')
+            append(f"{heads[index]}{trace}{middle}{where}")
 
     def _add_junit(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
         name, counts = _attr(trace_id), self.batch.counts

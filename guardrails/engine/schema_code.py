@@ -1,0 +1,494 @@
+"""A JSON Schema compiled to Python code that proves documents valid, without jsonschema_rs.
+
+The CI command validates every trace and guardrail. jsonschema_rs costs about 9 MB of its
+memory (the library, its start-up allocations, each compiled schema): a third of the run.
+The console's schemas use few keywords, so `generate` writes each as one Python function.
+It costs more CPU than jsonschema_rs per document, and no memory.
+
+It answers one question: is this document certainly valid? True is a proof; False means
+"not proven", and the caller (schema.CompiledSchema) then asks jsonschema_rs, which
+decides, and the Python `jsonschema`, which explains. So the code may be stricter than the
+schema, never looser:
+
+- a keyword it does not know, or a form of one it does not handle exactly, makes
+  `generate` raise Unsupported (the schema then goes to jsonschema_rs alone);
+- `date-time` is proven in the common layouts (RFC 3339 with upper-case T and Z, a real
+  calendar day, no leap second); any other string is left to jsonschema_rs;
+- a type JSON does not have (a tuple, a subclass, a Decimal), a float that is not finite,
+  an integral float where an integer is asked, an integer beyond 64 bits, a non-string
+  key: not proven;
+- `oneOf` and `anyOf` count exact answers of their branches: a branch that cannot decide
+  raises `_Unsure`, which makes the whole document "not proven".
+
+The code is generated from the schema alone, every name and value written with repr().
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+#: Keywords that say nothing about validity, with the type their value must have.
+_ANNOTATIONS: dict[str, type | tuple[type, ...]] = {
+    "title": str,
+    "description": str,
+    "$comment": str,
+    "examples": list,
+    "deprecated": bool,
+    "readOnly": bool,
+    "writeOnly": bool,
+}
+#: Keywords allowed at the root only (a nested $id would change the base of $ref).
+_ROOT_ONLY = {"$schema", "$id", "$defs"}
+_TYPES = {
+    "string": "type({v}) is str",
+    "object": "type({v}) is dict",
+    "array": "type({v}) is list",
+    "boolean": "type({v}) is bool",
+    "null": "{v} is None",
+    "integer": "(type({v}) is int and -_BIG < {v} < _BIG)",
+    "number": "(type({v}) is int and -_BIG < {v} < _BIG or type({v}) is float and {v} - {v} == 0.0)",
+}
+#: Patterns whose meaning is the same in Python's re (with `$` at the end read as `\Z`)
+#: and in jsonschema_rs: literal letters, digits and `._:-`, classes of them, quantifiers.
+_SAFE_PATTERN = r"\^?(?:\[\^?(?:[A-Za-z0-9._:-])+\]|[A-Za-z0-9_:-]|\\\.|[*+?]|\{\d+(?:,\d*)?\})*\$?"
+# RFC 3339 date-times in the layout proven here (upper-case T and Z, no leap second), on a
+# day every year has: the 29th of February is left to _date_time.
+_MONTH_DAY = r"(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
+_ONE_DATE_TIME = (
+    rf"(?!0000)[0-9]{{4}}-{_MONTH_DAY}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+    r"(?:\.[0-9]+)?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+)
+#: YYYY-MM-DDTHH:MM:SSZ with every digit a 0, and that layout 0 to 63 times, one a line.
+_LAYOUT = "0000-00-00T00:00:00Z"
+_LAYOUTS = ["\n".join([_LAYOUT] * count) for count in range(64)]
+_ZEROS = str.maketrans("123456789", "000000000")
+_from_iso = datetime.fromisoformat
+_LEAP_DAY = _ONE_DATE_TIME.replace(_MONTH_DAY, "02-29").replace("[0-9]{4}", "([0-9]{4})", 1)
+_BIG = 1 << 63
+_URL = r"https?://[^\s#]+"
+
+
+@cache
+def _regex(pattern: str) -> re.Pattern[str]:
+    """A regular expression compiled when first needed (re compiles slowly: not at start-up)."""
+    return re.compile(pattern)
+
+
+class Unsupported(Exception):
+    """The schema uses a keyword, or a form of one, that the generated code does not prove."""
+
+
+class _Unsure(Exception):
+    """The document holds something the generated code cannot decide exactly."""
+
+
+def _date_time(text: str) -> bool:
+    """True for a date-time in the layout proven here, on a day the calendar has; any
+    other string raises _Unsure (jsonschema_rs decides what RFC 3339 allows beyond it)."""
+    if _regex(_ONE_DATE_TIME).fullmatch(text) is not None:
+        return True
+    leap = _regex(_LEAP_DAY).fullmatch(text)
+    if leap is not None:
+        year = int(leap.group(1))
+        if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0):
+            return True
+    raise _Unsure
+
+
+def _date_times(texts: list[str]) -> bool:
+    """_date_time of each date-time; the common layout tested for all at once (each digit made
+    0, one a line: none holds a newline), datetime then checking ranges and calendar."""
+    joined = "\n".join(texts).translate(_ZEROS)
+    layouts = _LAYOUTS[len(texts)] if len(texts) < len(_LAYOUTS) else "\n".join([_LAYOUT] * len(texts))
+    if joined == layouts:
+        try:
+            for text in texts:
+                _from_iso(text)
+            return True
+        except ValueError:
+            pass
+    return all(_date_time(text) for text in texts)
+
+
+def _plain(value: Any) -> None:
+    """Raise _Unsure unless `value` is made of JSON's own types only (as parsers build it)."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if not -_BIG < item < _BIG:
+                raise _Unsure
+        elif kind is float:
+            if not math.isfinite(item):
+                raise _Unsure
+        elif kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    raise _Unsure
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        else:
+            raise _Unsure
+
+
+def _type_miss(value: Any) -> bool:
+    """After a failed type test: False when the value is certainly of another type, or _Unsure."""
+    kind = type(value)
+    if kind is float:
+        if not math.isfinite(value) or value.is_integer():
+            raise _Unsure  # integral floats are integers to some validators
+        return False
+    if kind is int and -_BIG < value < _BIG:
+        return False
+    if kind in (str, bool, dict, list) or value is None:
+        return False
+    raise _Unsure
+
+
+def _unique_strings(items: list[Any]) -> bool:
+    if not all(type(item) is str for item in items):
+        raise _Unsure
+    return len(set(items)) == len(items)
+
+
+class _Writer:
+    def __init__(self, root: Mapping[str, Any], json_values: bool) -> None:
+        self.root = root
+        self.json_values = json_values
+        self.inlining: set[str] = set()
+        self.lines: list[str] = []
+        self.constants: dict[str, object] = {}
+        self.functions: dict[str, str] = {}  # $ref -> function name
+        self.pending: list[tuple[str, Any]] = []
+        self.count = 0
+
+    def name(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def constant(self, value: object) -> str:
+        name = self.name("_c")
+        self.constants[name] = value
+        return name
+
+    def function(self, schema: Any) -> str:
+        """A function of its own for `schema` (a $ref target, a branch of oneOf)."""
+        name = self.name("_f")
+        self.pending.append((name, schema))
+        return name
+
+    def write_function(self, name: str, schema: Any, root: bool = False) -> None:
+        """The root's body within `try`: what no branch could decide is "not proven"."""
+        body: list[str] = []
+        self.dates, pad = False, "        " if root else "    "
+        self.node(schema, "x", body, len(pad) // 4, root)
+        self.lines += [f"def {name}(x):"] + (["    try:"] if root else [])
+        if self.dates:  # its date-times, collected as they come, are tested at the end
+            self.lines.append(f"{pad}_d = []")
+        self.lines.extend(body)
+        if self.dates:
+            self.lines.append(f"{pad}if _d: _date_times(_d)")
+        self.lines.append(f"{pad}return True")
+        if root:
+            self.lines += ["    except (_Unsure, RecursionError):", "        return False"]
+
+    def node(self, schema: Any, v: str, out: list[str], depth: int, root: bool = False) -> None:
+        pad = "    " * depth
+        if schema is True:
+            self.plain(v, out, pad)
+            return
+        if schema is False:
+            out.append(f"{pad}return False")
+            return
+        if not isinstance(schema, Mapping):
+            raise Unsupported("a schema must be an object or a boolean")
+        keys = set(schema)
+        for key in keys & set(_ANNOTATIONS):
+            if not isinstance(schema[key], _ANNOTATIONS[key]):
+                raise Unsupported(f"'{key}' of the wrong type")
+        keys -= set(_ANNOTATIONS) | {"default"} | {key for key in keys if key.startswith("x-")}
+        if root:
+            keys -= self._root_keywords(schema)
+        elif keys & _ROOT_ONLY:
+            raise Unsupported("$id, $schema or $defs below the root")
+        types = self._types(schema.get("type"))
+        keys.discard("type")
+        if types is not None:
+            test = " or ".join(_TYPES[t].format(v=v) for t in types)
+            out.append(f"{pad}if not ({test}) and not _type_miss({v}): return False")
+        if "$ref" in keys:
+            self._inline_ref(schema["$ref"], v, out, depth)
+            keys.discard("$ref")
+        self._enum(schema, keys, v, out, pad)
+        self._combinations(schema, keys, v, out, pad)
+        constrained = self._strings(schema, keys, v, out, pad, types)
+        constrained |= self._numbers(schema, keys, v, out, pad, types)
+        constrained |= self._objects(schema, keys, v, out, depth, types)
+        constrained |= self._arrays(schema, keys, v, out, depth, types)
+        if keys:
+            raise Unsupported(f"keywords {sorted(keys)}")
+        # What no keyword looked into is walked: it must hold JSON's own types only.
+        free = (
+            types is None and not constrained and not {"$ref", "enum", "const", "allOf", "anyOf", "oneOf"} & set(schema)
+        )
+        free = free or (
+            types is not None and "object" in types and not {"properties", "additionalProperties"} & set(schema)
+        )
+        free = free or (types is not None and "array" in types and "items" not in schema)
+        if free:
+            self.plain(v, out, pad)
+
+    def plain(self, v: str, out: list[str], pad: str) -> None:
+        if not self.json_values:
+            out.append(f"{pad}_plain({v})")
+
+    def _inline_ref(self, ref: Any, v: str, out: list[str], depth: int) -> None:
+        """The referenced schema's code in place, or a call to its function when recursive."""
+        function = self._ref(ref)
+        if ref in self.inlining:
+            out.append(f"{'    ' * depth}if not {function}({v}): return False")
+            return
+        self.inlining.add(ref)
+        try:
+            self.node(self.root["$defs"][ref[len("#/$defs/") :]], v, out, depth)
+        finally:
+            self.inlining.discard(ref)
+
+    def _root_keywords(self, schema: Mapping[str, Any]) -> set[str]:
+        found = set()
+        if "$schema" in schema:
+            if schema["$schema"] != "https://json-schema.org/draft/2020-12/schema":
+                raise Unsupported("a $schema other than Draft 2020-12")
+            found.add("$schema")
+        if "$id" in schema:
+            if not isinstance(schema["$id"], str) or not _regex(_URL).fullmatch(schema["$id"]):
+                raise Unsupported("$id must be an http(s) URL")
+            found.add("$id")
+        if "$defs" in schema:
+            defs = schema["$defs"]
+            if not isinstance(defs, Mapping):
+                raise Unsupported("$defs must be an object")
+            for name in defs:  # every definition is compiled, so that every one is checked
+                self._ref(f"#/$defs/{name}")
+            found.add("$defs")
+        return found
+
+    def _types(self, value: Any) -> list[str] | None:
+        if value is None:
+            return None
+        types = [value] if isinstance(value, str) else value
+        if not isinstance(types, list) or not types or any(t not in _TYPES for t in types):
+            raise Unsupported("type must name JSON types")
+        if len(set(types)) != len(types):
+            raise Unsupported("type names a type twice")
+        return list(types)
+
+    def _ref(self, ref: Any) -> str:
+        defs = self.root.get("$defs")
+        if not isinstance(ref, str) or not ref.startswith("#/$defs/") or not isinstance(defs, Mapping):
+            raise Unsupported("only references to #/$defs/NAME")
+        name = ref[len("#/$defs/") :]
+        if "/" in name or "~" in name or name not in defs:
+            raise Unsupported(f"unresolved reference {ref}")
+        if ref not in self.functions:
+            self.functions[ref] = self.function(defs[name])
+        return self.functions[ref]
+
+    def _enum(self, schema: Mapping[str, Any], keys: set[str], v: str, out: list[str], pad: str) -> None:
+        for keyword in sorted({"enum", "const"} & keys):
+            values = schema[keyword] if keyword == "enum" else [schema[keyword]]
+            if not isinstance(values, list) or not values:
+                raise Unsupported(f"{keyword} must list values")
+            if not all(isinstance(item, str) or item is None or item is True or item is False for item in values):
+                raise Unsupported(f"{keyword} of values other than strings, booleans and null")
+            tests = [f"{v} is {item!r}" for item in values if not isinstance(item, str)]
+            strings = frozenset(item for item in values if isinstance(item, str))
+            if strings:
+                tests.append(f"type({v}) is str and {v} in {self.constant(strings)}")
+            # Not listed: certainly not valid, unless the type is one JSON does not have.
+            out.append(f"{pad}if not ({' or '.join(tests)}): return _type_miss({v})")
+            keys.discard(keyword)
+
+    def _combinations(self, schema: Mapping[str, Any], keys: set[str], v: str, out: list[str], pad: str) -> None:
+        for keyword in sorted({"allOf", "anyOf", "oneOf"} & keys):
+            branches = schema[keyword]
+            if not isinstance(branches, list) or not branches:
+                raise Unsupported(f"{keyword} must be a non-empty array")
+            calls = ", ".join(f"{self.function(branch)}({v})" for branch in branches)
+            # Each branch is called with the exceptions of its own: an unsure branch makes
+            # the document unsure (an exact count is needed for oneOf and anyOf).
+            test = {"allOf": f"all(({calls},))", "anyOf": f"any(({calls},))", "oneOf": f"sum(({calls},)) == 1"}
+            out.append(f"{pad}if not {test[keyword]}: return False")
+            keys.discard(keyword)
+
+    def _strings(
+        self, schema: Mapping[str, Any], keys: set[str], v: str, out: list[str], pad: str, types: list[str] | None
+    ) -> bool:
+        checks = []
+        for keyword, op in (("minLength", ">="), ("maxLength", "<=")):
+            if keyword in keys:
+                checks.append(f"len({v}) {op} {_whole(schema[keyword], keyword)}")
+                keys.discard(keyword)
+        if "format" in keys:
+            if schema["format"] != "date-time":
+                raise Unsupported(f"format {schema['format']!r}")
+            if types is None or "string" not in types:
+                raise Unsupported("format without type string")
+            self.dates = True
+            guard = "" if types == ["string"] else f"if type({v}) is str: "
+            out.append(f"{pad}{guard}_d.append({v})")
+            keys.discard("format")
+        if "pattern" in keys:
+            pattern = schema["pattern"]
+            if not isinstance(pattern, str) or not _regex(_SAFE_PATTERN).fullmatch(pattern):
+                raise Unsupported("a pattern beyond letters, digits, classes and quantifiers")
+            python = pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern
+            checks.append(f"{self.constant(re.compile(python).search)}({v}) is not None")
+            keys.discard("pattern")
+        if not checks:
+            return False
+        if not types or "string" not in types:
+            raise Unsupported("string keywords without type string")
+        guard = "" if types == ["string"] else f"type({v}) is not str or "
+        out.append(f"{pad}if not ({guard}{' and '.join(checks)}): return False")
+        return True
+
+    def _numbers(
+        self, schema: Mapping[str, Any], keys: set[str], v: str, out: list[str], pad: str, types: list[str] | None
+    ) -> bool:
+        checks = []
+        for keyword, op in (("minimum", ">="), ("maximum", "<="), ("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
+            if keyword in keys:
+                bound = schema[keyword]
+                if type(bound) not in (int, float) or not math.isfinite(bound):
+                    raise Unsupported(f"{keyword} must be a number")
+                checks.append(f"{v} {op} {bound!r}")
+                keys.discard(keyword)
+        if not checks:
+            return False
+        if types is None or not set(types) <= {"integer", "number"}:
+            raise Unsupported("number keywords without a numeric type")
+        out.append(f"{pad}if not ({' and '.join(checks)}): return False")
+        return True
+
+    def _objects(
+        self, schema: Mapping[str, Any], keys: set[str], v: str, out: list[str], depth: int, types: list[str] | None
+    ) -> bool:
+        mine = {"properties", "required", "additionalProperties", "minProperties", "maxProperties"} & keys
+        if not mine:
+            return False
+        if types != ["object"]:
+            raise Unsupported("object keywords without type object")
+        keys -= mine
+        pad = "    " * depth
+        properties = schema.get("properties", {})
+        required = schema.get("required", [])
+        if not isinstance(properties, Mapping) or not isinstance(required, list):
+            raise Unsupported("properties must be an object, required an array")
+        if not all(isinstance(name, str) for name in [*properties, *required]) or len(set(required)) != len(required):
+            raise Unsupported("property names must be strings, required ones each once")
+        for keyword, op in (("minProperties", ">="), ("maxProperties", "<=")):
+            if keyword in schema:
+                out.append(f"{pad}if not len({v}) {op} {_whole(schema[keyword], keyword)}: return False")
+        if required:
+            out.append(f"{pad}if not {self.constant(frozenset(required))}.issubset({v}): return False")
+        extra = schema.get("additionalProperties", True)
+        known, k = self.constant(frozenset(properties)), self.name("_k")
+        if extra is False:
+            out.append(f"{pad}if not {known}.issuperset({v}):")
+            out.append(f"{pad}    for {k} in {v}:")
+            out.append(f"{pad}        if type({k}) is not str: raise _Unsure")
+            out.append(f"{pad}    return False")
+        else:
+            item = self.name("_a")
+            out.append(f"{pad}for {k}, {item} in {v}.items():")
+            out.append(f"{pad}    if type({k}) is not str: raise _Unsure")
+            out.append(f"{pad}    if {k} not in {known}:")
+            extra_body: list[str] = []
+            self.node(extra, item, extra_body, depth + 2)
+            out.extend(extra_body or [f"{pad}        pass"])
+        for name, subschema in properties.items():
+            item = self.name("_p")
+            if name in required:  # present: the required test came first
+                body: list[str] = []
+                self.node(subschema, item, body, depth)
+                if body:
+                    out.append(f"{pad}{item} = {v}[{name!r}]")
+                    out.extend(body)
+                continue
+            body = []
+            self.node(subschema, item, body, depth + 1)
+            if body:
+                out.append(f"{pad}if {name!r} in {v}:")
+                out.append(f"{pad}    {item} = {v}[{name!r}]")
+                out.extend(body)
+        return True
+
+    def _arrays(
+        self, schema: Mapping[str, Any], keys: set[str], v: str, out: list[str], depth: int, types: list[str] | None
+    ) -> bool:
+        mine = {"items", "minItems", "maxItems", "uniqueItems"} & keys
+        if not mine:
+            return False
+        if types != ["array"]:
+            raise Unsupported("array keywords without type array")
+        keys -= mine
+        pad = "    " * depth
+        for keyword, op in (("minItems", ">="), ("maxItems", "<=")):
+            if keyword in schema:
+                out.append(f"{pad}if not len({v}) {op} {_whole(schema[keyword], keyword)}: return False")
+        unique = schema.get("uniqueItems", False)
+        if not isinstance(unique, bool):
+            raise Unsupported("uniqueItems must be true or false")
+        if unique:
+            out.append(f"{pad}if not _unique_strings({v}): return False")
+        if "items" in schema:
+            item = self.name("_i")
+            out.append(f"{pad}for {item} in {v}:")
+            body: list[str] = []
+            self.node(schema["items"], item, body, depth + 1)
+            out.extend(body or [f"{pad}    pass"])
+        return True
+
+
+def _whole(value: Any, keyword: str) -> int:
+    if type(value) is not int or value < 0:
+        raise Unsupported(f"{keyword} must be a whole number")
+    return value
+
+
+def generate(schema: Mapping[str, Any], *, json_values: bool = False) -> Callable[[object], bool]:
+    """A function telling whether a document is certainly valid against `schema`;
+    Unsupported when the schema uses what the generated code does not prove.
+
+    `json_values`: the documents are known to be made of JSON's own types (parsed by
+    orjson: dict, list, str, int within 64 bits, finite float, bool, None, string keys),
+    so that what no keyword constrains is not walked to check it."""
+    writer = _Writer(schema, json_values)
+    writer.write_function("_root", schema, root=True)
+    while writer.pending:
+        name, subschema = writer.pending.pop()
+        writer.write_function(name, subschema)
+    source = "\n".join(writer.lines)
+    namespace: dict[str, Any] = {
+        "_BIG": _BIG,
+        "_Unsure": _Unsure,
+        "_date_time": _date_time,
+        "_date_times": _date_times,
+        "_plain": _plain,
+        "_type_miss": _type_miss,
+        "_unique_strings": _unique_strings,
+        **writer.constants,
+    }
+    exec(compile(source, "<schema_code>", "exec"), namespace)  # noqa: S102 - our own generated code
+    root: Callable[[object], bool] = namespace["_root"]
+    return root
