@@ -4,6 +4,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+from traces.migration_operations import AddIndexConcurrently
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -12,6 +14,9 @@ class Migration(migrations.Migration):
         ("traces", "0020_result_run_keys_hold_only_runs"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
+
+    # The reviewed-by index is built CONCURRENTLY on PostgreSQL (traces/migration_operations.py).
+    atomic = False
 
     operations = [
         migrations.AlterField(
@@ -27,7 +32,7 @@ class Migration(migrations.Migration):
                 to=settings.AUTH_USER_MODEL,
             ),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name="violation",
             index=models.Index(
                 condition=models.Q(("reviewed_by__isnull", False)), fields=["reviewed_by"], name="violation_reviewed_by"

@@ -2,6 +2,9 @@
 
 from django.db import migrations, models
 
+import traces.models.runs
+from traces.migration_operations import AddIndexConcurrently, RemoveIndexConcurrently
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -10,10 +13,23 @@ class Migration(migrations.Migration):
         ("traces", "0021_violation_reviewed_by_partial"),
     ]
 
+    # On PostgreSQL the run indexes are dropped and built CONCURRENTLY, writes going on
+    # (traces/migration_operations.py). The status column changes collation (to "C") after
+    # the old indexes that held it are gone and before the new one is built: a change of
+    # collation alone rewrites no row, and there is then no index of it to rebuild under lock.
+    atomic = False
+
     operations = [
-        migrations.RemoveIndex(model_name="evaluationresult", name="result_run_status_key"),
-        migrations.RemoveIndex(model_name="evaluationresult", name="result_run_guardrail_key"),
-        migrations.AddIndex(
+        RemoveIndexConcurrently(model_name="evaluationresult", name="result_run_status_key"),
+        RemoveIndexConcurrently(model_name="evaluationresult", name="result_run_guardrail_key"),
+        migrations.AlterField(
+            model_name="evaluationresult",
+            name="status",
+            field=traces.models.runs.ByteOrderCharField(
+                choices=[("pass", "Pass"), ("fail", "Fail"), ("error", "Error"), ("skipped", "Skipped")], max_length=10
+            ),
+        ),
+        AddIndexConcurrently(
             model_name="evaluationresult",
             index=models.Index(
                 condition=models.Q(("evaluation__isnull", False)),
