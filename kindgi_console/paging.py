@@ -51,11 +51,24 @@ def encode_text(text: str, pk: int) -> str:
     return base64.urlsafe_b64encode(f"{text}|{pk}".encode()).decode()
 
 
+#: The largest key a row can have (a 64-bit column): a cursor holding more was not given.
+MAX_KEY = 2**63 - 1
+
+
+def decode_key(text: str) -> int:
+    """A row key a cursor holds, as a database can compare it; ValueError for any other
+    number (negative, beyond a 64-bit column, or not a number)."""
+    key = int(text)
+    if not 0 <= key <= MAX_KEY:
+        raise ValueError(text)
+    return key
+
+
 def decode_text(raw: str) -> tuple[str, int]:
     """The (text, id) a cursor holds; BadCursor for one that `encode` did not write."""
     try:
         text, pk_text = base64.urlsafe_b64decode(raw.encode()).decode().split("|")
-        return text, int(pk_text)
+        return text, decode_key(pk_text)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise BadCursor(raw) from None
 

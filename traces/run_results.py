@@ -52,7 +52,7 @@ def decode_cursor(raw: str) -> tuple[str, int, int]:
     try:
         text, pk = paging.decode_text(raw)
         status, _, guardrail = text.partition("/")
-        position = (status, int(guardrail), pk)
+        position = (status, paging.decode_key(guardrail), pk)
     except (paging.BadCursor, ValueError):
         position = ("", 0, 0)
     if position[0] not in STATUSES:
