@@ -19,9 +19,12 @@ from rest_framework.exceptions import ValidationError
 MAX_ID = 2**63 - 1
 
 
-@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
+# Empty is no filter, as for every filter of django-filter (a page's filter bar sends its
+# empty inputs): the description says so, or a client that sends it expects a 400.
+@extend_schema_field({"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_ID}, {"type": "string", "maxLength": 0}]})
 class IdFilter(django_filters.NumberFilter):
-    """A row's id: a whole number the database's key can hold (a 400 otherwise, never a 500)."""
+    """A row's id: a whole number the database's key can hold (a 400 otherwise, never a 500),
+    or empty for no filter."""
 
     field_class = forms.IntegerField  # type: ignore[assignment]  # whole numbers, not decimals
 

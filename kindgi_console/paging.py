@@ -19,6 +19,8 @@ from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 from django.utils.dateparse import parse_datetime
 
+from kindgi_console.filters import MAX_ID
+
 PAGE_SIZES = (25, 50, 100, 200)
 DEFAULT_PAGE_SIZE = 50
 
@@ -51,15 +53,11 @@ def encode_text(text: str, pk: int) -> str:
     return base64.urlsafe_b64encode(f"{text}|{pk}".encode()).decode()
 
 
-#: The largest key a row can have (a 64-bit column): a cursor holding more was not given.
-MAX_KEY = 2**63 - 1
-
-
 def decode_key(text: str) -> int:
     """A row key a cursor holds, as a database can compare it; ValueError for any other
     number (negative, beyond a 64-bit column, or not a number)."""
     key = int(text)
-    if not 0 <= key <= MAX_KEY:
+    if not 0 <= key <= MAX_ID:
         raise ValueError(text)
     return key
 

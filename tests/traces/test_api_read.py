@@ -281,3 +281,15 @@ def test_charlie_sees_no_acme_ledger(
 def test_a_run_filter_that_is_no_row_id_is_a_400_naming_it(api: Any, acme_key: str, value: str) -> None:
     answer = api(acme_key).get(f"/api/v1/violations?evaluation={value}")
     assert answer.status_code == 400 and "evaluation" in str(answer.json()), answer.content
+
+
+def test_an_empty_run_filter_is_no_filter_and_described_so(api: Any, acme_key: str, halt_guardrail: Any) -> None:
+    """A page's filter bar sends its empty inputs: empty means every run, and the OpenAPI
+    description admits it (schemathesis sends it, and expects what is described)."""
+    client = api(acme_key)
+    evaluate(client, "t-empty-filter", output="internal use only")
+    everything = client.get("/api/v1/violations").json()["results"]
+    assert everything and client.get("/api/v1/violations?evaluation=").json()["results"] == everything
+    schema = client.get("/api/schema/?format=json").json()
+    parameter = next(p for p in schema["paths"]["/api/v1/violations"]["get"]["parameters"] if p["name"] == "evaluation")
+    assert {"type": "string", "maxLength": 0} in parameter["schema"]["anyOf"]
