@@ -19,9 +19,12 @@ from rest_framework.exceptions import ValidationError
 MAX_ID = 2**63 - 1
 
 
-# Empty is no filter, as for every filter of django-filter (a page's filter bar sends its
-# empty inputs): the description says so, or a client that sends it expects a 400.
-@extend_schema_field({"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_ID}, {"type": "string", "maxLength": 0}]})
+#: Empty is no filter, as for every filter of django-filter (a page's filter bar sends its
+#: empty inputs): the description says so, or a client that sends it expects a 400.
+ID_OR_EMPTY = {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_ID}, {"type": "string", "maxLength": 0}]}
+
+
+@extend_schema_field(ID_OR_EMPTY)
 class IdFilter(django_filters.NumberFilter):
     """A row's id: a whole number the database's key can hold (a 400 otherwise, never a 500),
     or empty for no filter."""
