@@ -82,8 +82,9 @@ def prepare_must_cite(config: Config) -> PreparedFn:
 
 def _citation_sources(trace: Trace) -> list[str]:
     """The trace's `citations` when present (even empty), else the markers in `output`."""
-    if "citations" in trace and trace["citations"] is not None:
-        return [str(citation.get("source")) for citation in trace["citations"]]
+    citations = trace.get("citations")
+    if citations is not None:
+        return [str(citation.get("source")) for citation in citations]
     output = _output(trace)
     return CITATION_MARKER.findall(output) if output else []
 
@@ -109,7 +110,10 @@ def prepare_never_call_tool(config: Config) -> PreparedFn:
     forbidden = frozenset(config["tools"])
 
     def evaluate(trace: Trace) -> CheckOutcome:
-        for position, name in enumerate(_tool_names(trace), start=1):
+        names = _tool_names(trace)
+        if forbidden.isdisjoint(names):
+            return PASSED
+        for position, name in enumerate(names, start=1):
             if name in forbidden:
                 return failed(f"called forbidden tool '{name}' (tool call {position})")
         return PASSED
@@ -143,11 +147,13 @@ def prepare_max_tool_calls(config: Config) -> PreparedFn:
 
     def evaluate(trace: Trace) -> CheckOutcome:
         calls = trace.get("toolCalls") or ()
+        if len(calls) <= maximum:  # no more calls of any one tool either
+            return PASSED
         if tool is None:
             count = len(calls)
             what = "tool calls"
         else:
-            count = sum(1 for call in calls if call.get("name") == tool)
+            count = [call.get("name") for call in calls].count(tool)
             what = f"calls of '{tool}'"
         if count > maximum:
             return failed(f"{count} {what}, more than the maximum of {maximum}")
@@ -319,8 +325,11 @@ def prepare_tool_order(config: Config) -> PreparedFn:
     ordered = frozenset(order)
 
     def evaluate(trace: Trace) -> CheckOutcome:
+        names = _tool_names(trace)
+        if ordered.isdisjoint(names):
+            return PASSED
         first: dict[str, int] = {}
-        for position, name in enumerate(_tool_names(trace)):
+        for position, name in enumerate(names):
             if name in ordered and name not in first:
                 first[name] = position
         if not first:

@@ -204,13 +204,12 @@ def validate_runtrace_line(
     `brackets`: the count of `[` and `{` in `raw`, when the caller has counted them."""
     if brackets is None:
         brackets = raw.count(b"[") + raw.count(b"{")
-    if brackets > max_depth or b"\\u0000" in raw:
+    if brackets > max_depth or (b"\\" in raw and b"\\u0000" in raw):  # (memchr finds a byte fast)
         return validate_runtrace(doc, max_depth=max_depth)
     compiled = _runtrace_validator()
-    issues = [] if compiled.is_valid(doc) else compiled.issues(doc)
-    if not issues and isinstance(doc, Mapping):
-        issues = _check_time_order(doc)
-    return issues
+    if not compiled.is_valid(doc):
+        return compiled.issues(doc)
+    return _check_time_order(doc) if type(doc) is dict or isinstance(doc, Mapping) else []
 
 
 def _validate_with_limits(compiled: CompiledSchema, doc: object, max_depth: int) -> list[Issue]:
@@ -237,7 +236,7 @@ def _check_time_order(trace: Mapping[str, Any]) -> list[Issue]:
 def _same_utc_layout(first: str, second: str) -> bool:
     """Two valid date-times (the format check has passed) in UTC (`Z`) with the same length
     and an upper-case `T`: laid out alike, digit for digit, so compared as text."""
-    return len(first) == len(second) and first[-1:] == second[-1:] == "Z" and first[10:11] == second[10:11] == "T"
+    return len(first) == len(second) > 10 and first[-1] == second[-1] == "Z" and first[10] == second[10] == "T"
 
 
 def _parse_time(text: str) -> datetime:

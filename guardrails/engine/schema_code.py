@@ -64,9 +64,11 @@ _ONE_DATE_TIME = (
     r"(?:\.[0-9]+)?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 )
 #: YYYY-MM-DDTHH:MM:SSZ with every digit a 0, and that layout 0 to 63 times, one a line.
-_LAYOUT = "0000-00-00T00:00:00Z"
-_LAYOUTS = ["\n".join([_LAYOUT] * count) for count in range(64)]
-_ZEROS = str.maketrans("123456789", "000000000")
+_LAYOUT = b"0000-00-00T00:00:00Z"
+_LAYOUTS = [b"\n".join([_LAYOUT] * count) for count in range(64)]
+#: Every digit made 0 (bytes.translate: a table lookup a byte, where str.translate looks up
+#: each character in a dict).
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _from_iso = datetime.fromisoformat
 _LEAP_DAY = _ONE_DATE_TIME.replace(_MONTH_DAY, "02-29").replace("[0-9]{4}", "([0-9]{4})", 1)
 _BIG = 1 << 63
@@ -103,8 +105,8 @@ def _date_time(text: str) -> bool:
 def _date_times(texts: list[str]) -> bool:
     """_date_time of each date-time; the common layout tested for all at once (each digit made
     0, one a line: none holds a newline), datetime then checking ranges and calendar."""
-    joined = "\n".join(texts).translate(_ZEROS)
-    layouts = _LAYOUTS[len(texts)] if len(texts) < len(_LAYOUTS) else "\n".join([_LAYOUT] * len(texts))
+    joined = "\n".join(texts).encode("utf-8", "replace").translate(_ZEROS)
+    layouts = _LAYOUTS[len(texts)] if len(texts) < len(_LAYOUTS) else b"\n".join([_LAYOUT] * len(texts))
     if joined == layouts:
         try:
             for text in texts:
@@ -399,8 +401,8 @@ class _Writer:
         for keyword, op in (("minProperties", ">="), ("maxProperties", "<=")):
             if keyword in schema:
                 out.append(f"{pad}if not len({v}) {op} {_whole(schema[keyword], keyword)}: return False")
-        if required:
-            out.append(f"{pad}if not {self.constant(frozenset(required))}.issubset({v}): return False")
+        for name in required:  # (frozenset.issubset would first copy the keys into a set)
+            out.append(f"{pad}if {name!r} not in {v}: return False")
         extra = schema.get("additionalProperties", True)
         known, k = self.constant(frozenset(properties)), self.name("_k")
         if extra is False:

@@ -65,7 +65,7 @@ class UnreadableFile(Exception):
     """The file as a whole cannot be read (corrupt compression, not JSON, too big or too deep)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Parsed:
     """One trace of a file, or why it could not be read. `line` for JSON Lines (1-based),
     `item` for the elements of a JSON array (1-based); `offset`, for JSON Lines, is the
@@ -191,7 +191,7 @@ def parse_lines(stream: IO[bytes], limits: Limits, start: Position, *, parse: bo
             yield Parsed(
                 line=number, first_line=number, offset=offset, error=f"the line is over the limit of {limit} bytes"
             )
-        elif line.strip():
+        elif not line.isspace():  # (strip would copy the line)
             blank_run = 0
             found = Parsed(line=number, first_line=number, offset=offset)
             yield loads(line, found, limits.max_depth) if parse else _unparsed(line, found)

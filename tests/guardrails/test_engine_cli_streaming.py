@@ -84,6 +84,24 @@ def test_the_json_report_of_many_batches_parses_and_adds_up(many: list[str]) -> 
     assert report["passed"] is False and len(report["errors"]) == 4
 
 
+def test_the_json_report_is_the_same_however_few_rows_are_kept(many: list[str], monkeypatch: Any) -> None:
+    """A trace's results are rendered once per combination of statuses and reasons and
+    counted at the end of the batch: forgetting them at every new combination changes nothing."""
+    from guardrails.engine.cli import reports
+
+    common = ("--guardrails", *EXAMPLE_GUARDRAILS, "--traces", many[0], "--format", "json")
+    kept = run(*common)
+    monkeypatch.setattr(reports, "_MAX_ROWS", 1)
+    forgotten = run(*common)
+    assert forgotten == kept
+    report = json.loads(kept[1])
+    statuses = [result["status"] for result in report["results"]]
+    assert {status: statuses.count(status) for status in report["summary"]} == report["summary"]
+    assert len(set(statuses)) > 2
+    for result in report["results"]:  # t-N is on line N + 1, whatever row it came from
+        assert result["trace"] == f"t-{result['line'] - 1}" and result["file"] == many[0]
+
+
 def test_the_junit_report_of_many_batches_parses_and_adds_up(many: list[str], tmp_path: Path) -> None:
     output = tmp_path / "report.xml"
     run("--guardrails", *EXAMPLE_GUARDRAILS, "--traces", *many, "--format", "junit", "--output", str(output))

@@ -98,6 +98,7 @@ REPLACEMENTS: list[Any] = [
     "0000-01-01T00:00:00Z",
     "2026-11-29T10:00:00.123456789-05:30",
     "2026-11-29T10:00:00Z\n2026-11-29T10:00:00Z",
+    "\uff12\uff10\uff12\uff16-11-29T10:00:00Z",  # full-width digits
 ]
 
 
@@ -181,6 +182,12 @@ def test_date_times_are_proven_only_where_rfc_3339_allows_them(text: str) -> Non
             assert truth.is_valid(doc)
     common = {"id": "a", "startedAt": "2024-02-29T23:59:59Z", "endedAt": "2026-12-31T00:00:00.5+05:30"}
     assert proof(common)
+
+
+def test_a_date_time_that_is_no_utf_8_is_not_proven_and_raises_nothing() -> None:
+    proof = schema_code.generate(RUNTRACE_SCHEMA, json_values=True)
+    assert not proof({"id": "a", "startedAt": "2026-11-29T10:00:00\udc80"})
+    assert not proof({"id": "a", "endedAt": "2026-11-29T10:00:00Z", "startedAt": "\ud800"})
 
 
 def test_a_oneof_branch_that_cannot_decide_does_not_prove_the_document() -> None:

@@ -51,6 +51,7 @@ class Evaluator:
         self.fmt = fmt
         self.max_bytes, self.max_depth = limits
         self._plans: dict[tuple[str | None, str | None, str | None], Plan] = {}
+        self._renderer: Renderer | None = None
 
     def plan(self, tenant: str | None, agent: str | None, flow: str | None) -> Plan:
         """The guardrails resolved for traces of this tenant, agent and flow in mode ci."""
@@ -65,7 +66,9 @@ class Evaluator:
 
     def run(self, path: str, entries: Sequence[Entry]) -> Batch:
         """Parse, validate, evaluate and render a batch of one file's entries."""
-        renderer = Renderer(self.guardrails, self.fmt, path)
+        renderer = self._renderer
+        if renderer is None or renderer.path != path:  # one renderer for a file's batches
+            renderer = self._renderer = Renderer(self.guardrails, self.fmt, path)
         add, plan_of, max_depth = renderer.add, self.plan, self.max_depth
         bad_input: list[str] = []
         for line, raw, item in entries:

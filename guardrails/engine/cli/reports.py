@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import IO
 
 import orjson
@@ -22,8 +23,11 @@ from guardrails.engine.evaluate import Verdict
 from guardrails.engine.types import Guardrail
 
 STATUSES = ("pass", "fail", "error", "skipped")
-#: The renderings of shared verdicts a renderer keeps per guardrail (one per plan's skip).
-_MAX_KEPT = 64
+#: The rows of the JSON report a renderer keeps, each a trace's results but for its id and line.
+_MAX_ROWS = 1024
+#: Where a row's trace and line go: characters a JSON text written by orjson never holds
+#: unescaped (it writes a control character as \\u0001).
+_TRACE, _LINE = "\x01", "\x02"
 #: The most bad-input messages a report keeps (and shows); the rest are counted.
 MAX_BAD_INPUT = 1000
 
@@ -67,11 +71,25 @@ def _json(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
+#: A verdict's status and reason: all that its JSON result shows of it.
+_status_and_reason = itemgetter(0, 1)
+
+
+@dataclass(slots=True)
+class _Row:
+    """A trace's JSON results with the marks _TRACE and _LINE, and its use in this batch."""
+
+    text: str
+    statuses: list[str]
+    uses: int = 0
+
+
 class Renderer:
     """Renders the verdicts of each trace in one format, into a Batch.
 
     What does not change from one result to the next (a guardrail's id, action and
-    severity, a file's name) is rendered once, here.
+    severity, a file's name) is rendered once, here. A renderer serves every batch of one
+    file: `take` hands over what it rendered and starts the next batch.
     """
 
     def __init__(self, guardrails: Sequence[Guardrail], fmt: str, path: str) -> None:
@@ -82,12 +100,13 @@ class Renderer:
         self._cases: list[list[str]] = [[] for _ in guardrails]
         self._guardrails = guardrails
         file = _json(path)
-        self._json_head = [f'{{"guardrail":{_json(g.id)},"trace":' for g in guardrails]
+        self._json_head = [f'{{"guardrail":{_json(g.id)},"trace":{_TRACE}' for g in guardrails]
         self._json_tail = [
-            f',"action":{_json(g.on_violation)},"severity":{_json(g.severity)},"file":{file},"line":'
+            f',"action":{_json(g.on_violation)},"severity":{_json(g.severity)},"file":{file},"line":{_LINE}}}'
             for g in guardrails
         ]
-        self._json_middles: list[dict[int, tuple[Verdict, str, str]]] = [{} for _ in guardrails]
+        self._json_rows: dict[tuple[tuple[str, str | None], ...], _Row] = {}
+        self._json_used: list[_Row] = []
         self._case_head = [f"    <testcase classname={_attr(g.id)} name=" for g in guardrails]
         self._text_tail = [f" [on-violation {g.on_violation}, severity {g.severity or '-'}]\n" for g in guardrails]
 
@@ -113,24 +132,26 @@ class Renderer:
                 )
 
     def _add_json(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
-        trace, where = _json(trace_id), f"{line}}}"
-        heads, counts, append, middles = self._json_head, self.batch.counts, self._parts.append, self._json_middles
-        for index, verdict in enumerate(verdicts):
-            # A pass and each skip are one shared object per plan: their rendering (all but
-            # the trace and line) is kept, by identity, with the object to keep it alive.
-            kept = middles[index].get(id(verdict))
-            if kept is not None and kept[0] is verdict:
-                status, middle = kept[1], kept[2]
-            else:
-                status, reason, _details = verdict
-                shown = "null" if reason is None else _json(reason)
-                middle = f',"status":"{status}","reason":{shown}{self._json_tail[index]}'
-                if status == "pass" or status == "skipped":
-                    if len(middles[index]) >= _MAX_KEPT:
-                        middles[index].clear()
-                    middles[index][id(verdict)] = (verdict, status, middle)
-            counts[index][status] += 1
-            append(f"{heads[index]}{trace}{middle}{where}")
+        # A trace's results differ from another's with the same statuses and reasons only
+        # by the trace and the line: most traces share a row, rendered once and counted.
+        key = tuple(map(_status_and_reason, verdicts))
+        row = self._json_rows.get(key)
+        if row is None:
+            row = self._json_row(key)
+        if not row.uses:
+            self._json_used.append(row)
+        row.uses += 1
+        self._parts.append(row.text.replace(_TRACE, _json(trace_id)).replace(_LINE, str(line)))
+
+    def _json_row(self, key: tuple[tuple[str, str | None], ...]) -> _Row:
+        results = []
+        for index, (status, reason) in enumerate(key):
+            shown = "null" if reason is None else _json(reason)
+            results.append(f'{self._json_head[index]},"status":"{status}","reason":{shown}{self._json_tail[index]}')
+        if len(self._json_rows) >= _MAX_ROWS:  # each fail's reason may be its own: bounded
+            self._json_rows.clear()
+        row = self._json_rows[key] = _Row(",".join(results), [status for status, _reason in key])
+        return row
 
     def _add_junit(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
         name, counts = _attr(trace_id), self.batch.counts
@@ -146,6 +167,11 @@ class Renderer:
     def take(self) -> Batch:
         """The batch rendered so far; the renderer starts a new one."""
         batch = self.batch
+        for row in self._json_used:
+            for counts, status in zip(batch.counts, row.statuses, strict=True):
+                counts[status] += row.uses
+            row.uses = 0
+        self._json_used = []
         batch.text = ("," if self.fmt == "json" else "").join(self._parts)
         batch.suites = ["".join(cases) for cases in self._cases] if self.fmt == "junit" else []
         self.batch = Batch(counts=new_counts(self._guardrails))
