@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -30,7 +30,9 @@ import orjson
 from guardrails.engine import schema_code
 from guardrails.engine.types import Issue
 
-SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
+# (os.path, not pathlib: pathlib imports urllib.parse and ipaddress, which the CI command
+# would load for this alone)
+SPEC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "spec")
 
 #: Defaults of runtrace.md's limits; the console passes its settings instead.
 MAX_DEPTH = 64
@@ -38,7 +40,7 @@ MAX_TRACE_BYTES = 1024 * 1024
 
 
 def _load_schema(name: str) -> dict[str, Any]:
-    with (SPEC_DIR / name).open(encoding="utf-8") as handle:
+    with open(os.path.join(SPEC_DIR, name), encoding="utf-8") as handle:
         schema: dict[str, Any] = json.load(handle)
     return schema
 

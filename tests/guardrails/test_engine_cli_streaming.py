@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -210,10 +211,26 @@ def test_help_imports_nothing_of_the_engine() -> None:
     assert not {m for m in modules if m.startswith(("guardrails.engine.evaluate", "jsonschema", "httpx", "re2"))}
 
 
+def test_help_is_as_wide_as_the_terminal_says() -> None:
+    def help_lines(columns: str) -> list[str]:
+        env = {**os.environ, "COLUMNS": columns}
+        command = [sys.executable, "manage.py", "guardrail_ci", "--help"]
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+        return done.stdout.splitlines()
+
+    narrow, wide = help_lines("60"), help_lines("160")
+    assert len(narrow) > len(wide) and max(map(len, wide)) > 60
+    assert max(map(len, narrow)) <= 60 < max(map(len, wide)) <= 158  # width less 2, but for usage
+
+
 def test_a_run_of_built_in_checks_imports_neither_judge_nor_httpx_nor_sandbox() -> None:
     modules = _modules_after(["--guardrails", *EXAMPLE_GUARDRAILS, "--traces", str(ROOT / "examples" / "traces.jsonl")])
     assert "guardrails.engine.evaluate" in modules
     assert not {m for m in modules if m.startswith(("httpx", "guardrails.engine.judge", "guardrails.engine.sandbox"))}
+    # Nor what the engine does not need: argparse's formatter would import shutil (with bz2
+    # and lzma) for the terminal's width, pathlib urllib.parse and ipaddress; decimal is the
+    # judge's.
+    assert not {m for m in modules if m.split(".")[0] in {"shutil", "bz2", "pathlib", "ipaddress", "decimal"}}
 
 
 def test_a_run_without_a_regular_expression_does_not_load_re2() -> None:

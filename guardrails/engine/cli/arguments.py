@@ -8,6 +8,8 @@ with it the engine) is imported once the arguments are known to be good.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -22,8 +24,32 @@ class UsageError(Exception):
     """Bad command-line arguments (exit status 2)."""
 
 
+def _help_width() -> int:
+    """The width argparse would give help (shutil.get_terminal_size's, less 2), found without
+    importing shutil: argparse's formatter imports it, with bz2 and lzma, on every run."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns if sys.__stdout__ else 0
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns or 80) - 2
+
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, _help_width() if width is None else width)
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser that reports errors to the caller instead of exiting."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:
         raise UsageError(message)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from guardrails.engine import deployment as recipe
@@ -122,6 +121,8 @@ def judge_services(path: str | None) -> InMemoryJudgeServices | None:
 
 def judge_summary(judge: InMemoryJudgeServices) -> str:
     """One line on stderr: what the run's judge calls cost (the reports stay as they are)."""
+    from decimal import Decimal  # (only a run with llm-judge guardrails sums costs)
+
     calls = [call for call, _guardrail, _revision in judge.calls]
     cost = sum((call.cost_usd for call in calls), Decimal(0))
     billed = sum(1 for call in calls if call.billed)
