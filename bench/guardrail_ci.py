@@ -16,7 +16,7 @@ The console's modules are byte-compiled first, as pip does when it installs a pa
 PYTHONDONTWRITEBYTECODE set (as on some machines), each run would otherwise compile every
 module from source, a start-up no installed command pays.
 
-    python bench/guardrail_ci.py [--traces 20000] [--repeat 3] [--memory-traces 1000000]
+    python bench/guardrail_ci.py [--traces 20000] [--repeat 5] [--memory-traces 1000000]
                                  [--jobs 2] [--no-promptfoo]
 """
 
@@ -304,7 +304,7 @@ def memory(args: argparse.Namespace, folder: Path, guardrails: list[Path], trace
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--traces", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--memory-traces", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=2, help="also time guardrail_ci --jobs N (1: not)")
     parser.add_argument("--no-promptfoo", action="store_true", help="skip Promptfoo (no Node.js here)")

@@ -33,8 +33,9 @@ import io
 import re
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -112,15 +113,14 @@ class LimitedReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        data = self.inner.read(len(buffer))
-        self.count += len(data)
+        size: int = cast(io.BufferedIOBase, self.inner).readinto(buffer)  # (read would copy)
+        self.count += size
         if self.limit is not None and self.count > self.limit:
             raise UnreadableFile(
                 f"the file expands to more than {self.limit} bytes, the limit "
                 "(KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED): the rest of the file is not read"
             )
-        buffer[: len(data)] = data
-        return len(data)
+        return size
 
 
 def decompressed(raw: IO[bytes], limit: int | None) -> io.BufferedReader:
@@ -166,11 +166,31 @@ def parse_stream(
     stream: io.BufferedReader, name: str, limits: Limits, start: Position, *, parse: bool = True
 ) -> Iterator[Parsed]:
     """As `parse_file`, from the decompressed stream (which the caller keeps open)."""
-    try:
+    with _reading():
         if file_format(name, stream) == "jsonl":
             yield from parse_lines(stream, limits, start, parse=parse)
         else:
             yield from parse_json(stream, limits, start, parse=parse)
+
+
+def raw_entries(raw: IO[bytes], name: str, limits: Limits) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """Each trace of the file unparsed, as `parse_file(parse=False)` reads it: the line it
+    starts on, and its bytes or why it was refused. For a reader that parses elsewhere and
+    needs no Position (the CI command): a JSON Lines file costs no Parsed a line."""
+    stream = decompressed(raw, limits.max_decompressed)
+    with _reading():
+        if file_format(name, stream) == "jsonl":
+            for number, _offset, line, error in line_entries(stream, limits, Position()):
+                yield number, line, error
+            return
+        for parsed in parse_json(stream, limits, Position(), parse=False):
+            yield parsed.first_line, parsed.text, parsed.error
+
+
+@contextmanager
+def _reading() -> Iterator[None]:
+    try:
+        yield
     except (OSError, EOFError, zlib.error) as error:
         raise UnreadableFile(f"the file cannot be read: {error}") from error
 
@@ -178,23 +198,38 @@ def parse_stream(
 # ---------------------------------------------------------------------------- JSON Lines
 
 
+#: A line of JSON Lines: its number, the bytes read up to its end, its bytes or None, and
+#: why it was refused (None when it was not).
+LineEntry = tuple[int, int, bytes | None, str | None]
+
+
 def parse_lines(stream: IO[bytes], limits: Limits, start: Position, *, parse: bool = True) -> Iterator[Parsed]:
     """JSON Lines: one trace a line; a line over the trace limit is refused without being kept."""
+    for number, offset, line, error in line_entries(stream, limits, start):
+        found = Parsed(line=number, first_line=number, offset=offset, error=error)
+        if line is None:
+            yield found
+        else:
+            yield loads(line, found, limits.max_depth) if parse else _unparsed(line, found)
+
+
+def line_entries(stream: IO[bytes], limits: Limits, start: Position) -> Iterator[LineEntry]:
+    """Each line of JSON Lines from `start` on but the blank ones: its number, the bytes read
+    up to its end, and its bytes, or None and why it was refused (a line over the trace
+    limit is refused without being kept; a long run of blank lines refuses the file)."""
     limit = limits.max_trace_bytes
     offset, number, blank_run = start.offset, start.count, 0
     _skip_bytes(stream, offset)
-    while line := stream.readline(limit + 1):
+    readline = stream.readline
+    while line := readline(limit + 1):
         offset += len(line)
         number += 1
         if len(line) > limit and not line.endswith(b"\n"):
             offset += _skip_rest_of_line(stream)
-            yield Parsed(
-                line=number, first_line=number, offset=offset, error=f"the line is over the limit of {limit} bytes"
-            )
+            yield number, offset, None, f"the line is over the limit of {limit} bytes"
         elif not line.isspace():  # (strip would copy the line)
             blank_run = 0
-            found = Parsed(line=number, first_line=number, offset=offset)
-            yield loads(line, found, limits.max_depth) if parse else _unparsed(line, found)
+            yield number, offset, line, None
         else:
             blank_run += 1
             _refuse_long_blank_run(blank_run, number, limits.max_blank_lines)

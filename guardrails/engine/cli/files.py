@@ -16,7 +16,7 @@ import orjson
 
 from guardrails.engine import environment
 from guardrails.engine.schema import MAX_DEPTH
-from guardrails.engine.trace_files import Limits, Parsed, UnreadableFile, decompressed, loads, parse_file
+from guardrails.engine.trace_files import Limits, Parsed, UnreadableFile, decompressed, loads, raw_entries
 from guardrails.engine.types import Issue
 
 
@@ -81,9 +81,8 @@ def iter_entries(path: str, max_bytes: int, max_depth: int = MAX_DEPTH) -> Itera
     limits = Limits(max_bytes, max_depth, None, _blank_lines())
     with _open(path) as handle:
         try:
-            for parsed in parse_file(handle, path, limits, parse=False):
-                issue = Issue("", parsed.error) if parsed.error is not None else None
-                yield parsed.first_line, parsed.text, issue
+            for line, text, error in raw_entries(handle, path, limits):
+                yield line, text, None if error is None else Issue("", error)
         except UnreadableFile as exc:
             raise BadInput(f"{path}: {exc}") from exc
         except (OSError, EOFError) as exc:
