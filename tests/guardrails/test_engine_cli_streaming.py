@@ -95,12 +95,30 @@ def test_the_json_report_is_the_same_however_few_rows_are_kept(many: list[str], 
     monkeypatch.setattr(reports, "_MAX_ROWS", 1)
     forgotten = run(*common)
     assert forgotten == kept
+    monkeypatch.setattr(reports, "_MAX_ROWS", 1024)
+    monkeypatch.setattr(reports, "_MAX_ROW_CHARS", 2000)  # two or three rows
+    assert run(*common) == kept
     report = json.loads(kept[1])
     statuses = [result["status"] for result in report["results"]]
     assert {status: statuses.count(status) for status in report["summary"]} == report["summary"]
     assert len(set(statuses)) > 2
     for result in report["results"]:  # t-N is on line N + 1, whatever row it came from
         assert result["trace"] == f"t-{result['line'] - 1}" and result["file"] == many[0]
+
+
+def test_the_rows_kept_stay_bounded_when_every_fail_has_a_long_reason_of_its_own() -> None:
+    from guardrails.engine.cli import reports
+
+    guardrail = Guardrail({"id": "g", "kind": "zero-llm", "check": "c", "action": {"on-violation": "block"}})
+    renderer = reports.Renderer([guardrail], "json", "t.jsonl")
+    for number in range(2000):
+        renderer.add(f"t-{number}", number + 1, [("fail", f"{number} " + "x" * 10_000, {})])
+        kept = sum(len(row.text) for row in renderer._json_rows.values())
+        assert kept <= reports._MAX_ROW_CHARS and len(renderer._json_rows) <= reports._MAX_ROWS
+    batch = renderer.take()
+    assert batch.traces == 2000 and batch.counts == [{"pass": 0, "fail": 2000, "error": 0, "skipped": 0}]
+    results = json.loads(f"[{batch.text}]")
+    assert [r["line"] for r in results] == list(range(1, 2001)) and results[-1]["reason"].startswith("1999 ")
 
 
 def test_the_junit_report_of_many_batches_parses_and_adds_up(many: list[str], tmp_path: Path) -> None:

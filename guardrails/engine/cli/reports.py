@@ -23,8 +23,11 @@ from guardrails.engine.evaluate import Verdict
 from guardrails.engine.types import Guardrail
 
 STATUSES = ("pass", "fail", "error", "skipped")
-#: The rows of the JSON report a renderer keeps, each a trace's results but for its id and line.
+#: The rows of the JSON report a renderer keeps, each a trace's results but for its id and
+#: line: at most this many, holding at most _MAX_ROW_CHARS characters in all (a check may
+#: fail every trace with a long reason of its own).
 _MAX_ROWS = 1024
+_MAX_ROW_CHARS = 2 * 1024 * 1024
 #: Where a row's trace and line go: characters a JSON text written by orjson never holds
 #: unescaped (it writes a control character as \\u0001).
 _TRACE, _LINE = "\x01", "\x02"
@@ -106,6 +109,7 @@ class Renderer:
             for g in guardrails
         ]
         self._json_rows: dict[tuple[tuple[str, str | None], ...], _Row] = {}
+        self._json_row_chars = 0
         self._json_used: list[_Row] = []
         self._case_head = [f"    <testcase classname={_attr(g.id)} name=" for g in guardrails]
         self._text_tail = [f" [on-violation {g.on_violation}, severity {g.severity or '-'}]\n" for g in guardrails]
@@ -148,9 +152,12 @@ class Renderer:
         for index, (status, reason) in enumerate(key):
             shown = "null" if reason is None else _json(reason)
             results.append(f'{self._json_head[index]},"status":"{status}","reason":{shown}{self._json_tail[index]}')
-        if len(self._json_rows) >= _MAX_ROWS:  # each fail's reason may be its own: bounded
-            self._json_rows.clear()
-        row = self._json_rows[key] = _Row(",".join(results), [status for status, _reason in key])
+        row = _Row(",".join(results), [status for status, _reason in key])
+        if len(self._json_rows) >= _MAX_ROWS or self._json_row_chars + len(row.text) > _MAX_ROW_CHARS:
+            self._json_rows.clear()  # each fail's reason may be its own: bounded
+            self._json_row_chars = 0
+        self._json_rows[key] = row
+        self._json_row_chars += len(row.text)
         return row
 
     def _add_junit(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
