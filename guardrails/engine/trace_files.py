@@ -39,6 +39,8 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 import orjson
 
+from guardrails.engine.schema import bracket_count
+
 if TYPE_CHECKING:  # gzip is imported for a compressed file only (the CLI's memory, start-up)
     import gzip
 
@@ -289,10 +291,10 @@ def _where(text: bytes, error: orjson.JSONDecodeError) -> str:
 def nested_deeper_than(text: bytes, max_depth: int) -> bool:
     """Whether the JSON text's brackets (outside strings) nest deeper than `max_depth`.
 
-    Too few brackets to be too deep is the common case, decided with two counts; else the
+    Too few brackets to be too deep is the common case, decided with one count; else the
     strings are removed and the brackets walked.
     """
-    if text.count(b"[") + text.count(b"{") <= max_depth:
+    if bracket_count(text) <= max_depth:
         return False
     depth = 0
     for byte in STRING.sub(b"", text).translate(None, NOT_A_BRACKET):

@@ -4,6 +4,7 @@ command runs on it without loading jsonschema_rs, and still names every error.""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import subprocess
@@ -16,12 +17,16 @@ import jsonschema_rs
 import orjson
 import pytest
 
-from guardrails.engine import checks, schema_code
+from guardrails.engine import checks, schema_code, schema_proofs
 from guardrails.engine.schema import (
     CONSOLE_LIMITS_SCHEMA,
     GUARDRAIL_SCHEMA,
+    PROOFS_PATH,
     RUNTRACE_SCHEMA,
+    bracket_count,
     generated_validators,
+    own_schemas,
+    runtrace_line_validator,
     validate_guardrail_document,
     validate_runtrace,
     validate_runtrace_line,
@@ -147,8 +152,14 @@ def _proof_and_truth(schema: dict[str, Any]) -> tuple[Callable[[object], bool], 
         ("console-limits", CONSOLE_LIMITS_SCHEMA, orjson.loads(EXAMPLE_GUARDRAILS[0].read_bytes())),
     ],
 )
-def test_what_the_code_proves_valid_jsonschema_rs_finds_valid(name: str, schema: Any, valid: Any) -> None:
+@pytest.mark.parametrize("ahead", [True, False], ids=["written-ahead", "generated-now"])
+def test_what_the_code_proves_valid_jsonschema_rs_finds_valid(
+    name: str, schema: Any, valid: Any, ahead: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not ahead:
+        monkeypatch.setattr(schema_proofs, "PROOFS", {})
     proof, truth = _proof_and_truth(schema)
+    assert (proof.__module__ == schema_proofs.__name__) is ahead
     assert proof(valid) and truth.is_valid(valid)
     proven = refused = 0
     for mutant in _mutants(valid, seed=len(name), count=3000):
@@ -250,6 +261,56 @@ def test_the_answers_and_messages_are_the_same_with_generated_code() -> None:
         after = answers()
     assert after == before
     assert any(issues for issues in before) and [] in before
+
+
+def test_schema_proofs_py_is_what_the_generator_writes_today() -> None:
+    written = Path(PROOFS_PATH).read_text(encoding="utf-8")
+    assert written == schema_code.module_source(own_schemas()), "run `make proofs` and commit schema_proofs.py"
+    assert len(schema_proofs.PROOFS) >= 9  # the RunTrace, the guardrail, the limits, the checks' configs
+
+
+def test_a_schema_unlike_the_console_s_own_is_generated_now_with_its_own_answers() -> None:
+    shorter = copy.deepcopy(RUNTRACE_SCHEMA)
+    shorter["properties"]["id"]["maxLength"] = 10
+    proof = schema_code.generate(shorter, json_values=True)
+    assert proof.__module__ != schema_proofs.__name__
+    assert not proof({**TRACE, "id": "x" * 11}) and proof({**TRACE, "id": "x" * 10})
+    assert schema_code.generate(RUNTRACE_SCHEMA, json_values=True)({**TRACE, "id": "x" * 11})
+    # Without json_values, the code walks values of any type: never the one written ahead.
+    assert schema_code.generate(RUNTRACE_SCHEMA).__module__ != schema_proofs.__name__
+
+
+@pytest.mark.parametrize("generated", [True, False])
+def test_the_line_validator_answers_as_validate_runtrace_line(generated: bool) -> None:
+    deep: Any = "x"
+    for _ in range(70):
+        deep = [deep]
+    docs: list[Any] = [
+        TRACE,
+        {**TRACE, "endedAt": "2026-11-29T09:59:59Z"},  # before startedAt, same layout
+        {**TRACE, "endedAt": "2026-11-29T10:00:03.5+01:00"},  # before, another layout
+        {**TRACE, "endedAt": "2026-11-29T10:00:00.000Z"},
+        {**TRACE, "startedAt": None},
+        {**TRACE, "endedAt": "2026-11-29T25:00:00Z"},
+        {**TRACE, "metadata": {"deep": deep}},
+        {**TRACE, "output": "a\x00b"},  # a NUL, which JSON writes as \\u0000
+        {**TRACE, "output": "\\u0000 is written, not a NUL"},
+        {"id": "a", "toolcalls": []},
+        [TRACE],
+        "run-1",
+    ]
+    with generated_validators() if generated else contextlib.nullcontext():
+        validate = runtrace_line_validator()
+        for doc in docs:
+            raw = orjson.dumps(doc)
+            assert validate(raw, doc, bracket_count(raw)) == validate_runtrace_line(raw, doc), doc
+    assert validate_runtrace_line(orjson.dumps(docs[1]), docs[1])[0].path == "/endedAt"
+    assert validate_runtrace_line(orjson.dumps(docs[6]), docs[6])
+
+
+def test_bracket_count_counts_the_opening_brackets() -> None:
+    for text in [b"", b"{}", b'{"a":[1,{"b":"[{"}]}', b"[[[[", b"]]}}"]:
+        assert bracket_count(text) == text.count(b"[") + text.count(b"{")
 
 
 def _run_ci(tmp_path: Path, *traces: object) -> subprocess.CompletedProcess[str]:

@@ -19,7 +19,7 @@ from orjson import JSONDecodeError, loads
 from guardrails.engine.cli.files import Entry, is_jsonl, parse_entry
 from guardrails.engine.cli.reports import Batch, Renderer
 from guardrails.engine.evaluate import Engine, Plan
-from guardrails.engine.schema import validate_runtrace, validate_runtrace_line
+from guardrails.engine.schema import bracket_count, runtrace_line_validator, validate_runtrace
 from guardrails.engine.types import Context, Guardrail, Issue
 
 if TYPE_CHECKING:  # multiprocessing is imported for --jobs only
@@ -52,6 +52,7 @@ class Evaluator:
         self.max_bytes, self.max_depth = limits
         self._plans: dict[tuple[str | None, str | None, str | None], Plan] = {}
         self._renderer: Renderer | None = None
+        self._validate = runtrace_line_validator(self.max_depth)
 
     def plan(self, tenant: str | None, agent: str | None, flow: str | None) -> Plan:
         """The guardrails resolved for traces of this tenant, agent and flow in mode ci."""
@@ -69,13 +70,13 @@ class Evaluator:
         renderer = self._renderer
         if renderer is None or renderer.path != path:  # one renderer for a file's batches
             renderer = self._renderer = Renderer(self.guardrails, self.fmt, path)
-        add, plan_of, max_depth = renderer.add, self.plan, self.max_depth
+        add, plans, plan_of, max_depth, validate = renderer.add, self._plans, self.plan, self.max_depth, self._validate
         bad_input: list[str] = []
         for line, raw, item in entries:
             if raw is not None:
                 # The brackets, counted once: too few to nest too deep, the text is parsed
                 # straight away (parse_entry's checks otherwise, and its message).
-                brackets = raw.count(b"[") + raw.count(b"{")
+                brackets = bracket_count(raw)
                 try:
                     item = loads(raw) if brackets <= max_depth else parse_entry(raw, max_depth)
                 except JSONDecodeError:
@@ -83,16 +84,13 @@ class Evaluator:
             if isinstance(item, Issue):
                 bad_input.append(_where(path, line, item))
                 continue
-            issues = (
-                validate_runtrace(item, max_depth=max_depth)
-                if raw is None
-                else validate_runtrace_line(raw, item, max_depth=max_depth, brackets=brackets)
-            )
+            issues = validate_runtrace(item, max_depth=max_depth) if raw is None else validate(raw, item, brackets)
             if issues or not (type(item) is dict or isinstance(item, Mapping)):
                 bad_input.extend(_where(path, line, issue) for issue in issues)
                 continue
             get = item.get
-            add(item["id"], line, plan_of(get("tenant"), get("agent"), get("flow")).verdicts(item))
+            scope = (get("tenant"), get("agent"), get("flow"))
+            add(item["id"], line, (plans.get(scope) or plan_of(*scope)).verdicts(item))
         batch = renderer.take()
         batch.bad_input = bad_input
         return batch
