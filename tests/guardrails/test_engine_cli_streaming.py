@@ -113,7 +113,7 @@ def test_the_rows_kept_stay_bounded_when_every_fail_has_a_long_reason_of_its_own
     renderer = reports.Renderer([guardrail], "json", "t.jsonl")
     for number in range(2000):
         renderer.add(f"t-{number}", number + 1, [("fail", f"{number} " + "x" * 10_000, {})])
-        kept = sum(len(row.text) for row in renderer._json_rows.values())
+        kept = sum(row.size for row in renderer._json_rows.values())
         assert kept <= reports._MAX_ROW_CHARS and len(renderer._json_rows) <= reports._MAX_ROWS
     batch = renderer.take()
     assert batch.traces == 2000 and batch.counts == [{"pass": 0, "fail": 2000, "error": 0, "skipped": 0}]
