@@ -52,8 +52,8 @@ _TYPES = {
     "array": "type({v}) is list",
     "boolean": "type({v}) is bool",
     "null": "{v} is None",
-    "integer": "(type({v}) is int and -_BIG < {v} < _BIG)",
-    "number": "(type({v}) is int and -_BIG < {v} < _BIG or type({v}) is float and {v} - {v} == 0.0)",
+    "integer": "(type({v}) is int and _LOW < {v} < _BIG)",
+    "number": "(type({v}) is int and _LOW < {v} < _BIG or type({v}) is float and _NO_END < {v} < _END)",
 }
 #: Patterns whose meaning is the same in Python's re (with `$` at the end read as `\Z`)
 #: and in jsonschema_rs: literal letters, digits and `._:-`, classes of them, quantifiers.
@@ -74,6 +74,9 @@ _ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _from_iso = datetime.fromisoformat
 _LEAP_DAY = _ONE_DATE_TIME.replace(_MONTH_DAY, "02-29").replace("[0-9]{4}", "([0-9]{4})", 1)
 _BIG = 1 << 63
+# (names, not `-_BIG` and `v - v == 0.0` written in the code: each would make an object a test)
+_LOW = -_BIG
+_END, _NO_END = math.inf, -math.inf
 _URL = r"https?://[^\s#]+"
 
 
@@ -111,9 +114,7 @@ def _date_times(texts: list[str]) -> bool:
     layouts = _LAYOUTS[len(texts)] if len(texts) < len(_LAYOUTS) else b"\n".join([_LAYOUT] * len(texts))
     if joined == layouts:
         try:
-            for text in texts:
-                _from_iso(text)
-            return True
+            return all(map(_from_iso, texts))  # (a datetime is true: this raises or says True)
         except ValueError:
             pass
     return all(_date_time(text) for text in texts)
@@ -341,6 +342,10 @@ class _Writer:
         self, schema: Mapping[str, Any], keys: set[str], v: str, out: list[str], pad: str, types: list[str] | None
     ) -> bool:
         checks = []
+        if "minLength" in keys and "maxLength" in keys:  # one len() for both
+            low, high = _whole(schema["minLength"], "minLength"), _whole(schema["maxLength"], "maxLength")
+            checks.append(f"{low} <= len({v}) <= {high}")
+            keys -= {"minLength", "maxLength"}
         for keyword, op in (("minLength", ">="), ("maxLength", "<=")):
             if keyword in keys:
                 checks.append(f"len({v}) {op} {_whole(schema[keyword], keyword)}")
@@ -520,6 +525,9 @@ def _set_source(strings: Iterable[str]) -> str:
 #: What the generated code calls, besides its constants.
 _HELPERS: dict[str, Any] = {
     "_BIG": _BIG,
+    "_END": _END,
+    "_LOW": _LOW,
+    "_NO_END": _NO_END,
     "_Unsure": _Unsure,
     "_date_time": _date_time,
     "_date_times": _date_times,

@@ -6,7 +6,7 @@ A test fails when this file is not what the schemas and the generator give today
 
 # ruff: noqa
 # mypy: ignore-errors
-from guardrails.engine.schema_code import _BIG, _Unsure, _date_time, _date_times, _plain, _regex, _type_miss, _unique_strings
+from guardrails.engine.schema_code import _BIG, _END, _LOW, _NO_END, _Unsure, _date_time, _date_times, _plain, _regex, _type_miss, _unique_strings
 
 
 def _proof1():
@@ -32,11 +32,11 @@ def _proof1():
                 return False
             _p7 = x['id']
             if not (type(_p7) is str) and not _type_miss(_p7): return False
-            if not (len(_p7) >= 1 and len(_p7) <= 200): return False
+            if not (1 <= len(_p7) <= 200): return False
             if 'tenant' in x:
                 _p8 = x['tenant']
                 if not (type(_p8) is str) and not _type_miss(_p8): return False
-                if not (len(_p8) >= 1 and len(_p8) <= 100): return False
+                if not (1 <= len(_p8) <= 100): return False
             if 'agent' in x:
                 _p9 = x['agent']
                 if not (type(_p9) is str) and not _type_miss(_p9): return False
@@ -90,7 +90,7 @@ def _proof1():
                         return False
                     _p28 = _i25['name']
                     if not (type(_p28) is str) and not _type_miss(_p28): return False
-                    if not (len(_p28) >= 1 and len(_p28) <= 200): return False
+                    if not (1 <= len(_p28) <= 200): return False
                     if 'id' in _i25:
                         _p29 = _i25['id']
                         if not (type(_p29) is str) and not _type_miss(_p29): return False
@@ -132,15 +132,15 @@ def _proof1():
                     return False
                 if 'inputTokens' in _p42:
                     _p45 = _p42['inputTokens']
-                    if not ((type(_p45) is int and -_BIG < _p45 < _BIG)) and not _type_miss(_p45): return False
+                    if not ((type(_p45) is int and _LOW < _p45 < _BIG)) and not _type_miss(_p45): return False
                     if not (_p45 >= 0): return False
                 if 'outputTokens' in _p42:
                     _p46 = _p42['outputTokens']
-                    if not ((type(_p46) is int and -_BIG < _p46 < _BIG)) and not _type_miss(_p46): return False
+                    if not ((type(_p46) is int and _LOW < _p46 < _BIG)) and not _type_miss(_p46): return False
                     if not (_p46 >= 0): return False
                 if 'costUsd' in _p42:
                     _p47 = _p42['costUsd']
-                    if not ((type(_p47) is int and -_BIG < _p47 < _BIG or type(_p47) is float and _p47 - _p47 == 0.0)) and not _type_miss(_p47): return False
+                    if not ((type(_p47) is int and _LOW < _p47 < _BIG or type(_p47) is float and _NO_END < _p47 < _END)) and not _type_miss(_p47): return False
                     if not (_p47 >= 0): return False
                 if 'model' in _p42:
                     _p48 = _p42['model']
@@ -160,15 +160,15 @@ def _proof1():
             return False
         if 'inputTokens' in x:
             _p52 = x['inputTokens']
-            if not ((type(_p52) is int and -_BIG < _p52 < _BIG)) and not _type_miss(_p52): return False
+            if not ((type(_p52) is int and _LOW < _p52 < _BIG)) and not _type_miss(_p52): return False
             if not (_p52 >= 0): return False
         if 'outputTokens' in x:
             _p53 = x['outputTokens']
-            if not ((type(_p53) is int and -_BIG < _p53 < _BIG)) and not _type_miss(_p53): return False
+            if not ((type(_p53) is int and _LOW < _p53 < _BIG)) and not _type_miss(_p53): return False
             if not (_p53 >= 0): return False
         if 'costUsd' in x:
             _p54 = x['costUsd']
-            if not ((type(_p54) is int and -_BIG < _p54 < _BIG or type(_p54) is float and _p54 - _p54 == 0.0)) and not _type_miss(_p54): return False
+            if not ((type(_p54) is int and _LOW < _p54 < _BIG or type(_p54) is float and _NO_END < _p54 < _END)) and not _type_miss(_p54): return False
             if not (_p54 >= 0): return False
         if 'model' in x:
             _p55 = x['model']
@@ -200,7 +200,7 @@ def _proof1():
             return False
         _p63 = x['name']
         if not (type(_p63) is str) and not _type_miss(_p63): return False
-        if not (len(_p63) >= 1 and len(_p63) <= 200): return False
+        if not (1 <= len(_p63) <= 200): return False
         if 'id' in x:
             _p64 = x['id']
             if not (type(_p64) is str) and not _type_miss(_p64): return False
@@ -320,7 +320,7 @@ def _proof2():
                         if type(_k21) is not str: raise _Unsure
                     return False
                 _p22 = _p19['maxAttempts']
-                if not ((type(_p22) is int and -_BIG < _p22 < _BIG)) and not _type_miss(_p22): return False
+                if not ((type(_p22) is int and _LOW < _p22 < _BIG)) and not _type_miss(_p22): return False
             if 'escalateTo' in _p15:
                 _p23 = _p15['escalateTo']
                 if not (type(_p23) is str) and not _type_miss(_p23): return False
@@ -364,10 +364,10 @@ def _proof2():
                     return False
                 if 'maxCostUsd' in _p38:
                     _p41 = _p38['maxCostUsd']
-                    if not ((type(_p41) is int and -_BIG < _p41 < _BIG or type(_p41) is float and _p41 - _p41 == 0.0)) and not _type_miss(_p41): return False
+                    if not ((type(_p41) is int and _LOW < _p41 < _BIG or type(_p41) is float and _NO_END < _p41 < _END)) and not _type_miss(_p41): return False
                 if 'maxLatencyMs' in _p38:
                     _p42 = _p38['maxLatencyMs']
-                    if not ((type(_p42) is int and -_BIG < _p42 < _BIG)) and not _type_miss(_p42): return False
+                    if not ((type(_p42) is int and _LOW < _p42 < _BIG)) and not _type_miss(_p42): return False
             if 'sandbox' in x:
                 _p43 = x['sandbox']
                 if not (type(_p43) is str and _p43 in _c44): return _type_miss(_p43)
@@ -381,9 +381,9 @@ def _proof2():
                         if type(_k47) is not str: raise _Unsure
                     return False
                 _p48 = _p45['memMB']
-                if not ((type(_p48) is int and -_BIG < _p48 < _BIG)) and not _type_miss(_p48): return False
+                if not ((type(_p48) is int and _LOW < _p48 < _BIG)) and not _type_miss(_p48): return False
                 _p49 = _p45['cpuMs']
-                if not ((type(_p49) is int and -_BIG < _p49 < _BIG)) and not _type_miss(_p49): return False
+                if not ((type(_p49) is int and _LOW < _p49 < _BIG)) and not _type_miss(_p49): return False
             if 'network' in x:
                 _p50 = x['network']
                 if not (type(_p50) is dict) and not _type_miss(_p50): return False
@@ -544,7 +544,7 @@ def _proof2():
                     if type(_k117) is not str: raise _Unsure
                 return False
             _p118 = _p115['maxAttempts']
-            if not ((type(_p118) is int and -_BIG < _p118 < _BIG)) and not _type_miss(_p118): return False
+            if not ((type(_p118) is int and _LOW < _p118 < _BIG)) and not _type_miss(_p118): return False
         if 'escalateTo' in x:
             _p119 = x['escalateTo']
             if not (type(_p119) is str) and not _type_miss(_p119): return False
@@ -610,7 +610,7 @@ def _proof4():
                 return False
             if 'min' in x:
                 _p3 = x['min']
-                if not ((type(_p3) is int and -_BIG < _p3 < _BIG)) and not _type_miss(_p3): return False
+                if not ((type(_p3) is int and _LOW < _p3 < _BIG)) and not _type_miss(_p3): return False
                 if not (_p3 >= 1): return False
             if 'allowedSources' in x:
                 _p4 = x['allowedSources']
@@ -659,7 +659,7 @@ def _proof6():
                     if type(_k2) is not str: raise _Unsure
                 return False
             _p3 = x['max']
-            if not ((type(_p3) is int and -_BIG < _p3 < _BIG)) and not _type_miss(_p3): return False
+            if not ((type(_p3) is int and _LOW < _p3 < _BIG)) and not _type_miss(_p3): return False
             if not (_p3 >= 0): return False
             if 'tool' in x:
                 _p4 = x['tool']
