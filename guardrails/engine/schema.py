@@ -227,7 +227,7 @@ def bracket_count(text: bytes) -> int:
     """How many `[` and `{` a JSON text holds, strings included: a bound on its nesting.
 
     One pass deleting them, where two `bytes.count` would each loop over every byte (a loop
-    that distributions' optimised CPython builds run at a third of this speed)."""
+    that Debian's optimised CPython build runs at half this speed)."""
     return len(text) - len(text.translate(None, b"[{"))
 
 
