@@ -12,9 +12,10 @@ ENGINE_COMMANDS = {"guardrail_ci", "validate_guardrail"}
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] in ENGINE_COMMANDS:
+        from guardrails.engine.cli import exit_now
         from guardrails.engine.cli import main as engine_main
 
-        sys.exit(engine_main(sys.argv[1], sys.argv[2:], sys.stdout, sys.stderr))
+        exit_now(engine_main(sys.argv[1], sys.argv[2:], sys.stdout, sys.stderr))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kindgi_console.settings")
     from django.core.management import execute_from_command_line
 

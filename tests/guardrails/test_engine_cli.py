@@ -362,10 +362,18 @@ def test_console_refusing_the_key_gives_2(
 
 def test_manage_py_runs_the_ci_commands_without_django(tmp_path: Path) -> None:
     probe = (
-        "import sys, runpy; sys.argv = ['manage.py'] + sys.argv[1:]\n"
+        "import os, runpy, sys\n"
+        "sys.argv = ['manage.py'] + sys.argv[1:]\n"
+        "def report():\n"
+        "    print('django' if 'django' in sys.modules else 'no django', file=sys.stderr, flush=True)\n"
+        "exit_now = os._exit\n"
+        "def probe_exit(status):  # manage.py's fast path ends with os._exit\n"
+        "    report()\n"
+        "    exit_now(status)\n"
+        "os._exit = probe_exit\n"
         "try:\n    runpy.run_path('manage.py', run_name='__main__')\n"
         "finally:\n"
-        "    print('django' if 'django' in sys.modules else 'no django', file=sys.stderr)\n"
+        "    report()\n"
     )
     completed = subprocess.run(
         [
@@ -388,6 +396,35 @@ def test_manage_py_runs_the_ci_commands_without_django(tmp_path: Path) -> None:
     assert completed.returncode == 1
     assert completed.stderr.strip().endswith("no django")
     ET.fromstring(completed.stdout)
+
+
+def test_manage_py_writes_the_whole_report_and_the_bad_input_before_it_exits(tmp_path: Path) -> None:
+    # manage.py's fast path ends the process with os._exit (no interpreter teardown): all
+    # the command wrote must be out by then, through a pipe as into a file.
+    first = json.loads(Path(EXAMPLE_TRACES).read_text(encoding="utf-8").splitlines()[0])
+    traces = tmp_path / "many.jsonl"
+    lines = [json.dumps({**first, "id": f"run-{number}"}) for number in range(3000)]
+    traces.write_text("\n".join([*lines, "{not json"]) + "\n", encoding="utf-8")
+    command = [sys.executable, "manage.py", "guardrail_ci", "--guardrails", *EXAMPLE_GUARDRAILS]
+    completed = subprocess.run(
+        [*command, "--traces", str(traces), "--format", "json"], cwd=ROOT, capture_output=True, check=False
+    )
+    assert completed.returncode == 2
+    report = json.loads(completed.stdout)
+    assert len(report["results"]) == 3000 * len(EXAMPLE_GUARDRAILS)
+    message = completed.stderr.decode()
+    assert message.startswith(f"{traces}:3001: not valid JSON (") and message.endswith(" at column 2)\n")
+
+    written = tmp_path / "report.json"
+    completed = subprocess.run(
+        [*command, "--traces", EXAMPLE_TRACES, "--format", "json", "--output", str(written)],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
+    summary = json.loads(written.read_text(encoding="utf-8"))["summary"]
+    assert completed.returncode == (1 if summary["fail"] + summary["error"] else 0)
+    assert b"report written to" in completed.stdout
 
 
 def test_call_command_reaches_the_same_commands(tmp_path: Path) -> None:

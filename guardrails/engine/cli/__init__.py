@@ -29,7 +29,9 @@ blocks.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+import os
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from guardrails.engine.cli.arguments import (
     FORMATS,
@@ -104,3 +106,17 @@ COMMANDS = {"validate_guardrail": run_validate_guardrail, "guardrail_ci": run_gu
 def main(command: str, argv: list[str], stdout: Writer, stderr: Writer) -> int:
     """Run one of the CI commands (manage.py's fast path, without Django)."""
     return COMMANDS[command](argv, stdout, stderr)
+
+
+def exit_now(status: int) -> NoReturn:
+    """End the process with `status` once the standard streams are flushed, without the
+    interpreter's teardown (freeing every object, a last collection): 8 to 15 ms of a CI
+    run, for nothing the command leaves open (its report file is closed, its worker
+    processes and sandbox pool are shut down before `main` returns). Where a stream cannot
+    be flushed (a closed pipe), the interpreter exits as usual and reports it."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(status)
+    os._exit(status)
