@@ -167,7 +167,8 @@ class Plan:
                 verdicts[index] = self._shown(_error_verdict(check_id, exc))
                 continue
             if outcome is not PASSED:
-                verdicts[index] = self._shown(_outcome_verdict(check_id, outcome))
+                verdict = _outcome_verdict(check_id, outcome)
+                verdicts[index] = verdict if verdict[0] != "error" else self._shown(verdict)
         return verdicts
 
     def verdict(self, index: int, trace: Trace) -> Verdict:

@@ -63,7 +63,7 @@ PASSED = CheckOutcome(passed=True)
 
 def failed(reason: str, **details: Any) -> CheckOutcome:
     """A failing outcome with its reason."""
-    return CheckOutcome(passed=False, reason=reason, details=details)
+    return CheckOutcome(False, reason, details)
 
 
 def returned_name(outcome: object) -> str:
