@@ -493,7 +493,11 @@ def generate(schema: Mapping[str, Any], *, json_values: bool = False) -> Callabl
     if json_values:
         from guardrails.engine.schema_proofs import PROOFS
 
-        made: Callable[[], Callable[[object], bool]] | None = PROOFS.get(_canonical(schema))
+        try:
+            key = _canonical(schema)
+        except TypeError:  # not JSON (a pack's schema may hold anything): none of ours
+            key = b""
+        made: Callable[[], Callable[[object], bool]] | None = PROOFS.get(key)
         if made is not None:
             return made()
     writer = _writer(schema, json_values)

@@ -278,6 +278,10 @@ def test_a_schema_unlike_the_console_s_own_is_generated_now_with_its_own_answers
     assert schema_code.generate(RUNTRACE_SCHEMA, json_values=True)({**TRACE, "id": "x" * 11})
     # Without json_values, the code walks values of any type: never the one written ahead.
     assert schema_code.generate(RUNTRACE_SCHEMA).__module__ != schema_proofs.__name__
+    # A schema that is not JSON is looked up by nothing, and judged as before.
+    odd = {"type": "object", "properties": {"a": {"enum": {"x", "y"}}}}  # a set: orjson cannot write it
+    with pytest.raises(schema_code.Unsupported):
+        schema_code.generate(odd, json_values=True)
 
 
 @pytest.mark.parametrize("generated", [True, False])
