@@ -326,7 +326,7 @@ def main() -> None:
     compileall.compile_dir(ROOT / "guardrails", quiet=1)
     print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     # The interpreter matters as much as the code: a CPython built without profile-guided and
-    # link-time optimisation (pyenv's default) runs the command 15 to 30% slower.
+    # link-time optimisation (pyenv's default) runs the command 10 to 17% slower.
     print(f"interpreter: CPython {sys.version.split()[0]}, {os.path.realpath(sys.executable)}")
     with tempfile.TemporaryDirectory(prefix="kindgi-bench-") as tmp:
         folder = Path(tmp)

@@ -239,7 +239,7 @@ def validate_runtrace_line(
     `brackets`: bracket_count(raw), when the caller has counted them."""
     if brackets is None:
         brackets = bracket_count(raw)
-    if brackets > max_depth or (b"\\" in raw and b"\\u0000" in raw):  # (memchr finds a byte fast)
+    if not _walk_needless(raw, brackets, max_depth):
         return validate_runtrace(doc, max_depth=max_depth)
     compiled = _runtrace_validator()
     if not compiled.is_valid(doc):
@@ -249,22 +249,24 @@ def validate_runtrace_line(
 
 def runtrace_line_validator(max_depth: int = MAX_DEPTH) -> Callable[[bytes, object, int], list[Issue]]:
     """`validate_runtrace_line(raw, doc, max_depth=max_depth, brackets=brackets)` as a
-    function of (raw, doc, brackets), for a loop over many traces (the CI command): a valid
-    trace whose times are laid out alike is decided with nothing called but the schema's
-    proof; any other goes through validate_runtrace_line."""
+    function of (raw, doc, brackets), for a loop over many traces (the CI command): a trace
+    the schema's proof finds valid goes straight to the time order; any other goes through
+    validate_runtrace_line, which explains."""
     compiled = _runtrace_validator()
     proof = compiled.is_valid if compiled.proof is None else compiled.proof
 
     def validate(raw: bytes, doc: object, brackets: int) -> list[Issue]:
-        if brackets <= max_depth and (b"\\" not in raw or b"\\u0000" not in raw) and type(doc) is dict and proof(doc):
-            started, ended = doc.get("startedAt"), doc.get("endedAt")
-            if type(started) is not str or type(ended) is not str:
-                return []
-            if _same_utc_layout(started, ended) and not ended < started:
-                return []
+        if _walk_needless(raw, brackets, max_depth) and type(doc) is dict and proof(doc):
+            return _check_time_order(doc)
         return validate_runtrace_line(raw, doc, max_depth=max_depth, brackets=brackets)
 
     return validate
+
+
+def _walk_needless(raw: bytes, brackets: int, max_depth: int) -> bool:
+    """Whether the raw text proves the walk over every value needless: too few brackets to
+    nest too deep, and no NUL written as an escape (memchr finds the backslash fast)."""
+    return brackets <= max_depth and (b"\\" not in raw or b"\\u0000" not in raw)
 
 
 def _validate_with_limits(compiled: CompiledSchema, doc: object, max_depth: int) -> list[Issue]:
