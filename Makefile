@@ -6,8 +6,9 @@
 # profile-guided and link-time optimisation and links it statically: guardrail_ci runs 10 to
 # 17% faster on it, a pure-Python loop 35%, than on a plain source build such as pyenv's
 # default, which is neither); else python3. An existing .venv keeps its interpreter.
+# (`=`: asked only when a recipe makes the environment)
 ifeq ($(origin PYTHON),undefined)
-PYTHON := $(firstword $(shell /usr/bin/python3.11 -c 'import ensurepip, venv' >/dev/null 2>&1 \
+PYTHON = $(firstword $(shell /usr/bin/python3.11 -c 'import ensurepip, venv' >/dev/null 2>&1 \
   && echo /usr/bin/python3.11) python3)
 endif
 VENV ?= .venv
