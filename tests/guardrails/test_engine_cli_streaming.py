@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from guardrails.engine.cli import batches as cli_batches
 from guardrails.engine.cli import run_guardrail_ci
-from guardrails.engine.cli.batches import BATCH_SIZE
+from guardrails.engine.cli.batches import batches
 from guardrails.engine.cli.reports import Batch, Report
 from guardrails.engine.evaluate import Engine
 from guardrails.engine.registration import define_guardrail
@@ -35,9 +36,15 @@ def run(*argv: str) -> tuple[int, str, str]:
     return status, stdout.getvalue(), stderr.getvalue()
 
 
+#: Traces per batch in these tests (--jobs sends batches of up to 1,000): several batches
+#: a file at a tenth of the cost.
+BATCH_SIZE = 100
+
+
 @pytest.fixture
-def many(tmp_path: Path) -> list[str]:
+def many(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Trace files of several batches: JSON Lines with bad lines, gzip, and a JSON array."""
+    monkeypatch.setattr(cli_batches, "BATCH_SIZE", BATCH_SIZE)
     lines = []
     for number in range(3 * BATCH_SIZE + 17):
         trace = json.loads(EXAMPLE_LINES[number % len(EXAMPLE_LINES)])
@@ -65,6 +72,83 @@ def test_jobs_give_the_same_report_in_the_same_order(many: list[str], fmt: str) 
     assert alone[2] == shared[2] and f"{many[0]}:6: not valid JSON" in alone[2]
     # The text summary says how long the run took: the rest is the same, byte for byte.
     assert _without_times(alone[1]) == _without_times(shared[1])
+
+
+def test_a_batch_closes_at_its_count_or_once_it_holds_its_bytes() -> None:
+    sizes: list[int | None] = [10, 10, None, 10, 500, 60, 60, 10]  # None: a refused line
+    entries = [(number, None if size is None else b"x" * size, None) for number, size in enumerate(sizes, 1)]
+    lines = [[entry[0] for entry in batch] for batch in batches(entries, 4, 100)]
+    assert lines == [[1, 2, 3, 4], [5], [6, 7], [8]]
+
+
+def test_a_local_batch_weighs_its_bytes_every_few_traces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_batches, "LOCAL_BATCH_SIZE", 6)
+    monkeypatch.setattr(cli_batches, "LOCAL_BATCH_BYTES", 100)
+    monkeypatch.setattr(cli_batches, "LOCAL_BATCH_STEP", 2)
+    sizes: list[int | None] = [10, None, 10, 10, 10, 10, 10, 10, 500, 10, 60, 60, 10]
+    entries = [(number, None if size is None else b"x" * size, None) for number, size in enumerate(sizes, 1)]
+    lines = [[entry[0] for entry in batch] for batch in cli_batches.local_batches(entries)]
+    assert lines == [[1, 2, 3, 4, 5, 6], [7, 8, 9, 10], [11, 12], [13]]
+
+
+def test_jobs_keep_memory_bounded_when_every_trace_is_of_the_largest_size(tmp_path: Path) -> None:
+    """A batch is closed at a megabyte of traces, not only at its count: 1,000 traces of the
+    1 MiB limit would otherwise be a GB in each batch, twice that in flight."""
+    trace = json.loads(EXAMPLE_LINES[0])
+    trace["input"] = "x" * (1000 * 1000)
+    big = tmp_path / "big.jsonl"
+    with big.open("w", encoding="utf-8") as handle:
+        for number in range(80):
+            handle.write(json.dumps({**trace, "id": f"big-{number}"}) + "\n")
+    command = [sys.executable, "manage.py", "guardrail_ci", "--guardrails", *EXAMPLE_GUARDRAILS]
+    command += ["--traces", str(big), "--format", "json", "--output", str(tmp_path / "r.json"), "--jobs", "2"]
+    done = subprocess.run([sys.executable, "-S", "-c", _PEAK, *command], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert report["summary"]["pass"] + report["summary"]["fail"] > 0 and not report["errors"]
+    # Each process peaks near 35 MB; a batch of all 80 traces took the command past 170 MB.
+    assert int(done.stdout.split()[-1]) < 80 * 1024
+
+
+def test_jobs_reuse_the_large_blocks_a_batch_passes_through(tmp_path: Path) -> None:
+    """Each batch's text and pickle are a megabyte or so: malloc keeps the freed blocks for
+    the next batch instead of having the kernel fault in new pages every time."""
+    traces = tmp_path / "traces.jsonl"
+    with traces.open("w", encoding="utf-8") as handle:
+        for number in range(6000):
+            handle.write(EXAMPLE_LINES[number % len(EXAMPLE_LINES)] + "\n")
+    probe = """
+import io, resource, sys
+from guardrails.engine.cli import batches, run_guardrail_ci
+if sys.argv[1] == "default":
+    batches._keep_freed_blocks = lambda: None
+run_guardrail_ci(sys.argv[2:], io.StringIO(), io.StringIO())
+print(sum(resource.getrusage(who).ru_minflt for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+"""
+    faults = {}
+    for mode in ("kept", "default"):
+        argv = ["--guardrails", *EXAMPLE_GUARDRAILS, "--traces", str(traces), "--format", "json", "--jobs", "2"]
+        argv += ["--output", str(tmp_path / f"{mode}.json")]
+        done = subprocess.run([sys.executable, "-c", probe, mode, *argv], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        faults[mode] = int(done.stdout)
+    assert (tmp_path / "kept.json").read_bytes() == (tmp_path / "default.json").read_bytes()
+    # The three processes' start fault in some 10,000 pages either way.
+    assert faults["kept"] + 3000 < faults["default"], faults
+
+
+# Runs a command and prints its peak RSS in kB: the largest of its own and its reaped
+# workers' (wait4). Linux keeps a process's peak across exec: the command is started from
+# this small interpreter, not from the test's.
+_PEAK = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_pid, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def _without_times(report: str) -> str:

@@ -259,7 +259,9 @@ class Report:
         if not self._written:
             self.out.write('{"results":[')
         if text:
-            self.out.write(("," if self._written > 1 else "") + text)
+            if self._written > 1:
+                self.out.write(",")  # (not joined to a batch's megabyte of text: a copy)
+            self.out.write(text)
             self._written = 2
         else:
             self._written = max(self._written, 1)
