@@ -19,6 +19,7 @@ import pytest
 from guardrails.engine.cli import batches as cli_batches
 from guardrails.engine.cli import run_guardrail_ci
 from guardrails.engine.cli.batches import batches
+from guardrails.engine.cli.files import BadInput, iter_entries
 from guardrails.engine.cli.reports import Batch, Report
 from guardrails.engine.evaluate import Engine
 from guardrails.engine.registration import define_guardrail
@@ -149,6 +150,33 @@ _pid, status, usage = os.wait4(pid, 0)
 print(usage.ru_maxrss)
 sys.exit(os.waitstatus_to_exitcode(status))
 """
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_traces_read_before_a_file_breaks_off_are_in_the_report(tmp_path: Path, jobs: str) -> None:
+    """A gzip file cut short: the traces read before the break are evaluated (not dropped
+    with the batch they were in), then the file is bad input, with or without --jobs."""
+    lines = []
+    for number in range(400):
+        trace = json.loads(EXAMPLE_LINES[number % len(EXAMPLE_LINES)])
+        trace["id"] = f"t-{number}"
+        lines.append(json.dumps(trace) + "\n")
+    packed = gzip.compress("".join(lines).encode(), mtime=0)
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) * 3 // 4])
+    status, out, err = run(
+        "--guardrails", *EXAMPLE_GUARDRAILS, "--traces", str(cut), "--format", "json", "--jobs", jobs
+    )
+    assert status == 2 and "cut.jsonl.gz: the file cannot be read" in err
+    report = json.loads(out)
+    traces = [result["trace"] for result in report["results"][::7]]
+    read = []
+    with pytest.raises(BadInput):
+        for entry in iter_entries(str(cut), 1 << 20):
+            read.append(entry)
+    assert len(read) > 100  # many batches' worth (32 a batch in one process)
+    assert traces == [f"t-{number}" for number in range(len(read))]
+    assert report["summary"]["pass"] + report["summary"]["fail"] + report["summary"]["skipped"] == 7 * len(traces)
 
 
 def _without_times(report: str) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from orjson import JSONDecodeError, loads
 
-from guardrails.engine.cli.files import Entry, is_jsonl, parse_entry
+from guardrails.engine.cli.files import BadInput, Entry, is_jsonl, parse_entry
 from guardrails.engine.cli.reports import Batch, Renderer
 from guardrails.engine.evaluate import Engine, Plan
 from guardrails.engine.schema import bracket_count, runtrace_line_validator, validate_runtrace
@@ -111,17 +111,23 @@ def _where(path: str, line: int, issue: Issue) -> str:
 
 def batches(entries: Iterable[Entry], size: int, max_bytes: int) -> Iterator[list[Entry]]:
     """The entries in lists of at most `size`, each closed once its trace text reaches
-    `max_bytes` (so under `max_bytes` and one trace)."""
+    `max_bytes` (so under `max_bytes` and one trace). When the file cannot be read further
+    (BadInput), the traces read before are a last batch, then the error follows."""
     batch: list[Entry] = []
     held = 0
-    for entry in entries:
-        batch.append(entry)
-        raw = entry[1]
-        if raw is not None:
-            held += len(raw)
-        if len(batch) >= size or held >= max_bytes:
+    try:
+        for entry in entries:
+            batch.append(entry)
+            raw = entry[1]
+            if raw is not None:
+                held += len(raw)
+            if len(batch) >= size or held >= max_bytes:
+                yield batch
+                batch, held = [], 0
+    except BadInput:
+        if batch:
             yield batch
-            batch, held = [], 0
+        raise
     if batch:
         yield batch
 
@@ -129,17 +135,29 @@ def batches(entries: Iterable[Entry], size: int, max_bytes: int) -> Iterator[lis
 def local_batches(entries: Iterable[Entry]) -> Iterator[list[Entry]]:
     """`batches(entries, LOCAL_BATCH_SIZE, LOCAL_BATCH_BYTES)` with the bytes weighed every
     LOCAL_BATCH_STEP entries, not at each (a loop in Python over every trace costs 1.5% of
-    a run): a batch holds under LOCAL_BATCH_BYTES and the bytes of LOCAL_BATCH_STEP traces."""
+    a run): a batch holds under LOCAL_BATCH_BYTES and the bytes of LOCAL_BATCH_STEP traces.
+    The traces read before a BadInput are a last batch, as in `batches`."""
     iterator = iter(entries)
-    while batch := list(islice(iterator, LOCAL_BATCH_STEP)):
-        held = _bytes(batch)
-        while held < LOCAL_BATCH_BYTES and len(batch) < LOCAL_BATCH_SIZE:
-            more = list(islice(iterator, LOCAL_BATCH_STEP))
-            if not more:
-                break
-            batch += more
-            held += _bytes(more)
-        yield batch
+    batch: list[Entry] = []
+    try:
+        # (list.extend keeps what it took before the iterator raised: a last batch)
+        while True:
+            batch.extend(islice(iterator, LOCAL_BATCH_STEP))
+            if not batch:
+                return
+            held = _bytes(batch)
+            while held < LOCAL_BATCH_BYTES and len(batch) < LOCAL_BATCH_SIZE:
+                taken = len(batch)
+                batch.extend(islice(iterator, LOCAL_BATCH_STEP))
+                if len(batch) == taken:
+                    break
+                held += _bytes(batch[taken:])
+            yield batch
+            batch = []
+    except BadInput:
+        if batch:
+            yield batch
+        raise
 
 
 def _bytes(entries: list[Entry]) -> int:
@@ -178,10 +196,15 @@ class Workers:
     def map(self, path: str, entries: Iterable[Entry]) -> Iterator[Batch]:
         """Each batch's result in the order of the file, with a bounded number in flight."""
         pending: deque[Future[Batch]] = deque()
-        for batch in batches(entries, BATCH_SIZE, BATCH_BYTES):
-            pending.append(self._pool.submit(_run_in_worker, path, batch))
-            if len(pending) >= 2 * self.jobs:
+        try:
+            for batch in batches(entries, BATCH_SIZE, BATCH_BYTES):
+                pending.append(self._pool.submit(_run_in_worker, path, batch))
+                if len(pending) >= 2 * self.jobs:
+                    yield pending.popleft().result()
+        except BadInput:  # the file cannot be read further: what was read comes first
+            while pending:
                 yield pending.popleft().result()
+            raise
         while pending:
             yield pending.popleft().result()
 
