@@ -88,7 +88,7 @@ def add_ci_arguments(parser: argparse.ArgumentParser) -> None:
         type=_jobs,
         default=1,
         metavar="N",
-        help="evaluate JSON Lines files in N processes (the report is the same, in the same order)",
+        help="evaluate the trace files in N processes (the report is the same, in the same order)",
     )
     parser.add_argument(
         "--judge-models",

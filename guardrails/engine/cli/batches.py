@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from orjson import JSONDecodeError, loads
 
-from guardrails.engine.cli.files import BadInput, Entry, is_jsonl, parse_entry
+from guardrails.engine.cli.files import BadInput, Entry, parse_entry
 from guardrails.engine.cli.reports import Batch, Renderer
 from guardrails.engine.evaluate import Engine, Plan
 from guardrails.engine.schema import bracket_count, runtrace_line_validator, validate_runtrace
@@ -176,7 +176,8 @@ def _run_in_worker(path: str, entries: list[Entry]) -> Batch:
 
 
 class Workers:
-    """A pool of `jobs` forked processes evaluating the batches of JSON Lines files."""
+    """A pool of `jobs` forked processes evaluating the batches of trace files (a JSON
+    array's elements as a JSON Lines file's lines: the reader here splits them)."""
 
     def __init__(self, evaluator: Evaluator, jobs: int) -> None:
         import multiprocessing
@@ -243,8 +244,8 @@ def _keep_freed_blocks() -> None:
 def evaluate_file(
     path: str, evaluator: Evaluator, entries: Iterable[Entry], workers: Workers | None
 ) -> Iterator[Batch]:
-    """The batches of one file: in the workers for a JSON Lines file, else here."""
-    if workers is not None and is_jsonl(path):
+    """The batches of one file: in the workers under --jobs, else here."""
+    if workers is not None:
         yield from workers.map(path, entries)
         return
     for batch in local_batches(entries):

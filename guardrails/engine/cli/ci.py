@@ -5,7 +5,7 @@ error, 2 bad input (each named with file and line, or an invalid check pack).
 
 llm-judge guardrails need judge models (`--judge-models`, environment.judge_services);
 without them an llm-judge guardrail's result is `error` (no judge bound), which blocks.
-With `--jobs N`, JSON Lines files are evaluated in N processes; a run with llm-judge or
+With `--jobs N`, trace files are evaluated in N processes; a run with llm-judge or
 sandboxed guardrails stays in one process (its judge calls and sandbox pool are shared).
 """
 
