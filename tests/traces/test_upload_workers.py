@@ -62,16 +62,16 @@ def test_a_200000_deep_array_fails_with_the_reason_and_the_worker_stays_small(
     assert peak < MAX_WORKER_RSS, f"the worker reached {peak / 2**20:.0f} MB"
 
 
-LINES = 200_000
-REPEATS = 1_000  # every 200th line repeats an earlier one: a duplicate
+LINES = 50_000
+REPEATS = 250  # every 200th line repeats an earlier one: a duplicate
 WORKER_SETTINGS = {
     "KINDGI_CHUNK_LEASE_SECONDS": 3,
     "CELERY_VISIBILITY_TIMEOUT": 5,
     # The time limits scaled down, far under what the whole file takes: each piece (at
-    # most 2 s, a quarter of the soft limit, or 20,000 lines) is a task of its own.
+    # most 2 s, a quarter of the soft limit, or 4,000 lines) is a task of its own.
     "CELERY_TASK_SOFT_TIME_LIMIT": 8,
     "CELERY_TASK_TIME_LIMIT": 10,
-    "KINDGI_UPLOAD_PIECE_LINES": 20_000,
+    "KINDGI_UPLOAD_PIECE_LINES": 4_000,
 }
 
 
@@ -93,7 +93,7 @@ def test_a_worker_killed_mid_upload_is_resumed_where_it_stopped_with_exact_count
     upload = save_upload(SimpleUploadedFile("many.jsonl.gz", many_lines()), acme, alice)
     first = Worker("first", tmp_path, concurrency=1, **WORKER_SETTINGS)
     try:
-        wait_for(lambda: _read(upload) >= 50_000, 180, "a quarter of the file", first)
+        wait_for(lambda: _read(upload) >= LINES // 4, 180, "a quarter of the file", first)
     finally:
         first.kill()
     upload.refresh_from_db()
