@@ -330,6 +330,13 @@ def _leading_lines(text: bytes) -> int:
 #: What the splitter stops at: a whole string (its closing quote missing when the string
 #: goes on past what was read), or a bracket or comma outside strings.
 TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*("?)|[\[\]{},]', re.DOTALL)
+#: What it passes over inside an element, where commas do not matter: everything up to the
+#: next bracket outside strings, whole strings included, within INSIDE_SPAN bytes (the
+#: regular expression keeps a frame for each string it passes). It stops short of a string
+#: that goes on past the span, which TOKEN then takes.
+INSIDE = re.compile(rb'[^"\[\]{}]*(?:"[^"\\]*(?:\\.[^"\\]*)*"[^"\[\]{}]*)*', re.DOTALL)
+INSIDE_SPAN = 8 * 1024
+BRACKETS = b"[]{}"
 READ_SIZE = 64 * 1024
 
 
@@ -378,13 +385,21 @@ class ArraySplitter:
         position, depth = self.buffer.index(b"[") + 1, 1  # "[" is the first byte not blank
         self._begin_element(position)
         while True:
-            found = TOKEN.search(self.buffer, position)
-            if found is None or found.group(1) == b"":
-                # A string that goes on past the buffer is read again whole once more is read.
-                position = self._read_more(found.start() if found is not None else len(self.buffer))
-                continue
-            position = found.end()
-            token = self.buffer[found.start()]
+            start = -1
+            if depth > 1:  # inside an element: one step a bracket, not one a string or comma
+                passed = INSIDE.match(self.buffer, position, position + INSIDE_SPAN).end()  # type: ignore[union-attr]
+                if passed < len(self.buffer) and self.buffer[passed] in BRACKETS:
+                    start, position = passed, passed + 1
+                else:
+                    position = passed
+            if start < 0:
+                found = TOKEN.search(self.buffer, position)
+                if found is None or found.group(1) == b"":
+                    # A string that goes on past the buffer is read again whole once more is read.
+                    position = self._read_more(found.start() if found is not None else len(self.buffer))
+                    continue
+                start, position = found.start(), found.end()
+            token = self.buffer[start]
             if token == 0x22:  # a string
                 continue
             if token in b"[{":
@@ -400,12 +415,12 @@ class ArraySplitter:
                 if depth == 0:  # the array's own closing bracket: what follows is not read
                     if token != 0x5D:
                         raise BrokenArray("a } closes the array")
-                    text = self.buffer[self.segment : found.start()]
+                    text = self.buffer[self.segment : start]
                     if text.strip() or self.number:
                         yield from self._element(text)
                     return
             elif depth == 1:  # a comma of the array's own level ends an element
-                yield from self._element(self.buffer[self.segment : found.start()])
+                yield from self._element(self.buffer[self.segment : start])
                 self._begin_element(position)
 
     def _begin_element(self, position: int) -> None:

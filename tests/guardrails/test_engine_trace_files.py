@@ -10,7 +10,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from guardrails.engine import trace_files
 from guardrails.engine.cli import iter_trace_file
 from guardrails.engine.cli.files import BadInput
 from guardrails.engine.trace_files import READ_SIZE, Limits, UnreadableFile, parse_file
@@ -93,3 +96,31 @@ def test_the_cli_names_the_line_of_a_bad_element_and_refuses_a_broken_file(tmp_p
     deep.write_text('{"id": "a"}\n' + "\n" * 10_001 + '{"id": "b"}\n')
     with pytest.raises(BadInput, match="more than 10000 blank lines"):
         list(iter_trace_file(str(deep)))
+
+
+_JSON_TEXT = st.text(alphabet=st.sampled_from(list('ab ,:[]{}"\\\n\t/é€\U0001f600')), max_size=12)
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | _JSON_TEXT,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_JSON_TEXT, children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    documents=st.lists(_JSON_VALUES, max_size=8),
+    indent=st.sampled_from([None, 0, 2]),
+    read_size=st.sampled_from([1, 2, 7, 64, READ_SIZE]),
+    span=st.sampled_from([1, 3, 16, 8192]),
+)
+def test_the_split_gives_back_every_element_whatever_the_read_size_and_span(
+    monkeypatch: pytest.MonkeyPatch, documents: list[object], indent: int | None, read_size: int, span: int
+) -> None:
+    """Brackets, commas, quotes and backslashes inside strings, elements crossing each read
+    and each span of the pass inside an element: the elements are the array's, in order."""
+    monkeypatch.setattr(trace_files, "READ_SIZE", read_size)
+    monkeypatch.setattr(trace_files, "INSIDE_SPAN", span)
+    data = json.dumps(documents, indent=indent, ensure_ascii=False).encode()
+    limits = Limits(max_trace_bytes=1 << 20, max_depth=64, max_decompressed=None, max_blank_lines=10)
+    parsed = read(data, limits=limits)
+    assert parsed == [(number, document, None) for number, document in enumerate(documents, 1)]
