@@ -103,19 +103,25 @@ class Position:
 
 
 class LimitedReader(io.RawIOBase):
-    """The decompressed bytes of a file, refused once more than `limit` have been read."""
+    """The decompressed bytes of a file, refused once more than `limit` have been read.
 
-    def __init__(self, inner: IO[bytes] | gzip.GzipFile, limit: int | None) -> None:
+    A gzip stream (`chunked`) is read a chunk at a time (readinto1): a readinto that fills
+    the whole buffer from several chunks loses those it had when the stream breaks off (a
+    file cut short), and with them the lines before the break."""
+
+    def __init__(self, inner: IO[bytes] | gzip.GzipFile, limit: int | None, *, chunked: bool = False) -> None:
         super().__init__()
         self.inner = inner
         self.limit = limit
         self.count = 0
+        reader = cast(io.BufferedIOBase, inner)
+        self._readinto = reader.readinto1 if chunked else reader.readinto
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        size: int = cast(io.BufferedIOBase, self.inner).readinto(buffer)  # (read would copy)
+        size: int = self._readinto(buffer)  # (read would copy)
         self.count += size
         if self.limit is not None and self.count > self.limit:
             raise UnreadableFile(
@@ -137,7 +143,7 @@ def decompressed(raw: IO[bytes], limit: int | None) -> io.BufferedReader:
         import gzip
 
         inner = gzip.GzipFile(fileobj=raw, mode="rb")
-    limited = LimitedReader(inner, limit)
+    limited = LimitedReader(inner, limit, chunked=inner is not raw)
     return io.BufferedReader(limited, buffer_size=64 * 1024)
 
 
