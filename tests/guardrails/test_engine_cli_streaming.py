@@ -78,20 +78,12 @@ def test_jobs_give_the_same_report_in_the_same_order(many: list[str], fmt: str) 
 
 
 def test_a_batch_closes_at_its_count_or_once_it_holds_its_bytes() -> None:
-    sizes: list[int | None] = [10, 10, None, 10, 500, 60, 60, 10]  # None: a refused line
+    """Its bytes weighed every `step` traces (2 here); a refused line (None) has none."""
+    sizes: list[int | None] = [10, None, 10, 10, 10, 10, 10, 10, 500, 10, 60, 60, 10, 10]
     entries = [(number, None if size is None else b"x" * size, None) for number, size in enumerate(sizes, 1)]
-    lines = [[entry[0] for entry in batch] for batch in batches(entries, 4, 100)]
-    assert lines == [[1, 2, 3, 4], [5], [6, 7], [8]]
-
-
-def test_a_local_batch_weighs_its_bytes_every_few_traces(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_batches, "LOCAL_BATCH_SIZE", 6)
-    monkeypatch.setattr(cli_batches, "LOCAL_BATCH_BYTES", 100)
-    monkeypatch.setattr(cli_batches, "LOCAL_BATCH_STEP", 2)
-    sizes: list[int | None] = [10, None, 10, 10, 10, 10, 10, 10, 500, 10, 60, 60, 10]
-    entries = [(number, None if size is None else b"x" * size, None) for number, size in enumerate(sizes, 1)]
-    lines = [[entry[0] for entry in batch] for batch in cli_batches.local_batches(entries)]
-    assert lines == [[1, 2, 3, 4, 5, 6], [7, 8, 9, 10], [11, 12], [13]]
+    lines = [[entry[0] for entry in batch] for batch in batches(entries, 5, 100, 2)]
+    # At its count; at a large trace; at small ones adding up (weighed two by two).
+    assert lines == [[1, 2, 3, 4, 5], [6, 7, 8, 9], [10, 11, 12, 13], [14]]
 
 
 def test_jobs_keep_memory_bounded_when_every_trace_is_of_the_largest_size(tmp_path: Path) -> None:

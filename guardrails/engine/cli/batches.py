@@ -29,12 +29,13 @@ if TYPE_CHECKING:  # multiprocessing is imported for --jobs only
 #: Traces per batch sent to a worker process (--jobs), and the bytes of trace text after
 #: which a batch is closed: enough to amortise sending it, and a bound on what is in flight
 #: whatever the size of the traces (a count alone would put 1,000 traces of the 1 MiB
-#: limit, a GB, in each batch).
+#: limit, a GB, in each batch). Its bytes are weighed every BATCH_STEP traces.
 BATCH_SIZE = 1000
 BATCH_BYTES = 1 << 20
-#: The same for a batch evaluated in this process, its bytes weighed every LOCAL_BATCH_STEP
-#: traces: a batch's lines and rendered results are alive together, and smaller batches
-#: keep the peak lower (by 2 MB of the command's 30) at no cost in speed.
+BATCH_STEP = 2
+#: The same for a batch evaluated in this process: a batch's lines and rendered results are
+#: alive together, and smaller batches keep the peak lower (by 2 MB of the command's 30)
+#: at no cost in speed.
 LOCAL_BATCH_SIZE = 32
 LOCAL_BATCH_BYTES = 256 << 10
 LOCAL_BATCH_STEP = 8
@@ -109,46 +110,24 @@ def _where(path: str, line: int, issue: Issue) -> str:
     return f"{path}:{line}:{field_path} {issue.message}"
 
 
-def batches(entries: Iterable[Entry], size: int, max_bytes: int) -> Iterator[list[Entry]]:
+def batches(entries: Iterable[Entry], size: int, max_bytes: int, step: int) -> Iterator[list[Entry]]:
     """The entries in lists of at most `size`, each closed once its trace text reaches
-    `max_bytes` (so under `max_bytes` and one trace). When the file cannot be read further
-    (BadInput), the traces read before are a last batch, then the error follows."""
-    batch: list[Entry] = []
-    held = 0
-    try:
-        for entry in entries:
-            batch.append(entry)
-            raw = entry[1]
-            if raw is not None:
-                held += len(raw)
-            if len(batch) >= size or held >= max_bytes:
-                yield batch
-                batch, held = [], 0
-    except BadInput:
-        if batch:
-            yield batch
-        raise
-    if batch:
-        yield batch
-
-
-def local_batches(entries: Iterable[Entry]) -> Iterator[list[Entry]]:
-    """`batches(entries, LOCAL_BATCH_SIZE, LOCAL_BATCH_BYTES)` with the bytes weighed every
-    LOCAL_BATCH_STEP entries, not at each (a loop in Python over every trace costs 1.5% of
-    a run): a batch holds under LOCAL_BATCH_BYTES and the bytes of LOCAL_BATCH_STEP traces.
-    The traces read before a BadInput are a last batch, as in `batches`."""
+    `max_bytes`, weighed every `step` entries: a batch holds under `max_bytes` and the bytes
+    of `step` traces (a loop in Python at each trace costs 1.5% of a run, with 32 traces a
+    batch). When the file cannot be read further (BadInput), the traces read before it are
+    a last batch, then the error follows."""
     iterator = iter(entries)
     batch: list[Entry] = []
     try:
         # (list.extend keeps what it took before the iterator raised: a last batch)
         while True:
-            batch.extend(islice(iterator, LOCAL_BATCH_STEP))
+            batch.extend(islice(iterator, step))
             if not batch:
                 return
             held = _bytes(batch)
-            while held < LOCAL_BATCH_BYTES and len(batch) < LOCAL_BATCH_SIZE:
+            while held < max_bytes and len(batch) < size:
                 taken = len(batch)
-                batch.extend(islice(iterator, LOCAL_BATCH_STEP))
+                batch.extend(islice(iterator, min(step, size - taken)))
                 if len(batch) == taken:
                     break
                 held += _bytes(batch[taken:])
@@ -197,17 +176,18 @@ class Workers:
     def map(self, path: str, entries: Iterable[Entry]) -> Iterator[Batch]:
         """Each batch's result in the order of the file, with a bounded number in flight."""
         pending: deque[Future[Batch]] = deque()
+        broken: BadInput | None = None
         try:
-            for batch in batches(entries, BATCH_SIZE, BATCH_BYTES):
+            for batch in batches(entries, BATCH_SIZE, BATCH_BYTES, BATCH_STEP):
                 pending.append(self._pool.submit(_run_in_worker, path, batch))
                 if len(pending) >= 2 * self.jobs:
                     yield pending.popleft().result()
-        except BadInput:  # the file cannot be read further: what was read comes first
-            while pending:
-                yield pending.popleft().result()
-            raise
+        except BadInput as exc:  # the file cannot be read further: what was read comes first
+            broken = exc
         while pending:
             yield pending.popleft().result()
+        if broken is not None:
+            raise broken
 
     def close(self) -> None:
         global _WORKER
@@ -248,5 +228,5 @@ def evaluate_file(
     if workers is not None:
         yield from workers.map(path, entries)
         return
-    for batch in local_batches(entries):
+    for batch in batches(entries, LOCAL_BATCH_SIZE, LOCAL_BATCH_BYTES, LOCAL_BATCH_STEP):
         yield evaluator.run(path, batch)
