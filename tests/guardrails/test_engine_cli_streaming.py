@@ -132,6 +132,51 @@ print(sum(resource.getrusage(who).ru_minflt for who in (resource.RUSAGE_SELF, re
     assert faults["kept"] + 3000 < faults["default"], faults
 
 
+def test_a_worker_that_dies_makes_the_rest_bad_input_not_a_run_that_hangs(tmp_path: Path) -> None:
+    """A --jobs worker killed while the pool writes it a batch: the run ends at once with
+    a valid report of what was evaluated, the lines it could not evaluate named, status 2.
+    (Before, the pool's clean-up waited forever for the write to the dead worker.)"""
+    traces = tmp_path / "traces.jsonl"
+    with traces.open("w", encoding="utf-8") as handle:
+        for number in range(2000):
+            handle.write(json.dumps({**json.loads(EXAMPLE_LINES[number % len(EXAMPLE_LINES)]), "id": f"t-{number}"}))
+            handle.write("\n")
+    later = tmp_path / "later.jsonl"
+    later.write_text(EXAMPLE_LINES[0] + "\n", encoding="utf-8")
+    # The worker given line 450 kills itself; batches of 200 lines (some 140 KB, over the
+    # pipe's 64 KiB), so that the pool is writing one to the dead worker.
+    probe = """
+import io, os, signal, sys
+from guardrails.engine.cli import batches, run_guardrail_ci
+batches.BATCH_SIZE = 200
+def dying(path, entries):
+    if any(line == 450 for line, _raw, _item in entries):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return batches._WORKER.run(path, entries)
+dying.__qualname__ = dying.__name__ = "_run_in_worker"  # pickled by name: this one
+dying.__module__ = batches.__name__
+batches._run_in_worker = dying
+err = io.StringIO()
+status = run_guardrail_ci(sys.argv[1:], io.StringIO(), err)
+print(status)
+print(err.getvalue())
+"""
+    output = tmp_path / "report.json"
+    argv = ["--guardrails", *EXAMPLE_GUARDRAILS, "--traces", str(traces), str(later), "--format", "json"]
+    argv += ["--jobs", "2", "--output", str(output)]
+    done = subprocess.run([sys.executable, "-c", probe, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    status, message = done.stdout.split("\n", 1)
+    assert status == "2"
+    first = int(re.search(r"the traces from line (\d+) on were not evaluated", message).group(1))
+    assert f"{traces}: a worker process of --jobs ended abruptly" in message and first <= 401
+    assert f"{later}: a worker process of --jobs ended abruptly" in message  # the pool is gone
+    report = json.loads(output.read_text(encoding="utf-8"))
+    evaluated = [result["trace"] for result in report["results"][::7]]
+    assert evaluated == [f"t-{number}" for number in range(first - 1)]
+    assert report["passed"] is False and len(report["errors"]) == 2
+
+
 # Runs a command and prints its peak RSS in kB: the largest of its own and its reaped
 # workers' (wait4). Linux keeps a process's peak across exec: the command is started from
 # this small interpreter, not from the test's.

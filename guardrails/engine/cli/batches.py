@@ -166,6 +166,7 @@ class Workers:
         _WORKER = evaluator
         self.jobs = jobs
         _keep_freed_blocks()  # before the fork: the workers inherit it
+        _close_the_queue_of_a_broken_pool()
         self._pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
         # Fork every worker now, before the report has written anything: a worker flushes
         # the standard streams it inherited when it exits, and must find them empty.
@@ -174,18 +175,34 @@ class Workers:
         self._pool.submit(int).result()
 
     def map(self, path: str, entries: Iterable[Entry]) -> Iterator[Batch]:
-        """Each batch's result in the order of the file, with a bounded number in flight."""
-        pending: deque[Future[Batch]] = deque()
+        """Each batch's result in the order of the file, with a bounded number in flight.
+        A worker that dies (killed, out of memory) makes the rest of the file, and of any
+        file after it, bad input that says so: never a run that hangs or a report cut off."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        # Each batch with its first line; one leaves only once its result has been given.
+        pending: deque[tuple[int, Future[Batch]]] = deque()
         broken: BadInput | None = None
+        line = 0
         try:
-            for batch in batches(entries, BATCH_SIZE, BATCH_BYTES, BATCH_STEP):
-                pending.append(self._pool.submit(_run_in_worker, path, batch))
-                if len(pending) >= 2 * self.jobs:
-                    yield pending.popleft().result()
-        except BadInput as exc:  # the file cannot be read further: what was read comes first
-            broken = exc
-        while pending:
-            yield pending.popleft().result()
+            try:
+                for batch in batches(entries, BATCH_SIZE, BATCH_BYTES, BATCH_STEP):
+                    line = batch[0][0]
+                    pending.append((line, self._pool.submit(_run_in_worker, path, batch)))
+                    if len(pending) >= 2 * self.jobs:
+                        yield pending[0][1].result()
+                        pending.popleft()
+            except BadInput as exc:  # the file cannot be read further: what was read comes first
+                broken = exc
+            while pending:
+                yield pending[0][1].result()
+                pending.popleft()
+        except BrokenProcessPool:
+            first = pending[0][0] if pending else line
+            raise BadInput(
+                f"{path}: a worker process of --jobs ended abruptly (killed, or out of memory): "
+                f"the traces from line {first} on were not evaluated"
+            ) from None
         if broken is not None:
             raise broken
 
@@ -193,6 +210,29 @@ class Workers:
         global _WORKER
         self._pool.shutdown(cancel_futures=True)
         _WORKER = None
+
+
+def _close_the_queue_of_a_broken_pool() -> None:
+    """CPython 3.12's fix of gh-94777, for 3.11: when a worker dies while the pool's feeder
+    thread is writing a batch (a megabyte: more than the pipe holds) to the queue, nothing
+    reads the pipe any more and the pool's clean-up waits for that write forever, the run
+    with it. The fix closes the queue's reading end first, so that the write fails."""
+    if sys.version_info >= (3, 12):
+        return
+    from concurrent.futures import process
+
+    stdlib = process._ExecutorManagerThread
+    if getattr(stdlib, "closes_its_queue", False):
+        return
+
+    class ManagerThread(stdlib):  # type: ignore[misc, valid-type]
+        closes_its_queue = True
+
+        def terminate_broken(self, cause: Any) -> None:
+            self.call_queue._reader.close()
+            super().terminate_broken(cause)
+
+    process._ExecutorManagerThread = ManagerThread  # type: ignore[misc]
 
 
 #: glibc's mallopt parameters (malloc.h) and what _keep_freed_blocks sets them to.
