@@ -107,6 +107,15 @@ def test_a_chart_bar_filters_the_list_to_its_day_and_severity(page: Any, sign_in
     page.goto("/violations/")
     canvas = page.locator("canvas[data-chart-series='severity']")
     page.wait_for_selector("canvas[data-chart-series='severity'][data-chart-ready='true']")
+    # The bars grow for 250 ms after the chart is ready: a click aimed at where a bar ends
+    # up can miss it while it grows. Wait until every bar stands where it ends.
+    page.wait_for_function("""() => {
+        const chart = window.KindgiCharts.chartOf(document.querySelector("canvas[data-chart-series='severity']"));
+        return chart.data.datasets.every((_, d) => chart.getDatasetMeta(d).data.every((bar) => {
+            const end = bar.getProps(["x", "y", "base"], true);
+            return bar.x === end.x && bar.y === end.y && bar.base === end.base;
+        }));
+    }""")
     point = page.evaluate("""() => {
         const canvas = document.querySelector("canvas[data-chart-series='severity']");
         const chart = window.KindgiCharts.chartOf(canvas);
