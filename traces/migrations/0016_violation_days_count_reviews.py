@@ -5,6 +5,14 @@ The roll-up is emptied, given its new columns and key, then counted again from t
 violations (their revision and review state): a recount, not a conversion, so that it
 holds exactly what the violations say. The rows are written last: PostgreSQL refuses to
 alter a table that has rows with pending constraint checks in the same transaction.
+
+The index on the new revision column is built after the last operation, when the schema
+editor runs the statements it deferred; the rows written just before it hold deferred
+foreign-key checks, so the data step checks them at once (SET CONSTRAINTS ALL IMMEDIATE):
+without it a database that holds violations stops here with "cannot CREATE INDEX
+traces_violationday because it has pending trigger events". The schema it ends with is
+the same, so a database that applied this migration before (empty, or made after it) is
+identical to one that applies it now.
 """
 
 import django.db.models.deletion
@@ -53,6 +61,9 @@ def count_violations_and_reviews(apps: Apps, schema_editor: BaseDatabaseSchemaEd
         ],
         batch_size=1000,
     )
+    if schema_editor.connection.vendor == "postgresql":
+        with schema_editor.connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 
 class Migration(migrations.Migration):
