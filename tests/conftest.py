@@ -68,6 +68,7 @@ LONG_MODULES = (
     "tests/alerts/test_live_delivery.py",
     "tests/traces/test_worker_heartbeat.py",
     "tests/traces/test_load_demo.py",
+    "tests/upgrade/test_upgrade.py",
     *TIMED_MODULES,
     "tests/test_api_openapi.py",
 )

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import psycopg.conninfo
 import pytest
 from django.db import connection
 
@@ -82,7 +83,7 @@ class Database:
         self.backend = backend
         if backend == "postgresql":
             settings = connection.settings_dict
-            self.server = {
+            self.server: dict[str, str] = {
                 "host": settings["HOST"] or "127.0.0.1",
                 "port": str(settings["PORT"] or 5432),
                 "user": settings["USER"] or "postgres",
@@ -107,22 +108,25 @@ class Database:
             self.url = f"sqlite:///{self.path}"
 
     def _admin(self, *statements: str) -> None:
-        with psycopg.connect(dbname="postgres", autocommit=True, **self.server) as admin:
+        with psycopg.connect(self._conninfo("postgres"), autocommit=True) as admin:
             for statement in statements:
                 admin.execute(statement)
+
+    def _conninfo(self, name: str) -> str:
+        return psycopg.conninfo.make_conninfo(dbname=name, **self.server)
 
     def _sqlite(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, isolation_level=None)
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         if self.backend == "postgresql":
-            with psycopg.connect(dbname=self.name, **self.server) as db:
-                return [tuple(row) for row in db.execute(sql).fetchall()]
-        db = self._sqlite()
+            with psycopg.connect(self._conninfo(self.name)) as server:
+                return [tuple(row) for row in server.execute(sql).fetchall()]
+        file = self._sqlite()
         try:
-            return db.execute(sql).fetchall()
+            return file.execute(sql).fetchall()
         finally:
-            db.close()
+            file.close()
 
     def drop(self) -> None:
         if self.backend == "postgresql":
