@@ -112,13 +112,25 @@ def ownership_issues(document: dict[str, Any], owner: Tenant | None) -> list[Iss
     ]
 
 
+def unavailable_id(guardrail_id: str) -> Issue:
+    """The one refusal of an id held by a guardrail the caller does not see: another tenant's
+    (live or deleted) or a deleted console-wide one. The same words whichever it is, naming
+    no owner and not saying whether it is live, so that no tenant learns of another's."""
+    return Issue(
+        "/id",
+        f"the id {guardrail_id!r} cannot be given to a new guardrail here: choose another "
+        "(guardrail ids are one namespace for the whole console; a prefix of your own, such as "
+        "your tenant's name, keeps them apart)",
+    )
+
+
 def check_owner(guardrail_id: str, owner: Tenant | None) -> None:
     """Refuse an id that a guardrail of another owner holds (live or deleted: its history
-    is that owner's). The answer does not say whose it is."""
+    is that owner's), with `unavailable_id`'s answer, which says nothing of that guardrail."""
     rows = Guardrail.objects.filter(guardrail_id=guardrail_id)
     others = rows.filter(tenant__isnull=False) if owner is None else rows.exclude(tenant=owner)
     if others.exists():
-        raise OwnershipError([Issue("/id", f"the id {guardrail_id!r} is taken: choose another")], 409)
+        raise OwnershipError([unavailable_id(guardrail_id)], 409)
 
 
 @transaction.atomic
