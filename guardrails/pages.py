@@ -18,7 +18,15 @@ from django.utils import timezone
 
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail
-from guardrails.services import Author, OwnershipError, check_owner, ownership_issues, register_document, save_guardrail
+from guardrails.services import (
+    Author,
+    OwnershipError,
+    check_owner,
+    ownership_issues,
+    register_document,
+    save_guardrail,
+    unavailable_id,
+)
 from kindgi_console.jsonbody import JsonBodyError, parse_json
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller
@@ -134,7 +142,9 @@ def _ownership_errors(
             return error.issues
         return ownership_issues(document, owner)
     if not Guardrail.objects.for_caller(caller, "author").filter(pk=current.pk).exists():
-        return [Issue("/id", f"the id {document['id']!r} is taken by a guardrail you may not change: choose another")]
+        if current.deleted_at is not None or not Guardrail.objects.for_caller(caller).filter(pk=current.pk).exists():
+            return [unavailable_id(document["id"])]  # another tenant's, or deleted: nothing said of it
+        return [Issue("/id", f"{document['id']!r} is a console-wide guardrail, changed only by console admins")]
     return ownership_issues(document, current.tenant)
 
 

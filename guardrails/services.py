@@ -84,6 +84,17 @@ class OwnershipError(IssuesError):
     """A save that would change what another owner enforces: carries the issues and status."""
 
 
+class RevisionConflict(Exception):
+    """A save based on a revision that is no longer the guardrail's current one: someone
+    saved meanwhile. `current` is the guardrail as it is now (its row locked until the
+    transaction ends), `based_on` the revisions the save was based on."""
+
+    def __init__(self, current: Guardrail, based_on: frozenset[int]) -> None:
+        super().__init__(f"guardrail {current.guardrail_id!r} is at revision {current.revision}")
+        self.current = current
+        self.based_on = based_on
+
+
 def ownership_issues(document: dict[str, Any], owner: Tenant | None) -> list[Issue]:
     """A tenant's guardrail may name no other tenant in `scope.tenants`."""
     scope = document.get("scope")
@@ -101,13 +112,25 @@ def ownership_issues(document: dict[str, Any], owner: Tenant | None) -> list[Iss
     ]
 
 
+def unavailable_id(guardrail_id: str) -> Issue:
+    """The one refusal of an id held by a guardrail the caller does not see: another tenant's
+    (live or deleted) or a deleted console-wide one. The same words whichever it is, naming
+    no owner and not saying whether it is live, so that no tenant learns of another's."""
+    return Issue(
+        "/id",
+        f"the id {guardrail_id!r} cannot be given to a new guardrail here: choose another "
+        "(guardrail ids are one namespace for the whole console; a prefix of your own, such as "
+        "your tenant's name, keeps them apart)",
+    )
+
+
 def check_owner(guardrail_id: str, owner: Tenant | None) -> None:
     """Refuse an id that a guardrail of another owner holds (live or deleted: its history
-    is that owner's). The answer does not say whose it is."""
+    is that owner's), with `unavailable_id`'s answer, which says nothing of that guardrail."""
     rows = Guardrail.objects.filter(guardrail_id=guardrail_id)
     others = rows.filter(tenant__isnull=False) if owner is None else rows.exclude(tenant=owner)
     if others.exists():
-        raise OwnershipError([Issue("/id", f"the id {guardrail_id!r} is taken: choose another")], 409)
+        raise OwnershipError([unavailable_id(guardrail_id)], 409)
 
 
 @transaction.atomic
@@ -118,6 +141,7 @@ def save_guardrail(
     enabled: bool | None = None,
     audit_verb: str | None = None,
     owner: Tenant | None = None,
+    based_on: frozenset[int] | None = None,
 ) -> Guardrail:
     """Create or replace the guardrail of `document["id"]` and record the new revision.
 
@@ -126,10 +150,19 @@ def save_guardrail(
     guardrail with that id comes back, its history continued. Raises OwnershipError when
     `scope.tenants` names a tenant other than the owner. `audit_verb` names the change in
     the audit log when it is not a plain create or update (`import`).
+
+    `based_on` (a request's `If-Match`, an editor's base revision): the revisions the
+    change was made on; when the live guardrail's current revision is not one of them,
+    nothing is saved and RevisionConflict is raised. The row is locked before it is
+    compared, so that of two saves based on the same revision exactly one is applied.
     """
     guardrail = Guardrail.objects.select_for_update().filter(guardrail_id=document["id"]).first() or Guardrail(
         guardrail_id=document["id"], tenant=owner
     )
+    if based_on is not None and (
+        guardrail.pk is None or guardrail.deleted_at is not None or guardrail.revision not in based_on
+    ):
+        raise RevisionConflict(guardrail, based_on)
     issues = ownership_issues(document, guardrail.tenant)
     if issues:
         raise OwnershipError(issues)

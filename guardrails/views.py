@@ -209,6 +209,9 @@ class GuardrailEditorView(GuardrailPageMixin, TemplateView):
             "initial": initial,
             "save_url": save_url,
             "save_method": "PUT" if guardrail else "POST",
+            # The revision the editor was opened on: its save sends it as If-Match, so that a
+            # save after someone else's is refused (412) and shown, not applied over theirs.
+            "if_match": f'"{guardrail.guardrail_id}@{guardrail.revision}"' if guardrail else "",
             "after_save_url": reverse("guardrail-detail", args=["__id__"]),
             "cancel_url": (
                 reverse("guardrail-detail", args=[guardrail.guardrail_id]) if guardrail else reverse("guardrail-list")

@@ -14,7 +14,7 @@ from django.views.generic import View
 
 from guardrails.engine.types import Mode
 from guardrails.models import Guardrail
-from kindgi_console.tenancy.scoping import current_rows
+from kindgi_console.tenancy.scoping import Caller, current_rows
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import previews
 from traces.evaluation_views import can_evaluate, is_author
@@ -38,7 +38,9 @@ class PreviewCreateView(TenantScopedMixin, View):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         wanted = request.GET.get("guardrail", "")
-        found = Guardrail.objects.live().filter(guardrail_id=wanted).first() if wanted else None
+        # Only a guardrail this person reads: another tenant's is as none (no draft).
+        visible = Guardrail.objects.live().for_caller(Caller(user=request.user))
+        found = visible.filter(guardrail_id=wanted).first() if wanted else None
         draft = json.dumps(found.document, indent=2) if found is not None else ""
         return self.form(request, draft, {}, [])
 

@@ -8,20 +8,32 @@ Another tenant's guardrail is a 404, a console-wide one that the caller may not 
 
 from __future__ import annotations
 
+import re
 from typing import Any, cast
 
 from django.http import Http404
+from django.utils.http import parse_etags
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from guardrails.api import serializers
-from guardrails.api.serializers import DOCUMENT_RESPONSE, ENABLED_PARAM, GUARDRAIL_BODY, TENANT_PARAM
+from guardrails.api.serializers import (
+    DOCUMENT_RESPONSE,
+    ENABLED_PARAM,
+    ETAG_HEADER,
+    GUARDRAIL_BODY,
+    IF_MATCH_PARAM,
+    REVISION_CONFLICT_RESPONSE,
+    TENANT_PARAM,
+)
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail, GuardrailRevision
+from guardrails.pages import document_diff
 from guardrails.services import (
     Author,
+    RevisionConflict,
     check_owner,
     delete_guardrail,
     enforced_document,
@@ -64,8 +76,15 @@ class GuardrailBaseView(ConsoleAPIView):
     def author(self) -> Author:
         return Author(user=self.caller.user_or_none, label=self.caller.label)
 
-    def save(self, document: dict[str, Any], *, enabled: bool | None, owner: Any = None) -> Guardrail:
-        return save_guardrail(document, self.author(), enabled=enabled, owner=owner)
+    def save(
+        self,
+        document: dict[str, Any],
+        *,
+        enabled: bool | None,
+        owner: Any = None,
+        based_on: frozenset[int] | None = None,
+    ) -> Guardrail:
+        return save_guardrail(document, self.author(), enabled=enabled, owner=owner, based_on=based_on)
 
 
 class GuardrailListView(GuardrailBaseView):
@@ -84,7 +103,7 @@ class GuardrailListView(GuardrailBaseView):
     @extend_schema(
         operation_id="guardrails_create",
         request=GUARDRAIL_BODY,
-        parameters=[ENABLED_PARAM, TENANT_PARAM],
+        parameters=[ENABLED_PARAM, TENANT_PARAM, ETAG_HEADER],
         responses={201: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 409, 413, 415, 429)},
     )
     def post(self, request: Request) -> Response:
@@ -101,9 +120,76 @@ class GuardrailListView(GuardrailBaseView):
         return document_response(guardrail, status.HTTP_201_CREATED)
 
 
+def etag(guardrail: Guardrail) -> str:
+    """The ETag of the guardrail's current revision, which If-Match names back."""
+    return f'"{guardrail.guardrail_id}@{guardrail.revision}"'
+
+
 def document_response(guardrail: Guardrail, code: int = 200) -> Response:
     response = Response(guardrail.document, status=code)
-    response["ETag"] = f'"{guardrail.guardrail_id}@{guardrail.revision}"'
+    response["ETag"] = etag(guardrail)
+    return response
+
+
+_REVISION_DIGITS = re.compile(r"[0-9]{1,9}")
+
+
+def if_match_revisions(request: Request, guardrail_id: str) -> frozenset[int] | None:
+    """The revisions a request's If-Match names for this guardrail; None without the header
+    or with `*` (any revision: the view has found the guardrail). Strong comparison (RFC
+    9110): a weak tag, another guardrail's, or a malformed header names none."""
+    raw = request.headers.get("If-Match")
+    if raw is None:
+        return None
+    tags = parse_etags(raw)
+    if tags == ["*"]:
+        return None
+    prefix = f'"{guardrail_id}@'
+    revisions = {
+        int(tag[len(prefix) : -1])
+        for tag in tags
+        if tag.startswith(prefix) and tag.endswith('"') and _REVISION_DIGITS.fullmatch(tag[len(prefix) : -1])
+    }
+    return frozenset(revisions)
+
+
+def conflict_response(conflict: RevisionConflict, caller: Any) -> Response:
+    """412: the change was based on a revision that is no longer current. The body holds the
+    current revision (who saved it, as the caller may see them) and, when one earlier
+    revision was named, what changed since (the revision diff page's rows)."""
+    current = conflict.current
+    if current.pk is None or current.deleted_at is not None:
+        raise Http404
+    wanted = {current.revision, *conflict.based_on}
+    found = {row.number: row for row in current.revisions.filter(number__in=wanted)}
+    newest = found[current.revision]
+    saved_by = revision_authors([newest], caller)[newest.pk] or "someone"
+    based = sorted(conflict.based_on)
+    since = f"revision {based[0]}" if len(based) == 1 else "the revision this change was made on"
+    message = (
+        f"guardrail {current.guardrail_id!r} was saved as revision {current.revision} by {saved_by} "
+        f"since {since}: nothing was saved. Merge your change into revision {current.revision} "
+        f"and send it with If-Match: {etag(current)}"
+    )
+    body: dict[str, Any] = {
+        "errors": [{"path": "", "message": message}],
+        "current": {
+            "revision": current.revision,
+            "etag": etag(current),
+            "document": current.document,
+            "savedBy": saved_by,
+            "savedAt": newest.created_at.isoformat(),
+        },
+    }
+    if len(based) == 1 and based[0] in found:
+        rows = document_diff(found[based[0]].document, newest.document)
+        body["changes"] = {
+            "from": based[0],
+            "to": current.revision,
+            "lines": [{"kind": row.kind, "old": row.old, "new": row.new, "text": row.text} for row in rows],
+        }
+    response = Response(body, status=status.HTTP_412_PRECONDITION_FAILED)
+    response["ETag"] = etag(current)
     return response
 
 
@@ -138,25 +224,40 @@ class GuardrailDetailView(GuardrailBaseView):
             "guardrails/ (validate, export, try, preview, new, import): the console refuses those "
             "ids at save; such a path is that route's (405 for a method it does not take)."
         ),
+        parameters=[ETAG_HEADER],
         responses={200: DOCUMENT_RESPONSE, **error_responses(401, 403, 404, 405)},
     )
     def get(self, request: Request, guardrail_id: str) -> Response:
         return document_response(self.get_object())
 
     @extend_schema(
+        description=(
+            "Replace the guardrail's document with a new revision. With If-Match (the ETag that GET "
+            "answered), the change is saved only if that revision is still the current one, else 412 "
+            "with the current revision and what changed since: of two authors saving on the same "
+            "revision, the second is told instead of overwriting the first."
+        ),
         request=GUARDRAIL_BODY,
-        parameters=[ENABLED_PARAM],
-        responses={200: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 404, 405, 413, 415, 429)},
+        parameters=[ENABLED_PARAM, IF_MATCH_PARAM, ETAG_HEADER],
+        responses={
+            200: DOCUMENT_RESPONSE,
+            412: REVISION_CONFLICT_RESPONSE,
+            **error_responses(400, 401, 403, 404, 405, 413, 415, 429),
+        },
     )
     def put(self, request: Request, guardrail_id: str) -> Response:
         self.writable_object()
+        based_on = if_match_revisions(request, guardrail_id)
         enabled = enabled_flag(request)
         document = registered_document(read_json_body(request))
         if document["id"] != guardrail_id:
             raise ApiError(
                 [Issue("/id", f"the document's id must be {guardrail_id!r}, the guardrail this request replaces")]
             )
-        return document_response(self.save(document, enabled=enabled))
+        try:
+            return document_response(self.save(document, enabled=enabled, based_on=based_on))
+        except RevisionConflict as conflict:
+            return conflict_response(conflict, self.caller)
 
     @extend_schema(responses={204: None, **error_responses(401, 403, 404, 405)})
     def delete(self, request: Request, guardrail_id: str) -> Response:

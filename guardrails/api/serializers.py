@@ -72,6 +72,72 @@ TENANT_PARAM = OpenApiParameter(
     "tenant-bound key's own by default, or the only one a person authors for). A console "
     "admin naming none creates a console-wide guardrail.",
 )
+IF_MATCH_PARAM = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    location=OpenApiParameter.HEADER,
+    description='The ETag of the revision this change was made on (`"<id>@<revision>"`, as GET '
+    "answers it; several may be listed, `*` matches any). When the guardrail's current revision "
+    "is none of them, nothing is saved and the answer is 412 with the current revision. Without "
+    "it, the document replaces whatever revision is current.",
+)
+ETAG_HEADER = OpenApiParameter(
+    "ETag",
+    OpenApiTypes.STR,
+    location=OpenApiParameter.HEADER,
+    response=[200, 201, 412],
+    description='The guardrail\'s current revision, `"<id>@<revision>"`: send it back as If-Match.',
+)
+REVISION_CONFLICT_RESPONSE = OpenApiResponse(
+    {
+        "type": "object",
+        "required": ["errors", "current"],
+        "properties": {
+            "errors": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["path", "message"],
+                    "properties": {"path": {"type": "string"}, "message": {"type": "string"}},
+                },
+            },
+            "current": {
+                "type": "object",
+                "description": "The guardrail as it is now.",
+                "required": ["revision", "etag", "document"],
+                "properties": {
+                    "revision": {"type": "integer"},
+                    "etag": {"type": "string"},
+                    "document": ref("GuardrailDocument"),
+                    "savedBy": {"type": "string"},
+                    "savedAt": {"type": "string", "format": "date-time"},
+                },
+            },
+            "changes": {
+                "type": "object",
+                "description": "When If-Match named one earlier revision: the lines that changed from "
+                "it to the current one (the revision diff page's rows).",
+                "properties": {
+                    "from": {"type": "integer"},
+                    "to": {"type": "integer"},
+                    "lines": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "kind": {"enum": ["hunk", "ctx", "add", "del"]},
+                                "old": {"type": ["integer", "null"]},
+                                "new": {"type": ["integer", "null"]},
+                                "text": {"type": "string"},
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+    description="If-Match names no current revision: someone saved the guardrail meanwhile. Nothing was saved.",
+)
 ENABLED_PARAM = OpenApiParameter(
     "enabled",
     OpenApiTypes.BOOL,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from guardrails.models import Guardrail
+from tests.browser.conftest import screenshot as save_screenshot
 from tests.browser.test_authoring import PASSWORD, arrange, choose, raw_json
 
 
@@ -135,4 +136,50 @@ def test_try_it_offers_recent_failures_first_and_searches(page: Any, sign_in: An
     ] and len(labels) == 2, labels
     page.select_option("#kg-try-recent", "run-0001")
     page.wait_for_function("() => document.querySelector('#kg-try-trace').value.includes('run-0001')")
+    assert page.script_errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_save_after_another_authors_save_shows_their_change_and_keeps_mine(
+    page: Any, sign_in: Any, django_user_model: Any, browser: Any, live_server: Any
+) -> None:
+    arrange(django_user_model)
+    sign_in("alice", PASSWORD)
+    page.goto("/guardrails/no-refunds/edit/")
+    page.wait_for_selector("#root_name")
+    # carol opens the same revision in her own browser and saves first
+    other = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+    try:
+        carol = other.new_page()
+        carol.set_default_timeout(15_000)
+        carol.goto("/login/")
+        carol.get_by_label("Username").fill("carol")
+        carol.get_by_label("Password").fill(PASSWORD)
+        carol.get_by_role("button", name="Sign in").click()
+        carol.wait_for_url(lambda url: "/login/" not in url)
+        carol.goto("/guardrails/no-refunds/edit/")
+        carol.fill("#root_name", "Carol's wording")
+        carol.get_by_role("button", name="Save guardrail").click()
+        carol.wait_for_url("**/guardrails/no-refunds/?saved=1")
+    finally:
+        other.close()
+    assert Guardrail.objects.get(guardrail_id="no-refunds").revision == 3
+
+    page.fill("#root_name", "Alice's wording")
+    page.get_by_role("button", name="Save guardrail").click()
+    notice = page.locator(".kg-conflict")
+    notice.wait_for()
+    assert "Someone saved this guardrail meanwhile" in notice.inner_text()
+    assert "carol saved revision 3 after you opened revision 2" in notice.inner_text()
+    added = notice.locator(".diff__line--add").all_inner_texts()
+    assert any("Carol's wording" in line for line in added), added
+    assert page.input_value("#root_name") == "Alice's wording"
+    stored = Guardrail.objects.get(guardrail_id="no-refunds")
+    assert stored.revision == 3 and stored.document["name"] == "Carol's wording"
+    notice.screenshot(path=str(save_screenshot(page, "editor-saved-meanwhile")))
+
+    notice.get_by_role("button", name="Save mine over revision 3").click()
+    page.wait_for_url("**/guardrails/no-refunds/?saved=1")
+    stored = Guardrail.objects.get(guardrail_id="no-refunds")
+    assert stored.revision == 4 and stored.document["name"] == "Alice's wording"
     assert page.script_errors == []

@@ -149,7 +149,8 @@ def test_no_child_outlives_its_killed_sandbox(hostile_pool, posture):
     marker = f"kindgi-hostile-{uuid.uuid4().hex}"
     result = attempt(hostile_pool, posture, "leaves_a_child_behind", marker=marker)
     assert isinstance(result, SandboxError)
-    assert "wall-clock bound" in str(result)
+    # strict starts no child at all; context-isolated's is killed with the sandbox
+    assert ("Operation not permitted" if posture in CUT_OFF else "wall-clock bound") in str(result)
     deadline = time.monotonic() + 3
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -159,6 +160,15 @@ def test_no_child_outlives_its_killed_sandbox(hostile_pool, posture):
 @pytest.mark.parametrize("posture", POSTURES)
 def test_children_share_one_memory_limit(hostile_pool, posture):
     assert contained(attempt(hostile_pool, posture, "children_share_the_memory"))
+
+
+@pytest.mark.parametrize("posture", CUT_OFF)
+def test_strict_starts_no_process_nor_program_by_any_means(hostile_pool, posture):
+    result = attempt(hostile_pool, posture, "starts_processes_every_way")
+    assert isinstance(result, CheckOutcome) and result.passed, result
+    for way in ("fork_exec", "fork", "posix_spawn", "execv"):
+        assert f"{way}: EPERM" in (result.reason or ""), result.reason
+    assert_healthy(hostile_pool, posture)
 
 
 @pytest.mark.parametrize("posture", POSTURES)
@@ -299,9 +309,16 @@ def test_without_a_control_group_work_left_after_the_verdict_still_stops_the_san
         assert_healthy(pool_without_cgroup, "strict, network none")
 
 
+def test_without_a_control_group_strict_children_cannot_share_out_the_memory(pool_without_cgroup):
+    # Only the control group bounds children together; strict has none to bound.
+    result = attempt(pool_without_cgroup, "strict, network none", "children_share_the_memory")
+    assert contained(result)
+    assert "EPERM" in str(result) or "Operation not permitted" in str(result), result
+
+
 def test_without_a_control_group_no_child_outlives_its_sandbox(pool_without_cgroup):
     marker = f"kindgi-hostile-{uuid.uuid4().hex}"
-    result = attempt(pool_without_cgroup, "strict, network none", "leaves_a_child_behind", marker=marker)
+    result = attempt(pool_without_cgroup, "context-isolated", "leaves_a_child_behind", marker=marker)
     assert isinstance(result, SandboxError)
     deadline = time.monotonic() + 3
     while processes_with(marker) and time.monotonic() < deadline:

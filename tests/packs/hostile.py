@@ -10,6 +10,7 @@ The config carries what an attacker would have to guess (the console's pid, a po
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import os
 import signal
@@ -275,6 +276,38 @@ def forks_without_end(config: Any, trace: Any) -> CheckOutcome:
     return PASSED
 
 
+def starts_processes_every_way(config: Any, trace: Any) -> CheckOutcome:
+    """fork_exec (vfork), fork (clone), posix_spawn (clone with CLONE_VFORK) and exec in
+    place: the reason lists what was refused; a child that ran is an escape."""
+    _unguard()
+    refused: list[str] = []
+    started: list[str] = []
+
+    def attempt(name: str, start: Any) -> None:
+        try:
+            pid = start()
+        except OSError as error:
+            refused.append(f"{name}: {errno.errorcode.get(error.errno or 0, error.errno)}")
+            return
+        if pid == 0:  # a child of fork: leave at once
+            os._exit(0)
+        started.append(name)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+    attempt("fork_exec", lambda: _spawn(["/bin/true"]))
+    attempt("fork", os.fork)
+    attempt("posix_spawn", lambda: os.posix_spawn("/bin/true", ["true"], {}))
+
+    if started:
+        return failed(f"escaped: started a process through {', '.join(started)}")
+    try:
+        os.execv("/bin/true", ["true"])  # on success the worker is gone: the pool says so
+    except OSError as error:
+        refused.append(f"execv: {errno.errorcode.get(error.errno or 0, error.errno)}")
+    return CheckOutcome(passed=True, reason="refused " + "; ".join(refused))
+
+
 def spins_after_its_verdict(config: Any, trace: Any) -> CheckOutcome:
     """Return pass and keep a thread spinning."""
 
@@ -418,6 +451,7 @@ HANDLERS = [
     leaves_a_child_behind,
     children_share_the_memory,
     forks_without_end,
+    starts_processes_every_way,
     spins_after_its_verdict,
     forges_an_early_verdict,
     writes_to_dev_shm,

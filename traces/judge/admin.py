@@ -38,6 +38,9 @@ class JudgeModelForm(forms.ModelForm):  # type: ignore[type-arg]
         row = JudgeModelRegistration(**{name: data.get(name) for name in self.Meta.fields if name in data})
         row.capabilities = data.get("capabilities") or []
         for issue in validate_registration(registration_doc(row, console_fields=False)):
+            if issue.path == "/apiKeyEnv":  # on its field, as the page shows it
+                self.add_error("api_key_env", f"{issue.path}: {issue.message}")
+                return data
             raise forms.ValidationError(f"{issue.path or '/'}: {issue.message}")
         return data
 

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from guardrails.engine.judge import JudgeModel, JudgePolicy, validate_judge_model
-from guardrails.engine.judge.models import exact_price
+from guardrails.engine.judge.models import api_key_env_issues, exact_price
 from guardrails.engine.types import Issue
 from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
 from guardrails.redaction import forget_key_names
@@ -37,6 +37,7 @@ def validate_registration(doc: object) -> list[Issue]:
     if "enabled" in doc and not isinstance(doc["enabled"], bool):
         issues.append(Issue("/enabled", "enabled is true or false"))
     issues.extend(validate_judge_model(wire_part(doc)))
+    issues.extend(api_key_env_issues(doc))
     if issues:
         return issues
     for name in ("inputUsdPerMTok", "outputUsdPerMTok"):

@@ -146,6 +146,69 @@ function RawJsonView({ text, error, errors, onChange, nonce }) {
   );
 }
 
+const SIGNS = { add: ["+", "added"], del: ["-", "removed"], ctx: [" ", "unchanged"] };
+
+/** The rows of a revision diff (the 412's `changes.lines`), drawn as the revision diff page draws them. */
+function DiffRows({ changes }) {
+  return (
+    <div className="diff" role="region" aria-label={`Changes from revision ${changes.from} to ${changes.to}`}>
+      <table>
+        <tbody>
+          {changes.lines.map((line, index) =>
+            line.kind === "hunk" ? (
+              <tr key={index} className="diff__line--hunk"><td colSpan={4}>{line.text}</td></tr>
+            ) : (
+              <tr key={index} className={`diff__line--${line.kind}`}>
+                <td className="diff__num">{line.old ?? ""}</td>
+                <td className="diff__num">{line.new ?? ""}</td>
+                <td className="diff__sign" aria-label={(SIGNS[line.kind] || SIGNS.ctx)[1]}>{(SIGNS[line.kind] || SIGNS.ctx)[0]}</td>
+                <td>{line.text}</td>
+              </tr>
+            ),
+          )}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** Someone saved the guardrail after this editor opened: who, what they changed, and the ways on. */
+function SavedMeanwhile({ conflict, base, config, busy, onOverwrite }) {
+  const ref = useRef(null);
+  useEffect(() => {
+    if (ref.current) ref.current.scrollIntoView({ block: "center" });
+  }, [conflict]);
+  const { current, changes } = conflict;
+  const query = new URLSearchParams({ from: String(base), to: String(current.revision) });
+  return (
+    <div className="alert alert--warn kg-conflict" role="alert" ref={ref}>
+      <p>
+        <strong>Someone saved this guardrail meanwhile.</strong> {current.savedBy} saved revision {current.revision} after
+        you opened revision {base}. Nothing of yours was saved; your changes are still here.
+      </p>
+      {changes && changes.lines.length ? (
+        <>
+          <p>What changed from revision {changes.from} to revision {changes.to}:</p>
+          <DiffRows changes={changes} />
+        </>
+      ) : (
+        <p>Revision {current.revision} holds the same document as revision {base}.</p>
+      )}
+      <p className="kg-conflict__actions">
+        {config.diffUrl ? (
+          <a href={`${config.diffUrl}?${query}`} target="_blank" rel="noopener">Open the revision diff</a>
+        ) : null}
+        {config.editUrl ? (
+          <a className="btn btn--ghost" href={config.editUrl}>Discard mine, edit revision {current.revision}</a>
+        ) : null}
+        <button type="button" className="btn" onClick={onOverwrite} disabled={busy}>
+          Save mine over revision {current.revision}
+        </button>
+      </p>
+    </div>
+  );
+}
+
 /** What the author touched, and whether they tried to save: the errors shown follow both. */
 function useTouched() {
   const [touched, setTouched] = useState(() => new Set());
@@ -163,6 +226,9 @@ export function Editor({ config, initialDoc }) {
   const [rawText, setRawText] = useState(() => formatJson(initialDoc));
   const [rawError, setRawError] = useState("");
   const [saveState, setSaveState] = useState({ busy: false, message: "", errors: null });
+  // The revision this editor's changes are made on (its If-Match), and a 412's answer.
+  const [base, setBase] = useState({ revision: config.baseRevision, ifMatch: config.ifMatch });
+  const [conflict, setConflict] = useState(null);
   const [submitted, setSubmitted] = useState(false);
   const [touched, touch] = useTouched();
   const [server, setServer] = useServerValidation(config.validateUrl, doc);
@@ -227,11 +293,20 @@ export function Editor({ config, initialDoc }) {
     if (!rawError) setRawText(formatJson(docRef.current));
   };
 
-  const save = async () => {
+  const saveOn = async (basis) => {
     setSubmitted(true);
     setSaveState({ busy: true, message: "", errors: null });
     try {
-      const { status, body } = await requestJson(config.saveUrl, { method: config.saveMethod, body: doc });
+      const headers = basis.ifMatch ? { "If-Match": basis.ifMatch } : undefined;
+      const { status, body } = await requestJson(config.saveUrl, { method: config.saveMethod, body: doc, headers });
+      if (status === 412 && body && body.current) {
+        // Someone saved since basis.revision: nothing was saved; show what they changed.
+        setConflict(body);
+        setSaveState({ busy: false, message: "Not saved: someone saved this guardrail meanwhile.", errors: null });
+        setView("form");
+        return;
+      }
+      setConflict(null);
       if (status >= 400) {
         // 400 invalid, 409 an id already taken, 403/404 no longer allowed: nothing was saved.
         const errors = (body && body.errors) || [{ path: "", message: `The console refused the guardrail (HTTP ${status}).` }];
@@ -245,6 +320,14 @@ export function Editor({ config, initialDoc }) {
     } catch (failure) {
       setSaveState({ busy: false, message: failure.message, errors: null });
     }
+  };
+  const save = () => saveOn(base);
+  const overwrite = () => {
+    // The author has seen the other revision and keeps theirs: it is made on that revision now.
+    const next = { revision: conflict.current.revision, ifMatch: conflict.current.etag };
+    setBase(next);
+    setConflict(null);
+    saveOn(next);
   };
 
   if (registry.error) return <div className="alert alert--error">Could not load the guardrail schema: {registry.error}</div>;
@@ -261,6 +344,9 @@ export function Editor({ config, initialDoc }) {
           <ServerStatus state={server} shown={shownErrors.length} started={submitted || touched.size > 0} />
         </header>
         <div className="card__body">
+          {conflict ? (
+            <SavedMeanwhile conflict={conflict} base={base.revision} config={config} busy={saveState.busy} onOverwrite={overwrite} />
+          ) : null}
           {check && check.description ? (
             <p className="kg-check-note"><strong>{check.id}</strong>: {check.description}</p>
           ) : null}

@@ -7,6 +7,9 @@
  *   data-validate-url    POST the document -> {valid, errors: [{path, message}], warnings}
  *   data-save-url        POST or PUT the document (data-save-method, default POST); 400 -> {errors}
  *   data-after-save-url  where to go after saving; "{id}" is replaced by the saved guardrail's id
+ *   data-base-revision   the revision the editor was opened on; data-if-match its ETag, sent as
+ *                        If-Match (412: someone saved meanwhile); data-diff-url the revision diff
+ *                        page, data-edit-url this editor (to open the current revision)
  *   data-try-url         POST {guardrail, trace} -> a result {status, reason, ...}; 400 -> {errors}
  *   data-traces-url      GET  recent traces for Try it (optional); data-trace-url "/…/{id}" reads one
  *   data-cancel-url      a Cancel link (optional)
@@ -36,6 +39,10 @@ function readConfig(element) {
     validateUrl: data.validateUrl || "",
     saveUrl: data.saveUrl,
     saveMethod: (data.saveMethod || "POST").toUpperCase() === "PUT" ? "PUT" : "POST",
+    baseRevision: data.baseRevision ? Number(data.baseRevision) : null,
+    ifMatch: data.ifMatch || "",
+    diffUrl: data.diffUrl || "",
+    editUrl: data.editUrl || "",
     afterSaveUrl: data.afterSaveUrl || "",
     tryUrl: data.tryUrl || "",
     tracesUrl: data.tracesUrl || "",

@@ -28,11 +28,12 @@ async function readBody(response) {
 }
 
 /**
- * Sends a JSON request and resolves with `{status, body}` for 2xx, 400 and 409 answers (a 400
- * carries field errors the caller shows); rejects with an HttpError otherwise.
+ * Sends a JSON request and resolves with `{status, body}` for 2xx, 400, 409 and 412 answers (a
+ * 400 carries field errors the caller shows, a 412 the current revision); rejects with an
+ * HttpError otherwise. `headers` are added to the request's (If-Match).
  */
-export async function requestJson(url, { method = "GET", body, signal } = {}) {
-  const headers = { Accept: "application/json" };
+export async function requestJson(url, { method = "GET", body, signal, headers: extra } = {}) {
+  const headers = { Accept: "application/json", ...(extra || {}) };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (method !== "GET" && method !== "HEAD") headers["X-CSRFToken"] = csrfToken();
   let response;
@@ -49,8 +50,8 @@ export async function requestJson(url, { method = "GET", body, signal } = {}) {
     throw new HttpError(`Could not reach the console (${error.message}).`, 0, null);
   }
   const parsed = await readBody(response);
-  // 400 (invalid) and 409 (conflict) carry {errors: [{path, message}]} for the caller to place.
-  if (response.ok || response.status === 400 || response.status === 409) return { status: response.status, body: parsed };
+  // 400 (invalid), 409 (conflict) and 412 (saved meanwhile) carry {errors: [{path, message}]}.
+  if (response.ok || [400, 409, 412].includes(response.status)) return { status: response.status, body: parsed };
   const firstError = parsed && Array.isArray(parsed.errors) && parsed.errors[0] && parsed.errors[0].message;
   const detail = parsed && (parsed.detail || parsed.message || firstError);
   throw new HttpError(detail ? `${response.status}: ${detail}` : `The console answered ${response.status}.`, response.status, parsed);

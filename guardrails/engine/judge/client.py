@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from ..redaction import redact
-from .models import JudgeModel
+from .models import JudgeModel, is_console_setting
 from .parsing import AnswerError, JudgeOutcome, parse_answer
 from .prompt import JudgePrompt, Scale
 from .providers import ProviderProtocolError, ProviderRequest, build_request, error_message, parse_reply, reply_usage
@@ -259,6 +259,11 @@ def _api_key(model: JudgeModel) -> str | None:
     """The key from the environment at call time; None for a server that takes none."""
     if model.api_key_env is None:
         return None
+    if is_console_setting(model.api_key_env):  # refused at registration too; never sent
+        raise _Final(
+            f"judge model {model.id!r}'s apiKeyEnv names {model.api_key_env}, one of the console's own "
+            "settings: its value is never sent to a model"
+        )
     key = os.environ.get(model.api_key_env)
     if not key:
         raise _Final(

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
+from ..environment import VARIABLES
 from ..schema import validate_against
 from ..types import Issue, IssuesError
 
@@ -114,6 +115,36 @@ class InvalidJudgeModel(IssuesError, ValueError):
 def validate_judge_model(doc: object, *, base_path: str = "") -> list[Issue]:
     """Every error of a judge-model registration, with JSON pointers under `base_path`."""
     return validate_against(JUDGE_MODEL_SCHEMA, doc, base_path=base_path)
+
+
+#: The console's own settings, which a judge model's `apiKeyEnv` may not name: that variable's
+#: value is sent to the model's URL as its key. Every variable the console declares
+#: (guardrails/engine/environment.py: DATABASE_URL, DJANGO_SECRET_KEY, EMAIL_HOST_PASSWORD,
+#: KINDGI_API_KEY, ...), every name under the console's prefixes, and the other names of the
+#: secrets Django and PostgreSQL clients read. Any other name holds a provider's key.
+CONSOLE_SETTING_PREFIXES = ("DJANGO_", "KINDGI_", "CELERY_", "DATABASE_", "REDIS_", "EMAIL_")
+CONSOLE_SETTING_NAMES = frozenset({variable.name for variable in VARIABLES} | {"SECRET_KEY", "PGPASSWORD"})
+
+
+def is_console_setting(name: str) -> bool:
+    """Whether `name` is one of the console's own settings (never a judge model's key)."""
+    return name.upper() in CONSOLE_SETTING_NAMES or name.upper().startswith(CONSOLE_SETTING_PREFIXES)
+
+
+def api_key_env_issues(doc: object, *, base_path: str = "") -> list[Issue]:
+    """The refusal of an `apiKeyEnv` that names one of the console's own settings, whose
+    value would be sent to the model's URL as a Bearer token."""
+    name = doc.get("apiKeyEnv") if isinstance(doc, Mapping) else None
+    if not isinstance(name, str) or not is_console_setting(name):
+        return []
+    return [
+        Issue(
+            f"{base_path}/apiKeyEnv",
+            f"{name} is one of the console's own settings, not a judge model's key: its value would be "
+            f"sent to the model's URL. Name a variable that holds only this provider's key (not one of "
+            f"the console's settings nor under {', '.join(CONSOLE_SETTING_PREFIXES)})",
+        )
+    ]
 
 
 def exact_price(value: object) -> Decimal:
@@ -253,7 +284,7 @@ def _export_item_issues(item: object, base: str) -> list[Issue]:
         if name in item
         for issue in validate_against(schema, item[name], base_path=f"{base}/{name}")
     ]
-    return issues + validate_judge_model(_wire(item), base_path=base)
+    return issues + validate_judge_model(_wire(item), base_path=base) + api_key_env_issues(item, base_path=base)
 
 
 def _wire(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,9 @@ Every sandboxed check runs in a worker started through `bwrap` with:
   the check's own package or file; a private tmpfs of at most `memMB` at /tmp and at
   /dev/shm; nothing else of the host (no /etc but its certificates, no /home, no /run);
 - a seccomp filter (seccomp_bpf.py) that refuses setns, unshare, mount, ptrace, the pidfd
-  calls, bpf, keyctl, perf_event_open and the like;
+  calls, bpf, keyctl, perf_event_open and the like; in `strict`, a second one that the
+  worker loads before the check's code runs refuses starting processes and programs (fork,
+  vfork, clone without CLONE_THREAD, execve), so that the worker is its only process;
 - `--die-with-parent`: when the pool kills bwrap, the kernel kills the namespace's init and
   with it every process of the sandbox.
 
@@ -46,11 +48,16 @@ class BoundaryError(Exception):
 
 
 @cache
-def seccomp_program(system_python: str = SYSTEM_PYTHON) -> bytes:
-    """The BPF program of the filter, generated once per process by the system interpreter."""
+def seccomp_program(system_python: str = SYSTEM_PYTHON, *, no_spawn: bool = False) -> bytes:
+    """The BPF program of the filter, generated once per process by the system interpreter;
+    `no_spawn`: the `strict` worker's second filter, refusing new processes and programs."""
     try:
         run = subprocess.run(
-            [system_python, "-I", str(_SECCOMP_SCRIPT)], capture_output=True, timeout=30, env={}, check=False
+            [system_python, "-I", str(_SECCOMP_SCRIPT), *(["--no-spawn"] if no_spawn else [])],
+            capture_output=True,
+            timeout=30,
+            env={},
+            check=False,
         )
     except OSError as error:
         raise BoundaryError(f"the seccomp filter cannot be built: {error}") from None
@@ -100,6 +107,7 @@ class Boundary:
     def _probe(self) -> str | None:
         try:
             program = seccomp_program()
+            seccomp_program(no_spawn=True)
         except BoundaryError as error:
             return str(error)
         posture = Posture("strict", 64, 1000, NetworkPolicy("none"))
@@ -229,5 +237,5 @@ def host_postures() -> list[tuple[str, bool, str]]:
     return [
         ("none", True, "in process: nothing enforced"),
         ("context-isolated", True, boundary),
-        ("strict", True, boundary),
+        ("strict", True, f"{boundary}; no process or program started after the worker (seccomp)"),
     ]

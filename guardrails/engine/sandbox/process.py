@@ -11,6 +11,7 @@ control group.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import itertools
 import os
@@ -73,6 +74,12 @@ class WorkerProcess:
             "cpuMs": posture.cpu_ms,
             "network": posture.network.kind,
             "maxTasks": defaults.max_tasks,
+            # strict: the worker is the sandbox's only process (seccomp_bpf.py --no-spawn)
+            "noSpawnFilter": (
+                base64.b64encode(boundary_module.seccomp_program(no_spawn=True)).decode()
+                if posture.level == "strict"
+                else None
+            ),
         }
         deadline = time.monotonic() + defaults.start_timeout_s + posture.wall_ms / 1000
         #: What a worker started to describe a pack (op "describe") answered.

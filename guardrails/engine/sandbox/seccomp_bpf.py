@@ -8,6 +8,12 @@ in the sandbox just before the worker's interpreter starts, after `no_new_privs`
 Everything is allowed except what would reach out of the sandbox's namespaces or into the
 kernel's shared state: those calls fail with EPERM (ENOSYS for clone3, so that the C
 library falls back to clone, whose namespace flags are checked).
+
+With `--no-spawn`, the second filter of a `strict` worker: it refuses (EPERM) starting a
+process or a program, fork, vfork, clone without CLONE_THREAD (what fork, vfork and
+posix_spawn are made of), execve and execveat, and leaves threads. bubblewrap cannot load it
+(it must still exec the interpreter): the worker loads it itself, stacked on the first,
+before the check's module is imported (worker.py).
 """
 
 import sys
@@ -71,6 +77,8 @@ DENIED = (
 #: of them would make a new namespace.
 NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x80)
 EPERM, ENOSYS = 1, 38
+CLONE_THREAD = 0x00010000
+SPAWN_CALLS = ("fork", "vfork", "execve", "execveat")
 
 
 def build() -> object:
@@ -90,6 +98,20 @@ def build() -> object:
     return flt
 
 
+def build_no_spawn() -> object:
+    import seccomp
+
+    flt = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    for name in SPAWN_CALLS:
+        try:
+            flt.add_rule(seccomp.ERRNO(EPERM), name)
+        except (RuntimeError, ValueError, OSError):
+            continue  # a call this architecture does not have (fork, vfork on arm64)
+    flt.add_rule(seccomp.ERRNO(EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+    flt.add_rule(seccomp.ERRNO(ENOSYS), "clone3")
+    return flt
+
+
 if __name__ == "__main__":
     sys.stdout.flush()
-    build().export_bpf(sys.stdout)  # type: ignore[attr-defined]
+    (build_no_spawn() if "--no-spawn" in sys.argv[1:] else build()).export_bpf(sys.stdout)  # type: ignore[attr-defined]

@@ -5,8 +5,11 @@ a control group) with an empty environment and its channel as standard input (no
 descriptor number or path in its argv). The boundary is the kernel's; this process adds, in
 this order, before any of the check's code runs:
 
-1. per-process limits: RLIMIT_AS (its start-up size plus `memMB`, so that an allocation
-   beyond it is a clean MemoryError), RLIMIT_NPROC, RLIMIT_CORE 0; a child inherits them;
+1. in `strict`, the second seccomp filter (seccomp_bpf.py --no-spawn, sent in the setup):
+   no process or program can be started from here on, so that the worker's own limits are
+   the sandbox's; then per-process limits: RLIMIT_AS (its start-up size plus `memMB`, so
+   that an allocation beyond it is a clean MemoryError), RLIMIT_NPROC, RLIMIT_CORE 0; a
+   child (`context-isolated`) inherits them;
 2. under `allowlist`, connects and name lookups brokered by the pool (network.py);
 3. the guard: a Python audit hook refusing ctypes, starting programs and signalling other
    processes, so that a check that tries gets a clear PermissionError. It is a second
@@ -19,6 +22,7 @@ Each call carries an id; the reply carries it back, with the reason cut to 4 KB.
 
 from __future__ import annotations
 
+import base64
 import importlib
 import importlib.util
 import json
@@ -101,7 +105,34 @@ def _address_space_bytes() -> int:
     raise SetupError("cannot read the worker's address space size")
 
 
+#: prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program)
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+def _refuse_new_processes(program: bytes) -> None:
+    """Load the `strict` worker's second seccomp filter on this (only) thread: from now on
+    fork, vfork, clone without CLONE_THREAD, execve and execveat fail with EPERM, here and
+    in every thread started later. bubblewrap set no_new_privs, which lets an unprivileged
+    process add a filter; filters stack, the strictest answer wins."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    if not program or len(program) % 8:
+        raise SetupError("the sandbox's process filter is not a BPF program")
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    if prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
+        raise SetupError(f"the sandbox cannot refuse new processes: {os.strerror(ctypes.get_errno())}")
+
+
 def _take_limits(setup: Message) -> None:
+    if setup.get("noSpawnFilter"):
+        _refuse_new_processes(base64.b64decode(setup["noSpawnFilter"]))
     limit = _address_space_bytes() + int(setup["memMB"]) * 1024 * 1024
     _setrlimit(resource.RLIMIT_AS, (limit, limit))
     _setrlimit(resource.RLIMIT_CORE, (0, 0))
