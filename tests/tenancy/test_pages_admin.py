@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -140,15 +141,17 @@ def test_the_member_list_takes_a_fixed_number_of_queries(client: Any, ada: Any, 
 # ------------------------------------------------------------------ API keys
 
 
+def new_key(client: Any, **fields: Any) -> Any:
+    """Create a key as the page does: its form, with the one-time token the page gave."""
+    token = client.get("/manage/api-keys/").context.get("form_token", "")
+    data = {"action": "create", "tenant": "acme", "scopes": ["read"], "form_token": token, **fields}
+    return client.post("/manage/api-keys/", data)
+
+
 def test_a_new_key_is_shown_once_then_only_its_prefix(client: Any, ada: Any) -> None:
     signed_in(client, ada)
-    response = client.post(
-        "/manage/api-keys/", {"action": "create", "name": "prod", "tenant": "acme", "scopes": ["ingest", "read"]}
-    )
-    # POST-redirect-GET: the POST answers a redirect, so reloading never makes a second key.
-    assert response.status_code == 302 and response["Location"] == "/manage/api-keys/"
-    assert ApiKey.objects.count() == 1
-    response = client.get("/manage/api-keys/")
+    response = new_key(client, name="prod", scopes=["ingest", "read"])
+    # The secret is in the POST's own answer, never kept anywhere for a later GET.
     assert response.status_code == 200 and response["Cache-Control"] == "no-store"
     secret = response.context["secret"]
     assert secret.startswith("kgi_") and secret.encode() in response.content
@@ -158,15 +161,36 @@ def test_a_new_key_is_shown_once_then_only_its_prefix(client: Any, ada: Any) -> 
     assert secret.encode() not in later.content and key.prefix.encode() in later.content
 
 
-def test_a_new_key_waits_in_the_session_of_its_creator_only(
-    client: Any, ada: Any, acme: Tenant, django_user_model: Any
-) -> None:
+def test_a_new_keys_secret_is_stored_in_no_session(client: Any, ada: Any) -> None:
+    from django.contrib.sessions.models import Session
+
     signed_in(client, ada)
-    client.post("/manage/api-keys/", {"action": "create", "tenant": "acme", "scopes": ["review"]})
+    response = new_key(client, name="prod")
+    stored = [row.session_data + json.dumps(row.get_decoded()) for row in Session.objects.all()]
+    cookies = [morsel.value for morsel in response.cookies.values()]
+    # Until now the answer was a redirect, and the GET after it showed the secret.
+    page = response if response.status_code == 200 else client.get("/manage/api-keys/")
+    secret = page.context["secret"]
+    assert secret.startswith("kgi_") and stored
+    assert not any(secret in data for data in stored + cookies)
+
+
+def test_posting_the_form_again_makes_no_second_key(client: Any, ada: Any) -> None:
+    signed_in(client, ada)
+    token = client.get("/manage/api-keys/").context["form_token"]
+    form = {"action": "create", "tenant": "acme", "scopes": ["read"], "form_token": token}
+    secret = client.post("/manage/api-keys/", form).context["secret"]
+    again = client.post("/manage/api-keys/", form, follow=True)  # the browser's reload of the answer
+    assert ApiKey.objects.count() == 1
+    assert secret.encode() not in again.content and b"already made its key" in again.content
+
+
+def test_a_new_key_is_shown_to_its_creator_only(client: Any, ada: Any, acme: Tenant, django_user_model: Any) -> None:
+    signed_in(client, ada)
+    page = new_key(client, scopes=["review"]).content.decode()
     other = Client()
     other.force_login(ada)  # the same person in another browser: a session of its own
     assert other.get("/manage/api-keys/").context["secret"] == ""
-    page = client.get("/manage/api-keys/").content.decode()
     assert "kgi_" in page and "<strong>review</strong>: acknowledge, resolve and reopen violations" in page
 
 
