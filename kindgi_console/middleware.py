@@ -1,4 +1,7 @@
-"""Middleware that only the pages need, skipped for the API's requests (/api/v1/).
+"""The console's middleware: answers kept out of shared caches, and what only the pages need.
+
+`PrivateAnswers` marks every API answer and every page shown to a signed-in person as not
+to be stored by any cache. The others are skipped for the API's requests (/api/v1/).
 
 A runtime calls the API before every agent turn; these add nothing to its answers:
 static files (WhiteNoise serves /static/ only) and flashed messages (no API view reads or
@@ -10,8 +13,11 @@ response headers (HSTS, CSP, X-Frame-Options).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib.messages.middleware import MessageMiddleware
 from django.http import HttpRequest, HttpResponse
+from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 API_V1 = "/api/v1/"
@@ -38,3 +44,22 @@ class MessagesForPages(MessageMiddleware):
         if is_api_v1(request):
             return response
         return super().process_response(request, response)
+
+
+class PrivateAnswers:
+    """`Cache-Control: no-store` (Django's `never_cache` headers) wherever a person's data is
+    answered: every API answer and every page of a signed-in person, so that neither a shared
+    proxy nor the browser's back button gives them to someone else. An API answer also varies
+    on the cookie: a session chose it as much as a key would."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if is_api_v1(request):
+            add_never_cache_headers(response)
+            patch_vary_headers(response, ("Cookie",))
+        elif getattr(request, "user", None) is not None and request.user.is_authenticated:
+            add_never_cache_headers(response)
+        return response

@@ -69,6 +69,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "kindgi_console.middleware.PrivateAnswers",
     "kindgi_console.audit.log.AuditActorMiddleware",
     "kindgi_console.middleware.MessagesForPages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

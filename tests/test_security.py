@@ -98,3 +98,33 @@ def test_production_refuses_to_start_without_a_secret_key() -> None:
         check=False,
     )
     assert completed.returncode != 0 and "DJANGO_SECRET_KEY" in completed.stderr
+
+
+# ---------------------------------------------------------------------------- caches
+
+
+def stored_by_no_cache(response: Any) -> bool:
+    return "no-store" in response.get("Cache-Control", "")
+
+
+@pytest.mark.parametrize("url", [*PAGES, "/traces/", "/manage/api-keys/", "/manage/audit/"])
+def test_a_signed_in_persons_pages_are_stored_by_no_cache(
+    client: Any, dana: Any, acme_guardrail: Any, url: str
+) -> None:
+    client.force_login(dana)  # acme's admin: every page is theirs to see
+    response = client.get(url)
+    assert response.status_code == 200 and stored_by_no_cache(response), response.get("Cache-Control")
+
+
+def test_api_answers_are_stored_by_no_cache_and_vary_on_the_cookie(api: Any, alice: Any, acme_key: str) -> None:
+    by_session = api(alice).get("/api/v1/traces")
+    by_key = api(acme_key).get("/api/v1/traces")
+    refused = api().get("/api/v1/traces")
+    for response in (by_session, by_key, refused):
+        assert stored_by_no_cache(response), response.get("Cache-Control")
+    assert by_session.status_code == 200 and "Cookie" in by_session["Vary"]
+    assert "Cookie" in refused["Vary"]  # the answer would differ with a session's cookie
+
+
+def test_the_sign_in_page_is_not_stored_either(client: Any, db: Any) -> None:
+    assert stored_by_no_cache(client.get("/login/"))
