@@ -72,6 +72,7 @@ MIDDLEWARE = [
     "kindgi_console.middleware.PrivateAnswers",
     "kindgi_console.audit.log.AuditActorMiddleware",
     "kindgi_console.middleware.MessagesForPages",
+    "kindgi_console.middleware.RefuseNulForPages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
 ]
