@@ -15,7 +15,7 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -105,7 +105,11 @@ class MemberListView(AdminPageMixin, View):
 
     def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200) -> HttpResponse:
         tenant = self.chosen_tenant(request.GET.get("tenant"))
-        members = tenant.memberships.select_related("user").order_by("user__username")
+        members = (
+            tenant.memberships.select_related("user")
+            .annotate(key_count=Count("user__apikey", filter=Q(user__apikey__in=tenant.api_keys.active())))
+            .order_by("user__username")
+        )
         context = {
             "tenant": tenant,
             "tenants": self.tenants,
@@ -204,9 +208,20 @@ class MemberListView(AdminPageMixin, View):
     def remove(self, request: HttpRequest, tenant: Tenant, membership: Membership) -> HttpResponse:
         if self.last_admin(tenant, membership):
             messages.error(request, f"{membership.user} is the last admin of {tenant.slug}: add another admin first.")
+            return self.back(tenant)
+        kept = changes.keys_made_by(membership).count()
+        revoked = changes.remove_member(membership, revoke_keys=request.POST.get("revoke_keys") == "on")
+        gone = f"{membership.user} no longer belongs to {tenant.slug}"
+        if revoked:
+            messages.success(request, f"{gone}; the {len(revoked)} API key(s) they made are revoked.")
+        elif kept:
+            messages.warning(
+                request,
+                f"{gone}, but the {kept} API key(s) they made for {tenant.slug} still work: "
+                "revoke them on the API keys page if they should stop.",
+            )
         else:
-            changes.remove_member(membership)
-            messages.success(request, f"{membership.user} no longer belongs to {tenant.slug}.")
+            messages.success(request, f"{gone}.")
         return self.back(tenant)
 
     @staticmethod
@@ -226,7 +241,12 @@ class ApiKeyListView(AdminPageMixin, View):
     template_name = "tenancy/apikey_list.html"
 
     def keys(self) -> QuerySet[ApiKey]:
-        keys = ApiKey.objects.select_related("tenant", "created_by").order_by("-created_at", "-pk")
+        creator_left = ~Exists(Membership.objects.filter(user=OuterRef("created_by"), tenant=OuterRef("tenant")))
+        keys = (
+            ApiKey.objects.select_related("tenant", "created_by")
+            .annotate(creator_left=creator_left & Q(created_by__isnull=False, tenant__isnull=False))
+            .order_by("-created_at", "-pk")
+        )
         if self.request.user.is_superuser:
             return keys
         return keys.filter(tenant__in=[t.pk for t in self.tenants])

@@ -125,6 +125,65 @@ def test_another_tenants_admin_sees_and_changes_nothing_of_acme(client: Any, ada
     assert not Membership.objects.filter(user=gus, tenant__slug="acme").exists()
 
 
+@pytest.fixture
+def erin_with_keys(ada: Any, acme: Tenant, globex: Tenant) -> tuple[Membership, str, str, str]:
+    """Erin administers acme and globex, and made a key for each; ada made one for acme."""
+    erin = member("erin", acme, "admin")
+    Membership.objects.create(user=erin, tenant=globex, role="admin")
+    _, acme_secret = ApiKey.issue(scopes=["read"], tenant=acme, created_by=erin)
+    _, globex_secret = ApiKey.issue(scopes=["read"], tenant=globex, created_by=erin)
+    _, adas_secret = ApiKey.issue(scopes=["read"], tenant=acme, created_by=ada)
+    return Membership.objects.get(user=erin, tenant=acme), acme_secret, globex_secret, adas_secret
+
+
+def works(secret: str) -> bool:
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return bool(client.get("/api/v1/traces").status_code == 200)
+
+
+def test_removing_a_member_says_that_the_keys_they_made_still_work(client: Any, ada: Any, erin_with_keys: Any) -> None:
+    membership, acme_secret, _, _ = erin_with_keys
+    signed_in(client, ada)
+    page = client.get("/manage/members/?tenant=acme").content.decode()
+    assert "made 1 active API key" in page and 'name="revoke_keys"' in page
+    data = {"tenant": "acme", "action": "remove", "membership": membership.pk}
+    answer = client.post("/manage/members/", data, follow=True).content.decode()
+    assert not Membership.objects.filter(pk=membership.pk).exists()
+    assert "the 1 API key(s) they made for acme still work" in answer
+    assert works(acme_secret)
+    keys = client.get("/manage/api-keys/").content.decode()
+    assert keys.count("(no longer a member: the key still works)") == 1
+
+
+def test_removing_a_member_with_their_keys_revokes_the_keys_they_made_for_the_tenant(
+    client: Any, ada: Any, erin_with_keys: Any
+) -> None:
+    from kindgi_console.audit.models import AuditEntry
+
+    membership, acme_secret, globex_secret, adas_secret = erin_with_keys
+    signed_in(client, ada)
+    data = {"tenant": "acme", "action": "remove", "membership": membership.pk, "revoke_keys": "on"}
+    answer = client.post("/manage/members/", data, follow=True).content.decode()
+    assert "the 1 API key(s) they made are revoked" in answer
+    assert not works(acme_secret)
+    assert works(globex_secret) and works(adas_secret)  # another tenant's, another person's
+    assert list(
+        AuditEntry.objects.filter(action__in=["apikey.revoke", "member.remove"]).values_list("action", flat=True)
+    ) == ["apikey.revoke", "member.remove"]
+
+
+def test_another_tenants_admin_can_neither_remove_nor_revoke(client: Any, gus: Any, erin_with_keys: Any) -> None:
+    membership, acme_secret, _, _ = erin_with_keys
+    signed_in(client, gus)
+    for tenant in ("acme", "globex"):
+        data = {"tenant": tenant, "action": "remove", "membership": membership.pk, "revoke_keys": "on"}
+        assert client.post("/manage/members/", data).status_code == 404
+    assert Membership.objects.filter(pk=membership.pk).exists() and works(acme_secret)
+
+
 def test_the_member_list_takes_a_fixed_number_of_queries(client: Any, ada: Any, django_user_model: Any) -> None:
     counts = []
     for size in (2, 20):
