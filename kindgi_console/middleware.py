@@ -95,7 +95,7 @@ class RefuseNulForPages:
             issue = {"path": f"/{where}" if where else "", "message": "the NUL character is not allowed"}
             return JsonResponse({"errors": [issue]}, status=400)
         named = f"The query parameter {where!r}" if where else "The address"
-        return render(request, "400.html", {"reason": f"{named} holds the NUL character"}, status=400)
+        return render(request, "bad_address.html", {"reason": f"{named} holds the NUL character"}, status=400)
 
 
 def nul_in(request: HttpRequest, path_values: list[Any]) -> str | None:
