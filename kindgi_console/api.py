@@ -34,6 +34,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from guardrails.engine.types import Issue, IssuesError
 from kindgi_console import paging
 from kindgi_console.jsonbody import JsonBodyError, parse_json
+from kindgi_console.proxies import client_address
 from kindgi_console.tenancy.keys import active_key
 from kindgi_console.tenancy.models import ApiKey, hash_key
 from kindgi_console.tenancy.scoping import Caller, TenantDenied, TenantScopedQuerySet
@@ -229,6 +230,11 @@ class CallerRateThrottle(SimpleRateThrottle):
         else:
             ident = f"addr:{self.get_ident(request)}"
         return f"throttle:{ident}"
+
+    def get_ident(self, request: Request) -> str:
+        """The client's address, from `X-Forwarded-For` only behind a trusted proxy (DRF's own
+        reads the header from anyone while `NUM_PROXIES` is unset)."""
+        return client_address(request)
 
 
 # ---------------------------------------------------------------------------- pagination

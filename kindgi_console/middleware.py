@@ -1,4 +1,9 @@
-"""Middleware that only the pages need, skipped for the API's requests (/api/v1/).
+"""The console's middleware: answers kept out of shared caches, and what only the pages need.
+
+`PrivateAnswers` marks every API answer and every page shown to a signed-in person as not
+to be stored by any cache; `RefuseNulForPages` answers 400 for a NUL in a page's address
+(the API refuses it in its base view, naming the parameter). The others are skipped for the
+API's requests (/api/v1/).
 
 A runtime calls the API before every agent turn; these add nothing to its answers:
 static files (WhiteNoise serves /static/ only) and flashed messages (no API view reads or
@@ -10,11 +15,17 @@ response headers (HSTS, CSP, X-Frame-Options).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib.messages.middleware import MessageMiddleware
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 API_V1 = "/api/v1/"
+NUL = "\x00"
 
 
 def is_api_v1(request: HttpRequest) -> bool:
@@ -38,3 +49,61 @@ class MessagesForPages(MessageMiddleware):
         if is_api_v1(request):
             return response
         return super().process_response(request, response)
+
+
+class PrivateAnswers:
+    """`Cache-Control: no-store` (Django's `never_cache` headers) wherever a person's data is
+    answered: every API answer and every page of a signed-in person, so that neither a shared
+    proxy nor the browser's back button gives them to someone else. An API answer also varies
+    on the cookie: a session chose it as much as a key would."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if is_api_v1(request):
+            add_never_cache_headers(response)
+            patch_vary_headers(response, ("Cookie",))
+        elif getattr(request, "user", None) is not None and request.user.is_authenticated:
+            add_never_cache_headers(response)
+        return response
+
+
+class RefuseNulForPages:
+    """A NUL in a page's path or query is a 400 naming where: PostgreSQL cannot hold the
+    character, so a view that looked it up would fail with a 500 (a guardrail id, a search).
+
+    Checked once the URL is resolved, before any view, for every page alike; the API's
+    own base view does the same for its parameters, in the API's error shape."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(
+        self, request: HttpRequest, view: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> HttpResponse | None:
+        if request.path_info.startswith("/api/"):
+            return None
+        where = nul_in(request, [*args, *kwargs.values()])
+        if where is None:
+            return None
+        if request.path_info.endswith(".json"):  # what the pages' scripts fetch: the API's shape
+            issue = {"path": f"/{where}" if where else "", "message": "the NUL character is not allowed"}
+            return JsonResponse({"errors": [issue]}, status=400)
+        named = f"The query parameter {where!r}" if where else "The address"
+        return render(request, "bad_address.html", {"reason": f"{named} holds the NUL character"}, status=400)
+
+
+def nul_in(request: HttpRequest, path_values: list[Any]) -> str | None:
+    """Where the request's address holds a NUL: "" for its path, else the query parameter's
+    name; None when it holds none."""
+    if NUL in request.path_info or any(NUL in str(value) for value in path_values):
+        return ""
+    for name, values in request.GET.lists():
+        if NUL in name or any(NUL in value for value in values):
+            return name.replace(NUL, "").replace("~", "~0").replace("/", "~1")
+    return None

@@ -11,6 +11,7 @@ at PostgreSQL and Redis.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 from pathlib import Path
 
 import dj_database_url
@@ -68,8 +69,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "kindgi_console.middleware.PrivateAnswers",
     "kindgi_console.audit.log.AuditActorMiddleware",
     "kindgi_console.middleware.MessagesForPages",
+    "kindgi_console.middleware.RefuseNulForPages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
 ]
@@ -228,6 +231,16 @@ else:
 # Failed sign-ins allowed per username and address in the window (ten times as many per address).
 KINDGI_SIGNIN_FAILURES = whole("KINDGI_SIGNIN_FAILURES")
 KINDGI_SIGNIN_WINDOW_S = whole("KINDGI_SIGNIN_WINDOW_S")
+# The proxies whose X-Forwarded-For names the client (addresses or networks); none: the
+# header is ignored and the client is the peer (kindgi_console.proxies).
+KINDGI_TRUSTED_PROXIES = items("KINDGI_TRUSTED_PROXIES")
+for _proxy in KINDGI_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError as _error:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"KINDGI_TRUSTED_PROXIES: {_error}") from None
 
 # Celery: Redis in a deployment; a broker on the local filesystem when nothing is set.
 CELERY_BROKER_URL = text("CELERY_BROKER_URL")

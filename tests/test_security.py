@@ -98,3 +98,68 @@ def test_production_refuses_to_start_without_a_secret_key() -> None:
         check=False,
     )
     assert completed.returncode != 0 and "DJANGO_SECRET_KEY" in completed.stderr
+
+
+# ---------------------------------------------------------------------------- caches
+
+
+def stored_by_no_cache(response: Any) -> bool:
+    return "no-store" in response.get("Cache-Control", "")
+
+
+@pytest.mark.parametrize("url", [*PAGES, "/traces/", "/manage/api-keys/", "/manage/audit/"])
+def test_a_signed_in_persons_pages_are_stored_by_no_cache(
+    client: Any, dana: Any, acme_guardrail: Any, url: str
+) -> None:
+    client.force_login(dana)  # acme's admin: every page is theirs to see
+    response = client.get(url)
+    assert response.status_code == 200 and stored_by_no_cache(response), response.get("Cache-Control")
+
+
+def test_api_answers_are_stored_by_no_cache_and_vary_on_the_cookie(api: Any, alice: Any, acme_key: str) -> None:
+    by_session = api(alice).get("/api/v1/traces")
+    by_key = api(acme_key).get("/api/v1/traces")
+    refused = api().get("/api/v1/traces")
+    for response in (by_session, by_key, refused):
+        assert stored_by_no_cache(response), response.get("Cache-Control")
+    assert by_session.status_code == 200 and "Cookie" in by_session["Vary"]
+    assert "Cookie" in refused["Vary"]  # the answer would differ with a session's cookie
+
+
+def test_the_sign_in_page_is_not_stored_either(client: Any, db: Any) -> None:
+    assert stored_by_no_cache(client.get("/login/"))
+
+
+# ---------------------------------------------------------------------------- NUL in a page's address
+
+NUL_URLS = [
+    "/guardrails/no-refunds%00/",
+    "/guardrails/no-refunds%00/edit/",
+    "/guardrails/no-refunds%00/diff/?from=1&to=1",
+    "/guardrails/no-refunds/diff/?from=1%00&to=1",
+    "/guardrails/export.json?guardrail=no%00refunds",
+    "/guardrails/previews/new/?guardrail=no%00refunds",
+    "/traces/picker.json?q=%00",
+]
+
+
+@pytest.mark.parametrize("url", NUL_URLS)
+def test_a_nul_in_a_pages_address_is_a_400_naming_where(client: Any, alice: Any, acme_guardrail: Any, url: str) -> None:
+    from django.db import connection
+
+    assert connection.vendor == "postgresql" or os.environ.get("KINDGI_REQUIRE_SERVICES") != "1"
+    client.force_login(alice)
+    response = client.get(url)
+    assert response.status_code == 400, url
+    name = url.partition("?")[2].partition("%00")[0].rpartition("&")[2].partition("=")[0]
+    if url.partition("?")[0].endswith(".json"):
+        assert response.json()["errors"] == [{"path": f"/{name}", "message": "the NUL character is not allowed"}]
+    else:
+        reason = f"The query parameter {name!r}" if "%00" in url.partition("?")[2] else "The address"
+        assert f"{reason} holds the NUL character".replace("'", "&#x27;") in response.content.decode()
+
+
+def test_a_nul_in_a_form_page_s_query_is_refused_before_any_view(client: Any, alice: Any) -> None:
+    client.force_login(alice)
+    assert client.get("/traces/?q=%00").status_code == 400
+    assert client.get("/traces/?q=refund").status_code == 200

@@ -108,10 +108,18 @@ VARIABLES: tuple[Variable, ...] = (
         "KINDGI_SIGNIN_FAILURES",
         "int",
         5,
-        "failed sign-ins allowed per username and address in the window (ten times as many per address)",
+        "failed sign-ins allowed per username and client address in the window "
+        "(ten times as many per address, and per username from addresses it never signed in from)",
         minimum=1,
     ),
     V("KINDGI_SIGNIN_WINDOW_S", "int", 900, "the sign-in limit's window in seconds", minimum=1),
+    V(
+        "KINDGI_TRUSTED_PROXIES",
+        "list",
+        (),
+        "addresses or networks of the proxies whose `X-Forwarded-For` names the client "
+        "(sign-in limit); none: the header is ignored",
+    ),
     # Background work
     V(
         "KINDGI_BROKER_POLL_MS",

@@ -20,6 +20,7 @@ from django.db import connection, models
 from django.http import HttpRequest, HttpResponse
 
 from kindgi_console.audit.models import AuditEntry
+from kindgi_console.audit.redaction import redacted
 from kindgi_console.tenancy.models import ApiKey, Tenant
 
 #: Fields whose values never enter the log: only that they changed.
@@ -95,7 +96,8 @@ def plain(value: Any) -> Any:
 
 
 def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, list[Any]]:
-    """`{field: [before, after]}` for every field that differs; secrets only as changed."""
+    """`{field: [before, after]}` for every field that differs; secrets only as changed, URLs
+    with their credentials masked (a changed token shows as a change of a masked URL)."""
     old, new = plain(dict(before or {})), plain(dict(after or {}))
     changes: dict[str, list[Any]] = {}
     for name in sorted(set(old) | set(new)):
@@ -104,7 +106,7 @@ def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> d
         if name in SECRET_FIELDS:
             changes[name] = [SECRET_MARK if name in old else None, SECRET_MARK if name in new else None]
         else:
-            changes[name] = [old.get(name), new.get(name)]
+            changes[name] = [redacted(old.get(name)), redacted(new.get(name))]
     return changes
 
 

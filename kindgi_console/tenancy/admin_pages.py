@@ -6,6 +6,7 @@ superuser); a tenant they do not administer is absent from these pages (404).
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from django.contrib import messages
@@ -14,7 +15,7 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -27,7 +28,9 @@ from kindgi_console.tenancy.models import SCOPES, ApiKey, Membership, Tenant
 from kindgi_console.tenancy.scoping import administered_tenants, current_tenant
 
 User = get_user_model()
-NEW_KEY_SESSION = "kindgi:new-api-key"
+NEW_KEY_SESSION = "kindgi:new-api-key"  # where a new key's secret used to wait: only removed now
+USED_FORM_TOKENS = "kindgi:used-key-forms"
+USED_FORM_TOKENS_KEPT = 20
 
 
 class AdminPageMixin(LoginRequiredMixin):
@@ -102,7 +105,11 @@ class MemberListView(AdminPageMixin, View):
 
     def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200) -> HttpResponse:
         tenant = self.chosen_tenant(request.GET.get("tenant"))
-        members = tenant.memberships.select_related("user").order_by("user__username")
+        members = (
+            tenant.memberships.select_related("user")
+            .annotate(key_count=Count("user__apikey", filter=Q(user__apikey__in=tenant.api_keys.active())))
+            .order_by("user__username")
+        )
         context = {
             "tenant": tenant,
             "tenants": self.tenants,
@@ -201,9 +208,20 @@ class MemberListView(AdminPageMixin, View):
     def remove(self, request: HttpRequest, tenant: Tenant, membership: Membership) -> HttpResponse:
         if self.last_admin(tenant, membership):
             messages.error(request, f"{membership.user} is the last admin of {tenant.slug}: add another admin first.")
+            return self.back(tenant)
+        kept = changes.keys_made_by(membership).count()
+        revoked = changes.remove_member(membership, revoke_keys=request.POST.get("revoke_keys") == "on")
+        gone = f"{membership.user} no longer belongs to {tenant.slug}"
+        if revoked:
+            messages.success(request, f"{gone}; the {len(revoked)} API key(s) they made are revoked.")
+        elif kept:
+            messages.warning(
+                request,
+                f"{gone}, but the {kept} API key(s) they made for {tenant.slug} still work: "
+                "revoke them on the API keys page if they should stop.",
+            )
         else:
-            changes.remove_member(membership)
-            messages.success(request, f"{membership.user} no longer belongs to {tenant.slug}.")
+            messages.success(request, f"{gone}.")
         return self.back(tenant)
 
     @staticmethod
@@ -223,27 +241,36 @@ class ApiKeyListView(AdminPageMixin, View):
     template_name = "tenancy/apikey_list.html"
 
     def keys(self) -> QuerySet[ApiKey]:
-        keys = ApiKey.objects.select_related("tenant", "created_by").order_by("-created_at", "-pk")
+        creator_left = ~Exists(Membership.objects.filter(user=OuterRef("created_by"), tenant=OuterRef("tenant")))
+        keys = (
+            ApiKey.objects.select_related("tenant", "created_by")
+            .annotate(creator_left=creator_left & Q(created_by__isnull=False, tenant__isnull=False))
+            .order_by("-created_at", "-pk")
+        )
         if self.request.user.is_superuser:
             return keys
         return keys.filter(tenant__in=[t.pk for t in self.tenants])
 
-    def get(self, request: HttpRequest, form: dict[str, Any] | None = None, status: int = 200) -> HttpResponse:
-        # A new key's secret arrives once, through the session, from the POST that made it.
-        fresh = request.session.pop(NEW_KEY_SESSION, None) if form is None else None
-        issued = self.keys().filter(pk=fresh["key"]).first() if fresh else None
-        secret = fresh["secret"] if fresh and issued is not None else ""
+    def get(
+        self,
+        request: HttpRequest,
+        form: dict[str, Any] | None = None,
+        status: int = 200,
+        issued: tuple[ApiKey, str] | None = None,
+    ) -> HttpResponse:
+        request.session.pop(NEW_KEY_SESSION, None)  # where a secret waited before: forget it
         context = {
             "keys": self.keys()[:200],
             "tenants": self.tenants,
             "scopes": SCOPES,
             "form": form or {"scopes": ["read"], "tenant": self.tenants[0].slug if self.tenants else ""},
-            "secret": secret,
-            "issued": issued,
+            "secret": issued[1] if issued else "",
+            "issued": issued[0] if issued else None,
+            "form_token": secrets.token_urlsafe(16),
             "can_create_unbound": request.user.is_superuser,
         }
         response = render(request, self.template_name, context, status=status)
-        if secret:
+        if issued:
             response["Cache-Control"] = "no-store"
         return response
 
@@ -264,11 +291,25 @@ class ApiKeyListView(AdminPageMixin, View):
             form["errors"]["tenant"] = "Choose a tenant you administer."
         if form["errors"]:
             return self.get(request, form, status=400)
+        if not self.use_form_token(request):
+            messages.info(request, "That form already made its key, whose secret was shown once.")
+            return HttpResponseRedirect(reverse("apikey-list"))
         key, secret = changes.issue_key(scopes=scopes, tenant=tenant, name=name, created_by=request.user)
-        # POST-redirect-GET: reloading the page shows the list, it does not make a second key.
-        # The secret waits in the session for the one GET that shows it (never in the database).
-        request.session[NEW_KEY_SESSION] = {"key": key.pk, "secret": secret}
-        return HttpResponseRedirect(reverse("apikey-list"))
+        # The secret is shown in this answer only: it is never stored, in the database, the
+        # session or a message, so nothing holds it once the page is closed.
+        return self.get(request, issued=(key, secret))
+
+    @staticmethod
+    def use_form_token(request: HttpRequest) -> bool:
+        """Whether the form's one-time token is fresh, and spend it: reloading the answer
+        posts the form again, and that must not make a second key."""
+        token = request.POST.get("form_token", "")
+        used: list[str] = request.session.get(USED_FORM_TOKENS, [])
+        if token and token in used:
+            return False
+        if token:
+            request.session[USED_FORM_TOKENS] = [*used, token][-USED_FORM_TOKENS_KEPT:]
+        return True
 
     def revoke(self, request: HttpRequest) -> HttpResponse:
         key = self.keys().filter(pk=request.POST.get("key") or 0).first()

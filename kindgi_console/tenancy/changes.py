@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from kindgi_console.audit import log as audit
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant
@@ -43,10 +44,21 @@ def change_role(membership: Membership, role: str) -> None:
     audit.record("member.role", membership, before=before, after={"role": role}, **_member(membership))
 
 
+def keys_made_by(membership: Membership) -> QuerySet[ApiKey]:
+    """The active keys the member made for the tenant: they outlive the membership unless revoked."""
+    return ApiKey.objects.active().filter(tenant=membership.tenant_id, created_by=membership.user_id)
+
+
 @transaction.atomic
-def remove_member(membership: Membership) -> None:
+def remove_member(membership: Membership, *, revoke_keys: bool = False) -> list[ApiKey]:
+    """Remove the member; with `revoke_keys`, also revoke the keys they made for the tenant
+    (returned), in the same transaction: a key works for whoever holds it, member or not."""
+    revoked = list(keys_made_by(membership).select_for_update()) if revoke_keys else []
+    for key in revoked:
+        revoke_key(key)
     audit.record("member.remove", membership, before={"role": membership.role}, **_member(membership))
     membership.delete()
+    return revoked
 
 
 @transaction.atomic

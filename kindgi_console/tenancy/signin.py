@@ -1,9 +1,16 @@
 """Sign-in with a limit on failed attempts, counted in the shared cache.
 
-Forty wrong passwords in a row were all answered. Failures are counted per username and
-address, and per address alone, in Django's cache (Redis or the database: shared by every
-process); past the limit the page answers 429 until the window has passed, even for the
-right password, so that guessing does not pay.
+Forty wrong passwords in a row were all answered. Failures are counted in Django's cache
+(Redis or the database: shared by every process) per username and client address, per
+address alone (a password sprayed over usernames) and per username alone (guessing spread
+over many addresses); past a limit the page answers 429 until the window has passed, even
+for the right password, so that guessing does not pay.
+
+What is refused is a username from an address, never a username everywhere: the address is
+the client's (`kindgi_console.proxies`: behind a trusted proxy, the one it forwarded), so
+one client's failures do not lock out another client, and the per-username limit spares the
+addresses the person signed in from before (`KNOWN_FOR_S`), so that a stranger's guesses
+cannot lock a person out of where they usually sign in.
 """
 
 from __future__ import annotations
@@ -21,28 +28,56 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
 from kindgi_console.api import CACHE_DOWN
+from kindgi_console.proxies import client_address
 
-#: How many failures per address may name other usernames (a password sprayed over users).
+#: How many failures per address may name other usernames (a password sprayed over users),
+#: and per username may come from addresses it never signed in from, in times the limit.
 ADDRESS_FACTOR = 10
+#: How long an address a person signed in from stays theirs for the per-username limit.
+KNOWN_FOR_S = 90 * 24 * 3600
 
 
 def _address(request: HttpRequest | None) -> str:
-    return str(request.META.get("REMOTE_ADDR", "")) if request is not None else ""
+    return client_address(request) if request is not None else ""
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def _pair(request: HttpRequest | None, username: str) -> str:
+    return _digest(username.casefold(), _address(request))
 
 
 def _keys(request: HttpRequest | None, username: str) -> list[tuple[str, int]]:
-    """The counters a sign-in attempt is held to, each with its limit."""
+    """The counters a failed sign-in adds to, each with its limit."""
     limit = settings.KINDGI_SIGNIN_FAILURES
-    pair = hashlib.sha256(f"{username.casefold()}|{_address(request)}".encode()).hexdigest()
-    return [(f"signin:user:{pair}", limit), (f"signin:addr:{_address(request)}", limit * ADDRESS_FACTOR)]
+    return [
+        (f"signin:user:{_pair(request, username)}", limit),
+        (f"signin:addr:{_address(request)}", limit * ADDRESS_FACTOR),
+        (f"signin:name:{_digest(username.casefold())}", limit * ADDRESS_FACTOR),
+    ]
+
+
+def _known_key(request: HttpRequest | None, username: str) -> str:
+    return f"signin:known:{_pair(request, username)}"
 
 
 def is_blocked(request: HttpRequest | None, username: str) -> bool:
     """Whether the window's failures are used up (not when the cache cannot be reached)."""
     try:
-        return any(int(cache.get(key) or 0) >= limit for key, limit in _keys(request, username))
+        keys = _keys(request, username)
+        if cache.get(_known_key(request, username)):
+            keys = keys[:2]  # an address the person signed in from: other addresses' guesses do not count
+        return any(int(cache.get(key) or 0) >= limit for key, limit in keys)
     except CACHE_DOWN:
         return False
+
+
+def remember_address(request: HttpRequest | None, username: str) -> None:
+    """The person signed in from this address: the per-username limit spares it from now on."""
+    with contextlib.suppress(*CACHE_DOWN):
+        cache.set(_known_key(request, username), 1, timeout=KNOWN_FOR_S)
 
 
 def count_failure(request: HttpRequest | None, username: str) -> None:
@@ -79,6 +114,7 @@ class ThrottledFormMixin:
         except ValidationError:
             count_failure(self.request, username)
             raise
+        remember_address(self.request, username)
         return cleaned
 
 

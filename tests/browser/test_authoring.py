@@ -217,7 +217,7 @@ def test_screenshots_of_the_guardrail_and_admin_pages(page: Any, sign_in: Any, d
     secret = page.locator("#new-api-key").inner_text()
     assert secret.startswith("kgi_")
     screenshot(page, "admin-api-key-created")
-    page.reload()  # POST-redirect-GET: a reload makes no second key and shows no secret
+    page.reload()  # posts the form again: its spent token makes no second key and shows no secret
     assert secret not in page.content()
     assert ApiKey.objects.filter(name="ci publisher").count() == 1
     assert page.script_errors == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -124,6 +125,65 @@ def test_another_tenants_admin_sees_and_changes_nothing_of_acme(client: Any, ada
     assert not Membership.objects.filter(user=gus, tenant__slug="acme").exists()
 
 
+@pytest.fixture
+def erin_with_keys(ada: Any, acme: Tenant, globex: Tenant) -> tuple[Membership, str, str, str]:
+    """Erin administers acme and globex, and made a key for each; ada made one for acme."""
+    erin = member("erin", acme, "admin")
+    Membership.objects.create(user=erin, tenant=globex, role="admin")
+    _, acme_secret = ApiKey.issue(scopes=["read"], tenant=acme, created_by=erin)
+    _, globex_secret = ApiKey.issue(scopes=["read"], tenant=globex, created_by=erin)
+    _, adas_secret = ApiKey.issue(scopes=["read"], tenant=acme, created_by=ada)
+    return Membership.objects.get(user=erin, tenant=acme), acme_secret, globex_secret, adas_secret
+
+
+def works(secret: str) -> bool:
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return bool(client.get("/api/v1/traces").status_code == 200)
+
+
+def test_removing_a_member_says_that_the_keys_they_made_still_work(client: Any, ada: Any, erin_with_keys: Any) -> None:
+    membership, acme_secret, _, _ = erin_with_keys
+    signed_in(client, ada)
+    page = client.get("/manage/members/?tenant=acme").content.decode()
+    assert "made 1 active API key" in page and 'name="revoke_keys"' in page
+    data = {"tenant": "acme", "action": "remove", "membership": membership.pk}
+    answer = client.post("/manage/members/", data, follow=True).content.decode()
+    assert not Membership.objects.filter(pk=membership.pk).exists()
+    assert "the 1 API key(s) they made for acme still work" in answer
+    assert works(acme_secret)
+    keys = client.get("/manage/api-keys/").content.decode()
+    assert keys.count("(no longer a member: the key still works)") == 1
+
+
+def test_removing_a_member_with_their_keys_revokes_the_keys_they_made_for_the_tenant(
+    client: Any, ada: Any, erin_with_keys: Any
+) -> None:
+    from kindgi_console.audit.models import AuditEntry
+
+    membership, acme_secret, globex_secret, adas_secret = erin_with_keys
+    signed_in(client, ada)
+    data = {"tenant": "acme", "action": "remove", "membership": membership.pk, "revoke_keys": "on"}
+    answer = client.post("/manage/members/", data, follow=True).content.decode()
+    assert "the 1 API key(s) they made are revoked" in answer
+    assert not works(acme_secret)
+    assert works(globex_secret) and works(adas_secret)  # another tenant's, another person's
+    assert list(
+        AuditEntry.objects.filter(action__in=["apikey.revoke", "member.remove"]).values_list("action", flat=True)
+    ) == ["apikey.revoke", "member.remove"]
+
+
+def test_another_tenants_admin_can_neither_remove_nor_revoke(client: Any, gus: Any, erin_with_keys: Any) -> None:
+    membership, acme_secret, _, _ = erin_with_keys
+    signed_in(client, gus)
+    for tenant in ("acme", "globex"):
+        data = {"tenant": tenant, "action": "remove", "membership": membership.pk, "revoke_keys": "on"}
+        assert client.post("/manage/members/", data).status_code == 404
+    assert Membership.objects.filter(pk=membership.pk).exists() and works(acme_secret)
+
+
 def test_the_member_list_takes_a_fixed_number_of_queries(client: Any, ada: Any, django_user_model: Any) -> None:
     counts = []
     for size in (2, 20):
@@ -140,16 +200,18 @@ def test_the_member_list_takes_a_fixed_number_of_queries(client: Any, ada: Any, 
 # ------------------------------------------------------------------ API keys
 
 
+def new_key(client: Any, **fields: Any) -> Any:
+    """Create a key as the page does: its form, with the one-time token the page gave."""
+    token = client.get("/manage/api-keys/").context.get("form_token", "")
+    data = {"action": "create", "tenant": "acme", "scopes": ["read"], "form_token": token, **fields}
+    return client.post("/manage/api-keys/", data)
+
+
 def test_a_new_key_is_shown_once_then_only_its_prefix(client: Any, ada: Any) -> None:
     signed_in(client, ada)
-    response = client.post(
-        "/manage/api-keys/", {"action": "create", "name": "prod", "tenant": "acme", "scopes": ["ingest", "read"]}
-    )
-    # POST-redirect-GET: the POST answers a redirect, so reloading never makes a second key.
-    assert response.status_code == 302 and response["Location"] == "/manage/api-keys/"
-    assert ApiKey.objects.count() == 1
-    response = client.get("/manage/api-keys/")
-    assert response.status_code == 200 and response["Cache-Control"] == "no-store"
+    response = new_key(client, name="prod", scopes=["ingest", "read"])
+    # The secret is in the POST's own answer, never kept anywhere for a later GET.
+    assert response.status_code == 200 and "no-store" in response["Cache-Control"]
     secret = response.context["secret"]
     assert secret.startswith("kgi_") and secret.encode() in response.content
     key = ApiKey.objects.get(hash=hash_key(secret))
@@ -158,15 +220,36 @@ def test_a_new_key_is_shown_once_then_only_its_prefix(client: Any, ada: Any) -> 
     assert secret.encode() not in later.content and key.prefix.encode() in later.content
 
 
-def test_a_new_key_waits_in_the_session_of_its_creator_only(
-    client: Any, ada: Any, acme: Tenant, django_user_model: Any
-) -> None:
+def test_a_new_keys_secret_is_stored_in_no_session(client: Any, ada: Any) -> None:
+    from django.contrib.sessions.models import Session
+
     signed_in(client, ada)
-    client.post("/manage/api-keys/", {"action": "create", "tenant": "acme", "scopes": ["review"]})
+    response = new_key(client, name="prod")
+    stored = [row.session_data + json.dumps(row.get_decoded()) for row in Session.objects.all()]
+    cookies = [morsel.value for morsel in response.cookies.values()]
+    # Until now the answer was a redirect, and the GET after it showed the secret.
+    page = response if response.status_code == 200 else client.get("/manage/api-keys/")
+    secret = page.context["secret"]
+    assert secret.startswith("kgi_") and stored
+    assert not any(secret in data for data in stored + cookies)
+
+
+def test_posting_the_form_again_makes_no_second_key(client: Any, ada: Any) -> None:
+    signed_in(client, ada)
+    token = client.get("/manage/api-keys/").context["form_token"]
+    form = {"action": "create", "tenant": "acme", "scopes": ["read"], "form_token": token}
+    secret = client.post("/manage/api-keys/", form).context["secret"]
+    again = client.post("/manage/api-keys/", form, follow=True)  # the browser's reload of the answer
+    assert ApiKey.objects.count() == 1
+    assert secret.encode() not in again.content and b"already made its key" in again.content
+
+
+def test_a_new_key_is_shown_to_its_creator_only(client: Any, ada: Any, acme: Tenant, django_user_model: Any) -> None:
+    signed_in(client, ada)
+    page = new_key(client, scopes=["review"]).content.decode()
     other = Client()
     other.force_login(ada)  # the same person in another browser: a session of its own
     assert other.get("/manage/api-keys/").context["secret"] == ""
-    page = client.get("/manage/api-keys/").content.decode()
     assert "kgi_" in page and "<strong>review</strong>: acknowledge, resolve and reopen violations" in page
 
 
