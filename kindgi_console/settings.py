@@ -289,6 +289,13 @@ KINDGI_CHUNK_LEASE_SECONDS = whole("KINDGI_CHUNK_LEASE_SECONDS")
 KINDGI_QUEUED_LEASE_SECONDS = whole("KINDGI_QUEUED_LEASE_SECONDS")
 KINDGI_CHUNK_MAX_ATTEMPTS = whole("KINDGI_CHUNK_MAX_ATTEMPTS")
 KINDGI_CHUNK_CHECK_SECONDS = whole("KINDGI_CHUNK_CHECK_SECONDS")
+# A chunk stops after KINDGI_CHUNK_SECONDS (well within the task's soft limit), stores what
+# it evaluated and hands the rest back as a new chunk; a run with llm-judge guardrails makes
+# KINDGI_JUDGE_CONCURRENCY judge calls at once per chunk, and its chunks are sized by the
+# judge's time (the ledger's recent calls, else KINDGI_JUDGE_CALL_ESTIMATE_MS).
+KINDGI_CHUNK_SECONDS = whole("KINDGI_CHUNK_SECONDS", max(1, min(120, CELERY_TASK_SOFT_TIME_LIMIT // 2)))
+KINDGI_JUDGE_CONCURRENCY = whole("KINDGI_JUDGE_CONCURRENCY")
+KINDGI_JUDGE_CALL_ESTIMATE_MS = whole("KINDGI_JUDGE_CALL_ESTIMATE_MS")
 # Retention (a tenant's RetentionPolicy): old rows are deleted KINDGI_RETENTION_BATCH traces
 # (or ledger entries) per transaction, every KINDGI_RETENTION_CHECK_SECONDS.
 KINDGI_RETENTION_BATCH = whole("KINDGI_RETENTION_BATCH")

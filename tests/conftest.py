@@ -65,6 +65,8 @@ TIMED_MODULES = (
 LONG_MODULES = (
     "tests/traces/test_upload_workers.py",
     "tests/traces/test_worker_recovery.py",
+    "tests/traces/test_judged_runs.py",
+    "tests/traces/test_run_figures.py",
     "tests/alerts/test_live_delivery.py",
     "tests/traces/test_worker_heartbeat.py",
     "tests/traces/test_load_demo.py",

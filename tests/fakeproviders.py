@@ -29,7 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -64,10 +64,19 @@ class FakeProvider:
 
     `api_key`, when set, is required (Bearer for OpenAI, x-api-key for Anthropic).
     `no_temperature_models` are model names that refuse a temperature, as reasoning models do.
+    `delay_s`: how long it takes to judge on its own (unscripted answers).
     """
 
-    def __init__(self, port: int = 0, *, api_key: str | None = None, no_temperature_models: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        *,
+        api_key: str | None = None,
+        no_temperature_models: Iterable[str] = (),
+        delay_s: float = 0.0,
+    ) -> None:
         self.state = _State()
+        self.delay_s = delay_s
         self.api_key = api_key
         self.no_temperature_models = frozenset(no_temperature_models)
         self._server = _Server(("127.0.0.1", port), _Handler)
@@ -138,7 +147,9 @@ class FakeProvider:
     def _next_step(self, request: RecordedRequest) -> Step:
         with self.state.lock:
             self.state.requests.append(request)
-            return self.state.steps.popleft() if self.state.steps else own_judgement(request)
+            if self.state.steps:
+                return self.state.steps.popleft()
+        return replace(own_judgement(request), delay_s=self.delay_s)
 
 
 class _Server(ThreadingHTTPServer):

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 from django.db import connection, transaction
-from django.db.models import QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import F, QuerySet, TextField, Value
+from django.db.models.functions import Cast, Greatest, Least
 from django.utils import timezone
 
 from guardrails.engine.evaluate import Engine, Plan
@@ -40,7 +40,7 @@ from traces.bulk_postgres import write_with_copy
 from traces.bulk_sqlite import insert_rows as insert_rows
 from traces.bulk_sqlite import sqlite_variable_limit, write_with_inserts
 from traces.judge.services import EvaluationServices
-from traces.models import Evaluation, RunTrace
+from traces.models import Evaluation, EvaluationChunk, RunTrace
 
 
 class StoredTrace(NamedTuple):
@@ -150,6 +150,8 @@ def evaluate_rows(
     services: EvaluationServices,
     *,
     mark_shadow: bool = False,
+    now: datetime | None = None,
+    plans: dict[tuple[Any, Any, Any], Plan] | None = None,
 ) -> list[ResultRow]:
     """Evaluate each guardrail over each trace straight into the rows to store: the
     engine's verdict and its duration, as `evaluate_guardrail` gives them, without a Result
@@ -159,12 +161,13 @@ def evaluate_rows(
     As the CI path does, the guardrails are planned once per (tenant, agent, flow) of the
     traces (`Engine.plan`: scope and checks resolved once), not for each trace.
     `mark_shadow`: a shadow guardrail's details say `shadow`, as the runtime verdict's do
-    (`traces.services.with_shadow`)."""
+    (`traces.services.with_shadow`). `now` and `plans`: the batch's time and plans, given
+    by a caller that evaluates a batch's traces a few at a time (on several threads)."""
     guardrails = [item.guardrail for item in enforced]
     targets = [(index, *_target(item), item.shadow, item) for index, item in enumerate(enforced)]
     keep_skipped = evaluation_id is not None
-    now = timezone.now()
-    plans: dict[tuple[Any, Any, Any], Plan] = {}
+    now = now or timezone.now()
+    plans = {} if plans is None else plans
     bound = services.bound()
     rows: list[ResultRow] = []
     append = rows.append
@@ -230,13 +233,28 @@ def _stored_details(status: str, details: Mapping[str, Any]) -> tuple[str, str]:
     return "", orjson.dumps(dict(details)).decode() if details else "{}"
 
 
-def store_rows(rows: list[ResultRow], *, while_running: int | None = None, fresh: bool = False) -> bool:
+def store_rows(
+    rows: list[ResultRow],
+    *,
+    while_running: int | None = None,
+    fresh: bool = False,
+    progress: tuple[int, int] | None = None,
+) -> bool:
     """Store result rows and a violation for each new `fail` (see `record_results`);
-    `while_running`: the run whose batch this is, written only while it is running."""
+    `while_running`: the run whose batch this is, written only while it is running.
+
+    `progress`: (chunk, traces reached): the chunk's `progress` rises to the traces it has
+    stored in the same transaction as their results, so that a run that ends (cancelled,
+    failed) between two batches counts exactly the traces it stored."""
     with transaction.atomic():
         if while_running is not None and not run_is_live(while_running):
             return False
         write_rows(rows, fresh=fresh)
+        if progress is not None:
+            chunk_id, reached = progress
+            EvaluationChunk.objects.filter(pk=chunk_id, status=EvaluationChunk.Status.RUNNING).update(
+                progress=Least(F("size"), Greatest(F("progress"), Value(reached)))
+            )
     return True
 
 

@@ -15,15 +15,17 @@ sent again by `requeue_expired_work`, which runs when a worker starts and period
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, cast
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Max, Q, QuerySet
+from django.db.models import Avg, Count, F, Max, Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as TRANSIENT_BROKER_ERRORS
 
@@ -34,19 +36,19 @@ from guardrails.engine.types import Issue, IssuesError, Mode
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
 from kindgi_console.tenancy.models import Tenant
-from traces import bulk
+from traces import bulk, judging
 from traces.filters import SELECTION_ERRORS, RunTraceFilter, run_selection, selection_filters, selection_issues
 from traces.judge.services import evaluation_services
 from traces.leases import LeaseKeeper as LeaseKeeper
 from traces.leases import chunk_lease as chunk_lease
 from traces.leases import lease as lease
 from traces.leases import lost_chunks
-from traces.models import Evaluation, EvaluationChunk, RunTrace
+from traces.models import Evaluation, EvaluationChunk, JudgeLedgerEntry, RunTrace
 from traces.run_ends import STATUSES as STATUSES
 from traces.run_ends import cancel_run as cancel_run
+from traces.run_ends import count_done, finish_run
 from traces.run_ends import fail_run as fail_run
 from traces.run_ends import fail_run_of_chunk as fail_run_of_chunk
-from traces.run_ends import finish_run
 from traces.run_ends import live_summary as live_summary
 
 logger = logging.getLogger(__name__)
@@ -232,12 +234,12 @@ def start_run(evaluation_id: int) -> None:
 
 
 def plan_chunks(run: Evaluation) -> Iterator[EvaluationChunk]:
-    """Chunks of at most KINDGI_EVALUATION_CHUNK_SIZE selected traces, by ranges of primary key.
+    """Chunks of at most `chunk_size` selected traces, by ranges of primary key.
 
     Only the keys are read (streamed), so planning 100,000 traces holds 100,000 integers
     at most one database page at a time.
     """
-    size = settings.KINDGI_EVALUATION_CHUNK_SIZE
+    size = chunk_size(run)
     expires = timezone.now() + lease()
     keys = run_traces(run).order_by("pk").values_list("pk", flat=True).iterator(chunk_size=5000)
     number, first, last, count = 0, None, None, 0
@@ -252,6 +254,30 @@ def plan_chunks(run: Evaluation) -> Iterator[EvaluationChunk]:
         yield _chunk(run, number, first, last, count, expires)
 
 
+def chunk_size(run: Evaluation) -> int:
+    """Traces per chunk: KINDGI_EVALUATION_CHUNK_SIZE, or fewer when the run judges, so that
+    a chunk's estimated time is half of KINDGI_CHUNK_SECONDS (a check takes microseconds, a
+    judge call a tenth of a second or more).
+
+    A judge call is estimated at the mean latency of the guardrails' last calls in the
+    ledger, or KINDGI_JUDGE_CALL_ESTIMATE_MS before any; KINDGI_JUDGE_CONCURRENCY of them
+    run at once. A chunk that takes longer all the same hands the rest back (`hand_back`).
+    """
+    size = int(settings.KINDGI_EVALUATION_CHUNK_SIZE)
+    judged = [
+        revision.guardrail_id
+        for revision in run.revisions.select_related("guardrail")
+        if revision.guardrail.kind == JUDGE_KIND
+    ]
+    if not judged:
+        return size
+    recent = JudgeLedgerEntry.objects.filter(guardrail_id__in=judged, cache_hit=False).order_by("-created_at")
+    latency = recent[:200].aggregate(mean=Avg("latency_ms"))["mean"]
+    call_s = (latency if latency is not None else settings.KINDGI_JUDGE_CALL_ESTIMATE_MS) / 1000
+    per_trace_s = max(call_s, 0.001) * len(judged) / max(1, settings.KINDGI_JUDGE_CONCURRENCY)
+    return max(1, min(size, int(settings.KINDGI_CHUNK_SECONDS / 2 / per_trace_s)))
+
+
 def _chunk(run: Evaluation, number: int, first: int, last: int, size: int, expires: datetime) -> EvaluationChunk:
     return EvaluationChunk(evaluation=run, number=number, first_pk=first, last_pk=last, size=size, lease_until=expires)
 
@@ -260,43 +286,85 @@ def _chunk(run: Evaluation, number: int, first: int, last: int, size: int, expir
 
 
 def evaluate_chunk(chunk_id: int) -> bool:
-    """Evaluate one chunk's traces against the run's pinned revisions; True when it finished.
+    """Evaluate one chunk's traces against the run's pinned revisions; True when it finished
+    or handed the rest of its traces back.
 
     A chunk that is gone, done, cancelled or held by a live lease is left alone. Its lease
     is renewed by a heartbeat while it runs (`LeaseKeeper`), so a short lease tells a lost
-    worker in seconds; a batch is written only while the run is still running.
+    worker in seconds; a batch is written only while the run is still running. A chunk
+    stops after KINDGI_CHUNK_SECONDS (or at the task's soft time limit), keeps what it
+    stored and hands the rest back as a new chunk (`hand_back`): no run fails by its size.
     """
     with bulk.commits_without_waiting_for_disk(), bulk.without_cycle_collection():
         return _evaluate_chunk(chunk_id)
 
 
 def _evaluate_chunk(chunk_id: int) -> bool:
+    started = time.monotonic()
     chunk = claim_chunk(chunk_id)
     if chunk is None:
         return False
     run = chunk.evaluation
     targets = run_targets(run)
+    deadline = ChunkDeadline(
+        stop_at=started + settings.KINDGI_CHUNK_SECONDS, judge_until=started + settings.CELERY_TASK_SOFT_TIME_LIMIT
+    )
     traces = run_traces(run).filter(pk__gte=chunk.first_pk, pk__lte=chunk.last_pk)
-    reached = 0
-    with LeaseKeeper(chunk.pk):
-        for batch in bulk.stored_traces(traces, settings.KINDGI_EVALUATION_BATCH):
-            if not evaluate_batch(run, targets, batch, fresh=chunk.attempts == 1):
-                return False  # the run was cancelled or failed: this batch wrote nothing
-            reached += len(batch)
-            if reached < chunk.size:  # the last batch is counted as the chunk completes, at once
-                count_progress(chunk, reached)
+    reached, last_stored = 0, None
+    pool = judging.pool_for(targets, settings.KINDGI_JUDGE_CONCURRENCY)
+    try:
+        with LeaseKeeper(chunk.pk):
+            for batch in bulk.stored_traces(traces, settings.KINDGI_EVALUATION_BATCH):
+                if last_stored is not None and time.monotonic() >= deadline.stop_at:
+                    return hand_back(chunk, reached, last_stored)
+                evaluated = evaluate_batch(
+                    run,
+                    targets,
+                    batch,
+                    fresh=chunk.attempts == 1,
+                    chunk=chunk,
+                    reached=reached,
+                    deadline=deadline,
+                    pool=pool,
+                )
+                if evaluated is None:
+                    return False  # the run was cancelled or failed: this batch wrote nothing
+                reached, last_stored = reached + evaluated, batch[evaluated - 1].pk
+                if evaluated < len(batch) or deadline.stopped:
+                    return hand_back(chunk, reached, last_stored)
+                if reached < chunk.size:  # the last batch is counted as the chunk completes, at once
+                    count_progress(chunk, reached)
+    except SoftTimeLimitExceeded:
+        # Between batches (a judged batch stops by itself): what was stored is kept.
+        if last_stored is None:
+            raise
+        return hand_back(chunk, reached, last_stored)
+    finally:
+        if pool is not None:
+            pool.close()
     return complete_chunk(chunk)
+
+
+@dataclass
+class ChunkDeadline:
+    """When a chunk stops evaluating (`stop_at`) and when its judge calls must have ended
+    (`judge_until`), as time.monotonic() instants; `stopped` once a batch stopped early."""
+
+    stop_at: float
+    judge_until: float
+    stopped: bool = False
 
 
 def count_progress(chunk: EvaluationChunk, reached: int, *, finished: bool = False) -> bool:
     """Raise the chunk's `progress` to `reached` traces (at most its size) and the run's
-    `done` by the same amount; with `finished`, also mark the chunk done.
+    `done` to what its chunks have counted; with `finished`, also mark the chunk done.
 
     Only a running chunk counts, and `progress` never goes down: a chunk redone after its
     worker was lost adds only the traces that worker had not counted, so `done` is exact.
-    The run's row, then the chunk's, are locked for the moment of the update (the order
-    `stop_run` takes them in, so neither waits for the other in a circle); other chunks
-    of the run go on evaluating meanwhile.
+    (Each stored batch has already raised its chunk's `progress`, in its own transaction:
+    `bulk.store_rows`.) The run's row, then the chunk's, are locked for the moment of the
+    update (the order `stop_run` takes them in, so neither waits for the other in a
+    circle); other chunks of the run go on evaluating meanwhile.
     """
     with transaction.atomic():
         list(Evaluation.objects.select_for_update(no_key=True).filter(pk=chunk.evaluation_id).values_list("pk"))
@@ -313,9 +381,66 @@ def count_progress(chunk: EvaluationChunk, reached: int, *, finished: bool = Fal
         if finished:
             changes.update(status=EvaluationChunk.Status.DONE, finished_at=timezone.now(), lease_until=None)
         EvaluationChunk.objects.filter(pk=chunk.pk).update(**changes)
-        if progress > row["progress"]:
-            Evaluation.objects.filter(pk=chunk.evaluation_id).update(done=F("done") + progress - row["progress"])
+        count_done(chunk.evaluation_id)
     return True
+
+
+def hand_back(chunk: EvaluationChunk, reached: int, last_stored: int) -> bool:
+    """A chunk out of time keeps the `reached` traces it stored, up to `last_stored` (its
+    range ends there, it is done), and hands the rest of its range back as a new queued
+    chunk, sent once this commits: the sizes and progress of the two add up to the old
+    chunk's, so the run's `total` and `done` stay as they were. False when the run or the
+    chunk is no longer running (cancelled meanwhile): nothing is handed back."""
+    with transaction.atomic():
+        live = (
+            Evaluation.objects.select_for_update(no_key=True)
+            .filter(pk=chunk.evaluation_id, status=Evaluation.Status.RUNNING)
+            .values_list("pk", flat=True)
+        )
+        row = (
+            EvaluationChunk.objects.select_for_update()
+            .filter(pk=chunk.pk, status=EvaluationChunk.Status.RUNNING)
+            .values("progress", "size", "last_pk")
+            .first()
+        )
+        if not list(live) or row is None:
+            return False
+        rest = row["size"] - reached
+        finished = rest <= 0 or last_stored >= row["last_pk"]
+        if not finished:
+            handed = _handed_back(chunk, reached, last_stored, row)
+    if finished:  # nothing was left after all
+        return complete_chunk(chunk)
+    logger.info("chunk %s ran out of time: %s traces handed back as chunk %s", chunk.pk, rest, handed.number)
+    return True
+
+
+def _handed_back(chunk: EvaluationChunk, reached: int, last_stored: int, row: Mapping[str, Any]) -> EvaluationChunk:
+    """The new chunk of what `chunk` (locked, with its `row`) hands back; sent once this commits.
+
+    A chunk redone after a lost worker may have counted more than this attempt reached:
+    the new chunk starts with that excess counted, as the traces it covers are stored.
+    """
+    number = EvaluationChunk.objects.filter(evaluation_id=chunk.evaluation_id).aggregate(n=Max("number"))["n"]
+    handed = EvaluationChunk.objects.create(
+        evaluation_id=chunk.evaluation_id,
+        number=number + 1,
+        first_pk=last_stored + 1,
+        last_pk=row["last_pk"],
+        size=row["size"] - reached,
+        progress=row["progress"] - reached,
+        lease_until=timezone.now() + lease(),
+    )
+    EvaluationChunk.objects.filter(pk=chunk.pk).update(
+        last_pk=last_stored,
+        size=reached,
+        progress=reached,
+        status=EvaluationChunk.Status.DONE,
+        finished_at=timezone.now(),
+        lease_until=None,
+    )
+    transaction.on_commit(lambda: send_chunk(handed.pk))
+    return handed
 
 
 def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
@@ -350,16 +475,40 @@ def run_targets(run: Evaluation) -> list[Enforced]:
 
 
 def evaluate_batch(
-    run: Evaluation, targets: Sequence[Enforced], traces: Sequence[bulk.StoredTrace], *, fresh: bool = False
-) -> bool:
-    """Evaluate and store one batch of traces in bulk (nothing stored twice); False when
-    the run is no longer running and nothing was stored. `fresh`: the chunk's first attempt."""
+    run: Evaluation,
+    targets: Sequence[Enforced],
+    traces: Sequence[bulk.StoredTrace],
+    *,
+    fresh: bool = False,
+    chunk: EvaluationChunk | None = None,
+    reached: int = 0,
+    deadline: ChunkDeadline | None = None,
+    pool: judging.JudgingPool | None = None,
+) -> int | None:
+    """Evaluate and store one batch of traces in bulk (nothing stored twice): how many of
+    them (the first ones) were evaluated and stored, and None when the run is no longer
+    running and nothing was stored. `fresh`: the chunk's first attempt.
+
+    With `chunk`, its `progress` rises to `reached` plus this batch's traces in the
+    transaction that stores them. With `deadline`, a judged batch stops at its `stop_at`
+    (`traces.judging`): fewer than all were evaluated, and `deadline.stopped` is set.
+    """
     engine = deployment_engine()
-    with evaluation_services(run.tenant, evaluation=run) as services:  # one judge client and ledger per batch
-        if any(target.guardrail.kind == JUDGE_KIND for target in targets):
+    deadline = deadline or ChunkDeadline(
+        stop_at=float("inf"), judge_until=time.monotonic() + settings.CELERY_TASK_SOFT_TIME_LIMIT
+    )
+    # One judge client and ledger per batch; its calls end by the chunk's judge deadline.
+    with evaluation_services(run.tenant, evaluation=run, until=deadline.judge_until) as services:
+        if judging.judges(targets):
             services.know_traces(traces)
-        rows = bulk.evaluate_rows(engine, targets, traces, cast(Mode, run.mode), run.pk, services)
-    return bulk.store_rows(rows, while_running=run.pk, fresh=fresh)
+        rows, evaluated, stopped = judging.evaluate_until(
+            engine, targets, traces, cast(Mode, run.mode), run.pk, services, stop_at=deadline.stop_at, pool=pool
+        )
+    deadline.stopped = deadline.stopped or stopped
+    progress = None if chunk is None else (chunk.pk, reached + evaluated)
+    if not bulk.store_rows(rows, while_running=run.pk, fresh=fresh, progress=progress):
+        return None
+    return evaluated
 
 
 def complete_chunk(chunk: EvaluationChunk) -> bool:

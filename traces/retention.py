@@ -18,11 +18,10 @@ from functools import partial
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from traces import comparisons, ledger, violation_days
-from traces.models import EvaluationResult, JudgeLedgerEntry, RetentionPolicy, RunTrace, Violation, ViolationReview
+from traces.models import EvaluationResult, JudgeLedgerEntry, RetentionPolicy, RunTrace, ViolationReview
 
 
 def apply_retention(now: datetime | None = None) -> int:
@@ -46,16 +45,23 @@ def _in_batches(step: Callable[[], int]) -> int:
 
 
 def delete_old_traces(tenant_id: int, cutoff: datetime) -> int:
-    """One batch of the tenant's traces received before `cutoff`, with what hangs on them."""
-    ids = list(
-        RunTrace.objects.filter(tenant_id=tenant_id, received_at__lt=cutoff)
-        .order_by("received_at", "pk")
-        .values_list("pk", flat=True)[: settings.KINDGI_RETENTION_BATCH]
-    )
-    if not ids:
-        return 0
+    """One batch of the tenant's traces received before `cutoff`, with what hangs on them.
+
+    The batch's traces are locked first (FOR UPDATE, skipping those another pass holds), so
+    two passes at once (a slow pass overtaken by the next) delete different traces; the
+    violations are counted out of the roll-up from what the DELETE itself returns, so a
+    violation a run commits meanwhile is either deleted and uncounted, or kept and counted.
+    """
     with transaction.atomic():
-        _delete_violations(Violation.objects.filter(trace_id__in=ids))
+        ids = list(
+            RunTrace.objects.filter(tenant_id=tenant_id, received_at__lt=cutoff)
+            .order_by("received_at", "pk")
+            .select_for_update(skip_locked=True, of=("self",))
+            .values_list("pk", flat=True)[: settings.KINDGI_RETENTION_BATCH]
+        )
+        if not ids:
+            return 0
+        _delete_violations(ids)
         results = EvaluationResult.objects.filter(trace_id__in=ids)
         # The runs' kept comparisons counted these results: computed again when next asked for.
         comparisons.forget_runs(
@@ -70,10 +76,11 @@ def delete_old_traces(tenant_id: int, cutoff: datetime) -> int:
 def delete_old_ledger_entries(tenant_id: int, cutoff: datetime) -> int:
     """One batch of the tenant's judge ledger entries created before `cutoff`."""
     with transaction.atomic():
+        # Locked (skipping those another pass holds): two passes never take one entry out twice.
         entries = list(
-            JudgeLedgerEntry.objects.filter(tenant_id=tenant_id, created_at__lt=cutoff).order_by("created_at", "pk")[
-                : settings.KINDGI_RETENTION_BATCH
-            ]
+            JudgeLedgerEntry.objects.filter(tenant_id=tenant_id, created_at__lt=cutoff)
+            .order_by("created_at", "pk")
+            .select_for_update(skip_locked=True, of=("self",))[: settings.KINDGI_RETENTION_BATCH]
         )
         if not entries:
             return 0
@@ -84,9 +91,9 @@ def delete_old_ledger_entries(tenant_id: int, cutoff: datetime) -> int:
     return len(entries)
 
 
-def _delete_violations(violations: QuerySet[Violation]) -> None:
-    """Violations and their reviews, counted out of the chart's roll-up in one aggregate
-    (not one by one by the delete signal)."""
-    violation_days.subtract(violations)
-    ViolationReview.objects.filter(violation__in=violations.values("pk")).delete()
-    violations._raw_delete(violations.db)
+def _delete_violations(trace_ids: list[int]) -> None:
+    """The violations of these traces and their reviews, counted out of the chart's roll-up
+    from the rows the DELETE returns (not one by one by the delete signal, nor from an
+    earlier read that a run writing meanwhile would have made stale)."""
+    ViolationReview.objects.filter(violation__trace_id__in=trace_ids).delete()
+    violation_days.delete_of_traces(trace_ids)

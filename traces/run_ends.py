@@ -1,13 +1,16 @@
-"""How an evaluation run ends (succeeded, cancelled, failed), and its summary.
+"""How an evaluation run ends (succeeded, cancelled, failed), its progress and its summary.
 
-`stop_run` locks the run's row before it ends it, so the summary it takes counts exactly
-the results stored; the runs' own flow is in `traces.evaluations`.
+`finish_run` and `stop_run` lock the run's row before they end it, which waits for every
+batch being written: the summary and `done` they take in the same transaction count
+exactly the results and traces stored (each batch raises its chunk's `progress` in the
+transaction that stores it). The runs' own flow is in `traces.evaluations`.
 """
 
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, F, OuterRef, Subquery, Sum
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from guardrails.models import Guardrail
@@ -18,11 +21,20 @@ STATUSES = ("pass", "fail", "error", "skipped")
 
 
 def finish_run(evaluation_id: int) -> None:
-    """A running run whose chunks are all done succeeds, with its summary."""
-    summary = run_summary(evaluation_id)
-    Evaluation.objects.filter(pk=evaluation_id, status=Evaluation.Status.RUNNING).update(
-        status=Evaluation.Status.SUCCEEDED, summary=summary, finished_at=timezone.now()
-    )
+    """A running run whose chunks are all done succeeds, with its summary and progress
+    taken under the run's lock (see `stop_run`)."""
+    with transaction.atomic():
+        live = (
+            Evaluation.objects.select_for_update()
+            .filter(pk=evaluation_id, status=Evaluation.Status.RUNNING)
+            .values_list("pk", flat=True)
+        )
+        if not list(live):
+            return
+        count_done(evaluation_id, exact=True)
+        Evaluation.objects.filter(pk=evaluation_id).update(
+            status=Evaluation.Status.SUCCEEDED, summary=run_summary(evaluation_id), finished_at=timezone.now()
+        )
 
 
 def cancel_run(run: Evaluation) -> bool:
@@ -42,8 +54,8 @@ def stop_run(evaluation_id: int, status: str, error: str = "") -> bool:
 
     The run's row is locked FOR UPDATE first, which waits for every batch being written
     (writers hold it FOR KEY SHARE, `bulk.run_is_live`); every later batch sees the run
-    ended and writes nothing. So `finished_at` follows the last result, and the summary,
-    taken in the same transaction, counts exactly what is stored.
+    ended and writes nothing. So `finished_at` follows the last result, and the summary
+    and `done`, taken in the same transaction, count exactly what is stored.
     """
     with transaction.atomic():
         live = (
@@ -61,8 +73,30 @@ def stop_run(evaluation_id: int, status: str, error: str = "") -> bool:
         )
         if status == Evaluation.Status.FAILED:
             signals.announce_run_failed(evaluation_id, error)
+        count_done(evaluation_id, exact=True)
         Evaluation.objects.filter(pk=evaluation_id).update(summary=run_summary(evaluation_id))
     return True
+
+
+def count_done(evaluation_id: int, *, exact: bool = False) -> None:
+    """Set the run's `done` to the traces its chunks have counted (their `progress`).
+
+    Batches commit their chunk's progress without locking the run's row against each
+    other, so a sum read meanwhile may miss one still committing: `done` only rises here.
+    `exact`, as a run ends (its row locked FOR UPDATE, every batch being written waited
+    for): exactly the sum.
+    """
+    counted = Coalesce(
+        Subquery(
+            EvaluationChunk.objects.filter(evaluation_id=OuterRef("pk"))
+            .order_by()
+            .values("evaluation_id")
+            .annotate(n=Sum("progress"))
+            .values("n")
+        ),
+        0,
+    )
+    Evaluation.objects.filter(pk=evaluation_id).update(done=counted if exact else Greatest(F("done"), counted))
 
 
 def fail_run_of_chunk(chunk_id: int, error: str) -> None:

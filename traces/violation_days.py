@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -80,6 +80,45 @@ def add_counts(rows: list[tuple[Any, ...]]) -> None:
 def subtract(violations: QuerySet[Violation]) -> None:
     """Uncount `violations` (about to be deleted or change their day, in this transaction)."""
     _upsert(_counts(violations), -1)
+
+
+def delete_of_traces(trace_ids: list[int]) -> int:
+    """Delete the violations of these traces and take exactly those out of their days, in
+    the caller's transaction; returns how many were deleted.
+
+    Counted from what the DELETE returns (one statement): a violation another transaction
+    deleted first is not taken out twice, and one a run committed after an earlier read is
+    not deleted uncounted. Their reviews must be gone already (nothing else refers to them).
+    """
+    if not trace_ids:
+        return 0
+    returning = "RETURNING tenant_id, guardrail_id, revision_id, severity, created_at, state"
+    table = Violation._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"DELETE FROM {table} WHERE trace_id = ANY(%s) {returning}", [trace_ids])  # noqa: S608
+            deleted = cursor.fetchall()
+        else:
+            deleted = []
+            for start in range(0, len(trace_ids), 500):
+                keys = trace_ids[start : start + 500]
+                marks = ", ".join(["%s"] * len(keys))
+                cursor.execute(f"DELETE FROM {table} WHERE trace_id IN ({marks}) {returning}", keys)  # noqa: S608
+                deleted += cursor.fetchall()
+    counts: Counter[Key] = Counter()
+    reviewed: Counter[Key] = Counter()
+    wrong: Counter[Key] = Counter()
+    for tenant, guardrail, revision, severity, created_at, state in deleted:
+        moment = datetime.fromisoformat(created_at) if isinstance(created_at, str) else created_at  # SQLite: text
+        key = key_of(
+            tenant, guardrail, revision, severity, moment if timezone.is_aware(moment) else moment.replace(tzinfo=UTC)
+        )
+        one = figures_of(state)
+        counts[key] += one[0]
+        reviewed[key] += one[1]
+        wrong[key] += one[2]
+    _upsert([(*key, counts[key], reviewed[key], wrong[key]) for key in counts], -1)
+    return len(deleted)
 
 
 def figures_of(state: str) -> Figures:

@@ -141,6 +141,28 @@ VARIABLES: tuple[Variable, ...] = (
     V("KINDGI_EVALUATION_CHUNK_SIZE", "int", 2000, "traces per chunk of an evaluation run (one task each)", minimum=1),
     V("KINDGI_EVALUATION_BATCH", "int", 1000, "traces a chunk reads, evaluates and writes together", minimum=1),
     V(
+        "KINDGI_CHUNK_SECONDS",
+        "int",
+        120,
+        "a chunk that has run this long stores what it evaluated and hands the rest back as a new chunk",
+        minimum=1,
+        shown="120, at most half of `CELERY_TASK_SOFT_TIME_LIMIT`",
+    ),
+    V(
+        "KINDGI_JUDGE_CONCURRENCY",
+        "int",
+        8,
+        "llm-judge calls a chunk makes at once (its traces evaluated on as many threads)",
+        minimum=1,
+    ),
+    V(
+        "KINDGI_JUDGE_CALL_ESTIMATE_MS",
+        "int",
+        2000,
+        "a judge call's time assumed when sizing a run's chunks, until the ledger has seen the guardrail's calls",
+        minimum=1,
+    ),
+    V(
         "KINDGI_CHUNK_LEASE_SECONDS",
         "int",
         15,

@@ -127,7 +127,7 @@ def test_a_chunk_redone_after_a_lost_worker_counts_each_trace_once(
     chunk = run.chunks.get()
     stored = evaluations.evaluate_batch
 
-    def lost_after_two_batches(*args: Any, **kwargs: Any) -> bool:
+    def lost_after_two_batches(*args: Any, **kwargs: Any) -> int | None:
         if EvaluationResult.objects.filter(evaluation=run).exclude(status="skipped").count() >= 8 * 2:
             raise SystemExit("worker lost")
         return stored(*args, **kwargs)

@@ -9,7 +9,9 @@ ingestion, batch runs, previews, Try it) routes, caches and records the same way
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 import time
 import uuid
 import weakref
@@ -22,7 +24,7 @@ from typing import Any
 
 import httpx
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection
 from django.utils import timezone
 
 from guardrails import deployment
@@ -38,6 +40,18 @@ from traces.judge.registry import policy_of, registered_models
 from traces.models import JudgeLedgerEntry
 
 logger = logging.getLogger(__name__)
+
+_CLAIMS = JudgeClaim._meta.db_table
+# A new claim, or a lapsed one taken over; no row when another evaluation holds the key.
+_CLAIM = (
+    f"INSERT INTO {_CLAIMS} (key, holder, expires_at) VALUES (%s, %s, %s) "  # noqa: S608 (the model's own table)
+    f"ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
+    f"WHERE {_CLAIMS}.expires_at < %s RETURNING id"
+)
+_CACHE_PUT = (
+    f"INSERT INTO {JudgeCacheEntry._meta.db_table} (key, outcome, model_id, created_at) "  # noqa: S608 (its own table)
+    "VALUES (%s, %s, %s, %s) ON CONFLICT (key) DO NOTHING"
+)
 
 
 def outcome_text(outcome: JudgeOutcome | None) -> str:
@@ -64,6 +78,9 @@ class ConsoleJudgeServices:
     whole evaluation; `close()` it (it is also closed when the services are collected).
     `until` is the time.monotonic() instant the evaluation must be done by; a judge call,
     retries included, also ends within `call_limit_s` of its start.
+
+    A run's chunk judges several traces at once on threads of its own: the model of the
+    last call is kept per thread, and the HTTP client (safe across threads) made once.
     """
 
     tenant: Any = None  # a Tenant, its slug, or None (each trace's own)
@@ -77,8 +94,10 @@ class ConsoleJudgeServices:
     _revisions: dict[tuple[str, int | None], tuple[int, int | None] | None] = field(default_factory=dict)
     _trace_pks: dict[tuple[int, str], int] = field(default_factory=dict)
     _client: httpx.Client | None = None
-    _last_model: str = ""
+    _last: threading.local = field(default_factory=threading.local)  # .model: of this thread's last call
+    _client_lock: threading.Lock = field(default_factory=threading.Lock)
     _holder: str = field(default_factory=lambda: uuid.uuid4().hex)
+    _swept: bool = False
     recorded: list[int] = field(default_factory=list)
 
     @property
@@ -98,13 +117,15 @@ class ConsoleJudgeServices:
         return None if outcome is None else JudgeOutcome.from_dict(outcome)
 
     def cache_put(self, key: str, outcome: JudgeOutcome) -> None:
-        JudgeCacheEntry.objects.bulk_create(
-            [JudgeCacheEntry(key=key, outcome=outcome.to_dict(), model_id=self._last_model)], ignore_conflicts=True
-        )
+        # One statement (no transaction of its own): a run's chunk caches each judged trace.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _CACHE_PUT, [key, json.dumps(outcome.to_dict()), getattr(self._last, "model", ""), timezone.now()]
+            )
 
     def record(self, call: JudgeCall, guardrail: Guardrail, trace: Trace, context: Context) -> None:
         outcome = call.outcome or JudgeOutcome()
-        self._last_model = call.model_id  # the strategy caches a call's outcome right after
+        self._last.model = call.model_id  # the strategy caches a call's outcome right after
         self._write(
             guardrail,
             trace,
@@ -146,27 +167,30 @@ class ConsoleJudgeServices:
 
     def claim(self, key: str, until: float) -> bool:
         """Take the judgement of `key` until the monotonic instant `until` (a JudgeClaim row,
-        seen by every process); False when another evaluation holds it. Lapsed claims (their
-        holders died) are cleared first, so the table holds only judgements in flight."""
+        seen by every process); False when another evaluation holds it. A lapsed claim (its
+        holder died) is taken over in the same statement; the evaluation's first claim also
+        clears every lapsed one, so the table holds only judgements in flight. One query a
+        claim: a run's chunk makes one per judged trace."""
         now = timezone.now()
         expires = now + timedelta(seconds=max(0.0, until - time.monotonic()))
-        JudgeClaim.objects.filter(expires_at__lt=now).delete()
-        try:
-            with transaction.atomic():
-                JudgeClaim.objects.create(key=key, holder=self._holder, expires_at=expires)
-        except IntegrityError:
-            return False
-        return True
+        if not self._swept:
+            JudgeClaim.objects.filter(expires_at__lt=now).delete()
+            self._swept = True
+        with connection.cursor() as cursor:
+            cursor.execute(_CLAIM, [key, self._holder, expires, now])
+            return cursor.fetchone() is not None
 
     def release(self, key: str) -> None:
         """Give back a claim this evaluation holds (not one that lapsed and was taken over)."""
-        JudgeClaim.objects.filter(key=key, holder=self._holder).delete()
+        claims = JudgeClaim.objects.filter(key=key, holder=self._holder)
+        claims._raw_delete(claims.db)  # one statement: nothing refers to a claim
 
     def http_client(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client(follow_redirects=False)
-            weakref.finalize(self, self._client.close)
-        return self._client
+        with self._client_lock:
+            if self._client is None:
+                self._client = httpx.Client(follow_redirects=False)
+                weakref.finalize(self, self._client.close)
+            return self._client
 
     def close(self) -> None:
         if self._client is not None:
