@@ -244,26 +244,23 @@ def _resolve(
     for start in by_id.values():
         if start.span_id in values:
             continue
-        path: list[Span] = []
+        path: list[Span] = []  # the spans walked up from `start`, whose value is the walk's end's
         on_path: dict[str, int] = {}
-        current: Span | None = start
-        value: str | None = None
+        current = start
         while True:
-            assert current is not None
-            known = current.span_id in values
-            if known:
+            if current.span_id in values:
                 value = values[current.span_id]
                 break
-            mine = own(current)
-            if mine is not None:
-                values[current.span_id] = value = mine
+            value = own(current)
+            if value is not None:
+                values[current.span_id] = value
                 break
-            if current.span_id in on_path:  # round a parent cycle, back to where it began
-                cycle = path[on_path[current.span_id] :]
-                value = of_cycle(cycle)
-                for member in cycle:
+            if current.span_id in on_path:  # round a parent cycle, back where it began
+                at = on_path[current.span_id]
+                value = of_cycle(path[at:])
+                for member in path[at:]:
                     values[member.span_id] = value
-                del path[on_path[current.span_id] :]
+                del path[at:]
                 break
             on_path[current.span_id] = len(path)
             path.append(current)
