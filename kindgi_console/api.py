@@ -32,7 +32,7 @@ from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from guardrails.engine.types import Issue, IssuesError
-from kindgi_console import paging
+from kindgi_console import deadline, paging
 from kindgi_console.jsonbody import JsonBodyError, parse_json
 from kindgi_console.proxies import client_address
 from kindgi_console.tenancy.keys import active_key
@@ -96,6 +96,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
+    if isinstance(exc, deadline.DeadlineExceeded):
+        response["Retry-After"] = str(deadline.RETRY_AFTER_S)
     if isinstance(exc, ApiError):
         errors = [issue.as_dict() for issue in exc.issues]
     elif isinstance(exc, exceptions.ValidationError):
@@ -334,6 +336,14 @@ class ConsoleAPIView(GenericAPIView):  # type: ignore[type-arg]
     metadata_class = None  # OPTIONS is 405: the OpenAPI description documents the API
     scopes: dict[str, str] = {"*": "read"}
     ordering_field = "created_at"
+    #: The methods whose requests run within KINDGI_REQUEST_TIME_LIMIT_S (kindgi_console/deadline.py).
+    time_limited: Collection[str] = ()
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        if request.method not in self.time_limited:
+            return super().dispatch(request, *args, **kwargs)
+        with deadline.within():
+            return super().dispatch(request, *args, **kwargs)
 
     @property
     def caller(self) -> Caller:

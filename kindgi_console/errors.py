@@ -46,7 +46,7 @@ class ApiErrorsMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if is_api(request) and response.status_code >= 500 and not _is_json(response):
+        if is_api(request) and response.status_code >= 500 and not _is_shaped(response):
             return error_response(None)
         return response
 
@@ -57,8 +57,12 @@ class ApiErrorsMiddleware:
         return error_response(exc)
 
 
-def _is_json(response: HttpResponse) -> bool:
-    return str(response.get("Content-Type", "")).startswith("application/json")
+#: The bodies of errors a view shaped itself: the API's JSON, and OTLP's protobuf Status.
+SHAPED = ("application/json", "application/x-protobuf")
+
+
+def _is_shaped(response: HttpResponse) -> bool:
+    return str(response.get("Content-Type", "")).startswith(SHAPED)
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:

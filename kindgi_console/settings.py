@@ -385,6 +385,9 @@ KINDGI_PACK_ENV = items("KINDGI_PACK_ENV")
 # The llm-judge: how long a synchronous evaluation (POST evaluate, ingestion) may take in all,
 # and one judge call at most, retries included. Batch runs have the task's soft time limit.
 KINDGI_EVALUATE_TIME_LIMIT_S = whole("KINDGI_EVALUATE_TIME_LIMIT_S")
+# A request that takes traces checks its own deadline (kindgi_console/deadline.py): gunicorn's
+# --timeout does not stop a gthread worker's busy thread.
+KINDGI_REQUEST_TIME_LIMIT_S = whole("KINDGI_REQUEST_TIME_LIMIT_S")
 KINDGI_JUDGE_CALL_LIMIT_S = whole("KINDGI_JUDGE_CALL_LIMIT_S")
 
 LOGGING = {

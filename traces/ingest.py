@@ -19,12 +19,13 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from guardrails.engine.schema import validate_runtrace, validate_runtrace_line
 from guardrails.engine.types import Issue
+from kindgi_console import deadline
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from traces import bulk
@@ -119,7 +120,11 @@ def validate(document: object) -> list[Issue]:
 
 
 def prepare_all(caller: Caller, documents: Sequence[object], scope: str = "ingest") -> list[Item]:
-    return [prepare(caller, document, index, scope) for index, document in enumerate(documents)]
+    items = []
+    for index, document in enumerate(documents):
+        deadline.check("validating the traces")
+        items.append(prepare(caller, document, index, scope))
+    return items
 
 
 def withhold_output(item: Item) -> None:
@@ -137,7 +142,7 @@ def store(items: Iterable[Item], on_created: Callable[[list[int]], None] | None 
         return
     pending, repeats = _split_repeats_within(pending)
     write = _write_with_copy if connection.vendor == "postgresql" else _write_with_inserts
-    with transaction.atomic():
+    with deadline.atomic("storing the traces"):  # a request's: its statements end at its deadline
         write(pending)
         _settle_repeats(repeats)
         created = [item.row_id for item in pending if item.status == CREATED and item.row_id]

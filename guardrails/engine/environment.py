@@ -217,6 +217,14 @@ VARIABLES: tuple[Variable, ...] = (
     V("KINDGI_MAX_REQUEST_BYTES", "int", 10 * MIB, "largest request body", minimum=1024, shown="10 MiB"),
     V("KINDGI_MAX_BATCH", "int", 1000, "most traces in one ingestion request", minimum=1),
     V("KINDGI_MAX_DEPTH", "int", 64, "deepest JSON nesting of a trace", minimum=2),
+    V(
+        "KINDGI_REQUEST_TIME_LIMIT_S",
+        "int",
+        30,
+        "seconds a request that takes traces (POST traces, POST evaluate, the OTLP export) may run: "
+        "past it, it stops, stores nothing and answers 503",
+        minimum=1,
+    ),
     V("KINDGI_UPLOAD_BATCH", "int", 500, "traces of an upload stored per transaction", minimum=1),
     V("KINDGI_UPLOAD_MAX_ERRORS", "int", 1000, "bad lines an upload keeps (all are counted)", minimum=1),
     V(

@@ -16,8 +16,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from guardrails.engine.types import Issue
+from kindgi_console import deadline
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
-from kindgi_console.openapi import error_responses
+from kindgi_console.openapi import ERRORS_SCHEMA, error_responses
 from kindgi_console.renderers import ORJSONRenderer
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces import filters, ingest
@@ -28,6 +29,12 @@ from traces.models import EvaluationResult, RunTrace
 from traces.services import enforced_now, queue_runtime_evaluation, runtime_verdict
 from traces.verdicts import store_verdict
 
+PAST_DEADLINE = OpenApiResponse(
+    ERRORS_SCHEMA,
+    description="The database is unavailable, or the request ran past KINDGI_REQUEST_TIME_LIMIT_S and "
+    "stored nothing: retry after Retry-After seconds, with fewer traces when it was the limit.",
+)
+
 
 class TraceListView(ConsoleAPIView):
     """`GET traces` lists the caller's tenants' traces; `POST traces` ingests."""
@@ -37,6 +44,7 @@ class TraceListView(ConsoleAPIView):
     filterset_class = filters.TraceFilter
     scopes = {"GET": "read", "POST": "ingest"}
     ordering_field = "received_at"
+    time_limited = ("POST",)
 
     @extend_schema(
         operation_id="traces_list",
@@ -55,6 +63,7 @@ class TraceListView(ConsoleAPIView):
             207: OpenApiResponse(BATCH_SCHEMA, description="A batch: one result per trace."),
             409: OpenApiResponse(ITEM_SCHEMA, description="Another trace has this id."),
             **error_responses(400, 401, 403, 413, 415, 429),
+            503: PAST_DEADLINE,
         },
     )
     def post(self, request: Request) -> Response:
@@ -133,6 +142,7 @@ class EvaluateView(ConsoleAPIView):
     scopes = {"POST": "evaluate"}
     filter_backends: list[Any] = []
     renderer_classes = [ORJSONRenderer]
+    time_limited = ("POST",)
 
     @extend_schema(
         request=VERDICT_BODY,
@@ -141,20 +151,30 @@ class EvaluateView(ConsoleAPIView):
                 "store", OpenApiTypes.BOOL, description="false: store nothing, only answer the verdict (default true)."
             )
         ],
-        responses={200: OpenApiResponse(VERDICT_SCHEMA), **error_responses(400, 401, 403, 413, 415, 429)},
+        responses={
+            200: OpenApiResponse(VERDICT_SCHEMA),
+            **error_responses(400, 401, 403, 413, 415, 429),
+            503: PAST_DEADLINE,
+        },
     )
     def post(self, request: Request) -> Response:
-        # The whole evaluation is done by this instant (judge calls get what is left of it).
-        deadline = time.monotonic() + settings.KINDGI_EVALUATE_TIME_LIMIT_S
+        # The guardrails are evaluated by this instant (judge calls get what is left of it):
+        # those still to be evaluated then are errors with reason "deadline", and the
+        # verdict is answered. The request's own deadline comes no later.
+        request_deadline = deadline.instant()
+        until = time.monotonic() + settings.KINDGI_EVALUATE_TIME_LIMIT_S
+        if request_deadline is not None:
+            until = min(until, request_deadline)
         storing = self._store_flag(request)
         payload = read_json_body(request)
         item = ingest.prepare(self.caller, payload, 0, scope="evaluate") if storing else (self._unstored_item(payload))
         if item.errors:
             raise ApiError(item.errors)
         assert item.document is not None
+        deadline.check("reading the trace")
         enforced = enforced_now(item.tenant or self._named_tenant(item.document))
-        with evaluation_services(item.tenant, until=deadline) as services:
-            verdict = runtime_verdict(item.document, enforced, services, deadline=deadline)
+        with evaluation_services(item.tenant, until=until) as services:
+            verdict = runtime_verdict(item.document, enforced, services, deadline=until)
         answer: dict[str, Any] = {
             "turn": verdict.turn,
             "reason": verdict.reason,

@@ -18,6 +18,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags, Status
 
+from kindgi_console import deadline
+
 STATUS_ERROR = Status.STATUS_CODE_ERROR
 #: Span flags: the exporter knows whether the parent is remote (0x100), and it is (0x200).
 REMOTE_PARENT = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
@@ -84,6 +86,7 @@ def spans_of(request: ExportTraceServiceRequest) -> tuple[list[Span], int]:
         resource = {pair.key: value_of(pair.value) for pair in resource_spans.resource.attributes if pair.key in kept}
         for scope_spans in resource_spans.scope_spans:
             for proto in scope_spans.spans:
+                deadline.check("reading the spans")
                 span = span_of(proto, resource)
                 if span is None:
                     refused += 1

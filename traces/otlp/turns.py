@@ -11,7 +11,9 @@ validation, limits, idempotency and runtime evaluation.
 
 from __future__ import annotations
 
+import zlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +26,7 @@ from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from guardrails.engine.types import Issue
+from kindgi_console import deadline
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller
 from traces import ingest
@@ -76,8 +79,10 @@ def receive(caller: Caller, request: ExportTraceServiceRequest) -> Outcome:
     outcome = Outcome()
     if malformed:
         outcome.refuse(malformed, f"{malformed} spans have a trace or span id of the wrong length")
-    for tenant, group in _by_tenant(caller, spans, outcome).items():
-        with transaction.atomic():
+    # One transaction a tenant, in the order of their ids (a tenant's trace locks, see
+    # `_lock_traces`, are held by one transaction at a time, and never two tenants' at once).
+    for tenant, group in sorted(_by_tenant(caller, spans, outcome).items(), key=lambda pair: pair[0].pk):
+        with deadline.atomic("storing the spans"):
             _receive_for(tenant, group, outcome)
     return outcome
 
@@ -122,16 +127,35 @@ def _receive_for(tenant: Tenant, spans: list[Span], outcome: Outcome) -> None:
     _keep_waiting(tenant, still_open, outcome)
 
 
+#: The tenant's traces are locked in this many groups (by a hash of the trace id): an export
+#: holds at most this many locks, whatever the number of its traces.
+TRACE_LOCKS = 32
+
+
+def lock_group(trace_id: str) -> int:
+    """The group of a trace's lock: the same in every process (CRC-32 of the id)."""
+    return zlib.crc32(trace_id.encode()) % TRACE_LOCKS
+
+
 def _lock_traces(tenant: Tenant, trace_ids: list[str]) -> None:
     """Hold these traces until the transaction ends (PostgreSQL), so that two exports of one
     trace at once (two services of one agent, say) do not each miss the other's spans.
-    Taken in sorted order, so that two exports cannot wait for each other."""
+
+    A lock is one of the tenant's TRACE_LOCKS groups of trace ids, not one per trace: an
+    export of 16,000 traces takes at most TRACE_LOCKS locks, where one per trace filled
+    PostgreSQL's shared lock table ("out of shared memory") and made other transactions on
+    the server fail, other databases' included. Two exports of one trace take its group's
+    lock; two exports of traces of different groups go on side by side. The groups are
+    taken in ascending order, so that two exports cannot wait for each other.
+    """
     if connection.vendor != "postgresql" or not trace_ids:
         return
+    groups = sorted({lock_group(trace_id) for trace_id in trace_ids})
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s || '/' || x, 0)) FROM unnest(%s::text[]) AS x ORDER BY x",
-            [str(tenant.pk), trace_ids],
+            "SELECT pg_advisory_xact_lock(hashtextextended('otlp/' || %s || '/' || g, 0)) "
+            "FROM unnest(%s::int[]) WITH ORDINALITY AS t(g, n) ORDER BY n",
+            [str(tenant.pk), groups],
         )
 
 
@@ -190,26 +214,65 @@ def split(spans: list[Span]) -> tuple[list[Turn], list[Span]]:
         return ([turn] if any(is_generative(span) for span in spans) else []), []
     members: dict[str, list[Span]] = {agent.span_id: [] for agent in agents}
     leftover = []
+    agent_ids = {agent.span_id for agent in agents}
+    owners = _resolve(by_id, lambda span: span.span_id if span.span_id in agent_ids else None, lambda _cycle: None)
     for span in spans:
-        owner = _nearest_agent(span, by_id)
+        owner = owners[span.span_id]
         if owner is not None:
-            members[owner.span_id].append(span)
+            members[owner].append(span)
         elif not root_arrived:
             leftover.append(span)
     turns = [Turn(turn_id(agent), members[agent.span_id], agent) for agent in agents]
     return turns, leftover
 
 
-def _nearest_agent(span: Span, by_id: dict[str, Span]) -> Span | None:
-    """The span itself if it is an agent span, else its nearest known agent ancestor."""
-    seen = 0
-    current: Span | None = span
-    while current is not None and seen <= len(by_id):
-        if is_agent(current):
-            return current
-        current = by_id.get(current.parent_id) if current.parent_id else None
-        seen += 1
-    return None
+def _resolve(
+    by_id: dict[str, Span],
+    own: Callable[[Span], str | None],
+    of_cycle: Callable[[list[Span]], str | None],
+    of_missing: Callable[[Span], str | None] = lambda _top: None,
+) -> dict[str, str | None]:
+    """A value for every span, found up its parents: its `own` (not None) if it has one, else
+    its parent's; at a span whose parent is not known, `of_missing(that span)`; for spans on
+    a parent cycle with no `own` value on it, `of_cycle(the cycle)`.
+
+    Linear: each span is walked once, and its value is kept for every span below it, where
+    walking up from each span (a chain of 10,000 spans, a cycle) was quadratic. Checks the
+    request's deadline as it goes.
+    """
+    values: dict[str, str | None] = {}
+    for start in by_id.values():
+        if start.span_id in values:
+            continue
+        path: list[Span] = []  # the spans walked up from `start`, whose value is the walk's end's
+        on_path: dict[str, int] = {}
+        current = start
+        while True:
+            if current.span_id in values:
+                value = values[current.span_id]
+                break
+            value = own(current)
+            if value is not None:
+                values[current.span_id] = value
+                break
+            if current.span_id in on_path:  # round a parent cycle, back where it began
+                at = on_path[current.span_id]
+                value = of_cycle(path[at:])
+                for member in path[at:]:
+                    values[member.span_id] = value
+                del path[at:]
+                break
+            on_path[current.span_id] = len(path)
+            path.append(current)
+            deadline.check("walking the spans' parents")
+            parent = by_id.get(current.parent_id) if current.parent_id else None
+            if parent is None:
+                value = of_missing(current)
+                break
+            current = parent
+        for span in path:
+            values[span.span_id] = value
+    return values
 
 
 def turn_id(head: Span) -> str:
@@ -228,10 +291,10 @@ def _store(tenant: Tenant, turns: list[Turn], outcome: Outcome) -> None:
     )
     fresh = [turn for turn in turns if turn.turn_id not in stored]
     caller = TenantCaller(tenant)
-    items = [
-        ingest.prepare(caller, document_of(turn.turn_id, turn.spans, turn.head), index)
-        for index, turn in enumerate(fresh)
-    ]
+    items = []
+    for index, turn in enumerate(fresh):
+        deadline.check("mapping the turns to traces")
+        items.append(ingest.prepare(caller, document_of(turn.turn_id, turn.spans, turn.head), index))
     for item in items:
         _refuse_overlong_columns(item)
     ingest.store(items, on_created=queue_runtime_evaluation)
@@ -302,6 +365,7 @@ def _small_enough(spans: list[Span], outcome: Outcome) -> list[tuple[Span, dict[
     limit = settings.KINDGI_MAX_TRACE_BYTES
     kept = []
     for span in spans:
+        deadline.check("keeping the spans of unfinished turns")
         data = span.as_json()
         raw = orjson.dumps(data)
         if len(raw) > limit:
@@ -340,18 +404,18 @@ def complete_waiting(now: datetime | None = None, limit: int = 500) -> int:
 def incomplete_turns(spans: list[Span]) -> list[Turn]:
     """Waiting spans grouped under the span each group waits for."""
     by_id = {span.span_id: span for span in spans}
+    awaited = _resolve(
+        by_id,
+        lambda _span: None,
+        lambda cycle: min(member.span_id for member in cycle),  # no parent is awaited: named by its least id
+        lambda top: top.parent_id or top.span_id,
+    )
     groups: dict[str, list[Span]] = defaultdict(list)
     for span in spans:
-        top = span
-        for _ in range(len(by_id)):
-            parent = by_id.get(top.parent_id)
-            if parent is None:
-                break
-            top = parent
-        groups[top.parent_id or top.span_id].append(span)
+        groups[awaited[span.span_id] or span.span_id].append(span)
     trace_id = spans[0].trace_id if spans else ""
     return [
-        Turn(f"{trace_id}-{awaited}", group, None)
-        for awaited, group in groups.items()
+        Turn(f"{trace_id}-{name}", group, None)
+        for name, group in groups.items()
         if any(is_generative(span) for span in group)
     ]

@@ -13,6 +13,7 @@ from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
+from kindgi_console import deadline
 from kindgi_console.api import ApiKeyAuthentication, ConsoleAPIView
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces.otlp import turns, wire
@@ -39,6 +40,7 @@ class OtlpTracesView(ConsoleAPIView):
 
     authentication_classes = [ApiKeyAuthentication]
     scopes = {"POST": "ingest"}
+    time_limited = ("POST",)
     filter_backends: list[Any] = []
 
     @extend_schema(
@@ -84,6 +86,8 @@ def _as_otlp_error(exc: Exception, request: Request) -> tuple[wire.OtlpError | N
     """The HTTP status, message and headers OTLP exporters understand, for what went wrong."""
     if isinstance(exc, wire.OtlpError):
         return exc, {}
+    if isinstance(exc, deadline.DeadlineExceeded):  # stopped, nothing stored: exporters retry it later
+        return wire.OtlpError(503, str(exc.detail), retry_after=deadline.RETRY_AFTER_S), {}
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         challenge = ApiKeyAuthentication().authenticate_header(request)
         return wire.OtlpError(401, str(exc.detail)), {"WWW-Authenticate": challenge}
