@@ -5,6 +5,11 @@ two workers never send it at once; the attempt number comes with the claim. A fa
 attempt is tried again after an exponential backoff, up to KINDGI_ALERT_MAX_ATTEMPTS; a
 worker killed mid-send leaves a lease that runs out, and the periodic check sends the
 delivery again. Webhooks are signed as Standard Webhooks prescribes.
+
+The messages of one rule to one channel are sent in the order of their `sequence`: a
+delivery is claimed only when every earlier one is done (delivered, or failed for good),
+and the one that finishes sends the next. A receiver gets a rule's `resolved` after its
+`fired`, whatever the retries, and can check the order by `data.sequence`.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import orjson
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
@@ -76,7 +81,15 @@ def deliver(delivery_id: int) -> str:
 
 
 def claim(delivery_id: int) -> Delivery | None:
+    """The delivery, claimed for one attempt; None when it is not due, claimed by another
+    worker, done, or waits for an earlier message of its rule to its channel (which sends
+    it once it is done: `finish`)."""
     now = timezone.now()
+    place = Delivery.objects.filter(pk=delivery_id).values("firing__rule_id", "channel_id", "sequence").first()
+    if place is None or earlier_pending(delivery_id, **place).exists():
+        return None
+    # An earlier message cannot appear after this check (numbers only grow), so the check
+    # holds until the claim below.
     claimed = Delivery.objects.filter(
         Q(lease_until__isnull=True) | Q(lease_until__lt=now),
         pk=delivery_id,
@@ -86,6 +99,16 @@ def claim(delivery_id: int) -> Delivery | None:
     if not claimed:
         return None
     return Delivery.objects.select_related("channel", "firing__rule", "tenant").get(pk=delivery_id)
+
+
+def earlier_pending(pk: int, firing__rule_id: int, channel_id: int, sequence: int) -> QuerySet[Delivery]:
+    """The messages of the same rule to the same channel before this one that are not done."""
+    return Delivery.objects.filter(
+        Q(sequence__lt=sequence) | Q(sequence=sequence, pk__lt=pk),
+        firing__rule_id=firing__rule_id,
+        channel_id=channel_id,
+        state=Delivery.State.PENDING,
+    )
 
 
 def send(delivery: Delivery, at: datetime) -> Answer:
@@ -249,7 +272,34 @@ def finish(delivery: Delivery, answer: Answer, started: datetime, duration_ms: i
             delivery.last_error = (f"HTTP {answer.status}: " if answer.status else "") + answer.text[:900]
             _after_failure(delivery, now)
         delivery.save(update_fields=["state", "delivered_at", "last_error", "lease_until", "next_attempt_at"])
+        if delivery.state != Delivery.State.PENDING:
+            _send_next(delivery, now)
     return delivery.state
+
+
+def _send_next(delivery: Delivery, now: datetime) -> None:
+    """Send the next message of the rule to the channel, which waited for this one, once
+    this transaction commits (if it is due; one that is not has its retry queued)."""
+    following = (
+        Delivery.objects.filter(
+            firing__rule_id=delivery.firing.rule_id,
+            channel_id=delivery.channel_id,
+            state=Delivery.State.PENDING,
+            next_attempt_at__lte=now + DUE_SLACK,
+        )
+        .order_by("sequence", "pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if following is None:
+        return
+
+    def send_it() -> None:
+        from alerts.tasks import deliver as deliver_task
+
+        deliver_task.delay(following)
+
+    transaction.on_commit(send_it, robust=True)
 
 
 def _after_failure(delivery: Delivery, now: datetime) -> None:
@@ -269,14 +319,22 @@ def _after_failure(delivery: Delivery, now: datetime) -> None:
 
 
 def resend_due(now: datetime | None = None) -> int:
-    """Queue every pending delivery that is due and unclaimed (lost messages, killed workers)."""
+    """Queue every pending delivery that is due and unclaimed (lost messages, killed workers)
+    and is the first of its rule's messages to its channel that is not done."""
     from alerts.tasks import deliver as deliver_task
 
     now = now or timezone.now()
+    earlier = Delivery.objects.filter(
+        Q(sequence__lt=OuterRef("sequence")) | Q(sequence=OuterRef("sequence"), pk__lt=OuterRef("pk")),
+        firing__rule_id=OuterRef("firing__rule_id"),
+        channel_id=OuterRef("channel_id"),
+        state=Delivery.State.PENDING,
+    )
     due = list(
         Delivery.objects.filter(
             Q(lease_until__isnull=True) | Q(lease_until__lt=now), state=Delivery.State.PENDING, next_attempt_at__lte=now
         )
+        .filter(~Exists(earlier))
         .order_by("next_attempt_at")
         .values_list("pk", flat=True)[:1000]
     )
