@@ -25,7 +25,7 @@ from traces.models import ViolationDay
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
-WORKER_SETTINGS = {
+WORKER_SETTINGS: dict[str, Any] = {
     "KINDGI_ALERT_RETRY_BASE_S": 1,
     "KINDGI_ALERT_SEND_TIMEOUT_S": 1,
     "KINDGI_ALERT_MAX_ATTEMPTS": 3,

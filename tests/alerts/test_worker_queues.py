@@ -47,7 +47,8 @@ def test_the_routes_give_each_kind_of_work_its_queue_and_beat_ticks_expire() -> 
     for task in ("start_evaluation", "evaluate_chunk", "process_upload", "run_preview", "compare_runs"):
         assert route({}, f"traces.tasks.{task}")["queue"].name == queues["runs"]
     assert route({}, "alerts.tasks.deliver")["queue"].name == queues["deliveries"]
-    for entry in settings.CELERY_BEAT_SCHEDULE.values():
+    entries: dict[str, dict[str, Any]] = settings.CELERY_BEAT_SCHEDULE
+    for entry in entries.values():
         assert route({}, entry["task"])["queue"].name == queues["periodic"]
         # a tick that waited until the next one was sent is dropped, not run late
         assert 0 < entry["options"]["expires"] <= entry["schedule"]

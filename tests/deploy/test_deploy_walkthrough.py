@@ -245,6 +245,10 @@ def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
     wait_for(lambda: answers(deployment.web_port), 120, "gunicorn to listen", deployment.folder)
 
     proxy = Proxy(deployment.web_port)
+    # The socket listens before gunicorn's workers have loaded the application, while every
+    # worker process of the deployment loads it too: wait for an answer before the clock of
+    # the README's requests starts.
+    wait_for(lambda: _answers_a_page(proxy), 120, "gunicorn's workers to answer", deployment.folder)
     proxy.variables["KEY"] = deployment.outputs["create_api_key"].strip().splitlines()[-1]
     assert proxy.variables["KEY"].startswith("kgi_")
     responses = [_follow(proxy, words, deployment) for words in commands(fenced_block("walkthrough:use"))]
@@ -253,6 +257,13 @@ def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
     assert all(process.poll() is None for process in deployment.processes), "a process of the deployment exited"
     _documented_edges(proxy)
     _people_are_there(deployment)
+
+
+def _answers_a_page(proxy: Proxy) -> bool:
+    try:
+        return proxy.client.get("/login/", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def _queues(argv: list[str]) -> list[str]:
