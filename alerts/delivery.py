@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
+from functools import cache, partial
 
 import httpx
 import orjson
@@ -151,7 +152,8 @@ async def _post(url: str, body: bytes, headers: dict[str, str], deadline: float,
     if isinstance(addresses, str):
         return Answer(False, None, addresses)
     timeout = httpx.Timeout(deadline, connect=min(deadline, CONNECT_TIMEOUT_S))
-    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+    client = httpx.AsyncClient(verify=tls_context(), timeout=timeout, follow_redirects=False, trust_env=False)
+    async with client:
         for index, address in enumerate(addresses):
             try:
                 return await _post_to(client, target, address, body, headers)
@@ -159,6 +161,14 @@ async def _post(url: str, body: bytes, headers: dict[str, str], deadline: float,
                 if index == len(addresses) - 1:
                     raise
     raise AssertionError("unreachable: _resolve answers at least one address")
+
+
+@cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS settings and certificate authorities (httpx's, from certifi) that webhooks
+    are verified with, loaded once per process: loading them takes a good part of a short
+    deadline."""
+    return httpx.create_ssl_context(trust_env=False)
 
 
 async def _post_to(

@@ -14,7 +14,7 @@ from typing import Any
 import certifi
 import pytest
 
-from alerts.delivery import post, refusal
+from alerts.delivery import post, refusal, tls_context
 from tests.alerts.receiver import Receiver
 
 BODY = b'{"type": "alert.fired"}'
@@ -108,7 +108,7 @@ def test_a_name_that_resolves_elsewhere_after_the_check_reaches_only_the_checked
 
 
 @pytest.fixture
-def certificate(tmp_path: Path, monkeypatch: Any) -> Path:
+def certificate(tmp_path: Path, monkeypatch: Any, request: Any) -> Path:
     """A self-signed certificate (and its key) for hooks.tls.test, the only authority trusted."""
     pem = tmp_path / "hooks.pem"
     subprocess.run(
@@ -123,6 +123,8 @@ def certificate(tmp_path: Path, monkeypatch: Any) -> Path:
     (tmp_path / "authority.pem").write_bytes((tmp_path / "cert.pem").read_bytes())
     pem.write_bytes(pem.read_bytes() + (tmp_path / "cert.pem").read_bytes())
     monkeypatch.setattr(certifi, "where", lambda: str(tmp_path / "authority.pem"))
+    tls_context.cache_clear()
+    request.addfinalizer(tls_context.cache_clear)
     real_getaddrinfo = socket.getaddrinfo
 
     def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
