@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from alerts.models import AlertRule, Delivery, Firing
@@ -115,14 +116,25 @@ def resolve(firing: Firing, seen: Observation, now: datetime) -> None:
 
 
 def queue_deliveries(firing: Firing, event: str) -> None:
-    """A delivery row per enabled channel, sent by a task once this transaction commits."""
-    channels = firing.rule.channels.filter(enabled=True)
-    ids = [
-        Delivery.objects.create(tenant_id=firing.tenant_id, firing=firing, channel=channel, event=event).pk
-        for channel in channels
-    ]
-    if ids:
-        transaction.on_commit(lambda: _send_later(ids), robust=True)
+    """A delivery row per enabled channel, sent by a task once this transaction commits.
+
+    Each is numbered after the rule's last message to the channel, under a lock of the rule's
+    row: the numbers of one rule and channel follow the order in which their transactions
+    commit, which is the order they are sent in (alerts.delivery.claim).
+    """
+    with transaction.atomic():
+        AlertRule.objects.select_for_update().filter(pk=firing.rule_id).exists()
+        ids = []
+        for channel in firing.rule.channels.filter(enabled=True):
+            last = Delivery.objects.filter(firing__rule_id=firing.rule_id, channel=channel).aggregate(
+                last=Max("sequence")
+            )["last"]
+            delivery = Delivery.objects.create(
+                tenant_id=firing.tenant_id, firing=firing, channel=channel, event=event, sequence=(last or 0) + 1
+            )
+            ids.append(delivery.pk)
+        if ids:
+            transaction.on_commit(lambda: _send_later(ids), robust=True)
 
 
 def _send_later(ids: list[int]) -> None:

@@ -10,12 +10,14 @@ from alerts.serialize import firing_state
 
 
 def payload(delivery: Delivery, at: datetime) -> dict[str, Any]:
-    """The webhook body: `{"type": "alert.fired|alert.resolved", "timestamp", "data"}`."""
+    """The webhook body: `{"type": "alert.fired|alert.resolved", "timestamp", "data"}`;
+    `data.sequence` numbers the rule's messages to this channel (1, 2, ...)."""
     firing, rule = delivery.firing, delivery.firing.rule
     return {
         "type": f"alert.{delivery.event}",
         "timestamp": at.isoformat(),
         "data": {
+            "sequence": delivery.sequence,
             "tenant": delivery.tenant.slug,
             "rule": {"id": rule.pk, "name": rule.name, "kind": rule.kind, "params": rule.params},
             "firing": {"id": firing.pk, **firing_state(firing)},

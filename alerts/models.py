@@ -125,6 +125,8 @@ class Delivery(models.Model):
     `lease_until` is the claim of the worker sending it; a claim that ran out (a worker
     killed mid-send) lets the periodic check send it again. The Standard Webhooks message
     id is `msg_id`, the same on every attempt, so that a receiver can drop duplicates.
+    `sequence` numbers the messages of one rule to one channel (1, 2, ...): they are sent in
+    that order, each once the ones before it were delivered or failed for good.
     """
 
     class Event(models.TextChoices):
@@ -140,6 +142,7 @@ class Delivery(models.Model):
     firing = models.ForeignKey(Firing, on_delete=models.CASCADE, related_name="deliveries")
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
     event = models.CharField(max_length=20, choices=Event.choices)
+    sequence = models.PositiveIntegerField(default=0)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(default=timezone.now)
@@ -153,7 +156,10 @@ class Delivery(models.Model):
     class Meta:
         verbose_name_plural = "deliveries"
         constraints = [models.UniqueConstraint(fields=["firing", "channel", "event"], name="alert_delivery_once")]
-        indexes = [models.Index(fields=["state", "next_attempt_at"], name="alert_delivery_due")]
+        indexes = [
+            models.Index(fields=["state", "next_attempt_at"], name="alert_delivery_due"),
+            models.Index(fields=["channel", "state", "sequence"], name="alert_delivery_order"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.msg_id} {self.state}"

@@ -53,6 +53,7 @@ def delivery_json(delivery: Delivery) -> dict[str, Any]:
         "webhookId": delivery.msg_id,
         "channel": delivery.channel_id,
         "event": delivery.event,
+        "sequence": delivery.sequence,
         "state": delivery.state,
         "attempts": delivery.attempts,
         "nextAttemptAt": delivery.next_attempt_at.isoformat() if delivery.state == "pending" else None,

@@ -10,13 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 
 from alerts import delivery, firing
 
+# An attempt ends at its deadline (KINDGI_ALERT_SEND_TIMEOUT_S) by itself; the task's limits
+# stop one that does not (a stuck write of its answer) before its claim runs out (the lease,
+# twice the deadline and 5 s), so that the periodic check sends it again and nothing else.
+SEND_SOFT_LIMIT_S = 2 * settings.KINDGI_ALERT_SEND_TIMEOUT_S + 1
+SEND_HARD_LIMIT_S = 2 * settings.KINDGI_ALERT_SEND_TIMEOUT_S + 3
 
-@shared_task(acks_late=True, time_limit=120, soft_time_limit=90, ignore_result=True)
+
+@shared_task(acks_late=True, time_limit=SEND_HARD_LIMIT_S, soft_time_limit=SEND_SOFT_LIMIT_S, ignore_result=True)
 def deliver(delivery_id: int) -> str:
-    """Try one delivery (a no-op unless it is pending, due and unclaimed)."""
+    """Try one delivery (a no-op unless it is pending, due, unclaimed and the first of its
+    rule's messages to its channel that is not done)."""
     return delivery.deliver(delivery_id)
 
 

@@ -273,7 +273,30 @@ CELERY_TASK_TIME_LIMIT = whole("CELERY_TASK_TIME_LIMIT")
 CELERY_TASK_SOFT_TIME_LIMIT = whole("CELERY_TASK_SOFT_TIME_LIMIT")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_TASK_DEFAULT_QUEUE = f"kindgi-{_XDIST_WORKER}" if _XDIST_WORKER else "kindgi"
+# Four queues, each served by workers of its own (the README's deployment), so that no kind
+# of work waits behind another's backlog: the runtime evaluation of ingested traces; runs
+# (chunks, uploads, previews, comparisons); the periodic checks (beat's ticks, and the alert
+# evaluations that write paths ask for); alert deliveries, which wait on receivers.
+_QUEUE_PREFIX = f"kindgi-{_XDIST_WORKER}" if _XDIST_WORKER else "kindgi"
+KINDGI_QUEUES = {role: f"{_QUEUE_PREFIX}-{role}" for role in ("runtime", "runs", "periodic", "deliveries")}
+CELERY_TASK_QUEUES = {name: {"exchange": name, "routing_key": name} for name in KINDGI_QUEUES.values()}
+CELERY_TASK_DEFAULT_QUEUE = KINDGI_QUEUES["runs"]
+_ROLE_OF_TASK = {
+    "traces.tasks.evaluate_ingested": "runtime",
+    "traces.tasks.start_evaluation": "runs",
+    "traces.tasks.evaluate_chunk": "runs",
+    "traces.tasks.process_upload": "runs",
+    "traces.tasks.run_preview": "runs",
+    "traces.tasks.compare_runs": "runs",
+    "traces.tasks.requeue_expired_work": "periodic",
+    "traces.tasks.apply_retention": "periodic",
+    "traces.tasks.complete_waiting_otlp_turns": "periodic",
+    "alerts.tasks.tick": "periodic",
+    "alerts.tasks.record_event": "periodic",
+    "alerts.tasks.evaluate_precision": "periodic",
+    "alerts.tasks.deliver": "deliveries",
+}
+CELERY_TASK_ROUTES = {task: {"queue": KINDGI_QUEUES[role]} for task, role in _ROLE_OF_TASK.items()}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
@@ -312,17 +335,16 @@ KINDGI_OTLP_MAX_PENDING_SPANS = whole("KINDGI_OTLP_MAX_PENDING_SPANS")
 KINDGI_OTLP_FLOW_ATTRIBUTE = text("KINDGI_OTLP_FLOW_ATTRIBUTE")
 KINDGI_OTLP_TENANT_ATTRIBUTE = text("KINDGI_OTLP_TENANT_ATTRIBUTE")
 KINDGI_ALERT_CHECK_SECONDS = whole("KINDGI_ALERT_CHECK_SECONDS")
+# Each periodic check expires when the next one is sent: ticks that waited (no worker of
+# the periodic queue, or a busy one) are dropped rather than all run in a row.
 CELERY_BEAT_SCHEDULE = {
-    "requeue-expired-chunks": {
-        "task": "traces.tasks.requeue_expired_work",
-        "schedule": float(KINDGI_CHUNK_CHECK_SECONDS),
-    },
-    "apply-retention": {"task": "traces.tasks.apply_retention", "schedule": float(KINDGI_RETENTION_CHECK_SECONDS)},
-    "complete-otlp-turns": {
-        "task": "traces.tasks.complete_waiting_otlp_turns",
-        "schedule": float(max(1, KINDGI_OTLP_TURN_TIMEOUT_S // 2)),
-    },
-    "alerts-tick": {"task": "alerts.tasks.tick", "schedule": float(KINDGI_ALERT_CHECK_SECONDS)},
+    name: {"task": task, "schedule": float(every), "options": {"expires": float(every)}}
+    for name, task, every in (
+        ("requeue-expired-chunks", "traces.tasks.requeue_expired_work", KINDGI_CHUNK_CHECK_SECONDS),
+        ("apply-retention", "traces.tasks.apply_retention", KINDGI_RETENTION_CHECK_SECONDS),
+        ("complete-otlp-turns", "traces.tasks.complete_waiting_otlp_turns", max(1, KINDGI_OTLP_TURN_TIMEOUT_S // 2)),
+        ("alerts-tick", "alerts.tasks.tick", KINDGI_ALERT_CHECK_SECONDS),
+    )
 }
 
 # Alerts: one attempt's total deadline, the backoff between attempts (base x 2^n, capped),

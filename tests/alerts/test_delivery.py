@@ -260,3 +260,42 @@ def test_a_delivery_whose_rule_is_deleted_mid_send_is_dropped_quietly(
         assert deliver(Delivery.objects.get().pk) == "gone"
         assert not Delivery.objects.exists() and not DeliveryAttempt.objects.exists()
         assert len(receiver.requests) == 1
+
+
+def test_a_rules_messages_reach_a_channel_in_order_whatever_fails_first(
+    acme: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """The `fired` message's first attempt fails: its `resolved` waits for it, and goes as
+    soon as the `fired` one lands; `data.sequence` numbers them."""
+    from alerts.firing import resolve
+
+    seen_ids: set[str] = set()
+
+    def first_attempt_fails(headers: dict[str, str], body: bytes) -> int:
+        first = headers["webhook-id"] not in seen_ids
+        seen_ids.add(headers["webhook-id"])
+        return 500 if first and b'"alert.fired"' in body else 200
+
+    with Receiver(answer=first_attempt_fails) as receiver:
+        rule = rule_with(acme, webhook(acme, receiver))
+        with django_capture_on_commit_callbacks(execute=False):
+            firing = fire(rule, Observation(True, "seen", {}), timezone.now())
+            resolve(firing, Observation(False, "cleared", {}), timezone.now())
+        fired, resolved = Delivery.objects.order_by("pk")
+        assert (fired.sequence, resolved.sequence) == (1, 2)
+        assert deliver(fired.pk) == "pending"  # 500: due again after the backoff
+        assert deliver(resolved.pk) == "skipped"  # waits for the `fired` one
+        assert resend_due() == 0  # nothing due: the head waits for its backoff
+        Delivery.objects.filter(pk=fired.pk).update(next_attempt_at=timezone.now())
+        with django_capture_on_commit_callbacks(execute=True):
+            assert resend_due() == 1  # the head only
+        assert list(Delivery.objects.order_by("pk").values_list("state", flat=True)) == ["delivered", "delivered"]
+        assert [(r.json["type"], r.json["data"]["sequence"], r.status) for r in receiver.requests] == [
+            ("alert.fired", 1, 500),
+            ("alert.fired", 1, 200),
+            ("alert.resolved", 2, 200),
+        ]
+        # The next episode goes on numbering the rule's messages to the channel.
+        with django_capture_on_commit_callbacks(execute=True):
+            fire(rule, Observation(True, "seen again", {}), timezone.now())
+        assert receiver.requests[-1].json["data"]["sequence"] == 3

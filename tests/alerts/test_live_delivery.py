@@ -25,7 +25,7 @@ from traces.models import ViolationDay
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
-WORKER_SETTINGS = {
+WORKER_SETTINGS: dict[str, Any] = {
     "KINDGI_ALERT_RETRY_BASE_S": 1,
     "KINDGI_ALERT_SEND_TIMEOUT_S": 1,
     "KINDGI_ALERT_MAX_ATTEMPTS": 3,
@@ -203,3 +203,40 @@ def test_a_precision_alert_fires_on_reviews_and_resolves_when_they_are_corrected
             assert Firing.objects.count() == 1
         finally:
             worker.stop()
+
+
+def test_a_rules_events_reach_the_receiver_in_order_though_first_attempts_fail(
+    acme: Any, real_broker: Any, tmp_path: Path
+) -> None:
+    """Two episodes (four messages) of one rule, sent at once to a worker of two
+    processes; the receiver refuses the first attempt of every `fired` message, so each
+    is retried a second later. The successful requests arrive 1, 2, 3, 4, each `fired`
+    before its `resolved`."""
+    from alerts.firing import fire, resolve
+    from alerts.rules import Observation
+
+    seen_ids: set[str] = set()
+
+    def first_attempt_of_fired_fails(headers: dict[str, str], body: bytes) -> int:
+        first = headers["webhook-id"] not in seen_ids
+        seen_ids.add(headers["webhook-id"])
+        return 503 if first and b'"alert.fired"' in body else 200
+
+    with Receiver(answer=first_attempt_of_fired_fails) as receiver:
+        hook = save_channel(acme, {"name": "ops", "kind": "webhook", "url": receiver.url}, "fixture")
+        receiver.secret = hook.secret
+        rule = save_rule(
+            acme, {"name": "flapping", "kind": "violations", "params": {"threshold": 0}, "channels": [hook]}, "fixture"
+        )
+        worker = Worker("order", tmp_path, concurrency=2, **WORKER_SETTINGS)
+        try:
+            for episode in range(2):
+                firing = fire(rule, Observation(True, f"breach {episode}", {}), NOON + timedelta(hours=episode))
+                resolve(firing, Observation(False, "cleared", {}), NOON + timedelta(hours=episode, minutes=30))
+            wait_for(lambda: Delivery.objects.filter(state="delivered").count() == 4, 40, "the four messages", worker)
+        finally:
+            worker.stop()
+        landed = [(r.json["data"]["sequence"], r.json["type"]) for r in receiver.requests if r.status == 200]
+        assert landed == [(n, "alert.fired" if n % 2 else "alert.resolved") for n in range(1, 5)]
+        assert all(r.verified for r in receiver.requests)
+        assert len(receiver.requests) == 6  # each `fired` twice

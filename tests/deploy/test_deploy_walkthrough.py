@@ -24,6 +24,7 @@ from typing import Any, cast
 import dj_database_url
 import httpx
 import pytest
+from django.conf import settings
 
 from guardrails.engine.environment import DECLARED
 from tests.traces.workers import answers, free_port, serving
@@ -111,7 +112,7 @@ class Deployment:
         self.outputs[name] = result.stdout
 
     def _start(self, argv: list[str], environ: dict[str, str]) -> None:
-        name = "gunicorn" if Path(argv[0]).name == "gunicorn" else f"celery-{argv[3]}"
+        name = "gunicorn" if Path(argv[0]).name == "gunicorn" else f"celery-{argv[3]}-{len(self.processes)}"
         with (self.folder / f"{name}.log").open("wb") as log:
             self.processes.append(
                 subprocess.Popen(
@@ -238,10 +239,16 @@ def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
     assert deployment.environ["DJANGO_DEBUG"] == "false"
     assert deployment.environ["DATABASE_URL"].startswith("postgres://")
     assert deployment.environ["CELERY_BROKER_URL"].startswith("redis://")
-    assert [Path(cast(list[str], p.args)[0]).name for p in deployment.processes] == ["gunicorn", "celery", "celery"]
+    assert [Path(cast(list[str], p.args)[0]).name for p in deployment.processes] == ["gunicorn"] + ["celery"] * 5
+    served = {word for p in deployment.processes for word in _queues(cast(list[str], p.args))}
+    assert served == {f"kindgi-{role}" for role in settings.KINDGI_QUEUES}, "the README's workers serve every queue"
     wait_for(lambda: answers(deployment.web_port), 120, "gunicorn to listen", deployment.folder)
 
     proxy = Proxy(deployment.web_port)
+    # The socket listens before gunicorn's workers have loaded the application, while every
+    # worker process of the deployment loads it too: wait for an answer before the clock of
+    # the README's requests starts.
+    wait_for(lambda: _answers_a_page(proxy), 120, "gunicorn's workers to answer", deployment.folder)
     proxy.variables["KEY"] = deployment.outputs["create_api_key"].strip().splitlines()[-1]
     assert proxy.variables["KEY"].startswith("kgi_")
     responses = [_follow(proxy, words, deployment) for words in commands(fenced_block("walkthrough:use"))]
@@ -250,6 +257,18 @@ def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
     assert all(process.poll() is None for process in deployment.processes), "a process of the deployment exited"
     _documented_edges(proxy)
     _people_are_there(deployment)
+
+
+def _answers_a_page(proxy: Proxy) -> bool:
+    try:
+        return proxy.client.get("/login/", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _queues(argv: list[str]) -> list[str]:
+    """The queues a `celery worker` command line serves (`-Q a,b`)."""
+    return argv[argv.index("-Q") + 1].split(",") if "-Q" in argv else []
 
 
 def _pending_runtime_evaluations(deployment: Deployment) -> int:

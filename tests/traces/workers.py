@@ -12,7 +12,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,7 @@ def require_broker() -> None:
 
 
 def purge_queue() -> None:
-    """Drop messages that earlier runs left in the queue."""
+    """Drop messages that earlier runs left in the queues (every one of KINDGI_QUEUES)."""
     for folder in ("data_folder_in", "processed_folder", "control_folder"):
         path = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(folder)
         if isinstance(path, str):
@@ -61,9 +61,12 @@ def purge_queue() -> None:
 
 
 class Worker:
-    """`celery -A kindgi_console worker` in its own process group, killed at the end."""
+    """`celery -A kindgi_console worker` in its own process group, killed at the end; on
+    every queue, or on those of `roles` (a test of their separation)."""
 
-    def __init__(self, name: str, log_dir: Path, *, concurrency: int = 2, **env: Any) -> None:
+    def __init__(
+        self, name: str, log_dir: Path, *, concurrency: int = 2, roles: Sequence[str] | None = None, **env: Any
+    ) -> None:
         self.name = name
         self.log = log_dir / f"{name}.log"
         environ = {
@@ -74,7 +77,7 @@ class Worker:
             "KINDGI_VAR_DIR": str(settings.VAR_DIR),
             **{key: str(value) for key, value in env.items()},
         }
-        command = worker_command(concurrency=concurrency, name=name, quiet=True)
+        command = worker_command(concurrency=concurrency, name=name, quiet=True, roles=roles)
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
