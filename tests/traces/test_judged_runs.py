@@ -27,7 +27,7 @@ from traces.models import Evaluation, EvaluationChunk, EvaluationResult, JudgeLe
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 TRACES = 4_000
-WORKER_SETTINGS = {
+WORKER_SETTINGS: dict[str, Any] = {
     "CELERY_TASK_TIME_LIMIT": 15,
     "CELERY_TASK_SOFT_TIME_LIMIT": 12,
     "KINDGI_CHUNK_SECONDS": 4,

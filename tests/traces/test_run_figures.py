@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 TRACES = 8_000
 LEASE_SECONDS = 3
-WORKER_SETTINGS = {
+WORKER_SETTINGS: dict[str, Any] = {
     "KINDGI_CHUNK_LEASE_SECONDS": LEASE_SECONDS,
     "KINDGI_EVALUATION_CHUNK_SIZE": 1000,
     "KINDGI_EVALUATION_BATCH": 250,

@@ -64,7 +64,7 @@ def test_a_200000_deep_array_fails_with_the_reason_and_the_worker_stays_small(
 
 LINES = 50_000
 REPEATS = 250  # every 200th line repeats an earlier one: a duplicate
-WORKER_SETTINGS = {
+WORKER_SETTINGS: dict[str, Any] = {
     "KINDGI_CHUNK_LEASE_SECONDS": 3,
     "CELERY_VISIBILITY_TIMEOUT": 5,
     # The time limits scaled down, far under what the whole file takes: each piece (at
