@@ -19,10 +19,12 @@ import ipaddress
 import socket
 import ssl
 import time
+from collections.abc import Coroutine
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache, partial
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -35,6 +37,8 @@ from standardwebhooks.webhooks import Webhook
 
 from alerts.messages import payload, text_of
 from alerts.models import Channel, Delivery, DeliveryAttempt
+
+T = TypeVar("T")
 
 ANSWER_CHARS = 500
 #: Connecting may take this much of an attempt's deadline (KINDGI_ALERT_SEND_TIMEOUT_S).
@@ -128,6 +132,18 @@ def signed_headers(secret: str, msg_id: str, at: datetime, body: bytes) -> dict[
     return {"webhook-id": msg_id, "webhook-timestamp": str(int(at.timestamp())), "webhook-signature": signature}
 
 
+def run_alone(coroutine: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(coroutine)`, on a thread of its own when this thread already runs an event
+    loop (a caller inside an async server, or a browser driver's loop in the same process),
+    where asyncio.run refuses to start."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kindgi-webhook") as alone:
+        return alone.submit(asyncio.run, coroutine).result()
+
+
 def post(url: str, body: bytes, headers: dict[str, str]) -> Answer:
     """POST within KINDGI_ALERT_SEND_TIMEOUT_S in all (resolving, connecting, sending, the
     answer), connecting within CONNECT_TIMEOUT_S of it."""
@@ -137,7 +153,7 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> Answer:
     # deadline passes: a resolver that hangs does not hold the delivery past it.
     resolver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kindgi-webhook-dns")
     try:
-        return asyncio.run(asyncio.wait_for(_post(url, body, headers, deadline, resolver), deadline))
+        return run_alone(asyncio.wait_for(_post(url, body, headers, deadline, resolver), deadline))
     except TimeoutError:
         return Answer(False, None, f"no answer within {deadline:g} s")
     except httpx.HTTPError as error:

@@ -148,3 +148,20 @@ def test_https_to_the_checked_address_still_verifies_the_certificate_against_the
         answer = post(f"https://impostor.tls.test:{receiver.bound_port}/hook", BODY, {})
         assert not answer.ok and "CERTIFICATE_VERIFY_FAILED" in answer.text, answer.text
         assert len(receiver.requests) == 1
+
+
+def test_a_delivery_runs_where_an_event_loop_already_runs() -> None:
+    """A worker thread that already runs a loop (an async server, a browser driver) still sends."""
+    import asyncio
+
+    from alerts.delivery import run_alone
+
+    async def answer() -> str:
+        await asyncio.sleep(0)
+        return "sent"
+
+    async def inside() -> str:
+        return run_alone(answer())
+
+    assert asyncio.run(inside()) == "sent"
+    assert run_alone(answer()) == "sent"
