@@ -249,8 +249,15 @@ if CELERY_BROKER_URL == "filesystem://":
             (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
 else:
     # Redis hands an unacknowledged message (its worker was lost) to another worker after
-    # this many seconds; make it longer than the longest task.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": whole("CELERY_VISIBILITY_TIMEOUT")}
+    # this many seconds; make it longer than the longest task. A Redis that stops answering
+    # (not only one that closes its connections) is noticed within seconds.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": whole("CELERY_VISIBILITY_TIMEOUT"),
+        "socket_connect_timeout": 3,
+        "socket_timeout": 10,
+        "socket_keepalive": True,
+        "health_check_interval": 10,
+    }
 CELERY_TASK_ALWAYS_EAGER = flag("CELERY_TASK_ALWAYS_EAGER")
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
@@ -263,6 +270,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = f"kindgi-{_XDIST_WORKER}" if _XDIST_WORKER else "kindgi"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A lost broker: workers and beat try again for ever, every second or two
+# (kindgi_console.workers.Consumer), and a worker that is back sends the recovery check.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CONSUMER = "kindgi_console.workers:Consumer"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Evaluation runs: traces per chunk (one task each) and per batch (read and written

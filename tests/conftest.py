@@ -57,6 +57,7 @@ TIMED_MODULES = (
     "tests/guardrails/test_judge_client.py",
     "tests/traces/test_judge_hardening.py",
     "tests/traces/test_broker_down.py",
+    "tests/traces/test_broker_restart.py",
 )
 
 

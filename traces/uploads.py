@@ -341,20 +341,22 @@ def fail_upload(upload_id: int, reason: str) -> None:
         _announce_failure(upload_id, tenant_id, failure)
 
 
-def requeue_stale_uploads(now: datetime) -> int:
-    """Send again the uploads whose lease ran out (their worker was lost, or their message).
+def requeue_stale_uploads(now: datetime, lost_before: datetime | None = None) -> int:
+    """Send again the uploads whose lease ran out (their worker was lost, or their message),
+    and the queued ones sent before `lost_before` (the broker may have lost their message).
 
     Each goes back to `queued` so that the task sent claims it; a running upload with a
     fresh lease would be skipped. Returns how many were sent.
     """
     from traces.evaluations import lease
+    from traces.leases import sent_before
 
-    stale = Upload.objects.filter(
-        status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now
-    ).values_list("pk", flat=True)
+    stale = Q(status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now)
+    if lost_before is not None:
+        stale |= Q(status=Upload.Status.QUEUED, lease_until__lt=sent_before(lost_before))
     sent = 0
-    for upload_id in list(stale):
-        renewed = Upload.objects.filter(pk=upload_id, lease_until__lt=now).update(
+    for upload_id in list(Upload.objects.filter(stale).values_list("pk", flat=True)):
+        renewed = Upload.objects.filter(stale, pk=upload_id).update(
             status=Upload.Status.QUEUED, lease_until=now + lease()
         )
         if renewed:

@@ -26,7 +26,7 @@ from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrac
 
 TRACES = 10_000
 LEASE_SECONDS = 3
-WORKER_SETTINGS = {
+WORKER_SETTINGS: dict[str, Any] = {
     "KINDGI_CHUNK_LEASE_SECONDS": LEASE_SECONDS,
     "CELERY_VISIBILITY_TIMEOUT": 5,
     "KINDGI_EVALUATION_CHUNK_SIZE": 500,
