@@ -275,6 +275,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CONSUMER = "kindgi_console.workers:Consumer"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Beat keeps its schedule in memory while that file cannot be written (a full disk).
+CELERY_BEAT_SCHEDULER = "kindgi_console.beat:Scheduler"
 
 # Evaluation runs: traces per chunk (one task each) and per batch (read and written
 # together). A running chunk's claim is trusted for KINDGI_CHUNK_LEASE_SECONDS, renewed by
