@@ -60,5 +60,5 @@ def web(redis_server: RedisServer, tmp_path: Path) -> Iterator[str]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    with serving(process, port, 30, "the web server to start"):
+    with serving(process, port, 60, "the web server to start"):
         yield f"http://127.0.0.1:{port}"

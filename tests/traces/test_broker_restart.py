@@ -31,6 +31,8 @@ CHUNK = 50
 #: Far from what recovery takes (a few seconds) and far under the queued lease (300 s)
 #: that recovery waited for before.
 RECOVERY_BOUND_S = 30
+#: What a worker takes to start on a busy machine (imports, Django, the pool).
+WORKER_START_S = 20
 WORKER_SETTINGS: dict[str, Any] = {"KINDGI_EVALUATION_CHUNK_SIZE": CHUNK, "KINDGI_CHUNK_CHECK_SECONDS": 2}
 
 
@@ -87,6 +89,40 @@ def test_a_run_and_the_outbox_finish_within_seconds_of_a_redis_restart(
     runtime = EvaluationResult.objects.filter(evaluation=None, mode="runtime")
     assert runtime.values("trace_id").distinct().count() == 20
     assert not runtime.values("trace_id", "revision_id").annotate(n=Count("id")).filter(n__gt=1).exists()
+
+
+def test_a_worker_started_again_after_redis_lost_its_messages_sends_the_work_again(
+    web: str, redis_server: RedisServer, acme: Any, tmp_path: Path
+) -> None:
+    """The worker died, Redis restarted meanwhile, and the process manager starts a new worker."""
+    three_guardrails()
+    store_many(acme, TRACES // 2)
+    key = ApiKey.issue(scopes=["ingest", "read", "evaluate"], tenant=acme, name="restart")[1]
+    settings = {**WORKER_SETTINGS, "CELERY_BROKER_URL": redis_server.url, "KINDGI_CHUNK_LEASE_SECONDS": 3}
+    first = Worker("first", tmp_path, concurrency=1, **settings)
+    try:
+        started = httpx.post(f"{web}/api/v1/evaluations", headers={"Authorization": f"Bearer {key}"}, json={})
+        run_id = started.json()["id"]
+        wait_for(lambda: status(run_id)[1] >= 3 * CHUNK, 60, "three chunks to finish", first)
+        ingest(web, key, "queued")
+    finally:
+        first.kill()
+    redis_server.stop()
+    redis_server.start()
+    assert status(run_id)[0] == "running", "the run ended before the worker died: nothing was tested"
+    second = Worker("second", tmp_path, concurrency=1, **settings)
+    try:
+        wait_for(
+            lambda: status(run_id)[0] != "running" and not PendingRuntimeEvaluation.objects.exists(),
+            RECOVERY_BOUND_S + WORKER_START_S,
+            "the run and the outbox to finish",
+            second,
+        )
+    finally:
+        second.stop()
+    run = Evaluation.objects.get(pk=run_id)
+    assert (run.status, run.done) == ("succeeded", TRACES // 2), second.output()
+    assert EvaluationResult.objects.filter(evaluation=run).count() == TRACES // 2 * 3
 
 
 def test_queued_work_sent_before_the_broker_was_lost_is_sent_again_at_once_and_once(
