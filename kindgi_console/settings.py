@@ -232,6 +232,10 @@ KINDGI_SIGNIN_WINDOW_S = whole("KINDGI_SIGNIN_WINDOW_S")
 # Celery: Redis in a deployment; a broker on the local filesystem when nothing is set.
 CELERY_BROKER_URL = text("CELERY_BROKER_URL")
 if CELERY_BROKER_URL == "filesystem://":
+    from kombu.transport import TRANSPORT_ALIASES
+
+    # kombu's filesystem transport, leaving no half-written file on a full disk.
+    TRANSPORT_ALIASES["filesystem"] = "kindgi_console.filesystem_broker:Transport"
     _broker_dir = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "data_folder_in": str(_broker_dir / "queue"),
@@ -273,6 +277,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A lost broker: workers and beat try again for ever, every second or two
 # (kindgi_console.workers.Consumer), and a worker that is back sends the recovery check.
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A broker that refuses a write (a full disk under the filesystem broker, a Redis out of
+# memory or unable to persist) is tried again like a lost one, rather than end the worker.
+CELERY_BROKER_CHANNEL_ERROR_RETRY = True
 CELERY_WORKER_CONSUMER = "kindgi_console.workers:Consumer"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Beat keeps its schedule in memory while that file cannot be written (a full disk).

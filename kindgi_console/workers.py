@@ -14,6 +14,7 @@ from typing import Any
 import celery.worker.consumer
 from celery import bootsteps
 from django.conf import settings
+from kombu.exceptions import OperationalError as BrokerError
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class RecoverOnReconnect(bootsteps.StartStopStep):  # type: ignore[misc]
         lost_before = datetime.now(UTC).isoformat()
         try:
             parent.app.send_task("traces.tasks.requeue_expired_work", kwargs={"lost_before": lost_before})
-        except (*parent.connection_errors, *parent.channel_errors, OSError):
+        except (BrokerError, *parent.connection_errors, *parent.channel_errors, OSError):
             logger.warning("could not send the recovery check after reconnecting; the periodic check will run it")
         else:
             logger.warning("connected to the broker again: the work queued before %s is sent again", lost_before)

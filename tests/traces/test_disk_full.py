@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from django.test import Client
 
 from kindgi_console.celery import app
 from tests.conftest import make_trace
-from tests.traces.workers import ROOT, RedisServer, wait_for
+from tests.traces.workers import ROOT, RedisServer, Worker, wait_for
 from traces.models import Upload
 
 DISK_BYTES = 4 * 1024 * 1024
@@ -148,3 +149,33 @@ def test_a_schedule_write_that_fails_later_keeps_the_schedule_in_memory(
         scheduler.sync()
     assert scheduler.schedule[check].total_run_count == runs + 2
     scheduler.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_worker_on_a_full_disk_stays_up_and_works_once_there_is_room(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """`runconsole`'s worker: the filesystem broker and beat under KINDGI_VAR_DIR."""
+    for folder in ("queue", "processed", "control"):
+        (small_disk / "broker" / folder).mkdir(parents=True)
+    filler = fill(small_disk, leave=0)
+    worker = Worker(
+        "embedded",
+        tmp_path,
+        concurrency=1,
+        beat=True,
+        quiet=False,
+        CELERY_BROKER_URL="filesystem://",
+        KINDGI_VAR_DIR=str(small_disk),
+        KINDGI_CHUNK_CHECK_SECONDS=1,
+    )
+    checked = re.compile(r"Task traces\.tasks\.requeue_expired_work\[[^]]+\] succeeded")
+    try:
+        wait_for(lambda: "Sending due task requeue-expired-chunks" in worker.output(), 60, "beat to send", worker)
+        time.sleep(3)  # a few checks that the broker cannot take
+        assert worker.process.poll() is None, worker.output()
+        filler.unlink()
+        wait_for(lambda: bool(checked.search(worker.output())), 30, "a check to run", worker)
+    finally:
+        worker.stop()
+    assert not list((small_disk / "broker").rglob("*.part")), "a half-written message was left"
