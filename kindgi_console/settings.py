@@ -245,6 +245,10 @@ for _proxy in KINDGI_TRUSTED_PROXIES:
 # Celery: Redis in a deployment; a broker on the local filesystem when nothing is set.
 CELERY_BROKER_URL = text("CELERY_BROKER_URL")
 if CELERY_BROKER_URL == "filesystem://":
+    from kombu.transport import TRANSPORT_ALIASES
+
+    # kombu's filesystem transport, leaving no half-written file on a full disk.
+    TRANSPORT_ALIASES["filesystem"] = "kindgi_console.filesystem_broker:Transport"
     _broker_dir = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "data_folder_in": str(_broker_dir / "queue"),
@@ -262,8 +266,15 @@ if CELERY_BROKER_URL == "filesystem://":
             (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
 else:
     # Redis hands an unacknowledged message (its worker was lost) to another worker after
-    # this many seconds; make it longer than the longest task.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": whole("CELERY_VISIBILITY_TIMEOUT")}
+    # this many seconds; make it longer than the longest task. A Redis that stops answering
+    # (not only one that closes its connections) is noticed within seconds.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": whole("CELERY_VISIBILITY_TIMEOUT"),
+        "socket_connect_timeout": 3,
+        "socket_timeout": 10,
+        "socket_keepalive": True,
+        "health_check_interval": 10,
+    }
 CELERY_TASK_ALWAYS_EAGER = flag("CELERY_TASK_ALWAYS_EAGER")
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
@@ -299,7 +310,16 @@ _ROLE_OF_TASK = {
 CELERY_TASK_ROUTES = {task: {"queue": KINDGI_QUEUES[role]} for task, role in _ROLE_OF_TASK.items()}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A lost broker: workers and beat try again for ever, every second or two
+# (kindgi_console.workers.Consumer), and a worker that is back sends the recovery check.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A broker that refuses a write (a full disk under the filesystem broker, a Redis out of
+# memory or unable to persist) is tried again like a lost one, rather than end the worker.
+CELERY_BROKER_CHANNEL_ERROR_RETRY = True
+CELERY_WORKER_CONSUMER = "kindgi_console.workers:Consumer"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Beat keeps its schedule in memory while that file cannot be written (a full disk).
+CELERY_BEAT_SCHEDULER = "kindgi_console.beat:Scheduler"
 
 # Evaluation runs: traces per chunk (one task each) and per batch (read and written
 # together). A running chunk's claim is trusted for KINDGI_CHUNK_LEASE_SECONDS, renewed by

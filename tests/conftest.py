@@ -60,6 +60,7 @@ TIMED_MODULES = (
     "tests/traces/test_otlp_limits.py",
     "tests/traces/test_request_deadlines.py",
     "tests/alerts/test_worker_queues.py",
+    "tests/traces/test_broker_restart.py",
 )
 
 

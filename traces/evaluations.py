@@ -557,13 +557,18 @@ def send_recovery_check(countdown: float) -> None:
 # ---------------------------------------------------------------------------- recovery
 
 
-def requeue_expired_work() -> int:
+def requeue_expired_work(lost_before: datetime | None = None) -> int:
     """Send again what a lost worker held: chunks whose lease expired, runs never planned,
     runs whose last chunk finished without finishing the run. Returns how many were sent.
+
+    `lost_before`: the broker may have lost every message sent before then; queued chunks,
+    runs and uploads sent before it are sent again at once (a second message for the same
+    work finds it taken, and does nothing).
     """
     now = timezone.now()
+    lost_before = None if lost_before is None else min(lost_before, now)
     sent = 0
-    for chunk_id, seen in lost_chunks(now)[:10_000]:
+    for chunk_id, seen in lost_chunks(now, lost_before)[:10_000]:
         # The new lease covers the message now on its way; only one check sends it.
         renewed = EvaluationChunk.objects.filter(pk=chunk_id, lease_until=seen).update(
             status=EvaluationChunk.Status.QUEUED, lease_until=now + lease()
@@ -571,7 +576,7 @@ def requeue_expired_work() -> int:
         if renewed:
             send_chunk(chunk_id)
             sent += 1
-    stale = now - lease()
+    stale = now - lease() if lost_before is None else max(now - lease(), lost_before)
     for evaluation_id in Evaluation.objects.filter(status=Evaluation.Status.QUEUED, created_at__lt=stale).values_list(
         "pk", flat=True
     ):
@@ -583,4 +588,4 @@ def requeue_expired_work() -> int:
             finish_run(evaluation_id)
     from traces.uploads import requeue_stale_uploads
 
-    return sent + requeue_stale_uploads(now)
+    return sent + requeue_stale_uploads(now, lost_before)

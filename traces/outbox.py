@@ -17,7 +17,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -90,22 +90,28 @@ def done(pending_id: int | None) -> None:
         PendingRuntimeEvaluation.objects.filter(pk=pending_id).delete()
 
 
-def send_pending(now: datetime | None = None, limit: int = 10_000) -> int:
-    """Send again the batches whose task was never sent or was lost; how many were sent."""
+def send_pending(now: datetime | None = None, limit: int = 10_000, lost_before: datetime | None = None) -> int:
+    """Send again the batches whose task was never sent or was lost, and those sent before
+    `lost_before` (the broker may have lost their message); how many were sent.
+
+    A batch is sent again KINDGI_CHUNK_MAX_ATTEMPTS times after its lease ran out (its
+    evaluation keeps failing); a broker that lost its message does not count.
+    """
     from traces.evaluations import lease
+    from traces.leases import sent_before
 
     now = now or timezone.now()
+    due = Q(lease_until__lt=now)
+    if lost_before is not None:
+        due |= Q(lease_until__lt=sent_before(min(lost_before, now)))
     sent = 0
-    due = PendingRuntimeEvaluation.objects.filter(
-        lease_until__lt=now, resent__lt=settings.KINDGI_CHUNK_MAX_ATTEMPTS
-    ).order_by("pk")
-    for pending_id, trace_ids in list(due.values_list("pk", "trace_ids")[:limit]):
+    rows = PendingRuntimeEvaluation.objects.filter(due, resent__lt=settings.KINDGI_CHUNK_MAX_ATTEMPTS).order_by("pk")
+    for pending_id, trace_ids, lease_until in list(rows.values_list("pk", "trace_ids", "lease_until")[:limit]):
         # The new lease covers the message now on its way; only one check sends it.
-        if PendingRuntimeEvaluation.objects.filter(pk=pending_id, lease_until__lt=now).update(
-            lease_until=now + lease()
-        ):
+        if PendingRuntimeEvaluation.objects.filter(due, pk=pending_id).update(lease_until=now + lease()):
             if not send(pending_id, trace_ids, force=True):
                 break
-            PendingRuntimeEvaluation.objects.filter(pk=pending_id).update(resent=F("resent") + 1)
+            if lease_until < now:
+                PendingRuntimeEvaluation.objects.filter(pk=pending_id).update(resent=F("resent") + 1)
             sent += 1
     return sent

@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -20,9 +21,10 @@ from celery import Task, shared_task
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
+from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from traces import evaluations, heartbeat, outbox, retention, services, uploads
+from traces import evaluations, heartbeat, leases, outbox, retention, services, uploads
 from traces.otlp import turns as otlp_turns
 
 logger = logging.getLogger(__name__)
@@ -121,10 +123,19 @@ def complete_waiting_otlp_turns() -> int:
 
 
 @shared_task(**TASK_OPTIONS)
-def requeue_expired_work() -> int:
+def requeue_expired_work(lost_before: str | None = None) -> int:
     """Send again the chunks and uploads whose worker was lost, and the ingested batches
-    whose runtime evaluation was never sent (beat runs this periodically)."""
-    return evaluations.requeue_expired_work() + outbox.send_pending()
+    whose runtime evaluation was never sent (beat runs this periodically).
+
+    `lost_before` (an ISO time; a worker that connected to the broker again sends it):
+    also the queued work sent before then. When the broker lost what it held (a Redis
+    restarted without persistence), all the queued work sent before now.
+    """
+    before = datetime.fromisoformat(lost_before) if lost_before else None
+    if leases.broker_lost_its_messages():
+        before = timezone.now()
+        logger.warning("the broker lost the messages it held: the work they were sending is sent again")
+    return evaluations.requeue_expired_work(before) + outbox.send_pending(lost_before=before)
 
 
 @worker_ready.connect

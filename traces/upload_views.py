@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django.db.models import QuerySet
-from django.http import HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.urls import reverse
 from django.views.generic import DetailView, FormView, ListView
 
@@ -16,7 +16,7 @@ from kindgi_console.tenancy.views import TenantScopedMixin
 from traces import heartbeat
 from traces.forms import UploadForm
 from traces.models import Upload
-from traces.uploads import save_upload
+from traces.uploads import NO_SPACE, NoSpace, save_upload
 
 
 class UploadListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
@@ -56,14 +56,36 @@ class UploadCreateView(TenantScopedMixin, FormView):  # type: ignore[type-arg]
     def get_initial(self) -> dict[str, Any]:
         return {"tenant": self.tenant.slug if self.tenant else None}
 
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return super().post(request, *args, **kwargs)
+        except OSError as error:  # the request's file could not even be spooled to a temporary file
+            if error.errno not in NO_SPACE:
+                raise
+            return self.no_space(None)
+
     def form_valid(self, form: UploadForm) -> HttpResponse:
-        upload = save_upload(
-            form.cleaned_data["file"],
-            form.cleaned_data["tenant"],
-            self.request.user,
-            evaluate_after=form.cleaned_data["evaluate_after"],
-        )
+        try:
+            upload = save_upload(
+                form.cleaned_data["file"],
+                form.cleaned_data["tenant"],
+                self.request.user,
+                evaluate_after=form.cleaned_data["evaluate_after"],
+            )
+        except NoSpace:
+            return self.no_space(form)
         return HttpResponseRedirect(reverse("upload-detail", args=[upload.pk]))
+
+    def no_space(self, form: UploadForm | None) -> HttpResponse:
+        """507 Insufficient Storage, nothing kept: JSON to a client that asks for it, else the
+        form again with the reason."""
+        if self.request.get_preferred_type(["text/html", "application/json"]) == "application/json":
+            return JsonResponse({"errors": [{"path": "/file", "message": NoSpace.message}]}, status=507)
+        form = form if form is not None else self.get_form_class()(tenants=writable_tenants(self.request.user))
+        form.add_error(None, NoSpace.message)
+        response = self.render_to_response(self.get_context_data(form=form))
+        response.status_code = 507
+        return response
 
 
 class UploadDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-arg]

@@ -17,6 +17,8 @@ the same place fails with the reason.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import time
 from collections.abc import Iterator
@@ -108,8 +110,26 @@ class Progress:
         }
 
 
+#: What a write to a disk with no room left raises (its errno): full, or over a quota.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+class NoSpace(Exception):
+    """The uploaded file could not be stored: no space is left on the disk of MEDIA_ROOT
+    (under KINDGI_VAR_DIR). Nothing of it was kept."""
+
+    message = (
+        "there is no space left on the console's disk to store this file; nothing of it was kept. "
+        "Try again once an operator has freed space."
+    )
+
+
 def save_upload(file: File[bytes], tenant: Tenant, user: Any, *, evaluate_after: bool = False) -> Upload:
-    """Store an uploaded file (copied in chunks, never read whole) and queue its processing."""
+    """Store an uploaded file (copied in chunks, never read whole) and queue its processing.
+
+    The file and its row are kept together or not at all: a file cut short by a full disk
+    (NoSpace) or whose row could not be written is removed.
+    """
     from traces.evaluations import lease
 
     name = file.name or "traces.jsonl"
@@ -121,10 +141,32 @@ def save_upload(file: File[bytes], tenant: Tenant, user: Any, *, evaluate_after:
         evaluate_after=evaluate_after,
         lease_until=timezone.now() + lease(),
     )
-    upload.file.save(name.rsplit("/", 1)[-1][:200], file, save=False)
-    upload.save()
+    stored = _store_file(upload, file, name.rsplit("/", 1)[-1][:200])
+    try:
+        upload.file = stored
+        upload.save()
+    except BaseException:
+        upload.file.storage.delete(stored)
+        raise
     transaction.on_commit(lambda: _send(upload.pk))
     return upload
+
+
+def _store_file(upload: Upload, file: File[bytes], base_name: str) -> str:
+    """Copy the file to the upload's storage; its name there. What a failed copy wrote is
+    removed: the name is the upload's own (`upload_path`), so nothing else wrote it."""
+    field = upload.file.field
+    storage = upload.file.storage
+    name = storage.get_available_name(field.generate_filename(upload, base_name), max_length=field.max_length)
+    try:
+        return str(storage.save(name, file, max_length=field.max_length))
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            storage.delete(name)
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            logger.error("an upload of %s bytes could not be stored in %s: %s", file.size, storage.path(name), error)
+            raise NoSpace(str(error)) from error
+        raise
 
 
 def _send(upload_id: int) -> None:
@@ -341,20 +383,22 @@ def fail_upload(upload_id: int, reason: str) -> None:
         _announce_failure(upload_id, tenant_id, failure)
 
 
-def requeue_stale_uploads(now: datetime) -> int:
-    """Send again the uploads whose lease ran out (their worker was lost, or their message).
+def requeue_stale_uploads(now: datetime, lost_before: datetime | None = None) -> int:
+    """Send again the uploads whose lease ran out (their worker was lost, or their message),
+    and the queued ones sent before `lost_before` (the broker may have lost their message).
 
     Each goes back to `queued` so that the task sent claims it; a running upload with a
     fresh lease would be skipped. Returns how many were sent.
     """
     from traces.evaluations import lease
+    from traces.leases import sent_before
 
-    stale = Upload.objects.filter(
-        status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now
-    ).values_list("pk", flat=True)
+    stale = Q(status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now)
+    if lost_before is not None:
+        stale |= Q(status=Upload.Status.QUEUED, lease_until__lt=sent_before(lost_before))
     sent = 0
-    for upload_id in list(stale):
-        renewed = Upload.objects.filter(pk=upload_id, lease_until__lt=now).update(
+    for upload_id in list(Upload.objects.filter(stale).values_list("pk", flat=True)):
+        renewed = Upload.objects.filter(stale, pk=upload_id).update(
             status=Upload.Status.QUEUED, lease_until=now + lease()
         )
         if renewed:

@@ -84,7 +84,7 @@ def test_runtime_evaluation_and_alert_ticks_are_not_held_by_runs_or_a_slow_recei
             evaluate_chunk.delay(10**9 + chunk)  # a backlog of runs: no runs worker here
         assert record_event("run_failed", acme.pk, "evaluation:1", "run 1 failed", {}) == SLOW_DELIVERIES
 
-        worker_settings = {"KINDGI_ALERT_SEND_TIMEOUT_S": 8, "KINDGI_ALERT_PRIVATE_URLS": "true"}
+        worker_settings: dict[str, Any] = {"KINDGI_ALERT_SEND_TIMEOUT_S": 8, "KINDGI_ALERT_PRIVATE_URLS": "true"}
         deliveries = Worker("deliveries", tmp_path, concurrency=1, roles=["deliveries"], **worker_settings)
         prompt = Worker("prompt", tmp_path, concurrency=1, roles=["runtime", "periodic"], **worker_settings)
         try:

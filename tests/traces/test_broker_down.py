@@ -4,11 +4,7 @@ its own and a real worker."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,68 +13,11 @@ import pytest
 from django.db.models import Count
 
 from tests.conftest import make_trace
-from tests.traces import workers
-from tests.traces.workers import ROOT, Worker, answers, free_port, serving, wait_for
+from tests.traces.workers import RedisServer, Worker, wait_for
 from traces import outbox
 from traces.models import EvaluationResult, PendingRuntimeEvaluation, RunTrace
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
-
-
-class RedisServer:
-    """A redis-server of the test's own, on its own port, stopped and started at will."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_for(lambda: answers(self.port), 10, "redis-server to start")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-        wait_for(lambda: not answers(self.port), 10, "redis-server to stop")
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def web(redis_server: RedisServer, tmp_path: Path) -> Iterator[str]:
-    """`manage.py runserver` on the test database, its broker the test's own Redis."""
-    port = free_port()
-    environ = {
-        **os.environ,
-        "DATABASE_URL": workers.test_database_url(),
-        "CELERY_BROKER_URL": redis_server.url,
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-    }
-    with (tmp_path / "web.log").open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
-            cwd=ROOT,
-            env=environ,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    with serving(process, port, 30, "the web server to start"):
-        yield f"http://127.0.0.1:{port}"
 
 
 def test_traces_stored_while_the_broker_is_down_are_evaluated_once_it_is_back(

@@ -65,8 +65,19 @@ class Worker:
     every queue, or on those of `roles` (a test of their separation)."""
 
     def __init__(
-        self, name: str, log_dir: Path, *, concurrency: int = 2, roles: Sequence[str] | None = None, **env: Any
+        self,
+        name: str,
+        log_dir: Path,
+        *,
+        concurrency: int = 2,
+        roles: Sequence[str] | None = None,
+        beat: bool = False,
+        quiet: bool = True,
+        **env: Any,
     ) -> None:
+        """`roles`: the queues served (every one when None); `beat`: the periodic check
+        embedded (its schedule under `log_dir`); `quiet=False`: gossip and mingle as a
+        deployment's worker has them."""
         self.name = name
         self.log = log_dir / f"{name}.log"
         environ = {
@@ -77,7 +88,8 @@ class Worker:
             "KINDGI_VAR_DIR": str(settings.VAR_DIR),
             **{key: str(value) for key, value in env.items()},
         }
-        command = worker_command(concurrency=concurrency, name=name, quiet=True, roles=roles)
+        schedule = str(log_dir / f"{name}-schedule") if beat else None
+        command = worker_command(concurrency=concurrency, name=name, quiet=quiet, beat_schedule=schedule, roles=roles)
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -138,3 +150,29 @@ def serving(process: subprocess.Popen[bytes], port: int, seconds: float, what: s
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+class RedisServer:
+    """A redis-server of the test's own, on its own port, stopped and started at will."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for(lambda: answers(self.port), 10, "redis-server to start")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        wait_for(lambda: not answers(self.port), 10, "redis-server to stop")

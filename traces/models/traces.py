@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -87,7 +88,9 @@ class RunTrace(models.Model):
 
 
 def upload_path(upload: Upload, filename: str) -> str:
-    return f"uploads/{upload.tenant_id}/{timezone.now():%Y/%m/%d}/{filename}"
+    """Where an upload's file is stored: a name of its own (a random prefix), so that no
+    other upload writes it and a copy cut short can be removed (`traces.uploads`)."""
+    return f"uploads/{upload.tenant_id}/{timezone.now():%Y/%m/%d}/{secrets.token_hex(6)}-{filename}"
 
 
 class Upload(Progress, models.Model):
