@@ -96,3 +96,9 @@ def test_the_checks_answer_has_what_the_editor_needs(api: Any, bob: Any) -> None
     assert {"id", "kind", "configSchema", "builtin", "pack", "description"} <= set(never)
     assert never["kind"] == "zero-llm" and never["builtin"] is True and never["pack"] is None
     assert never["configSchema"]["type"] == "object" and never["description"]
+
+
+def test_a_trace_id_with_a_nul_is_a_400_naming_it(api: Any, alice: Any) -> None:
+    response = api(alice).post(URL, {"guardrail": make_guardrail(), "traceId": "run-\x00"}, format="json")
+    assert response.status_code == 400
+    assert {"path": "/traceId", "message": "the NUL character is not allowed"} in response.json()["errors"]

@@ -75,6 +75,8 @@ class GuardrailTryView(ConsoleAPIView):
         trace_id = body.get("traceId")
         if not isinstance(trace_id, str) or not trace_id:
             return {}, [Issue("/trace", "give a trace, or the traceId of a stored trace")]
+        if "\x00" in trace_id:  # no stored id holds one, and PostgreSQL cannot compare it
+            return {}, [Issue("/traceId", "the NUL character is not allowed")]
         stored = (
             RunTrace.objects.for_caller(self.caller)
             .filter(trace_id=trace_id)
