@@ -29,7 +29,7 @@ from traces.ingest.uploads import requeue_stale_uploads
 from traces.judge.services import evaluation_services
 from traces.models import Evaluation, EvaluationChunk, JudgeLedgerEntry
 from traces.runs import judging
-from traces.runs.evaluations import run_traces, send_chunk, send_start
+from traces.runs.evaluations import run_traces, send_start
 from traces.runs.run_ends import STATUSES as STATUSES
 from traces.runs.run_ends import cancel_run as cancel_run
 from traces.runs.run_ends import count_done, finish_run
@@ -46,6 +46,10 @@ logger = logging.getLogger(__name__)
 
 
 logger = logging.getLogger(__name__)
+
+
+def send_chunk(chunk_id: int) -> None:
+    tasking.send("traces.tasks.evaluate_chunk", chunk_id)
 
 
 # ---------------------------------------------------------------------------- planning

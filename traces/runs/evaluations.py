@@ -167,10 +167,6 @@ def send_start(evaluation_id: int) -> None:
     tasking.send("traces.tasks.start_evaluation", evaluation_id)
 
 
-def send_chunk(chunk_id: int) -> None:
-    tasking.send("traces.tasks.evaluate_chunk", chunk_id)
-
-
 # ---------------------------------------------------------------------------- selection
 
 
