@@ -1,5 +1,5 @@
 """The environment is declared once (guardrails/engine/environment.py): settings read through it,
-the README's table is rendered from it, and every variable the code reads is in it."""
+the settings reference is rendered from it, and every variable the code reads is in it."""
 
 from __future__ import annotations
 
@@ -42,20 +42,6 @@ def names_read_by_the_code() -> set[str]:
         for pattern in READS:
             names.update(re.findall(pattern, text))
     return names
-
-
-def readme_table() -> str:
-    readme = (ROOT / "README.md").read_text()
-    match = re.search(r"<!-- settings-table:start -->\n(.*?)<!-- settings-table:end -->", readme, re.S)
-    assert match, "README.md has lost its settings-table markers"
-    return match.group(1)
-
-
-def test_the_readme_table_is_the_declaration() -> None:
-    assert readme_table() == settings_table(), (
-        "README.md's settings table differs from guardrails/engine/environment.py: "
-        "paste the output of `.venv/bin/python manage.py settings_table` between its markers"
-    )
 
 
 def test_it_declares_every_variable_the_code_reads() -> None:
