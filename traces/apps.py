@@ -8,10 +8,13 @@ class TracesConfig(AppConfig):
     verbose_name = "Traces"
 
     def ready(self) -> None:
+        # The recoverers of runs, uploads and runtime evaluations (`kindgi_console.jobs`),
+        # registered as their modules are imported.
         # Deleting ledger entries or violations (the admin, a trace's cascade) takes them out
         # of the daily roll-ups, which every other write keeps through its write path.
         from django.db.models.signals import post_delete
 
+        from traces import evaluations, outbox, uploads  # noqa: F401
         from traces.models import JudgeLedgerEntry, Violation
 
         post_delete.connect(_entry_deleted, sender=JudgeLedgerEntry, dispatch_uid="ledger_days")

@@ -9,7 +9,8 @@ evaluated twice stores nothing twice; a chunk's `progress` only grows, up to its
 the run's `done` grows by exactly as much (`count_progress`, per stored batch and when the
 chunk is done), so a chunk redone after a lost worker counts each trace once; and a
 chunk whose lease expired (its worker died, or its message was lost with the worker) is
-sent again by `requeue_expired_work`, which runs when a worker starts and periodically.
+sent again by `requeue_expired_work`, the runs' recoverer (`kindgi_console.jobs`), which
+runs when a worker starts and periodically.
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.engine.types import Issue, IssuesError, Mode
 from guardrails.models import Guardrail, GuardrailRevision
 from guardrails.services import Enforced, engine_guardrail
+from kindgi_console import jobs
 from kindgi_console.tenancy.models import Tenant
-from traces import bulk, judging
+from traces import bulk, judging, leases
 from traces.filters import SELECTION_ERRORS, RunTraceFilter, run_selection, selection_filters, selection_issues
 from traces.judge.services import evaluation_services
 from traces.leases import LeaseKeeper as LeaseKeeper
 from traces.leases import chunk_lease as chunk_lease
 from traces.leases import lease as lease
-from traces.leases import lost_chunks
 from traces.models import Evaluation, EvaluationChunk, JudgeLedgerEntry, RunTrace
 from traces.run_ends import STATUSES as STATUSES
 from traces.run_ends import cancel_run as cancel_run
@@ -379,7 +380,7 @@ def count_progress(chunk: EvaluationChunk, reached: int, *, finished: bool = Fal
         progress = min(row["size"], max(row["progress"], reached))
         changes: dict[str, Any] = {"progress": progress}
         if finished:
-            changes.update(status=EvaluationChunk.Status.DONE, finished_at=timezone.now(), lease_until=None)
+            changes.update(status=EvaluationChunk.Status.SUCCEEDED, finished_at=timezone.now(), lease_until=None)
         EvaluationChunk.objects.filter(pk=chunk.pk).update(**changes)
         count_done(chunk.evaluation_id)
     return True
@@ -435,7 +436,7 @@ def _handed_back(chunk: EvaluationChunk, reached: int, last_stored: int, row: Ma
         last_pk=last_stored,
         size=reached,
         progress=reached,
-        status=EvaluationChunk.Status.DONE,
+        status=EvaluationChunk.Status.SUCCEEDED,
         finished_at=timezone.now(),
         lease_until=None,
     )
@@ -449,16 +450,11 @@ def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
     A chunk tried KINDGI_CHUNK_MAX_ATTEMPTS times (each attempt lost its worker) fails
     its run instead of killing workers forever.
     """
-    now = timezone.now()
-    claimable = Q(status=EvaluationChunk.Status.QUEUED) | Q(status=EvaluationChunk.Status.RUNNING, lease_until__lt=now)
     live_runs = Evaluation.objects.filter(status=Evaluation.Status.RUNNING).values("pk")
-    claimed = EvaluationChunk.objects.filter(claimable, pk=chunk_id, evaluation_id__in=live_runs).update(
-        status=EvaluationChunk.Status.RUNNING, lease_until=now + chunk_lease(), attempts=F("attempts") + 1
-    )
-    if not claimed:
+    if not jobs.claim(EvaluationChunk.objects.filter(pk=chunk_id, evaluation_id__in=live_runs), lease=chunk_lease()):
         return None
     chunk = EvaluationChunk.objects.select_related("evaluation__tenant").get(pk=chunk_id)
-    if chunk.attempts > settings.KINDGI_CHUNK_MAX_ATTEMPTS:
+    if jobs.exhausted(chunk.attempts, settings.KINDGI_CHUNK_MAX_ATTEMPTS):
         fail_run(
             chunk.evaluation_id,
             f"chunk {chunk.number} was tried {chunk.attempts - 1} times "
@@ -523,21 +519,23 @@ def complete_chunk(chunk: EvaluationChunk) -> bool:
         return False
     left = (
         EvaluationChunk.objects.filter(evaluation_id=chunk.evaluation_id)
-        .exclude(status=EvaluationChunk.Status.DONE)
+        .exclude(status=EvaluationChunk.Status.SUCCEEDED)
         .aggregate(n=Count("pk"), last_queued=Max("number", filter=Q(status=EvaluationChunk.Status.QUEUED)))
     )
     if not left["n"]:
         finish_run(chunk.evaluation_id)
     elif left["last_queued"] is None or left["last_queued"] < chunk.number:
         # Nothing after this chunk is waiting: what is left is held by other workers, or
-        # its message was lost with one (see `lost_chunks`).
+        # its message was lost with one (see `leases.overtaken_chunks`).
         send_recovery_check(countdown=settings.KINDGI_CHUNK_LEASE_SECONDS + 1)
     return True
 
 
 def _chunks_left(evaluation_id: int) -> bool:
     return (
-        EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(status=EvaluationChunk.Status.DONE).exists()
+        EvaluationChunk.objects.filter(evaluation_id=evaluation_id)
+        .exclude(status=EvaluationChunk.Status.SUCCEEDED)
+        .exists()
     )
 
 
@@ -557,25 +555,26 @@ def send_recovery_check(countdown: float) -> None:
 # ---------------------------------------------------------------------------- recovery
 
 
+@jobs.recoverer("evaluation runs")
 def requeue_expired_work(lost_before: datetime | None = None) -> int:
-    """Send again what a lost worker held: chunks whose lease expired, runs never planned,
-    runs whose last chunk finished without finishing the run. Returns how many were sent.
+    """Send again what a lost worker held: chunks whose lease expired or whose message was
+    overtaken, runs never planned, runs whose last chunk finished without finishing the run.
+    Returns how many were sent.
 
-    `lost_before`: the broker may have lost every message sent before then; queued chunks,
-    runs and uploads sent before it are sent again at once (a second message for the same
-    work finds it taken, and does nothing).
+    `lost_before`: the broker may have lost every message sent before then; queued chunks
+    and runs sent before it are sent again at once (a second message for the same work
+    finds it taken, and does nothing).
     """
     now = timezone.now()
     lost_before = None if lost_before is None else min(lost_before, now)
-    sent = 0
-    for chunk_id, seen in lost_chunks(now, lost_before)[:10_000]:
-        # The new lease covers the message now on its way; only one check sends it.
-        renewed = EvaluationChunk.objects.filter(pk=chunk_id, lease_until=seen).update(
-            status=EvaluationChunk.Status.QUEUED, lease_until=now + lease()
-        )
-        if renewed:
-            send_chunk(chunk_id)
-            sent += 1
+    sent = jobs.requeue_expired(
+        leases.chunks_of_running_runs(),
+        lease=lease(),
+        send=send_chunk,
+        now=now,
+        lost_before=lost_before,
+        also=leases.overtaken_chunks(now),
+    )
     stale = now - lease() if lost_before is None else max(now - lease(), lost_before)
     for evaluation_id in Evaluation.objects.filter(status=Evaluation.Status.QUEUED, created_at__lt=stale).values_list(
         "pk", flat=True
@@ -586,6 +585,4 @@ def requeue_expired_work(lost_before: datetime | None = None) -> int:
     for evaluation_id in finished.values_list("pk", flat=True):
         if not _chunks_left(evaluation_id):
             finish_run(evaluation_id)
-    from traces.uploads import requeue_stale_uploads
-
-    return sent + requeue_stale_uploads(now, lost_before)
+    return sent

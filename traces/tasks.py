@@ -24,6 +24,7 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from kindgi_console import jobs
 from traces import evaluations, heartbeat, leases, outbox, retention, services, uploads
 from traces.otlp import turns as otlp_turns
 
@@ -124,8 +125,10 @@ def complete_waiting_otlp_turns() -> int:
 
 @shared_task(**TASK_OPTIONS)
 def requeue_expired_work(lost_before: str | None = None) -> int:
-    """Send again the chunks and uploads whose worker was lost, and the ingested batches
-    whose runtime evaluation was never sent (beat runs this periodically).
+    """Send again the work of every leased kind whose worker or message was lost: each
+    registered recoverer (`kindgi_console.jobs.recover_all`: runs and their chunks,
+    uploads, runtime evaluations, alert deliveries). Beat runs this periodically; its
+    name is kept from when it sent chunks only, so that queued messages still route.
 
     `lost_before` (an ISO time; a worker that connected to the broker again sends it):
     also the queued work sent before then. When the broker lost what it held (a Redis
@@ -135,7 +138,7 @@ def requeue_expired_work(lost_before: str | None = None) -> int:
     if leases.broker_lost_its_messages():
         before = timezone.now()
         logger.warning("the broker lost the messages it held: the work they were sending is sent again")
-    return evaluations.requeue_expired_work(before) + outbox.send_pending(lost_before=before)
+    return sum(jobs.recover_all(before).values())
 
 
 @worker_ready.connect
