@@ -38,7 +38,7 @@ from standardwebhooks.webhooks import Webhook
 
 from alerts.messages import payload, text_of
 from alerts.models import Channel, Delivery, DeliveryAttempt
-from kindgi_console import jobs
+from kindgi_console import jobs, tasking
 
 T = TypeVar("T")
 
@@ -318,9 +318,7 @@ def _send_next(delivery: Delivery, now: datetime) -> None:
         return
 
     def send_it() -> None:
-        from alerts.tasks import deliver as deliver_task
-
-        deliver_task.delay(following)
+        tasking.send("alerts.tasks.deliver", following)
 
     transaction.on_commit(send_it, robust=True)
 
@@ -334,9 +332,7 @@ def _after_failure(delivery: Delivery, now: datetime) -> None:
     pk = delivery.pk
 
     def again() -> None:
-        from alerts.tasks import deliver as deliver_task
-
-        deliver_task.apply_async((pk,), countdown=wait)
+        tasking.send("alerts.tasks.deliver", pk, countdown=wait)
 
     transaction.on_commit(again, robust=True)
 
@@ -350,8 +346,6 @@ def resend_due(lost_before: datetime | None = None) -> int:
     unclaimed is sent again whenever this runs, whatever `lost_before` says, and the
     claim makes a second message for it harmless.
     """
-    from alerts.tasks import deliver as deliver_task
-
     now = timezone.now()
     earlier = Delivery.objects.filter(
         Q(sequence__lt=OuterRef("sequence")) | Q(sequence=OuterRef("sequence"), pk__lt=OuterRef("pk")),
@@ -366,5 +360,5 @@ def resend_due(lost_before: datetime | None = None) -> int:
         .values_list("pk", flat=True)[:1000]
     )
     for pk in due:
-        deliver_task.delay(pk)
+        tasking.send("alerts.tasks.deliver", pk)
     return len(due)

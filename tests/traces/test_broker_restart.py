@@ -21,9 +21,11 @@ from kindgi_console.tenancy.models import ApiKey
 from tests.conftest import make_trace
 from tests.traces.test_worker_recovery import store_many, three_guardrails
 from tests.traces.workers import RedisServer, Worker, require_broker, wait_for
-from traces import evaluations, leases, uploads
+from traces.ingest import uploads
+from traces.ingest.tasks import evaluate_ingested
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, PendingRuntimeEvaluation, Upload
-from traces.tasks import evaluate_ingested
+from traces.runs import evaluations
+from traces.store import leases
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -135,7 +137,7 @@ def test_queued_work_sent_before_the_broker_was_lost_is_sent_again_at_once_and_o
     monkeypatch.setattr(
         evaluate_ingested, "apply_async", lambda args, kwargs, **_: sent.append(("batch", kwargs["pending_id"]))
     )
-    on_its_way = timezone.now() + evaluations.lease()  # just sent: minutes before its lease runs out
+    on_its_way = timezone.now() + leases.lease()  # just sent: minutes before its lease runs out
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
     Evaluation.objects.filter(pk=run.pk).update(status="running")
     queued = EvaluationChunk.objects.create(

@@ -14,9 +14,9 @@ from django.utils import timezone
 from kindgi_console import jobs
 from tests.conftest import make_trace
 from tests.traces.test_uploads import jsonl, upload_file
-from traces import uploads
+from traces.ingest import uploads
+from traces.ingest.tasks import process_upload as process_upload_task
 from traces.models import RunTrace, Upload
-from traces.tasks import process_upload as process_upload_task
 
 
 def deep_array(depth: int) -> bytes:
@@ -83,7 +83,7 @@ class Sent:
     """Messages of the next pieces, captured instead of being run at once."""
 
     def __init__(self, monkeypatch: Any) -> None:
-        from traces.tasks import process_upload
+        from traces.ingest.tasks import process_upload
 
         self.ids: list[int] = []
         monkeypatch.setattr(process_upload, "apply_async", lambda args, **_: self.ids.append(args[0]))
