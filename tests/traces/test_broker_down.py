@@ -52,7 +52,7 @@ def test_the_periodic_check_sends_what_waits_in_the_outbox_once(acme: Any, monke
     from traces.ingest.tasks import evaluate_ingested
 
     sent: list[Any] = []
-    monkeypatch.setattr(evaluate_ingested, "apply_async", lambda *args, **kwargs: sent.append(args))
+    monkeypatch.setattr(evaluate_ingested, "apply_async", lambda args, kwargs, **_: sent.append((args, kwargs)))
     pending = PendingRuntimeEvaluation.objects.create(trace_ids=[1, 2], lease_until=time_ago(1))
     assert outbox.send_pending() == 1
     assert outbox.send_pending() == 0  # the message on its way has the lease
@@ -65,7 +65,7 @@ def test_a_batch_whose_evaluation_keeps_failing_is_sent_a_bounded_number_of_time
     from traces.ingest.tasks import evaluate_ingested
 
     sent: list[Any] = []
-    monkeypatch.setattr(evaluate_ingested, "apply_async", lambda *args, **kwargs: sent.append(args))
+    monkeypatch.setattr(evaluate_ingested, "apply_async", lambda args, kwargs, **_: sent.append((args, kwargs)))
     PendingRuntimeEvaluation.objects.create(trace_ids=[1], lease_until=time_ago(1))
     for _ in range(settings.KINDGI_CHUNK_MAX_ATTEMPTS + 2):
         outbox.send_pending()

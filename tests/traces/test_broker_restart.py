@@ -24,7 +24,7 @@ from tests.traces.workers import RedisServer, Worker, require_broker, wait_for
 from traces.ingest import uploads
 from traces.ingest.tasks import evaluate_ingested
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, PendingRuntimeEvaluation, Upload
-from traces.runs import evaluations
+from traces.runs import chunks, evaluations
 from traces.store import leases
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
@@ -132,7 +132,7 @@ def test_queued_work_sent_before_the_broker_was_lost_is_sent_again_at_once_and_o
     acme: Any, alice: Any, halt_guardrail: Any, monkeypatch: Any
 ) -> None:
     sent: list[tuple[str, int]] = []
-    monkeypatch.setattr(evaluations, "send_chunk", lambda pk: sent.append(("chunk", pk)))
+    monkeypatch.setattr(chunks, "send_chunk", lambda pk: sent.append(("chunk", pk)))
     monkeypatch.setattr(uploads, "_send", lambda pk: sent.append(("upload", pk)))
     monkeypatch.setattr(
         evaluate_ingested, "apply_async", lambda args, kwargs, **_: sent.append(("batch", kwargs["pending_id"]))

@@ -96,7 +96,7 @@ def progress_seen(monkeypatch: Any, run: Evaluation) -> list[int]:
         seen.append(Evaluation.objects.get(pk=run.pk).done)
         return counted
 
-    monkeypatch.setattr(evaluations, "count_progress", counting)
+    monkeypatch.setattr(chunks, "count_progress", counting)
     return seen
 
 
@@ -133,12 +133,12 @@ def test_a_chunk_redone_after_a_lost_worker_counts_each_trace_once(
             raise SystemExit("worker lost")
         return stored(*args, **kwargs)
 
-    monkeypatch.setattr(evaluations, "evaluate_batch", lost_after_two_batches)
+    monkeypatch.setattr(chunks, "evaluate_batch", lost_after_two_batches)
     with pytest.raises(SystemExit):
         chunks.evaluate_chunk(chunk.pk)
     run.refresh_from_db()
     assert run.done == 8  # two batches counted before the worker was lost
-    monkeypatch.setattr(evaluations, "evaluate_batch", stored)
+    monkeypatch.setattr(chunks, "evaluate_batch", stored)
     EvaluationChunk.objects.filter(pk=chunk.pk).update(lease_until=timezone.now() - leases.lease())
     seen = progress_seen(monkeypatch, run)
     assert chunks.evaluate_chunk(chunk.pk)  # taken again: its first two batches add nothing
