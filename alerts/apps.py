@@ -8,6 +8,6 @@ class AlertsConfig(AppConfig):
     verbose_name = "Alerts"
 
     def ready(self) -> None:
-        from alerts import events
+        from alerts import delivery, events  # noqa: F401 (delivery registers its recoverer)
 
         events.connect()

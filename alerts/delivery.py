@@ -1,7 +1,8 @@
 """Sending a delivery: claim it, send it once within a total deadline, record the answer.
 
-A delivery is claimed with a conditional UPDATE (state pending, due, no live lease), so
-two workers never send it at once; the attempt number comes with the claim. A failed
+A delivery is claimed as every leased job is (`kindgi_console.jobs.claim`: state pending,
+due, no live lease), so two workers never send it at once; the attempt number comes with
+the claim. A failed
 attempt is tried again after an exponential backoff, up to KINDGI_ALERT_MAX_ATTEMPTS; a
 worker killed mid-send leaves a lease that runs out, and the periodic check sends the
 delivery again. Webhooks are signed as Standard Webhooks prescribes.
@@ -31,13 +32,13 @@ import orjson
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
 from alerts.messages import payload, text_of
 from alerts.models import Channel, Delivery, DeliveryAttempt
-from kindgi_console import tasking
+from kindgi_console import jobs, tasking
 
 T = TypeVar("T")
 
@@ -96,13 +97,8 @@ def claim(delivery_id: int) -> Delivery | None:
         return None
     # An earlier message cannot appear after this check (numbers only grow), so the check
     # holds until the claim below.
-    claimed = Delivery.objects.filter(
-        Q(lease_until__isnull=True) | Q(lease_until__lt=now),
-        pk=delivery_id,
-        state=Delivery.State.PENDING,
-        next_attempt_at__lte=now + DUE_SLACK,
-    ).update(lease_until=now + lease(), attempts=F("attempts") + 1)
-    if not claimed:
+    due = Delivery.objects.filter(pk=delivery_id, state=Delivery.State.PENDING, next_attempt_at__lte=now + DUE_SLACK)
+    if not jobs.claim(due, lease=lease()):
         return None
     return Delivery.objects.select_related("channel", "firing__rule", "tenant").get(pk=delivery_id)
 
@@ -341,10 +337,16 @@ def _after_failure(delivery: Delivery, now: datetime) -> None:
     transaction.on_commit(again, robust=True)
 
 
-def resend_due(now: datetime | None = None) -> int:
+@jobs.recoverer("alert deliveries")
+def resend_due(lost_before: datetime | None = None) -> int:
     """Queue every pending delivery that is due and unclaimed (lost messages, killed workers)
-    and is the first of its rule's messages to its channel that is not done."""
-    now = now or timezone.now()
+    and is the first of its rule's messages to its channel that is not done.
+
+    A delivery's message holds no lease (only its worker's claim does): one that is due and
+    unclaimed is sent again whenever this runs, whatever `lost_before` says, and the
+    claim makes a second message for it harmless.
+    """
+    now = timezone.now()
     earlier = Delivery.objects.filter(
         Q(sequence__lt=OuterRef("sequence")) | Q(sequence=OuterRef("sequence"), pk__lt=OuterRef("pk")),
         firing__rule_id=OuterRef("firing__rule_id"),
@@ -352,9 +354,7 @@ def resend_due(now: datetime | None = None) -> int:
         state=Delivery.State.PENDING,
     )
     due = list(
-        Delivery.objects.filter(
-            Q(lease_until__isnull=True) | Q(lease_until__lt=now), state=Delivery.State.PENDING, next_attempt_at__lte=now
-        )
+        Delivery.objects.filter(Delivery.claimable(now), state=Delivery.State.PENDING, next_attempt_at__lte=now)
         .filter(~Exists(earlier))
         .order_by("next_attempt_at")
         .values_list("pk", flat=True)[:1000]

@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from kindgi_console.jobs import Leased
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import TenantScopedQuerySet
 
@@ -119,7 +120,7 @@ class Firing(models.Model):
         return f"{self.rule_id} {self.state} at {self.fired_at:%Y-%m-%d %H:%M}"
 
 
-class Delivery(models.Model):
+class Delivery(Leased):
     """One message (a firing's `fired` or `resolved`) to one channel, tried until it lands.
 
     `lease_until` is the claim of the worker sending it; a claim that ran out (a worker
@@ -144,9 +145,7 @@ class Delivery(models.Model):
     event = models.CharField(max_length=20, choices=Event.choices)
     sequence = models.PositiveIntegerField(default=0)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(default=timezone.now)
-    lease_until = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=1000, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     delivered_at = models.DateTimeField(null=True, blank=True)

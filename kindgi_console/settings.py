@@ -91,6 +91,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "kindgi_console.tenancy.views.console_context",
+                "kindgi_console.jobs.template_context",
             ]
         },
     }

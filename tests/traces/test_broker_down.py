@@ -71,7 +71,7 @@ def test_a_batch_whose_evaluation_keeps_failing_is_sent_a_bounded_number_of_time
         outbox.send_pending()
         PendingRuntimeEvaluation.objects.update(lease_until=time_ago(1))  # its task failed again
     assert len(sent) == settings.KINDGI_CHUNK_MAX_ATTEMPTS
-    assert PendingRuntimeEvaluation.objects.get().resent == settings.KINDGI_CHUNK_MAX_ATTEMPTS
+    assert PendingRuntimeEvaluation.objects.get().attempts == settings.KINDGI_CHUNK_MAX_ATTEMPTS
 
 
 def time_ago(seconds: float) -> Any:

@@ -16,11 +16,12 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
+from kindgi_console import jobs
 from kindgi_console.tenancy.models import ApiKey
 from tests.conftest import make_trace
 from tests.traces.test_worker_recovery import store_many, three_guardrails
 from tests.traces.workers import RedisServer, Worker, require_broker, wait_for
-from traces.ingest import outbox, uploads
+from traces.ingest import uploads
 from traces.ingest.tasks import evaluate_ingested
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, PendingRuntimeEvaluation, Upload
 from traces.runs import chunks, evaluations
@@ -149,14 +150,19 @@ def test_queued_work_sent_before_the_broker_was_lost_is_sent_again_at_once_and_o
         tenant=acme, uploaded_by=alice, original_name="a.jsonl", file="x", lease_until=on_its_way
     )
     pending = PendingRuntimeEvaluation.objects.create(trace_ids=[1], lease_until=on_its_way)
-    assert chunks.requeue_expired_work() + outbox.send_pending() == 0
+    assert sum(jobs.recover_all().values()) == 0
 
     lost_before = timezone.now()
-    assert chunks.requeue_expired_work(lost_before) + outbox.send_pending(lost_before=lost_before) == 3
+    assert jobs.recover_all(lost_before) == {
+        "alert deliveries": 0,
+        "evaluation runs": 1,
+        "runtime evaluations": 1,
+        "uploads": 1,
+    }
     assert sorted(sent) == sorted([("chunk", queued.pk), ("upload", upload.pk), ("batch", pending.pk)])
-    assert chunks.requeue_expired_work(lost_before) + outbox.send_pending(lost_before=lost_before) == 0
+    assert sum(jobs.recover_all(lost_before).values()) == 0
     pending.refresh_from_db()
-    assert pending.resent == 0  # a lost broker is not the batch's failure
+    assert pending.attempts == 0  # a lost broker is not the batch's failure
 
 
 def test_the_broker_tells_once_that_it_lost_what_it_held() -> None:

@@ -49,7 +49,7 @@ def test_a_run_is_split_in_chunks_by_ranges_of_trace_keys(acme: Any, guardrails:
         (traces[4].pk, traces[7].pk, 4),
         (traces[8].pk, traces[9].pk, 2),
     ]
-    assert all(c.status == "done" for c in chunks)
+    assert all(c.status == "succeeded" for c in chunks)
     assert (run.status, run.done, run.total) == ("succeeded", 10, 10)
     assert run.started_at and run.finished_at and run.finished_at >= run.started_at
 
@@ -203,7 +203,7 @@ def test_cancel_stops_the_chunks_not_yet_done(acme: Any, guardrails: Any, settin
         chunks.evaluate_chunk(chunk.pk)
     run.refresh_from_db()
     assert (run.status, run.done) == ("cancelled", 2)
-    assert sorted(run.chunks.values_list("status", flat=True)) == ["cancelled", "cancelled", "done"]
+    assert sorted(run.chunks.values_list("status", flat=True)) == ["cancelled", "cancelled", "succeeded"]
     assert EvaluationResult.objects.filter(evaluation=run).exclude(status="skipped").count() == 4
     assert run.summary["no-refunds"] == {"pass": 1, "fail": 1, "error": 0, "skipped": 0}
     assert not run_ends.cancel_run(run)

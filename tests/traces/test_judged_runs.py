@@ -68,7 +68,7 @@ def test_a_judged_run_of_4000_traces_ends_with_every_result_whatever_its_time_li
     }
     chunks = EvaluationChunk.objects.filter(evaluation=run)
     assert chunks.count() > 2, "no chunk ran out of its time: the hand-back was not tested"
-    assert set(chunks.values_list("status", flat=True)) == {"done"}
+    assert set(chunks.values_list("status", flat=True)) == {"succeeded"}
     assert sum(chunks.values_list("size", flat=True)) == sum(chunks.values_list("progress", flat=True)) == TRACES
     # The chunks' ranges still cover each trace once.
     ranges = sorted(chunks.values_list("first_pk", "last_pk"))

@@ -96,7 +96,7 @@ def test_a_run_survives_its_worker_being_killed(acme: Any, real_broker: Any, set
     per_pair = results.values("trace_id", "revision_id").annotate(n=Count("id")).filter(n__gt=1)
     assert not per_pair.exists()
     assert results.values("trace_id").distinct().count() == TRACES
-    assert set(EvaluationChunk.objects.filter(evaluation=run).values_list("status", flat=True)) == {"done"}
+    assert set(EvaluationChunk.objects.filter(evaluation=run).values_list("status", flat=True)) == {"succeeded"}
     assert run.summary["no-refunds"] == {"pass": 2500, "fail": 7500, "error": 0, "skipped": 0}
 
 

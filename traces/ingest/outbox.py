@@ -17,13 +17,12 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from kindgi_console import tasking
+from kindgi_console import jobs, tasking
 from traces.models import PendingRuntimeEvaluation
-from traces.store.leases import lease, sent_before
+from traces.store.leases import lease
 
 logger = logging.getLogger(__name__)
 
@@ -88,25 +87,19 @@ def done(pending_id: int | None) -> None:
         PendingRuntimeEvaluation.objects.filter(pk=pending_id).delete()
 
 
-def send_pending(now: datetime | None = None, limit: int = 10_000, lost_before: datetime | None = None) -> int:
+@jobs.recoverer("runtime evaluations")
+def send_pending(lost_before: datetime | None = None) -> int:
     """Send again the batches whose task was never sent or was lost, and those sent before
     `lost_before` (the broker may have lost their message); how many were sent.
 
     A batch is sent again KINDGI_CHUNK_MAX_ATTEMPTS times after its lease ran out (its
-    evaluation keeps failing); a broker that lost its message does not count.
+    evaluation keeps failing); a broker that lost its message does not count. A broker
+    that cannot be reached ends the round: the batches not sent stay due.
     """
-    now = now or timezone.now()
-    due = Q(lease_until__lt=now)
-    if lost_before is not None:
-        due |= Q(lease_until__lt=sent_before(min(lost_before, now)))
-    sent = 0
-    rows = PendingRuntimeEvaluation.objects.filter(due, resent__lt=settings.KINDGI_CHUNK_MAX_ATTEMPTS).order_by("pk")
-    for pending_id, trace_ids, lease_until in list(rows.values_list("pk", "trace_ids", "lease_until")[:limit]):
-        # The new lease covers the message now on its way; only one check sends it.
-        if PendingRuntimeEvaluation.objects.filter(due, pk=pending_id).update(lease_until=now + lease()):
-            if not send(pending_id, trace_ids, force=True):
-                break
-            if lease_until < now:
-                PendingRuntimeEvaluation.objects.filter(pk=pending_id).update(resent=F("resent") + 1)
-            sent += 1
-    return sent
+    waiting = PendingRuntimeEvaluation.objects.filter(attempts__lt=settings.KINDGI_CHUNK_MAX_ATTEMPTS)
+    return jobs.requeue_expired(waiting, lease=lease(), send=_resend, lost_before=lost_before, count_resends=True)
+
+
+def _resend(pending_id: int) -> bool:
+    trace_ids = PendingRuntimeEvaluation.objects.filter(pk=pending_id).values_list("trace_ids", flat=True).first()
+    return trace_ids is None or send(pending_id, trace_ids, force=True)

@@ -31,12 +31,12 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.files import File
 from django.db import transaction
-from django.db.models import F, Q, Value
+from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from guardrails.engine.types import Issue
-from kindgi_console import tasking
+from kindgi_console import jobs, tasking
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from traces.ingest import documents
@@ -45,7 +45,7 @@ from traces.ingest.outbox import UNREACHABLE
 from traces.ingest.trace_files import Parsed, Position, UnreadableFile, parse_file
 from traces.models import RunTrace, Upload
 from traces.store import signals
-from traces.store.leases import chunk_lease, lease, sent_before
+from traces.store.leases import chunk_lease, lease
 
 logger = logging.getLogger(__name__)
 
@@ -189,14 +189,11 @@ def claim_upload(upload_id: int) -> Upload | None:
     A running upload holds the short lease of a running chunk, renewed with every batch
     stored, so a lost worker's upload is taken over in seconds.
     """
-    now = timezone.now()
-    claimable = Q(status=Upload.Status.QUEUED) | Q(status=Upload.Status.RUNNING, lease_until__lt=now)
-    claimed = Upload.objects.filter(claimable, pk=upload_id).update(
-        status=Upload.Status.RUNNING,
-        started_at=Coalesce(F("started_at"), Value(now)),
-        lease_until=now + chunk_lease(),
+    claimed = jobs.claim(
+        Upload.objects.filter(pk=upload_id),
+        lease=chunk_lease(),
+        started_at=Coalesce(F("started_at"), Value(timezone.now())),
         claim=F("claim") + 1,
-        attempts=F("attempts") + 1,
     )
     return Upload.objects.select_related("tenant").filter(pk=upload_id).first() if claimed else None
 
@@ -206,7 +203,7 @@ def process_upload(upload_id: int) -> None:
     upload = claim_upload(upload_id)
     if upload is None:
         return
-    if upload.attempts > settings.KINDGI_CHUNK_MAX_ATTEMPTS:
+    if jobs.exhausted(upload.attempts, settings.KINDGI_CHUNK_MAX_ATTEMPTS):
         _finish(upload, Progress.of(upload), Upload.Status.FAILED, failure=_given_up(upload))
         return
     try:
@@ -327,12 +324,13 @@ def _next_batch(traces: Iterator[Parsed], size: int) -> Batch | None:
 
 def _save_progress(upload: Upload, progress: Progress, position: Position, *, bytes_read: int) -> None:
     """The counts and where the next batch starts, in the batch's transaction (or nothing)."""
-    saved = Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
+    saved = jobs.renew(
+        Upload.objects.filter(pk=upload.pk, claim=upload.claim),
+        lease=chunk_lease(),
         **progress.columns(),
         resume_offset=position.offset,
         resume_at=position.count,
         bytes_read=min(bytes_read, upload.size),
-        lease_until=timezone.now() + chunk_lease(),
         attempts=0,
     )
     if not saved:
@@ -341,10 +339,7 @@ def _save_progress(upload: Upload, progress: Progress, position: Position, *, by
 
 def _next_piece(upload: Upload) -> None:
     """Hand the upload to the next task (the lease covers the message on its way)."""
-    released = Upload.objects.filter(pk=upload.pk, claim=upload.claim).update(
-        status=Upload.Status.QUEUED, lease_until=timezone.now() + lease()
-    )
-    if released:
+    if jobs.release(Upload.objects.filter(pk=upload.pk, claim=upload.claim), lease=lease()):
         _send(upload.pk)
 
 
@@ -372,30 +367,18 @@ def _announce_failure(upload_id: int, tenant_id: int, failure: str) -> None:
 def fail_upload(upload_id: int, reason: str) -> None:
     """The upload's reading failed for good: failed, with the counts of its stored batches."""
     failure = f"the file could not be read to its end: {reason}"
-    failed = Upload.objects.filter(pk=upload_id, status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING]).update(
-        status=Upload.Status.FAILED, failure=failure, finished_at=timezone.now(), lease_until=None
-    )
+    failed = jobs.fail(Upload.objects.filter(pk=upload_id), failure=failure, finished_at=timezone.now())
     tenant_id = Upload.objects.filter(pk=upload_id).values_list("tenant_id", flat=True).first()
     if failed and tenant_id is not None:
         _announce_failure(upload_id, tenant_id, failure)
 
 
-def requeue_stale_uploads(now: datetime, lost_before: datetime | None = None) -> int:
+@jobs.recoverer("uploads")
+def requeue_stale_uploads(lost_before: datetime | None = None) -> int:
     """Send again the uploads whose lease ran out (their worker was lost, or their message),
     and the queued ones sent before `lost_before` (the broker may have lost their message).
 
     Each goes back to `queued` so that the task sent claims it; a running upload with a
     fresh lease would be skipped. Returns how many were sent.
     """
-    stale = Q(status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING], lease_until__lt=now)
-    if lost_before is not None:
-        stale |= Q(status=Upload.Status.QUEUED, lease_until__lt=sent_before(lost_before))
-    sent = 0
-    for upload_id in list(Upload.objects.filter(stale).values_list("pk", flat=True)):
-        renewed = Upload.objects.filter(stale, pk=upload_id).update(
-            status=Upload.Status.QUEUED, lease_until=now + lease()
-        )
-        if renewed:
-            _send(upload_id)
-            sent += 1
-    return sent
+    return jobs.requeue_expired(Upload.objects.all(), lease=lease(), send=_send, lost_before=lost_before)

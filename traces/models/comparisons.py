@@ -6,13 +6,14 @@ from django.db import models
 from django.utils import timezone
 
 from guardrails.models import Guardrail
+from kindgi_console.jobs import Job, Progress
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import TenantScopedQuerySet
 from traces.models.runs import Evaluation
 from traces.models.traces import RunTrace
 
 
-class RunComparison(models.Model):
+class RunComparison(Progress, Job):
     """Two runs of a tenant compared, computed once in the background and kept (`traces.runs.comparisons`).
 
     Per guardrail both runs evaluated: its failures in each and how many traces newly fail
@@ -24,16 +25,9 @@ class RunComparison(models.Model):
     deletes the comparisons of their runs, which are computed again when next asked for.
     """
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="comparisons")
     other = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="+")
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0, help_text="guardrails to compare")
     done = models.PositiveIntegerField(default=0)
     guardrails = models.JSONField(default=list, help_text="per shared guardrail: failures and changes counted")
@@ -49,12 +43,6 @@ class RunComparison(models.Model):
 
     def __str__(self) -> str:
         return f"evaluation {self.evaluation_id} against {self.other_id} ({self.status})"
-
-    @property
-    def percent(self) -> int:
-        if self.total == 0:
-            return 100 if self.status == self.Status.SUCCEEDED else 0
-        return min(100, self.done * 100 // self.total)
 
 
 class ComparisonChange(models.Model):

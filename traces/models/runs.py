@@ -11,12 +11,13 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from guardrails.models import Guardrail, GuardrailRevision
+from kindgi_console.jobs import Job, Leased, LeasedJob, Progress
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import TenantScopedQuerySet
-from traces.models.traces import MODES, Progress, RunTrace
+from traces.models.traces import MODES, RunTrace
 
 
-class Evaluation(Progress, models.Model):
+class Evaluation(Progress, Job):
     """A batch evaluation run: which guardrails over which traces, and how far it got.
 
     Started by an author, run in the background; the pages read its status and progress
@@ -27,20 +28,12 @@ class Evaluation(Progress, models.Model):
     and `upload` (the traces an upload stored). The work is split in `chunks`.
     """
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="evaluations")
     guardrails = models.JSONField(default=list, help_text="guardrail ids; empty: every enabled one")
     trace_filters = models.JSONField(default=dict)
     mode = models.CharField(max_length=10, choices=MODES, default="ci")
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     started_by_label = models.CharField(max_length=200, blank=True)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
@@ -52,8 +45,6 @@ class Evaluation(Progress, models.Model):
 
     objects = TenantScopedQuerySet.as_manager()
 
-    FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
-
     class Meta:
         indexes = [models.Index(fields=["tenant", "-created_at", "-id"], name="evaluation_tenant")]
 
@@ -61,7 +52,7 @@ class Evaluation(Progress, models.Model):
         return f"evaluation {self.pk} ({self.status})"
 
 
-class EvaluationChunk(models.Model):
+class EvaluationChunk(LeasedJob):
     """A slice of a run's traces, by a range of trace primary keys, evaluated by one task.
 
     `size` is how many selected traces the range held when the run was planned; `progress`
@@ -71,21 +62,12 @@ class EvaluationChunk(models.Model):
     lease has expired is sent again.
     """
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        DONE = "done"
-        CANCELLED = "cancelled"
-
     evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="chunks")
     number = models.PositiveIntegerField()
     first_pk = models.BigIntegerField()
     last_pk = models.BigIntegerField()
     size = models.PositiveIntegerField()
     progress = models.PositiveIntegerField(default=0)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
-    lease_until = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -196,19 +178,18 @@ class EvaluationResult(models.Model):
         return f"{self.guardrail_id}@{self.revision_id} on {self.trace_id}: {self.status}"
 
 
-class PendingRuntimeEvaluation(models.Model):
+class PendingRuntimeEvaluation(Leased):
     """The outbox of ingestion: a stored batch whose runtime evaluation is not done yet.
 
     Written in the transaction that stores the traces, deleted by the task that evaluated
     them. A batch whose task could not be sent (the broker was down) or was lost is sent
     again by the periodic check once `lease_until` has passed, up to
-    KINDGI_CHUNK_MAX_ATTEMPTS times (a batch whose evaluation keeps failing stays here).
+    KINDGI_CHUNK_MAX_ATTEMPTS times (a batch whose evaluation keeps failing stays here):
+    its `attempts` count those sends, not the ones a lost broker asked for.
     """
 
     trace_ids = models.JSONField(help_text="primary keys of the stored traces")
     created_at = models.DateTimeField(default=timezone.now)
-    lease_until = models.DateTimeField(help_text="until when the task sent for it is trusted")
-    resent = models.PositiveSmallIntegerField(default=0, help_text="times the periodic check sent it")
 
     class Meta:
         indexes = [models.Index(fields=["lease_until"], name="pending_runtime_lease")]
@@ -229,7 +210,7 @@ class WorkerHeartbeat(models.Model):
         return f"{self.hostname} (pid {self.pid}) seen {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
-class GuardrailPreview(Progress, models.Model):
+class GuardrailPreview(Progress, Job):
     """An unsaved draft of a guardrail evaluated beside its current revision over stored traces.
 
     What an author learns before saving: which traces the draft newly fails, which it no
@@ -238,12 +219,6 @@ class GuardrailPreview(Progress, models.Model):
     first PREVIEW_LISTED traces of each kind; judge calls are in the ledger under this
     preview (`JudgeLedgerEntry.preview`), and `judge_cost_usd` sums what they cost.
     """
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     draft = models.JSONField(help_text="the guardrail document as edited, unsaved")
@@ -261,7 +236,6 @@ class GuardrailPreview(Progress, models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     started_by_label = models.CharField(max_length=200, blank=True)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     counts = models.JSONField(default=dict)
@@ -273,8 +247,6 @@ class GuardrailPreview(Progress, models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = TenantScopedQuerySet.as_manager()
-
-    FINAL = (Status.SUCCEEDED, Status.FAILED)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "-created_at"], name="preview_tenant_time")]

@@ -3,46 +3,16 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
-from typing import Protocol
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from kindgi_console.jobs import LeasedJob, Progress
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import TenantScopedQuerySet
 
 MODES = [("runtime", "runtime"), ("ci", "ci")]
-
-
-class _Job(Protocol):
-    @property
-    def status(self) -> str: ...
-
-    @property
-    def FINAL(self) -> Sequence[str]: ...
-
-    @property
-    def done(self) -> int: ...
-
-    @property
-    def total(self) -> int: ...
-
-
-class Progress:
-    """Where a background job (a run, an upload, a preview) has got to, from its row:
-    `status` among its `FINAL` ones, `done` out of `total`."""
-
-    @property
-    def is_final(self: _Job) -> bool:
-        return self.status in self.FINAL
-
-    @property
-    def percent(self: _Job) -> int:
-        if self.total == 0:
-            return 100 if self.status in self.FINAL else 0
-        return min(100, self.done * 100 // self.total)
 
 
 class RunTrace(models.Model):
@@ -93,7 +63,7 @@ def upload_path(upload: Upload, filename: str) -> str:
     return f"uploads/{upload.tenant_id}/{timezone.now():%Y/%m/%d}/{secrets.token_hex(6)}-{filename}"
 
 
-class Upload(Progress, models.Model):
+class Upload(Progress, LeasedJob):
     """A file of traces (.json, .jsonl, either gzip-compressed) uploaded from a page.
 
     The file is streamed to MEDIA_ROOT and processed in the background, line by line (or
@@ -101,13 +71,8 @@ class Upload(Progress, models.Model):
     what became of the traces; `errors` keeps the first bad lines (line number and reason,
     at most KINDGI_UPLOAD_MAX_ERRORS of them, `errors_total` counts all). With
     `evaluate_after`, an evaluation of the stored traces starts when processing ends.
+    Its `attempts` count the tasks taken since the last stored batch.
     """
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="uploads")
     uploaded_by = models.ForeignKey(
@@ -116,7 +81,6 @@ class Upload(Progress, models.Model):
     file = models.FileField(upload_to=upload_path, max_length=500)
     original_name = models.CharField(max_length=300)
     size = models.PositiveBigIntegerField(default=0)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     bytes_read = models.PositiveBigIntegerField(default=0)
     lines_total = models.PositiveIntegerField(default=0)
     lines_stored = models.PositiveIntegerField(default=0)
@@ -126,7 +90,6 @@ class Upload(Progress, models.Model):
     errors = models.JSONField(default=list, help_text='[{"line": n, "path": "...", "message": "..."}]')
     errors_total = models.PositiveIntegerField(default=0)
     failure = models.TextField(blank=True, help_text="why the file as a whole could not be read")
-    lease_until = models.DateTimeField(null=True, blank=True, help_text="until when its worker is trusted")
     resume_offset = models.PositiveBigIntegerField(
         default=0, help_text="decompressed bytes read up to the last stored batch (JSON Lines)"
     )
@@ -134,7 +97,6 @@ class Upload(Progress, models.Model):
         default=0, help_text="lines (JSON Lines) or elements (JSON array) read up to the last stored batch"
     )
     claim = models.PositiveIntegerField(default=0, help_text="raised by every task that takes the upload")
-    attempts = models.PositiveSmallIntegerField(default=0, help_text="tasks taken since the last stored batch")
     evaluate_after = models.BooleanField(default=False)
     evaluation = models.ForeignKey("Evaluation", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
@@ -142,8 +104,6 @@ class Upload(Progress, models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = TenantScopedQuerySet.as_manager()
-
-    FINAL = (Status.SUCCEEDED, Status.FAILED)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "-created_at", "-id"], name="upload_tenant")]

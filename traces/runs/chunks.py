@@ -1,6 +1,7 @@
 """A run's chunks: planning a queued run into chunks, evaluating one chunk until its time runs
 out (handing back the rest), completing it, and the recovery check that sends again what a
-lost worker held. The tasks (`traces.runs.tasks`) call these.
+lost worker held (the runs' recoverer, `kindgi_console.jobs`). The tasks
+(`traces.runs.tasks`) call these.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from guardrails.deployment import engine as deployment_engine
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Mode
 from guardrails.services import Enforced, engine_guardrail
-from kindgi_console import tasking
-from traces.ingest.uploads import requeue_stale_uploads
+from kindgi_console import jobs, tasking
 from traces.judge.services import evaluation_services
 from traces.models import Evaluation, EvaluationChunk, JudgeLedgerEntry
 from traces.runs import judging
@@ -36,11 +36,10 @@ from traces.runs.run_ends import count_done, finish_run
 from traces.runs.run_ends import fail_run as fail_run
 from traces.runs.run_ends import fail_run_of_chunk as fail_run_of_chunk
 from traces.runs.run_ends import live_summary as live_summary
-from traces.store import bulk
+from traces.store import bulk, leases
 from traces.store.leases import LeaseKeeper as LeaseKeeper
 from traces.store.leases import chunk_lease as chunk_lease
 from traces.store.leases import lease as lease
-from traces.store.leases import lost_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -220,7 +219,7 @@ def count_progress(chunk: EvaluationChunk, reached: int, *, finished: bool = Fal
         progress = min(row["size"], max(row["progress"], reached))
         changes: dict[str, Any] = {"progress": progress}
         if finished:
-            changes.update(status=EvaluationChunk.Status.DONE, finished_at=timezone.now(), lease_until=None)
+            changes.update(status=EvaluationChunk.Status.SUCCEEDED, finished_at=timezone.now(), lease_until=None)
         EvaluationChunk.objects.filter(pk=chunk.pk).update(**changes)
         count_done(chunk.evaluation_id)
     return True
@@ -276,7 +275,7 @@ def _handed_back(chunk: EvaluationChunk, reached: int, last_stored: int, row: Ma
         last_pk=last_stored,
         size=reached,
         progress=reached,
-        status=EvaluationChunk.Status.DONE,
+        status=EvaluationChunk.Status.SUCCEEDED,
         finished_at=timezone.now(),
         lease_until=None,
     )
@@ -290,16 +289,11 @@ def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
     A chunk tried KINDGI_CHUNK_MAX_ATTEMPTS times (each attempt lost its worker) fails
     its run instead of killing workers forever.
     """
-    now = timezone.now()
-    claimable = Q(status=EvaluationChunk.Status.QUEUED) | Q(status=EvaluationChunk.Status.RUNNING, lease_until__lt=now)
     live_runs = Evaluation.objects.filter(status=Evaluation.Status.RUNNING).values("pk")
-    claimed = EvaluationChunk.objects.filter(claimable, pk=chunk_id, evaluation_id__in=live_runs).update(
-        status=EvaluationChunk.Status.RUNNING, lease_until=now + chunk_lease(), attempts=F("attempts") + 1
-    )
-    if not claimed:
+    if not jobs.claim(EvaluationChunk.objects.filter(pk=chunk_id, evaluation_id__in=live_runs), lease=chunk_lease()):
         return None
     chunk = EvaluationChunk.objects.select_related("evaluation__tenant").get(pk=chunk_id)
-    if chunk.attempts > settings.KINDGI_CHUNK_MAX_ATTEMPTS:
+    if jobs.exhausted(chunk.attempts, settings.KINDGI_CHUNK_MAX_ATTEMPTS):
         fail_run(
             chunk.evaluation_id,
             f"chunk {chunk.number} was tried {chunk.attempts - 1} times "
@@ -364,21 +358,23 @@ def complete_chunk(chunk: EvaluationChunk) -> bool:
         return False
     left = (
         EvaluationChunk.objects.filter(evaluation_id=chunk.evaluation_id)
-        .exclude(status=EvaluationChunk.Status.DONE)
+        .exclude(status=EvaluationChunk.Status.SUCCEEDED)
         .aggregate(n=Count("pk"), last_queued=Max("number", filter=Q(status=EvaluationChunk.Status.QUEUED)))
     )
     if not left["n"]:
         finish_run(chunk.evaluation_id)
     elif left["last_queued"] is None or left["last_queued"] < chunk.number:
         # Nothing after this chunk is waiting: what is left is held by other workers, or
-        # its message was lost with one (see `lost_chunks`).
+        # its message was lost with one (see `leases.overtaken_chunks`).
         send_recovery_check(countdown=settings.KINDGI_CHUNK_LEASE_SECONDS + 1)
     return True
 
 
 def _chunks_left(evaluation_id: int) -> bool:
     return (
-        EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(status=EvaluationChunk.Status.DONE).exists()
+        EvaluationChunk.objects.filter(evaluation_id=evaluation_id)
+        .exclude(status=EvaluationChunk.Status.SUCCEEDED)
+        .exists()
     )
 
 
@@ -396,25 +392,26 @@ def send_recovery_check(countdown: float) -> None:
 # ---------------------------------------------------------------------------- recovery
 
 
+@jobs.recoverer("evaluation runs")
 def requeue_expired_work(lost_before: datetime | None = None) -> int:
-    """Send again what a lost worker held: chunks whose lease expired, runs never planned,
-    runs whose last chunk finished without finishing the run. Returns how many were sent.
+    """Send again what a lost worker held: chunks whose lease expired or whose message was
+    overtaken, runs never planned, runs whose last chunk finished without finishing the run.
+    Returns how many were sent.
 
-    `lost_before`: the broker may have lost every message sent before then; queued chunks,
-    runs and uploads sent before it are sent again at once (a second message for the same
-    work finds it taken, and does nothing).
+    `lost_before`: the broker may have lost every message sent before then; queued chunks
+    and runs sent before it are sent again at once (a second message for the same work
+    finds it taken, and does nothing).
     """
     now = timezone.now()
     lost_before = None if lost_before is None else min(lost_before, now)
-    sent = 0
-    for chunk_id, seen in lost_chunks(now, lost_before)[:10_000]:
-        # The new lease covers the message now on its way; only one check sends it.
-        renewed = EvaluationChunk.objects.filter(pk=chunk_id, lease_until=seen).update(
-            status=EvaluationChunk.Status.QUEUED, lease_until=now + lease()
-        )
-        if renewed:
-            send_chunk(chunk_id)
-            sent += 1
+    sent = jobs.requeue_expired(
+        leases.chunks_of_running_runs(),
+        lease=lease(),
+        send=send_chunk,
+        now=now,
+        lost_before=lost_before,
+        also=leases.overtaken_chunks(now),
+    )
     stale = now - lease() if lost_before is None else max(now - lease(), lost_before)
     for evaluation_id in Evaluation.objects.filter(status=Evaluation.Status.QUEUED, created_at__lt=stale).values_list(
         "pk", flat=True
@@ -425,4 +422,4 @@ def requeue_expired_work(lost_before: datetime | None = None) -> int:
     for evaluation_id in finished.values_list("pk", flat=True):
         if not _chunks_left(evaluation_id):
             finish_run(evaluation_id)
-    return sent + requeue_stale_uploads(now, lost_before)
+    return sent

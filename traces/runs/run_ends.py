@@ -68,9 +68,9 @@ def stop_run(evaluation_id: int, status: str, error: str = "") -> bool:
         Evaluation.objects.filter(pk=evaluation_id).update(
             status=status, finished_at=timezone.now(), error=error[:2000]
         )
-        EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(status=EvaluationChunk.Status.DONE).update(
-            status=EvaluationChunk.Status.CANCELLED, lease_until=None
-        )
+        EvaluationChunk.objects.filter(evaluation_id=evaluation_id).exclude(
+            status=EvaluationChunk.Status.SUCCEEDED
+        ).update(status=EvaluationChunk.Status.CANCELLED, lease_until=None)
         if status == Evaluation.Status.FAILED:
             signals.announce_run_failed(evaluation_id, error)
         count_done(evaluation_id, exact=True)

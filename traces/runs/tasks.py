@@ -18,8 +18,8 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils import timezone
 
+from kindgi_console import jobs
 from kindgi_console.tasking import TASK_OPTIONS, TRANSIENT, failing_for_good, reason_of
-from traces.ingest import outbox
 from traces.runs import chunks, comparisons, previews, run_ends
 from traces.store import leases
 
@@ -59,8 +59,9 @@ def evaluate_chunk(chunk_id: int) -> None:
 
 @shared_task(name="traces.tasks.requeue_expired_work", **TASK_OPTIONS)
 def requeue_expired_work(lost_before: str | None = None) -> int:
-    """Send again the chunks and uploads whose worker was lost, and the ingested batches
-    whose runtime evaluation was never sent (beat runs this periodically).
+    """Send again the work of every leased kind whose worker or message was lost: each
+    registered recoverer (`kindgi_console.jobs.recover_all`: runs and their chunks,
+    uploads, runtime evaluations, alert deliveries). Beat runs this periodically.
 
     `lost_before` (an ISO time; a worker that connected to the broker again sends it):
     also the queued work sent before then. When the broker lost what it held (a Redis
@@ -70,7 +71,7 @@ def requeue_expired_work(lost_before: str | None = None) -> int:
     if leases.broker_lost_its_messages():
         before = timezone.now()
         logger.warning("the broker lost the messages it held: the work they were sending is sent again")
-    return chunks.requeue_expired_work(before) + outbox.send_pending(lost_before=before)
+    return sum(jobs.recover_all(before).values())
 
 
 @worker_ready.connect

@@ -10,10 +10,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connections
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from kindgi_console import jobs
 from traces.models import Evaluation, EvaluationChunk
 
 logger = logging.getLogger(__name__)
@@ -34,11 +35,7 @@ def chunk_lease() -> timedelta:
 
 def renew_lease(chunk_id: int) -> bool:
     """Keep the claim on a chunk still running; False once the run was cancelled."""
-    return bool(
-        EvaluationChunk.objects.filter(pk=chunk_id, status=EvaluationChunk.Status.RUNNING).update(
-            lease_until=timezone.now() + chunk_lease()
-        )
-    )
+    return jobs.renew(EvaluationChunk.objects.filter(pk=chunk_id), lease=chunk_lease())
 
 
 class LeaseKeeper:
@@ -75,33 +72,20 @@ class LeaseKeeper:
             connections.close_all()  # this thread's connections only
 
 
-def sent_before(moment: datetime) -> datetime:
-    """The time before which the lease of a message sent before `moment` ends: a queued
-    chunk's, upload's or outbox batch's lease is given as its message is sent."""
-    return moment + lease()
-
-
-def lost_chunks(now: datetime, lost_before: datetime | None = None) -> list[tuple[int, datetime | None]]:
-    """(key, lease) of the chunks of running runs whose worker or message was lost.
-
-    A running chunk whose lease expired lost its worker (no heartbeat). A queued chunk
-    lost its message when its lease expired, or sooner when it was overtaken: a later
-    chunk of its run was claimed more than a chunk lease after it was sent (the queue is
-    first in, first out, so its message went to a worker that was lost before taking it).
-    `lost_before`: the broker may have lost every message sent before then (it restarted,
-    or a worker lost its connection), so a queued chunk sent before it is lost too.
-    """
+def overtaken_chunks(now: datetime) -> Q:
+    """The chunks whose message was lost although their lease has not run out: queued, and
+    overtaken by a later chunk of their run claimed more than a chunk lease after they were
+    sent (the queue is first in, first out, so their message went to a worker that was
+    lost before taking it). Lost leases, and messages the broker lost, are `jobs`' part."""
     later_claimed = EvaluationChunk.objects.filter(
         evaluation_id=OuterRef("evaluation_id"), number__gt=OuterRef("number"), attempts__gt=0
     )
-    queued = EvaluationChunk.Status.QUEUED
-    lost = Q(status__in=[queued, EvaluationChunk.Status.RUNNING], lease_until__lt=now) | Q(
-        Exists(later_claimed), status=queued, lease_until__lt=now + lease() - chunk_lease()
-    )
-    if lost_before is not None:
-        lost |= Q(status=queued, lease_until__lt=sent_before(lost_before))
-    chunks = EvaluationChunk.objects.filter(lost, evaluation__status=Evaluation.Status.RUNNING)
-    return list(chunks.order_by("pk").values_list("pk", "lease_until"))
+    return Q(Exists(later_claimed), status=EvaluationChunk.Status.QUEUED, lease_until__lt=now + lease() - chunk_lease())
+
+
+def chunks_of_running_runs() -> QuerySet[EvaluationChunk]:
+    """The chunks a recovery check looks at: those of runs still running."""
+    return EvaluationChunk.objects.filter(evaluation__status=Evaluation.Status.RUNNING)
 
 
 def broker_lost_its_messages() -> bool:

@@ -4,7 +4,8 @@
  * every page works without them.
  *
  *   [data-progress-url]       polls the URL ({status, progress: {done, total}}) every
- *                             data-progress-interval ms (default 1000) until a final status;
+ *                             data-progress-interval ms (default 1000) until a final status
+ *                             (those the server lists as final in #kindgi-job-statuses);
  *                             updates the <progress>/[data-progress-bar], [data-progress-text]
  *                             and [data-progress-status] inside; reloads the page at the end
  *                             when data-progress-reload is present.
@@ -21,7 +22,19 @@
  *   [data-shortcut="j"]       pressing j (outside text boxes) clicks it, or focuses a text box.
  */
 
-const FINAL_STATUSES = new Set(["succeeded", "success", "completed", "complete", "done", "failed", "error", "cancelled", "canceled"]);
+/** The statuses a job ends in, as the server says (#kindgi-job-statuses: [{value, label, final}]). */
+function finalStatuses() {
+  const element = document.getElementById("kindgi-job-statuses");
+  let statuses = [];
+  try {
+    statuses = element ? JSON.parse(element.textContent) : [];
+  } catch {
+    statuses = [];
+  }
+  return new Set((Array.isArray(statuses) ? statuses : []).filter((status) => status.final).map((status) => status.value));
+}
+
+const FINAL_STATUSES = finalStatuses();
 
 function setText(root, selector, text) {
   root.querySelectorAll(selector).forEach((element) => {
@@ -66,7 +79,7 @@ function watchProgress(root) {
       const data = await response.json();
       failures = 0;
       renderProgress(root, data);
-      if (data.status && FINAL_STATUSES.has(String(data.status).toLowerCase())) {
+      if (data.status && FINAL_STATUSES.has(data.status)) {
         root.dispatchEvent(new CustomEvent("kindgi:progress-final", { bubbles: true, detail: data }));
         if ("progressReload" in root.dataset) window.location.reload();
         return;
