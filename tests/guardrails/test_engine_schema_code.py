@@ -321,15 +321,10 @@ def _run_ci(tmp_path: Path, *traces: object) -> subprocess.CompletedProcess[str]
     path = tmp_path / "traces.jsonl"
     path.write_bytes(b"".join(orjson.dumps(trace) + b"\n" for trace in traces))
     probe = (
-        "import os, runpy, sys\n"
+        "import runpy, sys\n"
         "sys.argv = ['manage.py'] + sys.argv[1:]\n"
         "def report():\n"
         "    print('jsonschema_rs' in sys.modules, file=sys.stderr, flush=True)\n"
-        "exit_now = os._exit\n"
-        "def probe_exit(status):  # manage.py's fast path ends with os._exit\n"
-        "    report()\n"
-        "    exit_now(status)\n"
-        "os._exit = probe_exit\n"
         "try:\n    runpy.run_path('manage.py', run_name='__main__')\n"
         "finally:\n"
         "    report()\n"
