@@ -14,8 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guardrails.engine import trace_files
-from guardrails.engine.cli.files import iter_trace_file
-from guardrails.engine.cli.files import BadInput
+from guardrails.engine.cli.files import BadInput, iter_trace_file
 from guardrails.engine.trace_files import READ_SIZE, Limits, UnreadableFile, parse_file
 from guardrails.engine.types import Issue
 
