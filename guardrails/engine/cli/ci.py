@@ -178,7 +178,7 @@ def download_export(url: str) -> tuple[str, object]:
     """GET {url}/api/v1/guardrails/export with the API key in KINDGI_API_KEY."""
     import httpx  # imported here: only a run that reads the console pays for it
 
-    key = environment.text("KINDGI_API_KEY").strip()
+    key = environment.ENGINE.text("KINDGI_API_KEY").strip()
     if not key:
         raise BadInput("--console needs the API key in the environment variable KINDGI_API_KEY")
     export_url = url.rstrip("/") + EXPORT_PATH

@@ -91,7 +91,7 @@ def iter_entries(path: str, max_bytes: int, max_depth: int = MAX_DEPTH) -> Itera
 
 def _blank_lines() -> int:
     try:
-        return environment.whole("KINDGI_UPLOAD_MAX_BLANK_LINES")
+        return environment.ENGINE.whole("KINDGI_UPLOAD_MAX_BLANK_LINES")
     except environment.BadValue as error:
         raise BadInput(str(error)) from None
 
