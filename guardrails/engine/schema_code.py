@@ -392,22 +392,31 @@ def generate(schema: Mapping[str, Any], *, json_values: bool = False) -> Callabl
 
     The console's own schemas come generated already (schema_proofs.py, written by
     `make proofs`): compiling their code costs 10 to 20 ms, a run's start-up."""
-    if json_values:
-        from guardrails.engine.schema_proofs import PROOFS
-
-        try:
-            key = _canonical(schema)
-        except TypeError:  # not JSON (a pack's schema may hold anything): none of ours
-            key = b""
-        made: Callable[[], Callable[[object], bool]] | None = PROOFS.get(key)
-        if made is not None:
-            return made()
+    made = written_ahead(schema) if json_values else None
+    if made is not None:
+        return made()
     writer = _writer(schema, json_values)
     source = "\n".join(writer.lines)
     namespace: dict[str, Any] = {**HELPERS, **writer.constants}
     exec(compile(source, "<schema_code>", "exec"), namespace)  # noqa: S102 - our own generated code
     root: Callable[[object], bool] = namespace["_root"]
     return root
+
+
+def written_ahead(schema: Mapping[str, Any]) -> Callable[[], Callable[[object], bool]] | None:
+    """What makes the schema's proof (for JSON values) in schema_proofs.py, None for a schema
+    that is not one of the console's own (a schema written there is one the generator took,
+    so a valid one: it checks every keyword's value)."""
+    # (imported here, not at the top: `make proofs` rewrites that module through this one,
+    # which must import even when the file written last time no longer does)
+    from guardrails.engine.schema_proofs import PROOFS
+
+    try:
+        key = _canonical(schema)
+    except TypeError:  # not JSON (a pack's schema may hold anything): none of ours
+        return None
+    made: Callable[[], Callable[[object], bool]] | None = PROOFS.get(key)
+    return made
 
 
 def _writer(schema: Mapping[str, Any], json_values: bool) -> _Writer:
