@@ -18,8 +18,8 @@ import pytest
 from django.core.management import call_command
 
 from guardrails.engine.cli import run_guardrail_ci, run_validate_guardrail
-from guardrails.engine.cli.files import iter_trace_file
 from guardrails.engine.types import Issue
+from tests.guardrails.tracefiles import iter_trace_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
