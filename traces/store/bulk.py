@@ -35,12 +35,9 @@ from guardrails.engine.types import Context, Mode, Result
 from guardrails.services import Enforced
 from traces.judge.services import EvaluationServices
 from traces.models import Evaluation, EvaluationChunk, RunTrace
-from traces.store.bulk_postgres import FEW_ROWS as FEW_ROWS
-from traces.store.bulk_postgres import RESULT_COLUMNS as RESULT_COLUMNS
-from traces.store.bulk_postgres import VIOLATION_COLUMNS as VIOLATION_COLUMNS
 from traces.store.bulk_postgres import write_with_copy
-from traces.store.bulk_sqlite import insert_rows as insert_rows
 from traces.store.bulk_sqlite import sqlite_variable_limit, write_with_inserts
+from traces.store.columns import ResultRow
 
 
 class StoredTrace(NamedTuple):
@@ -305,28 +302,6 @@ def commits_without_waiting_for_disk() -> Iterator[None]:
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET synchronous_commit")
-
-
-class ResultRow(NamedTuple):
-    """One result to store, with what its violation copies (trace and guardrail columns)."""
-
-    tenant_id: int
-    trace_id: int
-    guardrail_id: int
-    revision_id: int
-    evaluation_id: int | None
-    mode: str
-    status: str
-    reason: str
-    duration_ms: float
-    details: str
-    created_at: datetime
-    skip_reason: str
-    shadow: bool
-    action: str
-    severity: str
-    agent: str
-    flow: str
 
 
 def result_rows(
