@@ -170,8 +170,5 @@ def evaluate_traces(
             services.know_traces(traces)
         verdicts = [(trace, verdict_of(trace.document, enforced, mode, services)) for trace in traces]
     results = [(trace, verdict.results) for trace, verdict in verdicts]
-    record_results(results, enforced, mode=mode, evaluation=evaluation, fresh=fresh)
+    bulk.record_results(results, enforced, mode=mode, evaluation=evaluation, fresh=fresh)
     return verdicts
-
-
-record_results = bulk.record_results
