@@ -37,6 +37,7 @@ from standardwebhooks.webhooks import Webhook
 
 from alerts.messages import payload, text_of
 from alerts.models import Channel, Delivery, DeliveryAttempt
+from kindgi_console import tasking
 
 T = TypeVar("T")
 
@@ -321,9 +322,7 @@ def _send_next(delivery: Delivery, now: datetime) -> None:
         return
 
     def send_it() -> None:
-        from alerts.tasks import deliver as deliver_task
-
-        deliver_task.delay(following)
+        tasking.send("alerts.tasks.deliver", following)
 
     transaction.on_commit(send_it, robust=True)
 
@@ -337,9 +336,7 @@ def _after_failure(delivery: Delivery, now: datetime) -> None:
     pk = delivery.pk
 
     def again() -> None:
-        from alerts.tasks import deliver as deliver_task
-
-        deliver_task.apply_async((pk,), countdown=wait)
+        tasking.send("alerts.tasks.deliver", pk, countdown=wait)
 
     transaction.on_commit(again, robust=True)
 
@@ -347,8 +344,6 @@ def _after_failure(delivery: Delivery, now: datetime) -> None:
 def resend_due(now: datetime | None = None) -> int:
     """Queue every pending delivery that is due and unclaimed (lost messages, killed workers)
     and is the first of its rule's messages to its channel that is not done."""
-    from alerts.tasks import deliver as deliver_task
-
     now = now or timezone.now()
     earlier = Delivery.objects.filter(
         Q(sequence__lt=OuterRef("sequence")) | Q(sequence=OuterRef("sequence"), pk__lt=OuterRef("pk")),
@@ -365,5 +360,5 @@ def resend_due(now: datetime | None = None) -> int:
         .values_list("pk", flat=True)[:1000]
     )
     for pk in due:
-        deliver_task.delay(pk)
+        tasking.send("alerts.tasks.deliver", pk)
     return len(due)

@@ -1,7 +1,7 @@
 """The write paths' events that alert rules act on: a run failed, an upload failed, a
 review changed a guardrail's precision.
 
-traces sends its signals (traces.signals) inside the transaction of the change; the
+traces sends its signals (traces.store.signals) inside the transaction of the change; the
 receivers here only queue a task (`record_event`, `evaluate_precision`) once that
 transaction commits, so the write path does no alert work itself.
 """
@@ -13,12 +13,14 @@ from typing import Any
 from django.db import transaction
 
 from alerts.models import AlertRule
+from kindgi_console import tasking
+from traces.store import signals
 
 
 def _queue(kind: str, tenant_id: int, key: str, summary: str, figures: dict[str, Any]) -> None:
-    from alerts.tasks import record_event
-
-    transaction.on_commit(lambda: record_event.delay(kind, tenant_id, key, summary, figures), robust=True)
+    transaction.on_commit(
+        lambda: tasking.send("alerts.tasks.record_event", kind, tenant_id, key, summary, figures), robust=True
+    )
 
 
 def on_run_failed(sender: Any, *, evaluation_id: int, tenant_id: int, error: str, **kwargs: Any) -> None:
@@ -43,14 +45,12 @@ def on_upload_failed(sender: Any, *, upload_id: int, tenant_id: int, error: str,
 
 def on_violations_reviewed(sender: Any, *, tenant_ids: list[int], violation_ids: list[int], **kwargs: Any) -> None:
     """A review changed precision: evaluate the tenants' precision rules once it commits."""
-    from alerts.tasks import evaluate_precision
-
-    transaction.on_commit(lambda: evaluate_precision.delay(tenant_ids, violation_ids), robust=True)
+    transaction.on_commit(
+        lambda: tasking.send("alerts.tasks.evaluate_precision", tenant_ids, violation_ids), robust=True
+    )
 
 
 def connect() -> None:
-    from traces import signals
-
     signals.run_failed.connect(on_run_failed, dispatch_uid="alerts.run_failed")
     signals.upload_failed.connect(on_upload_failed, dispatch_uid="alerts.upload_failed")
     signals.violations_reviewed.connect(on_violations_reviewed, dispatch_uid="alerts.violations_reviewed")

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from alerts.models import AlertRule, Delivery, Firing
 from alerts.rules import CONDITION_KINDS, Observation, observe
+from kindgi_console import tasking
 from traces.models import Violation
 
 
@@ -138,10 +139,8 @@ def queue_deliveries(firing: Firing, event: str) -> None:
 
 
 def _send_later(ids: list[int]) -> None:
-    from alerts.tasks import deliver
-
     for pk in ids:
-        deliver.delay(pk)
+        tasking.send("alerts.tasks.deliver", pk)
 
 
 def record_event(kind: str, tenant_id: int, key: str, summary: str, figures: dict[str, Any]) -> int:

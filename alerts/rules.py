@@ -4,7 +4,7 @@ A `violations` rule counts `ViolationDay` rows over its window (the last `window
 today included) against a threshold, or against `factor` times the same window just
 before it (the baseline). A `spend` rule sums `LedgerDay.cost_usd` over today or this
 month against `amountUsd`. Both read a few roll-up rows per day: never a raw row. A
-`precision` rule asks `traces.quality` (the quality page's figures) for a guardrail's
+`precision` rule asks `traces.review.quality` (the quality page's figures) for a guardrail's
 precision from the tenant's reviews over its window, and fires under `threshold` once
 `minReviewed` violations were reviewed; it is also evaluated when a review changes.
 """
@@ -23,8 +23,8 @@ from jsonschema import Draft202012Validator
 from alerts.models import AlertRule
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail
-from traces import quality
 from traces.models import LedgerDay, Violation, ViolationDay
+from traces.review import quality
 
 _FILTERS = {
     "guardrail": {"type": "string", "minLength": 1, "maxLength": 200},
@@ -124,7 +124,7 @@ def observe(rule: AlertRule, today: date) -> Observation:
 
 def _precision(rule: AlertRule, today: date) -> Observation:
     """The guardrail's precision from the tenant's reviews of its violations over the last
-    `windowDays` days (today included), as `traces.quality` computes it for the quality
+    `windowDays` days (today included), as `traces.review.quality` computes it for the quality
     page: under `threshold` once at least `minReviewed` violations were reviewed."""
     params = rule.params
     window = int(params.get("windowDays", PRECISION_WINDOW_DAYS))

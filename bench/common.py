@@ -40,7 +40,7 @@ def setup_django(database: str) -> None:
 
 def store_run_traces(tenant: Any, documents: Iterable[dict[str, Any]], batch: int = 2000) -> None:
     """Store trace documents as `tenant`'s RunTraces, `batch` rows per insert (never all in memory)."""
-    from traces.ingest import content_hash
+    from traces.ingest.documents import content_hash
     from traces.models import RunTrace
 
     rows: list[RunTrace] = []

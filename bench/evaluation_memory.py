@@ -100,8 +100,8 @@ def guardrails() -> list[dict[str, object]]:
 
 def evaluate() -> str:
     from kindgi_console.tenancy.models import Tenant
-    from traces import evaluations
     from traces.models import Evaluation
+    from traces.runs import evaluations
 
     run = evaluations.create_run(evaluations.RunRequest(tenant=Tenant.objects.get(slug="acme")))
     run = Evaluation.objects.get(pk=run.pk)
@@ -112,8 +112,8 @@ def upload(work: Path) -> str:
     from django.core.files import File
 
     from kindgi_console.tenancy.models import Tenant
+    from traces.ingest.uploads import save_upload
     from traces.models import Upload
-    from traces.uploads import save_upload
 
     with open(work / "traces.jsonl.gz", "rb") as handle:
         saved = save_upload(File(handle, name="traces.jsonl.gz"), Tenant.objects.get(slug="globex"), None)

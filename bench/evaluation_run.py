@@ -141,8 +141,8 @@ def own_cpu() -> float:
 
 def time_run_in_process(tenant: Any) -> Timing:
     from kindgi_console.celery import app
-    from traces import evaluations
     from traces.models import Evaluation
+    from traces.runs import evaluations
 
     app.conf.task_always_eager = True
     cpu, started = own_cpu(), time.perf_counter()
@@ -154,8 +154,8 @@ def time_run_in_process(tenant: Any) -> Timing:
 
 
 def time_ingested() -> Timing:
+    from traces.ingest.evaluate import evaluate_stored_traces
     from traces.models import RunTrace
-    from traces.services import evaluate_stored_traces
 
     ids = list(RunTrace.objects.order_by("pk").values_list("pk", flat=True))
     cpu, started = own_cpu(), time.perf_counter()
@@ -223,8 +223,8 @@ def peak_rss_of_group(group: int) -> float:
 
 def time_run_on_workers(tenant: Any, count: int, url: str, log_dir: Path) -> Timing:
     from kindgi_console.celery import app
-    from traces import evaluations
     from traces.models import Evaluation
+    from traces.runs import evaluations
 
     app.conf.task_always_eager = False
     app.control.purge()

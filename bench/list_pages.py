@@ -140,7 +140,8 @@ def grow(ids: dict[str, Any], start: int, stop: int) -> None:
                 cursor.execute(LEDGER_SQL, params)
         cursor.execute("SET session_replication_role = DEFAULT")
     # The load wrote around the write paths: count it in the daily roll-ups as they would have.
-    from traces import ledger, violation_days
+    from traces.judge import ledger
+    from traces.store import violation_days
 
     ledger.rebuild_days()
     violation_days.rebuild()

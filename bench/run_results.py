@@ -10,7 +10,7 @@ a warm-up), grows to the large size, times again, and prints both with their rat
 
 The results list is a keyset on (status, guardrail, id) over an index, so its pages cost the same at
 any size (ratio about 1). Compare reads a comparison computed once in the background and
-kept (`traces.comparisons`: its figures and a keyset page of changed traces), and quality
+kept (`traces.runs.comparisons`: its figures and a keyset page of changed traces), and quality
 reads the daily roll-up (`ViolationDay`) that the writers and the review keep: neither
 reads the results or the violations at request time, so their ratio is about 1 too. The
 one-off computation of the comparison grows with the runs; it is printed apart.
@@ -108,8 +108,8 @@ def grow(ids: dict[str, Any], start: int, stop: int) -> None:
         for low in range(start, stop + 1, 200_000):
             cursor.execute(GROW_SQL, {**ids, "start": low, "stop": min(stop, low + 199_999)})
         cursor.execute("SET session_replication_role = DEFAULT")
-    from traces import violation_days
     from traces.models import RunComparison
+    from traces.store import violation_days
 
     violation_days.rebuild()
     RunComparison.objects.all().delete()
@@ -142,7 +142,7 @@ def month_ago() -> str:
 
     from django.utils import timezone
 
-    from traces.quality import midnight
+    from traces.review.quality import midnight
 
     return midnight(timezone.localdate() - timedelta(days=29)).isoformat().replace("+00:00", "Z").replace("+", "%2B")
 

@@ -1,4 +1,8 @@
-"""The guardrail pages (the list and the detail page are traces.urls', which read the traces)."""
+"""The guardrail pages (the list and the detail page are traces.review's, which read the traces).
+
+Ordered with the other routes under guardrails/ by traces.urls. The `path` converter takes an
+id stored before the id alphabet, which may hold a "/".
+"""
 
 from django.urls import path
 
@@ -8,22 +12,6 @@ urlpatterns = [
     path("guardrails/new/", views.GuardrailEditorView.as_view(), name="guardrail-create"),
     path("guardrails/import/", views.GuardrailImportView.as_view(), name="guardrail-import"),
     path("guardrails/export.json", views.GuardrailExportView.as_view(), name="guardrail-export"),
-    path("guardrails/<str:guardrail_id>/edit/", views.GuardrailEditorView.as_view(), name="guardrail-edit"),
-    path("guardrails/<str:guardrail_id>/diff/", views.GuardrailDiffView.as_view(), name="guardrail-diff"),
-    path(
-        "guardrails/<str:guardrail_id>/revisions/<int:number>/restore/",
-        views.GuardrailRestoreView.as_view(),
-        name="guardrail-restore",
-    ),
-    path("guardrails/<str:guardrail_id>/toggle/", views.GuardrailToggleView.as_view(), name="guardrail-toggle"),
-    path("guardrails/<str:guardrail_id>/shadow/", views.GuardrailShadowView.as_view(), name="guardrail-shadow"),
-    path("guardrails/<str:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(), name="guardrail-delete"),
-]
-
-#: The same pages for an id stored before the id alphabet (console-limits.schema.json), which
-#: may hold a "/": `path` converters, included last by the root URLconf so that they never
-#: shadow another app's `guardrails/<id>/...` page; reverse() finds them by the same names.
-legacy_urlpatterns = [
     path("guardrails/<path:guardrail_id>/edit/", views.GuardrailEditorView.as_view(), name="guardrail-edit"),
     path("guardrails/<path:guardrail_id>/diff/", views.GuardrailDiffView.as_view(), name="guardrail-diff"),
     path(

@@ -4,7 +4,7 @@ A guardrail belongs to one tenant or to the whole console, as in the REST API: a
 sees the console-wide guardrails and those of the tenants they read (another tenant's is a
 404), changes those of the tenants they author for, and only a superuser changes the
 console-wide ones. The list and the detail page, which show what the traces say of each
-guardrail (violations, results, spend, quality), are traces.guardrail_views.
+guardrail (violations, results, spend, quality), are traces.review.guardrail_views.
 """
 
 from __future__ import annotations

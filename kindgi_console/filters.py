@@ -1,4 +1,4 @@
-"""Filter building blocks shared by every FilterSet of the console (traces/filters.py,
+"""Filter building blocks shared by every FilterSet of the console (traces/store/filters.py,
 kindgi_console/audit/filters.py): row ids, times in UTC, whole days for the pages' date
 inputs, the API's "no silently empty filter" and the pages' "a bad value is left out"."""
 

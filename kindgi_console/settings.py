@@ -112,7 +112,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Only server-bound cursors prepare (`traces.verdicts.prepared_cursor`); Django's bind on
+    # Only server-bound cursors prepare (`traces.ingest.verdicts.prepared_cursor`); Django's bind on
     # the client. None: nothing is prepared (a pooler in transaction mode cannot keep them).
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
         5 if flag("DATABASE_PREPARED_STATEMENTS") else None

@@ -5,17 +5,15 @@ from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from guardrails import urls as guardrail_pages
 from kindgi_console.api import json_not_found
 from kindgi_console.audit.api import AuditListView
 from kindgi_console.overview import OverviewView
 from kindgi_console.tenancy.signin import SignInView, ThrottledAdminAuthenticationForm
 from kindgi_console.tenancy.views import switch_tenant
-from traces import urls as trace_pages
+from traces import urls as trace_routes
 
 api_v1: list[URLPattern | URLResolver] = [
-    path("", include("traces.api.urls")),  # first: its guardrails/try, preview and quality routes
-    path("", include("guardrails.api.urls")),
+    path("", include(trace_routes.api_urlpatterns)),  # guardrails' and traces' routes, ordered there
     path("", include("alerts.api.urls")),
     path("audit", AuditListView.as_view(), name="api-audit"),
     re_path(r"", json_not_found),  # an unknown API URL is a 404 in the API's error shape
@@ -28,8 +26,6 @@ urlpatterns = [
     # then tries no page route (no page route is under api/).
     path("api/v1/", include(api_v1)),
     path("", OverviewView.as_view(), name="dashboard"),
-    path("", include("guardrails.urls")),
-    path("", include("traces.judge.urls")),
     path("", include("kindgi_console.tenancy.urls")),
     path("", include("kindgi_console.audit.urls")),
     path("", include("alerts.urls")),
@@ -39,9 +35,7 @@ urlpatterns = [
     path("switch-tenant/", switch_tenant, name="switch-tenant"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
-    path("", include("traces.urls")),
-    path("", include(guardrail_pages.legacy_urlpatterns)),
-    path("", include(trace_pages.legacy_urlpatterns)),
+    path("", include(trace_routes.urlpatterns)),  # guardrails' and traces' pages, ordered there
     re_path(r"^api/", json_not_found),  # an unknown /api/ URL outside v1 too
 ]
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import OperationalError
 from django.test import Client
 
-from traces.api import traces as trace_views
+from traces.ingest import api as trace_views
 
 ERROR = {"errors": [{"path": "", "message": "not found"}]}
 

@@ -3,7 +3,7 @@ from typing import Any
 from django.contrib import admin
 
 from kindgi_console.audit.admin import AuditedAdmin
-from traces.judge import admin as judge_admin  # noqa: F401  (registers the judge's admin)
+from traces.ledger import judge_admin  # noqa: F401  (registers the judge's admin)
 from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, RetentionPolicy, RunTrace, Violation
 
 
@@ -34,7 +34,7 @@ class ViolationAdmin(AuditedAdmin):
     list_display = ["guardrail", "trace", "tenant", "severity", "action", "mode", "state", "created_at"]
     list_filter = ["state", "severity", "mode", "tenant"]
     raw_id_fields = ["trace", "result", "revision", "evaluation", "guardrail"]
-    # What the chart's daily roll-up counts by is not edited here (traces.violation_days).
+    # What the chart's daily roll-up counts by is not edited here (traces.store.violation_days).
     readonly_fields = ["tenant", "guardrail", "severity", "created_at"]
 
 
@@ -55,7 +55,7 @@ class JudgeLedgerEntryAdmin(admin.ModelAdmin[JudgeLedgerEntry]):
     list_filter = ["tenant", "model_id", "cache_hit"]
     raw_id_fields = ["trace", "revision", "evaluation", "guardrail"]
 
-    # The ledger is written by traces.ledger.record only (which keeps its daily roll-up):
+    # The ledger is written by traces.judge.ledger.record only (which keeps its daily roll-up):
     # here it is read, and an entry may be deleted (taken out of the roll-up on delete).
     def has_add_permission(self, request: Any) -> bool:
         return False

@@ -13,18 +13,21 @@ class TracesConfig(AppConfig):
         from django.db.models.signals import post_delete
 
         from traces.models import JudgeLedgerEntry, Violation
+        from traces.runs import evaluations
+        from traces.store import signals
 
         post_delete.connect(_entry_deleted, sender=JudgeLedgerEntry, dispatch_uid="ledger_days")
         post_delete.connect(_violation_deleted, sender=Violation, dispatch_uid="violation_days")
+        signals.upload_evaluation_asked.connect(evaluations.start_run_of_upload, dispatch_uid="upload_runs")
 
 
 def _entry_deleted(sender: type, instance: object, **kwargs: object) -> None:
-    from traces import ledger
+    from traces.judge import ledger
 
     ledger.remove_from_days(instance)  # type: ignore[arg-type]
 
 
 def _violation_deleted(sender: type, instance: object, **kwargs: object) -> None:
-    from traces import violation_days
+    from traces.store import violation_days
 
     violation_days.uncount(instance)  # type: ignore[arg-type]

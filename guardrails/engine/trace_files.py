@@ -1,6 +1,6 @@
 """Reading trace files in bounded memory, depth and size, from any point already read.
 
-The one reader of trace files: uploads (traces/uploads.py, with the console's settings as
+The one reader of trace files: uploads (traces/ingest/uploads.py, with the console's settings as
 its limits) and the CI command (guardrails/engine/cli/, with the same variables read from
 the environment) both read through it. No Django import.
 

@@ -20,8 +20,8 @@ from alerts.services import save_channel, save_rule
 from tests.alerts.receiver import Receiver
 from tests.conftest import make_trace
 from tests.traces.test_uploads import jsonl, upload_file
-from traces.evaluations import fail_run
 from traces.models import Evaluation, LedgerDay, ViolationDay
+from traces.runs.run_ends import fail_run
 
 pytestmark = pytest.mark.django_db
 

@@ -60,7 +60,7 @@ def test_the_routes_give_each_kind_of_work_its_queue_and_beat_ticks_expire() -> 
 def test_runtime_evaluation_and_alert_ticks_are_not_held_by_runs_or_a_slow_receiver(
     acme: Any, acme_key: Any, halt_guardrail: Any, api: Any, real_broker: Any, tmp_path: Path
 ) -> None:
-    from traces.tasks import evaluate_chunk
+    from traces.runs.tasks import evaluate_chunk
 
     with Receiver(hang_seconds=5) as slow:
         hook = save_channel(acme, {"name": "slow", "kind": "webhook", "url": slow.url}, "fixture")

@@ -21,7 +21,7 @@ from guardrails.models import Guardrail
 from guardrails.services import ROUTE_IDS
 from tests.conftest import make_guardrail, signed_in
 from tests.guardrails.test_engine_cli import run, write
-from traces.guardrail_views import GuardrailDetailView as GuardrailPage
+from traces.review.guardrail_views import GuardrailDetailView as GuardrailPage
 
 URL = "/api/v1/guardrails"
 

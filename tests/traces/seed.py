@@ -11,10 +11,10 @@ from django.utils import timezone
 from guardrails.models import Guardrail
 from kindgi_console.tenancy.models import Tenant
 from tests.conftest import make_trace
-from traces.ingest import content_hash
-from traces.ledger import record as record_ledger
+from traces.ingest.documents import content_hash
+from traces.ingest.evaluate import evaluate_stored_traces
+from traces.judge.ledger import record as record_ledger
 from traces.models import JudgeLedgerEntry, RunTrace, Violation
-from traces.services import evaluate_stored_traces
 
 
 def run_trace(tenant: Tenant, document: dict[str, Any], **fields: Any) -> RunTrace:

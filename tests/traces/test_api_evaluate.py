@@ -148,7 +148,7 @@ def test_an_evaluation_makes_a_few_queries_whatever_the_number_of_guardrails(
     assert Violation.objects.filter(trace__trace_id="seven").count() == 7
     # warm-1 and one failed one guardrail each, warm-7 and seven all seven: every fail counted
     assert sum(ViolationDay.objects.values_list("count", flat=True)) == 1 + 1 + 7 + 7
-    from traces import violation_days
+    from traces.store import violation_days
 
     kept = sorted(ViolationDay.objects.values_list(*ROLL_UP))
     violation_days.rebuild()  # counted again from the violations: the same rows

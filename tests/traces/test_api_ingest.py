@@ -279,7 +279,7 @@ def test_concurrent_retries_store_nothing_twice(acme: Tenant) -> None:
     from django.db import OperationalError, connection
 
     from kindgi_console.tenancy.scoping import Caller
-    from traces import ingest
+    from traces.ingest import documents as ingest
 
     key = ApiKey.issue(scopes=["ingest"], tenant=acme)[0]
     documents = [make_trace(f"run-{n}") for n in range(200)]

@@ -14,7 +14,7 @@ from django.db.models import Count
 
 from tests.conftest import make_trace
 from tests.traces.workers import RedisServer, Worker, wait_for
-from traces import outbox
+from traces.ingest import outbox
 from traces.models import EvaluationResult, PendingRuntimeEvaluation, RunTrace
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
@@ -49,7 +49,7 @@ def test_traces_stored_while_the_broker_is_down_are_evaluated_once_it_is_back(
 
 
 def test_the_periodic_check_sends_what_waits_in_the_outbox_once(acme: Any, monkeypatch: Any) -> None:
-    from traces.tasks import evaluate_ingested
+    from traces.ingest.tasks import evaluate_ingested
 
     sent: list[Any] = []
     monkeypatch.setattr(evaluate_ingested, "apply_async", lambda *args, **kwargs: sent.append(args))
@@ -62,7 +62,7 @@ def test_the_periodic_check_sends_what_waits_in_the_outbox_once(acme: Any, monke
 def test_a_batch_whose_evaluation_keeps_failing_is_sent_a_bounded_number_of_times(
     acme: Any, monkeypatch: Any, settings: Any
 ) -> None:
-    from traces.tasks import evaluate_ingested
+    from traces.ingest.tasks import evaluate_ingested
 
     sent: list[Any] = []
     monkeypatch.setattr(evaluate_ingested, "apply_async", lambda *args, **kwargs: sent.append(args))

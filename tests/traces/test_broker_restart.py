@@ -19,9 +19,11 @@ from kindgi_console.tenancy.models import ApiKey
 from tests.conftest import make_trace
 from tests.traces.test_worker_recovery import store_many, three_guardrails
 from tests.traces.workers import RedisServer, Worker, require_broker, wait_for
-from traces import evaluations, leases, outbox, uploads
+from traces.ingest import outbox, uploads
+from traces.ingest.tasks import evaluate_ingested
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, PendingRuntimeEvaluation, Upload
-from traces.tasks import evaluate_ingested
+from traces.runs import chunks, evaluations
+from traces.store import leases
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -133,7 +135,7 @@ def test_queued_work_sent_before_the_broker_was_lost_is_sent_again_at_once_and_o
     monkeypatch.setattr(
         evaluate_ingested, "apply_async", lambda args, kwargs, **_: sent.append(("batch", kwargs["pending_id"]))
     )
-    on_its_way = timezone.now() + evaluations.lease()  # just sent: minutes before its lease runs out
+    on_its_way = timezone.now() + leases.lease()  # just sent: minutes before its lease runs out
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
     Evaluation.objects.filter(pk=run.pk).update(status="running")
     queued = EvaluationChunk.objects.create(
@@ -146,12 +148,12 @@ def test_queued_work_sent_before_the_broker_was_lost_is_sent_again_at_once_and_o
         tenant=acme, uploaded_by=alice, original_name="a.jsonl", file="x", lease_until=on_its_way
     )
     pending = PendingRuntimeEvaluation.objects.create(trace_ids=[1], lease_until=on_its_way)
-    assert evaluations.requeue_expired_work() + outbox.send_pending() == 0
+    assert chunks.requeue_expired_work() + outbox.send_pending() == 0
 
     lost_before = timezone.now()
-    assert evaluations.requeue_expired_work(lost_before) + outbox.send_pending(lost_before=lost_before) == 3
+    assert chunks.requeue_expired_work(lost_before) + outbox.send_pending(lost_before=lost_before) == 3
     assert sorted(sent) == sorted([("chunk", queued.pk), ("upload", upload.pk), ("batch", pending.pk)])
-    assert evaluations.requeue_expired_work(lost_before) + outbox.send_pending(lost_before=lost_before) == 0
+    assert chunks.requeue_expired_work(lost_before) + outbox.send_pending(lost_before=lost_before) == 0
     pending.refresh_from_db()
     assert pending.resent == 0  # a lost broker is not the batch's failure
 

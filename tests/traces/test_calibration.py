@@ -12,8 +12,8 @@ from guardrails.services import Author, save_guardrail
 from tests.conftest import signed_in
 from tests.traces.test_evaluations import store_traces
 from tests.traces.test_judge_ledger import judge_document
-from traces.calibration import cohen_kappa
 from traces.models import CalibrationItem, CalibrationSample, EvaluationResult
+from traces.review.calibration import cohen_kappa
 
 
 def acme_tenant() -> Any:

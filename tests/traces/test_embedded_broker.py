@@ -12,7 +12,7 @@ from tests.traces.workers import ROOT
 SEND_A_TASK = """
 import django
 django.setup()
-from traces.tasks import evaluate_ingested
+from traces.ingest.tasks import evaluate_ingested
 evaluate_ingested.delay([1])
 """
 

@@ -17,9 +17,10 @@ from guardrails.redaction import judge_key_names
 from tests.conftest import make_trace
 from tests.traces.test_evaluations import store_traces
 from tests.traces.workers import wait_for
-from traces import bulk, evaluations, tasks
 from traces.judge.services import ConsoleJudgeServices
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Violation, ViolationDay
+from traces.runs import chunks, evaluations, tasks
+from traces.store import bulk, leases
 
 URL = "/api/v1/evaluations"
 
@@ -31,11 +32,11 @@ def queries_of_one_chunk(tenant: Any, count: int, settings: Any) -> int:
     settings.KINDGI_EVALUATION_CHUNK_SIZE = count
     run = evaluations.create_run(evaluations.RunRequest(tenant=tenant, label="queries"))
     Evaluation.objects.filter(pk=run.pk).update(status="running")
-    [chunk] = list(evaluations.plan_chunks(run))
+    [chunk] = list(chunks.plan_chunks(run))
     chunk.save()
     judge_key_names()  # read at most every 10 s: not within one of the chunks measured only
     with CaptureQueriesContext(connection) as captured:
-        evaluations.evaluate_chunk(chunk.pk)
+        chunks.evaluate_chunk(chunk.pk)
     assert EvaluationChunk.objects.get(pk=chunk.pk).status == "done"
     return len(captured.captured_queries)
 
@@ -68,7 +69,7 @@ def test_no_tenant_is_read_per_trace_when_no_judge_is_in_the_run(
 def test_a_chunk_and_an_ingested_batch_pause_the_cycle_collector_and_restore_it(
     acme: Any, guardrails: Any, settings: Any, monkeypatch: Any
 ) -> None:
-    from traces.services import evaluate_stored_traces
+    from traces.ingest.evaluate import evaluate_stored_traces
 
     seen: list[bool] = []
     evaluate_rows = bulk.evaluate_rows
@@ -120,7 +121,7 @@ def test_a_run_that_cannot_start_fails_with_the_reason(api: Any, alice: Any, acm
     assert run.error == f"the run could not start: {reason}"
     answer = api(alice).get(f"{URL}/{run.pk}").json()
     assert (answer["status"], answer["error"]) == ("failed", run.error)
-    assert evaluations.requeue_expired_work() == 0  # not sent again and again
+    assert chunks.requeue_expired_work() == 0  # not sent again and again
     page = api(alice).get(f"/evaluations/{run.pk}/")
     assert html.escape(run.error) in page.content.decode()
 
@@ -132,14 +133,14 @@ def test_a_chunk_whose_worker_is_lost_every_time_fails_its_run(
     store_traces(acme, 4)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="test"))
     Evaluation.objects.filter(pk=run.pk).update(status="running", total=4)
-    for chunk in evaluations.plan_chunks(run):
+    for chunk in chunks.plan_chunks(run):
         chunk.save()
     lost = EvaluationChunk.objects.filter(evaluation=run).order_by("number").first()
     assert lost is not None
     EvaluationChunk.objects.filter(pk=lost.pk).update(
         status="running", attempts=settings.KINDGI_CHUNK_MAX_ATTEMPTS, lease_until=timezone.now()
     )
-    assert evaluations.evaluate_chunk(lost.pk) is False
+    assert chunks.evaluate_chunk(lost.pk) is False
     run.refresh_from_db()
     assert run.status == "failed"
     assert run.error == (
@@ -183,19 +184,19 @@ def test_a_first_attempt_that_meets_results_stored_by_a_takeover_skips_them(
     store_traces(acme, 60)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="takeover"))
     Evaluation.objects.filter(pk=run.pk).update(status="running")
-    [chunk] = list(evaluations.plan_chunks(run))
+    [chunk] = list(chunks.plan_chunks(run))
     chunk.save()
-    targets = evaluations.run_targets(run)
+    targets = chunks.run_targets(run)
     batch = next(bulk.stored_traces(evaluations.run_traces(run), 60))
-    assert evaluations.evaluate_batch(run, targets, batch[:20])  # the takeover stored a third
-    assert evaluations.evaluate_batch(run, targets, batch, fresh=True)
+    assert chunks.evaluate_batch(run, targets, batch[:20])  # the takeover stored a third
+    assert chunks.evaluate_batch(run, targets, batch, fresh=True)
     assert EvaluationResult.objects.filter(evaluation=run).count() == 180  # 60 of them skipped
     assert Violation.objects.filter(evaluation=run).count() == 20
     assert sum(ViolationDay.objects.values_list("count", flat=True)) == 20
 
 
 def test_an_ingested_batch_is_evaluated_in_the_same_queries_at_any_size_and_once(acme: Any, guardrails: Any) -> None:
-    from traces.services import evaluate_stored_traces
+    from traces.ingest.evaluate import evaluate_stored_traces
 
     def queries(count: int) -> int:
         RunTrace.objects.all().delete()
@@ -218,7 +219,7 @@ def test_post_evaluate_compiles_each_guardrail_once_per_process(
 ) -> None:
     from guardrails import services as guardrails_services
     from guardrails.engine.strategies import ZeroLlmStrategy
-    from traces import services
+    from traces.ingest import evaluate as services
 
     compiled: list[str] = []
     original = ZeroLlmStrategy._compile
@@ -250,7 +251,7 @@ def test_a_heartbeat_keeps_the_lease_of_a_slow_chunk_and_stops_with_it(
         last_pk=2,
         size=2,
         status="running",
-        lease_until=timezone.now() + evaluations.chunk_lease(),
+        lease_until=timezone.now() + leases.chunk_lease(),
     )
     claimed = chunk.lease_until
     assert claimed is not None
@@ -258,7 +259,7 @@ def test_a_heartbeat_keeps_the_lease_of_a_slow_chunk_and_stops_with_it(
     def lease() -> Any:
         return EvaluationChunk.objects.get(pk=chunk.pk).lease_until
 
-    with evaluations.LeaseKeeper(chunk.pk):  # a chunk slower than its lease (judge calls)
+    with leases.LeaseKeeper(chunk.pk):  # a chunk slower than its lease (judge calls)
         wait_for(lambda: lease() > claimed, 10, "the heartbeat to renew the lease")
     renewed = lease()
     # The heartbeat stopped with the chunk: its thread is gone and the lease stays.

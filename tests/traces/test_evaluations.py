@@ -12,8 +12,9 @@ from django.utils import timezone
 from guardrails.services import Author, save_guardrail
 from tests.conftest import app_queries, make_guardrail, make_trace
 from tests.traces.seed import run_trace
-from traces import evaluations
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Violation
+from traces.runs import chunks, evaluations, run_ends
+from traces.store import leases
 
 URL = "/api/v1/evaluations"
 
@@ -32,7 +33,7 @@ def store_traces(tenant: Any, count: int, **fields: Any) -> list[RunTrace]:
 def run_for(tenant: Any, **fields: Any) -> Evaluation:
     request = evaluations.RunRequest(tenant=tenant, label="test", **fields)
     run = evaluations.create_run(request)
-    evaluations.start_run(run.pk)
+    chunks.start_run(run.pk)
     run.refresh_from_db()
     return run
 
@@ -77,8 +78,8 @@ def test_running_a_chunk_twice_stores_nothing_twice(acme: Any, guardrails: Any) 
     # The worker stored the results, then died before marking the chunk done.
     Evaluation.objects.filter(pk=run.pk).update(status="running", done=0, finished_at=None)
     EvaluationChunk.objects.filter(pk=chunk.pk).update(status="running", progress=0, lease_until=timezone.now())
-    assert evaluations.evaluate_chunk(chunk.pk) is True  # lease expired: taken again
-    assert evaluations.evaluate_chunk(chunk.pk) is False  # done: nothing to do
+    assert chunks.evaluate_chunk(chunk.pk) is True  # lease expired: taken again
+    assert chunks.evaluate_chunk(chunk.pk) is False  # done: nothing to do
     run.refresh_from_db()
     assert (run.status, run.done) == ("succeeded", 6)
     assert EvaluationResult.objects.filter(evaluation=run).exclude(status="skipped").count() == 12
@@ -88,7 +89,7 @@ def test_running_a_chunk_twice_stores_nothing_twice(acme: Any, guardrails: Any) 
 def progress_seen(monkeypatch: Any, run: Evaluation) -> list[int]:
     """The run's `done` as read after each stored batch (what the runs page shows then)."""
     seen: list[int] = []
-    count = evaluations.count_progress
+    count = chunks.count_progress
 
     def counting(*args: Any, **kwargs: Any) -> bool:
         counted = count(*args, **kwargs)
@@ -105,9 +106,9 @@ def test_a_run_advances_with_each_batch_of_a_chunk(acme: Any, guardrails: Any, s
     store_traces(acme, 10)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
     Evaluation.objects.filter(pk=run.pk).update(status="running", total=10)
-    EvaluationChunk.objects.bulk_create(evaluations.plan_chunks(run))
+    EvaluationChunk.objects.bulk_create(chunks.plan_chunks(run))
     seen = progress_seen(monkeypatch, run)
-    assert evaluations.evaluate_chunk(run.chunks.get().pk)
+    assert chunks.evaluate_chunk(run.chunks.get().pk)
     # Four batches (3, 3, 3, 1) each advance the run; the last one as the chunk is marked
     # done (one update for both).
     assert seen == [3, 6, 9, 10]
@@ -123,9 +124,9 @@ def test_a_chunk_redone_after_a_lost_worker_counts_each_trace_once(
     store_traces(acme, 10)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
     Evaluation.objects.filter(pk=run.pk).update(status="running", total=10)
-    EvaluationChunk.objects.bulk_create(evaluations.plan_chunks(run))
+    EvaluationChunk.objects.bulk_create(chunks.plan_chunks(run))
     chunk = run.chunks.get()
-    stored = evaluations.evaluate_batch
+    stored = chunks.evaluate_batch
 
     def lost_after_two_batches(*args: Any, **kwargs: Any) -> int | None:
         if EvaluationResult.objects.filter(evaluation=run).exclude(status="skipped").count() >= 8 * 2:
@@ -134,13 +135,13 @@ def test_a_chunk_redone_after_a_lost_worker_counts_each_trace_once(
 
     monkeypatch.setattr(evaluations, "evaluate_batch", lost_after_two_batches)
     with pytest.raises(SystemExit):
-        evaluations.evaluate_chunk(chunk.pk)
+        chunks.evaluate_chunk(chunk.pk)
     run.refresh_from_db()
     assert run.done == 8  # two batches counted before the worker was lost
     monkeypatch.setattr(evaluations, "evaluate_batch", stored)
-    EvaluationChunk.objects.filter(pk=chunk.pk).update(lease_until=timezone.now() - evaluations.lease())
+    EvaluationChunk.objects.filter(pk=chunk.pk).update(lease_until=timezone.now() - leases.lease())
     seen = progress_seen(monkeypatch, run)
-    assert evaluations.evaluate_chunk(chunk.pk)  # taken again: its first two batches add nothing
+    assert chunks.evaluate_chunk(chunk.pk)  # taken again: its first two batches add nothing
     assert seen == [8, 8, 10]  # the last batch counted as the chunk is marked done
     run.refresh_from_db()
     assert (run.status, run.done) == ("succeeded", 10)
@@ -159,9 +160,9 @@ def test_a_chunk_held_by_a_live_lease_is_left_alone(acme: Any, guardrails: Any) 
         last_pk=10**9,
         size=3,
         status="running",
-        lease_until=timezone.now() + evaluations.lease(),
+        lease_until=timezone.now() + leases.lease(),
     )
-    assert evaluations.evaluate_chunk(chunk.pk) is False
+    assert chunks.evaluate_chunk(chunk.pk) is False
     assert not EvaluationResult.objects.exists()
 
 
@@ -170,11 +171,11 @@ def test_expired_chunks_are_sent_again_and_the_run_completes(acme: Any, guardrai
     store_traces(acme, 6)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
     Evaluation.objects.filter(pk=run.pk).update(status="running", total=6)
-    for number, chunk in enumerate(evaluations.plan_chunks(run)):
+    for number, chunk in enumerate(chunks.plan_chunks(run)):
         chunk.status = "running" if number else "queued"
-        chunk.lease_until = timezone.now() - evaluations.lease()
+        chunk.lease_until = timezone.now() - leases.lease()
         chunk.save()
-    assert evaluations.requeue_expired_work() == 3
+    assert chunks.requeue_expired_work() == 3
     run.refresh_from_db()
     assert (run.status, run.done) == ("succeeded", 6)
     assert EvaluationResult.objects.filter(evaluation=run).exclude(status="skipped").count() == 12
@@ -183,8 +184,8 @@ def test_expired_chunks_are_sent_again_and_the_run_completes(acme: Any, guardrai
 def test_a_run_never_planned_is_started_by_the_check(acme: Any, guardrails: Any) -> None:
     store_traces(acme, 2)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
-    Evaluation.objects.filter(pk=run.pk).update(created_at=timezone.now() - 2 * evaluations.lease())
-    evaluations.requeue_expired_work()
+    Evaluation.objects.filter(pk=run.pk).update(created_at=timezone.now() - 2 * leases.lease())
+    chunks.requeue_expired_work()
     run.refresh_from_db()
     assert run.status == "succeeded"
 
@@ -194,25 +195,25 @@ def test_cancel_stops_the_chunks_not_yet_done(acme: Any, guardrails: Any, settin
     store_traces(acme, 6)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme))
     Evaluation.objects.filter(pk=run.pk).update(status="running", total=6)
-    EvaluationChunk.objects.bulk_create(evaluations.plan_chunks(run))
+    EvaluationChunk.objects.bulk_create(chunks.plan_chunks(run))
     first = run.chunks.order_by("number").first()
-    assert evaluations.evaluate_chunk(first.pk)
-    assert evaluations.cancel_run(run)
+    assert chunks.evaluate_chunk(first.pk)
+    assert run_ends.cancel_run(run)
     for chunk in run.chunks.all():
-        evaluations.evaluate_chunk(chunk.pk)
+        chunks.evaluate_chunk(chunk.pk)
     run.refresh_from_db()
     assert (run.status, run.done) == ("cancelled", 2)
     assert sorted(run.chunks.values_list("status", flat=True)) == ["cancelled", "cancelled", "done"]
     assert EvaluationResult.objects.filter(evaluation=run).exclude(status="skipped").count() == 4
     assert run.summary["no-refunds"] == {"pass": 1, "fail": 1, "error": 0, "skipped": 0}
-    assert not evaluations.cancel_run(run)
+    assert not run_ends.cancel_run(run)
 
 
 def test_revisions_are_pinned_when_the_run_is_created(acme: Any, guardrails: Any) -> None:
     store_traces(acme, 3)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme, guardrails=["no-refunds"]))
     save_guardrail(make_guardrail(config={"tools": ["lookup_order"]}), Author(user=None, label="x"))
-    evaluations.start_run(run.pk)
+    chunks.start_run(run.pk)
     revisions = set(EvaluationResult.objects.filter(evaluation=run).values_list("revision__number", flat=True))
     assert revisions == {1}
 

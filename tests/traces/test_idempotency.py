@@ -9,8 +9,8 @@ from kombu.exceptions import OperationalError
 
 from guardrails.services import Author, save_guardrail
 from tests.conftest import make_guardrail
-from traces import evaluations
 from traces.models import Evaluation
+from traces.runs import evaluations
 
 URL = "/api/v1/evaluations"
 

@@ -18,9 +18,9 @@ from guardrails.services import Author, enforced_guardrails, save_guardrail
 from kindgi_console.tenancy.models import ApiKey, Tenant
 from tests.conftest import make_trace
 from tests.fakeproviders import Answer, FakeProvider, Raw
+from traces.ingest.evaluate import evaluate_traces
 from traces.judge.estimate import estimate_run
 from traces.models import Evaluation, JudgeLedgerEntry, RunTrace
-from traces.services import evaluate_traces
 
 PRICE_IN, PRICE_OUT = Decimal("0.40"), Decimal("1.60")
 
@@ -317,7 +317,7 @@ def test_only_a_superuser_writes_judge_models(
 def test_the_csv_export_streams_the_filtered_entries(
     api: Any, acme_key: str, fake_provider: FakeProvider, local_judge: Any, judge_guardrail: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("traces.ledger.CSV_CHUNK", 1)  # one row per query: the keyset walk
+    monkeypatch.setattr("traces.judge.ledger.CSV_CHUNK", 1)  # one row per query: the keyset walk
     fake_provider.script(
         Answer('{"verdict": "FAIL", "reason": "=HYPERLINK(\\"x\\")"}', 10, 2), Answer('{"verdict": "PASS"}', 20, 3)
     )

@@ -21,8 +21,8 @@ from tests.traces.test_judge_ledger import judge_document
 from tests.traces.test_run_faults import stored_counts
 from tests.traces.test_worker_recovery import real_broker, store_many  # noqa: F401
 from tests.traces.workers import Worker, wait_for
-from traces import evaluations
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, JudgeLedgerEntry
+from traces.runs import evaluations
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

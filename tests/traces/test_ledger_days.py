@@ -16,7 +16,7 @@ from guardrails.models import Guardrail
 from guardrails.services import Author, save_guardrail
 from kindgi_console.tenancy.models import Tenant
 from tests.conftest import make_guardrail
-from traces import ledger
+from traces.judge import ledger
 from traces.models import JudgeLedgerEntry, LedgerDay
 
 NOON = timezone.make_aware(datetime(2026, 11, 20, 12, 0))

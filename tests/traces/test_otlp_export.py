@@ -9,10 +9,10 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from kindgi_console.tenancy.models import ApiKey
 from tests.traces.otlp_turn import Recorder, end, expected_document, exporter, hex_ids, parts, record_agent_turn, text
+from traces.ingest.otlp.spans import spans_of
+from traces.ingest.otlp.turns import complete_waiting
+from traces.ingest.tasks import complete_waiting_otlp_turns
 from traces.models import PendingSpan, RunTrace, Violation
-from traces.otlp.spans import spans_of
-from traces.otlp.turns import complete_waiting
-from traces.tasks import complete_waiting_otlp_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ENCODINGS = ["protobuf", "json"]
@@ -232,7 +232,7 @@ def test_two_exports_of_one_trace_at_once_each_see_the_others_spans(acme, acme_k
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     from kindgi_console.tenancy.scoping import Caller
-    from traces.otlp import turns
+    from traces.ingest.otlp import turns
 
     recorder = Recorder()
     record_agent_turn(recorder)

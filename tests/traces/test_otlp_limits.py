@@ -36,9 +36,9 @@ from psycopg import sql
 
 from tests.traces import workers
 from tests.traces.otlp_turn import OTLP_PATH
+from traces.ingest.otlp import mapping, turns
+from traces.ingest.otlp.spans import Span
 from traces.models import PendingSpan, RunTrace
-from traces.otlp import mapping, turns
-from traces.otlp.spans import Span
 
 PROTOBUF = "application/x-protobuf"
 on_postgresql = pytest.mark.postgresql("PostgreSQL's lock table")

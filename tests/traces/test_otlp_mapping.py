@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from traces.otlp.mapping import document_of, tool_call
-from traces.otlp.spans import Span
-from traces.otlp.turns import incomplete_turns, split
+from traces.ingest.otlp.mapping import document_of, tool_call
+from traces.ingest.otlp.spans import Span
+from traces.ingest.otlp.turns import incomplete_turns, split
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 

@@ -20,8 +20,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from kindgi_console.tenancy.models import ApiKey
 from tests.traces.otlp_turn import OTLP_PATH, Recorder, end, parts, record_agent_turn, text
+from traces.ingest.otlp import turns
 from traces.models import PendingSpan, RunTrace
-from traces.otlp import turns
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 

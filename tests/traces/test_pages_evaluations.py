@@ -11,15 +11,15 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.conftest import signed_in
 from tests.traces.test_evaluations import store_traces
-from traces import evaluations
 from traces.models import Evaluation, Upload
+from traces.runs import chunks, evaluations
 
 
 @pytest.fixture
 def run(acme: Any, halt_guardrail: Any) -> Evaluation:
     store_traces(acme, 4)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="alice"))
-    evaluations.start_run(run.pk)
+    chunks.start_run(run.pk)
     run.refresh_from_db()
     return run
 

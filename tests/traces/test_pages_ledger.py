@@ -15,7 +15,7 @@ from django.utils import timezone
 from kindgi_console.tenancy.models import Membership, Tenant
 from tests.conftest import signed_in
 from tests.traces import seed
-from traces import ledger
+from traces.judge import ledger
 from traces.models import JudgeLedgerEntry
 
 

@@ -13,7 +13,7 @@ from kindgi_console.tenancy.models import Tenant
 from tests.conftest import signed_in
 from tests.traces import seed
 from traces.models import RunTrace
-from traces.timeline import http_url
+from traces.store.timeline import http_url
 
 
 def test_alice_lists_acmes_traces_newest_first(alice: Any, acme: Tenant, halt_guardrail: Any) -> None:

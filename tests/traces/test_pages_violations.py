@@ -15,8 +15,9 @@ from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller
 from tests.conftest import signed_in
 from tests.traces import seed
-from traces import review, violation_days
 from traces.models import Violation
+from traces.review import workflow as review
+from traces.store import violation_days
 
 
 def listed(client: Client, query: str = "") -> list[int]:

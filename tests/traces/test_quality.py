@@ -13,10 +13,10 @@ from guardrails.services import Author, save_guardrail
 from kindgi_console.tenancy.scoping import Caller
 from tests.conftest import make_guardrail, signed_in
 from tests.traces.test_evaluations import run_for, store_traces
-from traces import retention, violation_days
-from traces import review as reviewing
 from traces.models import RunTrace, Violation, ViolationDay
-from traces.quality import midnight, quality_of, rolled_up_quality, wilson
+from traces.review import workflow as reviewing
+from traces.review.quality import midnight, quality_of, rolled_up_quality, wilson
+from traces.store import retention, violation_days
 
 URL = "/api/v1/guardrails/no-refunds/quality"
 

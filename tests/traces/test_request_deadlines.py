@@ -25,9 +25,9 @@ from kindgi_console import deadline
 from tests.conftest import make_guardrail, make_trace
 from tests.traces import workers
 from tests.traces.otlp_turn import OTLP_PATH, Recorder, record_agent_turn
-from traces import ingest
+from traces.ingest import documents as ingest
+from traces.ingest.otlp import turns
 from traces.models import EvaluationResult, PendingSpan, RunTrace
-from traces.otlp import turns
 
 PROTOBUF = "application/x-protobuf"
 on_postgresql = pytest.mark.postgresql("statement_timeout is PostgreSQL's")

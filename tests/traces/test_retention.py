@@ -14,7 +14,7 @@ from django.utils import timezone
 from guardrails.services import Author, save_guardrail
 from tests.conftest import make_guardrail
 from tests.traces.test_evaluations import store_traces
-from traces import evaluations, ledger, tasks
+from traces.judge import ledger
 from traces.models import (
     EvaluationResult,
     JudgeLedgerEntry,
@@ -25,6 +25,8 @@ from traces.models import (
     ViolationDay,
     ViolationReview,
 )
+from traces.runs import chunks, evaluations
+from traces.store import tasks
 
 NOW = timezone.now()
 OLD = NOW - timedelta(days=40)
@@ -36,7 +38,7 @@ def history(tenant: Any, guardrail: Any) -> None:
     old = list(RunTrace.objects.filter(tenant=tenant).order_by("pk").values_list("pk", flat=True)[:3])
     RunTrace.objects.filter(pk__in=old).update(received_at=OLD)
     run = evaluations.create_run(evaluations.RunRequest(tenant=tenant, label="history"))
-    evaluations.start_run(run.pk)
+    chunks.start_run(run.pk)
     for violation in Violation.objects.filter(tenant=tenant):
         ViolationReview.objects.create(tenant=tenant, violation=violation, from_state="open", to_state="resolved")
     ledger.record(
@@ -76,7 +78,7 @@ def test_old_history_goes_in_batches_and_the_roll_ups_stay_right(acme: Any, glob
     # Violations created when their traces were received: some of the chart's days are old.
     Violation.objects.filter(trace__received_at=OLD).update(created_at=OLD)
     ViolationDay.objects.all().delete()
-    from traces import violation_days
+    from traces.store import violation_days
 
     violation_days.rebuild()
     RetentionPolicy.objects.create(tenant=acme, days=30)
@@ -101,7 +103,7 @@ def test_old_history_goes_in_batches_and_the_roll_ups_stay_right(acme: Any, glob
 def test_nothing_is_deleted_without_a_policy_or_within_its_days(acme: Any, db: Any) -> None:
     guardrail = save_guardrail(make_guardrail(), Author(user=None, label="fixture"))
     history(acme, guardrail)
-    from traces import retention
+    from traces.store import retention
 
     assert retention.apply_retention() == 0
     RetentionPolicy.objects.create(tenant=acme, days=60)

@@ -17,8 +17,9 @@ from guardrails.services import Author, save_guardrail
 from tests.conftest import make_guardrail, make_trace
 from tests.traces.seed import run_trace
 from tests.traces.test_retention import violation_days_match_violations
-from traces import bulk, evaluations, retention
 from traces.models import Evaluation, RetentionPolicy, RunTrace, Violation, ViolationDay
+from traces.runs import chunks, evaluations
+from traces.store import bulk, retention
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -56,7 +57,7 @@ def test_retention_beside_a_run_keeps_the_violations_roll_up_exact(acme: Any, se
     )
     run = Evaluation.objects.create(tenant=acme, status="running", started_by_label="beside retention")
     run.revisions.set(evaluations.pinned_revisions([], acme))
-    targets = evaluations.run_targets(run)
+    targets = chunks.run_targets(run)
     # What the run read before retention began: it writes their results and violations as
     # retention deletes the traces.
     batches = list(bulk.stored_traces(evaluations.run_traces(run), 20))
@@ -64,7 +65,7 @@ def test_retention_beside_a_run_keeps_the_violations_roll_up_exact(acme: Any, se
 
     def write() -> None:
         for batch in batches:
-            evaluations.evaluate_batch(run, targets, batch)
+            chunks.evaluate_batch(run, targets, batch)
 
     def delete() -> None:
         for _ in range(200):

@@ -11,8 +11,8 @@ from kindgi_console.tenancy.models import ApiKey, Tenant
 from kindgi_console.tenancy.scoping import Caller
 from tests.conftest import signed_in
 from tests.traces import seed
-from traces import review
 from traces.models import Violation, ViolationReview
+from traces.review import workflow as review
 
 
 def test_the_allowed_moves() -> None:

@@ -45,7 +45,7 @@ def test_charlie_gets_nothing_of_acmes_queue(charlie: Any, acme: Tenant, halt_gu
 def test_a_run_that_took_seconds_says_seconds() -> None:
     from datetime import datetime, timedelta
 
-    from traces.evaluation_views import took
+    from traces.runs.views import took
 
     start = datetime(2026, 11, 30, 12, 0, 0)
     assert took(start, start + timedelta(seconds=8)) == "8 seconds"

@@ -15,8 +15,8 @@ from django.db.models import Count, Max
 
 from tests.traces.test_worker_recovery import real_broker, store_many, three_guardrails  # noqa: F401
 from tests.traces.workers import Worker, wait_for
-from traces import evaluations
 from traces.models import Evaluation, EvaluationResult, Violation
+from traces.runs import evaluations, run_ends
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -47,7 +47,7 @@ def test_a_cancelled_run_writes_nothing_after_it_ended(acme: Any, real_broker: A
     worker = Worker("cancel", tmp_path, concurrency=2, KINDGI_EVALUATION_BATCH=100)
     try:
         wait_for(lambda: done(run) >= 1000, 60, "two chunks to finish", worker)
-        assert evaluations.cancel_run(run), "the run ended before it was cancelled: nothing was tested"
+        assert run_ends.cancel_run(run), "the run ended before it was cancelled: nothing was tested"
         wait_for(worker.idle, 30, "whatever was in flight to have written", worker)
     finally:
         worker.stop()

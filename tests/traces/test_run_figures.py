@@ -18,8 +18,8 @@ from django.db import connection, connections, transaction
 from tests.traces.test_run_faults import done, stored_counts
 from tests.traces.test_worker_recovery import real_broker, store_many, three_guardrails  # noqa: F401
 from tests.traces.workers import Worker, wait_for
-from traces import evaluations
 from traces.models import Evaluation, EvaluationResult, ViolationDay
+from traces.runs import evaluations, run_ends
 
 pytestmark = [
     pytest.mark.services,
@@ -71,7 +71,7 @@ def test_a_killed_and_cancelled_runs_summary_and_progress_equal_the_database(
 
             def cancel() -> None:
                 try:
-                    cancelled.append(evaluations.cancel_run(Evaluation.objects.get(pk=run.pk)))
+                    cancelled.append(run_ends.cancel_run(Evaluation.objects.get(pk=run.pk)))
                 except BaseException as error:
                     failures.append(error)
                 finally:
@@ -100,4 +100,4 @@ def test_a_killed_and_cancelled_runs_summary_and_progress_equal_the_database(
     assert run.summary == {
         guardrail: {"pass": 0, "fail": 0, "error": 0, "skipped": 0, **counts} for guardrail, counts in stored.items()
     }
-    assert evaluations.live_summary(run) == run.summary
+    assert run_ends.live_summary(run) == run.summary

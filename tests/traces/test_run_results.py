@@ -231,7 +231,7 @@ def test_the_compare_lists_page_by_a_keyset_to_the_counted_end(
 def test_a_comparison_is_computing_until_its_task_ran(
     api: Any, acme_key: str, alice: Any, two_runs: Any, monkeypatch: Any
 ) -> None:
-    from traces import comparisons
+    from traces.runs import comparisons
 
     _, after = two_runs
     sent: list[int] = []
@@ -252,8 +252,8 @@ def test_a_comparison_whose_worker_was_lost_is_sent_again(
 
     from django.utils import timezone
 
-    from traces import comparisons
     from traces.models import RunComparison
+    from traces.runs import comparisons
 
     _, after = two_runs
     sent: list[int] = []
@@ -308,8 +308,8 @@ def test_retention_drops_the_comparisons_of_the_runs_it_thins(
 
     from django.utils import timezone
 
-    from traces import retention
     from traces.models import RunComparison
+    from traces.store import retention
 
     _, after = two_runs
     api(acme_key).get(f"/api/v1/evaluations/{after.pk}/compare")

@@ -1,5 +1,5 @@
 """A run's trace selection means the same on the new-run page and in `POST evaluations`: both
-go through `RunTraceFilter` (traces/filters.py), so they accept and refuse the same
+go through `RunTraceFilter` (traces/store/filters.py), so they accept and refuse the same
 selections, with the same message at the same field, and store the same filters."""
 
 from __future__ import annotations

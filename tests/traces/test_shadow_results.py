@@ -10,8 +10,9 @@ import pytest
 
 from guardrails.models import Guardrail
 from tests.traces.test_evaluations import store_traces
-from traces import bulk, evaluations
 from traces.models import Evaluation, EvaluationResult, Violation
+from traces.runs import chunks, evaluations
+from traces.store import bulk
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,9 +25,9 @@ def test_a_shadow_guardrail_records_results_and_no_violation(
     store_traces(acme, count)
     run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="shadow"))
     Evaluation.objects.filter(pk=run.pk).update(status="running")
-    targets = evaluations.run_targets(run)
+    targets = chunks.run_targets(run)
     batch = next(bulk.stored_traces(evaluations.run_traces(run), count))
-    assert evaluations.evaluate_batch(run, targets, batch, fresh=fresh)
+    assert chunks.evaluate_batch(run, targets, batch, fresh=fresh)
     shadowed = EvaluationResult.objects.filter(evaluation=run, guardrail__guardrail_id="no-refunds")
     assert shadowed.count() == count and not shadowed.filter(shadow=False).exists()
     assert shadowed.filter(status="fail").count() == count // 3  # every third trace refunds

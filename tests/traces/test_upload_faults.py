@@ -13,9 +13,10 @@ from django.utils import timezone
 
 from tests.conftest import make_trace
 from tests.traces.test_uploads import jsonl, upload_file
-from traces import evaluations, uploads
+from traces.ingest import uploads
+from traces.ingest.tasks import process_upload as process_upload_task
 from traces.models import RunTrace, Upload
-from traces.tasks import process_upload as process_upload_task
+from traces.runs import chunks
 
 
 def deep_array(depth: int) -> bytes:
@@ -82,7 +83,7 @@ class Sent:
     """Messages of the next pieces, captured instead of being run at once."""
 
     def __init__(self, monkeypatch: Any) -> None:
-        from traces.tasks import process_upload
+        from traces.ingest.tasks import process_upload
 
         self.ids: list[int] = []
         monkeypatch.setattr(process_upload, "apply_async", lambda args, **_: self.ids.append(args[0]))
@@ -143,7 +144,7 @@ def test_a_lost_upload_is_resumed_where_it_stopped_with_exact_counts(
     assert (upload.status, upload.lines_total, upload.resume_at) == ("running", 30, 30)
 
     Upload.objects.filter(pk=upload.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
-    evaluations.requeue_expired_work()  # the recovery check; the task it sends runs here
+    chunks.requeue_expired_work()  # the recovery check; the task it sends runs here
     upload.refresh_from_db()
     assert upload.status == "succeeded"
     assert (upload.lines_total, upload.lines_stored, upload.lines_duplicate, upload.lines_conflict) == (102, 99, 2, 1)
@@ -211,7 +212,7 @@ def test_an_upload_lost_again_and_again_fails_with_the_reason_on_its_page(
     for _ in range(settings.KINDGI_CHUNK_MAX_ATTEMPTS):
         assert uploads.claim_upload(upload.pk) is not None  # taken, then its worker lost
         Upload.objects.filter(pk=upload.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
-        evaluations.requeue_expired_work()
+        chunks.requeue_expired_work()
         assert sent.ids == [upload.pk]
         upload.refresh_from_db()
         assert upload.status == "queued"

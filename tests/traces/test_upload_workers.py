@@ -15,8 +15,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from tests.conftest import make_trace
 from tests.traces.test_worker_recovery import real_broker  # noqa: F401 - a fixture
 from tests.traces.workers import Worker, wait_for
+from traces.ingest.uploads import save_upload
 from traces.models import RunTrace, Upload
-from traces.uploads import save_upload
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

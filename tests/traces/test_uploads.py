@@ -12,9 +12,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.conftest import make_trace
+from traces.ingest.trace_files import parse_file
+from traces.ingest.uploads import process_upload, save_upload
 from traces.models import Evaluation, RunTrace, Upload
-from traces.trace_files import parse_file
-from traces.uploads import process_upload, save_upload
 
 
 def jsonl(*documents: Any) -> bytes:
@@ -63,7 +63,7 @@ def test_a_broken_array_reports_where_it_broke() -> None:
 
 
 def test_a_broken_array_read_again_from_past_the_break_reports_it_once() -> None:
-    from traces.trace_files import Position
+    from traces.ingest.trace_files import Position
 
     data = b"[" + orjson.dumps(make_trace("a")) + b', {"id": '
     assert list(parse_file(io.BytesIO(data), "broken.json", Position(count=2))) == []

@@ -13,8 +13,9 @@ from django.utils import timezone
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller
 from tests.traces import seed
-from traces import review, violation_days
 from traces.models import Violation, ViolationDay
+from traces.review import workflow as review
+from traces.store import violation_days
 
 
 def both_ways(by: str) -> tuple[list[Any], list[Any]]:
@@ -66,7 +67,7 @@ def test_deleting_traces_and_ledger_entries_takes_them_out_of_the_roll_ups(
 ) -> None:
     from decimal import Decimal
 
-    from traces import ledger
+    from traces.judge import ledger
     from traces.models import JudgeLedgerEntry, LedgerDay, RunTrace
 
     stored = seed.traces(acme, 3)

@@ -18,8 +18,9 @@ from django.utils import timezone
 from tests.traces import workers
 from tests.traces.test_worker_recovery import real_broker  # noqa: F401 - a fixture
 from tests.traces.workers import ROOT, answers, free_port, wait_for
-from traces import evaluations, heartbeat
 from traces.models import Upload, WorkerHeartbeat
+from traces.runs import evaluations
+from traces.store import heartbeat
 
 NOTICE = "No background worker has been seen"
 

@@ -21,8 +21,8 @@ from kindgi_console.celery import app
 from tests.conftest import make_guardrail, make_trace
 from tests.traces.seed import run_trace
 from tests.traces.workers import Worker, purge_queue, require_broker, wait_for
-from traces import evaluations
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace
+from traces.runs import evaluations
 
 TRACES = 10_000
 LEASE_SECONDS = 3

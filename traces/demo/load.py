@@ -22,14 +22,17 @@ from guardrails.models import Guardrail, JudgeModelRegistration
 from guardrails.services import enforced_guardrails
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller
-from traces import ledger, review, violation_days
 from traces.demo.catalogue import REVIEW_NOTES, TRACES_PER_TENANT
 from traces.demo.judge import DemoJudge
 from traces.demo.maker import TraceMaker
 from traces.demo.setup import ensure_guardrails, ensure_judge_models, ensure_people
+from traces.ingest.evaluate import record_results
+from traces.judge import ledger
 from traces.judge.services import evaluation_services
-from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, RunTrace, Violation
-from traces.services import record_results
+from traces.models import CalibrationSample, Evaluation, EvaluationResult, JudgeLedgerEntry, RunTrace, Violation
+from traces.review import calibration, workflow
+from traces.runs.evaluations import RunRequestError
+from traces.store import violation_days
 
 
 @dataclass
@@ -70,10 +73,6 @@ def _calibrate(tenant: Tenant, guardrail_id: str, reviewer: str) -> None:
 
     The people mostly agree with the judge, and overturn one verdict in six either way.
     """
-    from traces import calibration
-    from traces.evaluations import RunRequestError
-    from traces.models import CalibrationSample
-
     guardrail = Guardrail.objects.filter(guardrail_id=guardrail_id).first()
     if guardrail is None or CalibrationSample.objects.filter(tenant=tenant, guardrail=guardrail).exists():
         return
@@ -241,5 +240,5 @@ def _review(violations: list[int], rng: random.Random, reviewer: User) -> int:
         for start in range(0, len(pks), 2000):
             selection = Violation.objects.filter(pk__in=pks[start : start + 2000])
             note = rng.choice(REVIEW_NOTES[state])
-            reviewed += len(review.review(selection, state, note, caller).reviewed)
+            reviewed += len(workflow.review(selection, state, note, caller).reviewed)
     return reviewed

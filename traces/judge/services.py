@@ -2,7 +2,7 @@
 the database (registrations, policies, the database cache and claims, the cost ledger), and
 the Context services every server evaluation path takes.
 
-`ConsoleJudgeServices` writes the ledger (traces.ledger) beside which it lives; evaluations
+`ConsoleJudgeServices` writes the ledger (traces.judge.ledger) beside which it lives; evaluations
 get one through `evaluation_services`, so that every evaluation path (the runtime verdict,
 ingestion, batch runs, previews, Try it) routes, caches and records the same way.
 """
@@ -35,7 +35,7 @@ from guardrails.models import Guardrail as GuardrailRow
 from guardrails.models import GuardrailRevision, JudgeCacheEntry, JudgeClaim
 from guardrails.redaction import redact_secrets
 from kindgi_console.tenancy.models import Tenant
-from traces import ledger
+from traces.judge import ledger
 from traces.judge.registry import policy_of, registered_models
 from traces.models import JudgeLedgerEntry
 

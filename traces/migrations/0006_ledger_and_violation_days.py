@@ -11,7 +11,7 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 
 _CALL = Q(cache_hit=False)
-#: The ledger's sums as traces.ledger.SUMS counts them (copied: a migration keeps its own).
+#: The ledger's sums as traces.judge.ledger.SUMS counts them (copied: a migration keeps its own).
 _SUMS = {
     "calls": Count("id", filter=_CALL),
     "billed_calls": Count("id", filter=_CALL & Q(billed=True)),

@@ -1,4 +1,4 @@
-"""Two runs compared, kept with the traces whose verdict changed (`traces.comparisons`)."""
+"""Two runs compared, kept with the traces whose verdict changed (`traces.runs.comparisons`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from traces.models.traces import RunTrace
 
 
 class RunComparison(models.Model):
-    """Two runs of a tenant compared, computed once in the background and kept (`traces.comparisons`).
+    """Two runs of a tenant compared, computed once in the background and kept (`traces.runs.comparisons`).
 
     Per guardrail both runs evaluated: its failures in each and how many traces newly fail
     and no longer fail (`guardrails`, a list of figures), each such trace kept as a

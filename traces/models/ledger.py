@@ -65,7 +65,7 @@ class JudgeLedgerEntry(models.Model):
         indexes = [
             models.Index(fields=["tenant", "created_at"], name="ledger_tenant_time"),
             models.Index(fields=["guardrail", "created_at"], name="ledger_guardrail_time"),
-            # The ledger's sums (traces.ledger.SUMS, grouped by guardrail, model or day) read
+            # The ledger's sums (traces.judge.ledger.SUMS, grouped by guardrail, model or day) read
             # only these columns: on PostgreSQL they are answered from this index alone (an
             # index-only scan), without visiting the table. `outcome` is the short form.
             models.Index(
@@ -97,10 +97,10 @@ class JudgeLedgerEntry(models.Model):
 class LedgerDay(models.Model):
     """The judge cost ledger summed per tenant, guardrail, judge model and day (a roll-up).
 
-    Kept by `traces.ledger.record`, the one way ledger entries are written, in the same
+    Kept by `traces.judge.ledger.record`, the one way ledger entries are written, in the same
     transaction as the entries it adds up, so that the ledger's sums over whole days
-    (`traces.ledger.summarise`) read a few rows per day instead of every call. The counts
-    mean what they mean in `traces.ledger` (cache hits are not calls); `day` is the entry's
+    (`traces.judge.ledger.summarise`) read a few rows per day instead of every call. The counts
+    mean what they mean in `traces.judge.ledger` (cache hits are not calls); `day` is the entry's
     `created_at` date in the console's time zone, as `TruncDate` gives it.
     """
 

@@ -121,7 +121,7 @@ class EvaluationResult(models.Model):
     The most written table: its foreign keys are kept by Django (which deletes and protects
     as `on_delete` says) and not by database constraints, whose per-row checks cost four
     fifths of an insert and lock the run's, tenant's and guardrail's rows from every
-    writer at once (`traces.bulk` writes only keys it has just read). Results are looked up
+    writer at once (`traces.store.bulk` writes only keys it has just read). Results are looked up
     by run (`result_run_key`) and by trace (the unique key `result_per_trace_revision_run`
     leads with it), never by tenant, guardrail or revision alone (only deleting one of
     those, which the console does not do, would scan them), so those keys have no index of

@@ -89,7 +89,7 @@ class RunTrace(models.Model):
 
 def upload_path(upload: Upload, filename: str) -> str:
     """Where an upload's file is stored: a name of its own (a random prefix), so that no
-    other upload writes it and a copy cut short can be removed (`traces.uploads`)."""
+    other upload writes it and a copy cut short can be removed (`traces.ingest.uploads`)."""
     return f"uploads/{upload.tenant_id}/{timezone.now():%Y/%m/%d}/{secrets.token_hex(6)}-{filename}"
 
 
@@ -190,7 +190,7 @@ class PendingSpan(models.Model):
 class RetentionPolicy(models.Model):
     """How long a tenant's history is kept: traces (with their results, violations and
     reviews), results and judge ledger entries older than `days` are deleted, in batches,
-    by the periodic retention task (`traces.retention`). A tenant without one keeps all.
+    by the periodic retention task (`traces.store.retention`). A tenant without one keeps all.
     """
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="retention")

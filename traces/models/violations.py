@@ -90,7 +90,7 @@ class Violation(models.Model):
 class ViolationReview(models.Model):
     """One change of a violation's review state: who, when, from what to what, and why.
 
-    Written by `traces.review` only, never changed: the violation's review history.
+    Written by `traces.review.workflow` only, never changed: the violation's review history.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
@@ -117,9 +117,9 @@ class ViolationDay(models.Model):
     """Violations counted per tenant, guardrail, revision, severity and day, with how many of
     them reviewers have reviewed and marked false positive (a roll-up for the chart and quality).
 
-    Kept by `traces.violation_days`, in the same transaction as the violations it counts and
+    Kept by `traces.store.violation_days`, in the same transaction as the violations it counts and
     as their review changes, so that the violation chart and a guardrail's quality
-    (`traces.quality`) read a few rows per day instead of every violation. `day` is the
+    (`traces.review.quality`) read a few rows per day instead of every violation. `day` is the
     violation's `created_at` date in the console's time zone, as `TruncDate` gives it.
     `reviewed` counts the violations out of `open` (acknowledged, resolved, false positive),
     `false_positives` those marked false positive; the other review states are not counted

@@ -1,0 +1,178 @@
+"""Storing a runtime verdict (`POST evaluate`): the trace, its results, their violations and
+the day's roll-up.
+
+A runtime asks for a verdict before every agent turn, so on PostgreSQL all of it is one
+statement, which is atomic without a transaction around it (no BEGIN and COMMIT round
+trips): the trace is inserted unless its id is stored; the stored row's hash then tells a
+duplicate (its results are added, as for a new trace) from a conflict (no results). The
+results go in as one JSON array, so the statement's text is the same whatever their
+number: the driver parses it once, and encoding the results is one orjson call.
+Elsewhere, or when a judge call must be linked to the trace, the same writes are made in
+one transaction by `ingest.store_one` and `bulk.write_rows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from django.db import connection, transaction
+from django.utils import timezone
+
+from guardrails.engine.types import Result
+from guardrails.services import Enforced
+from traces.ingest import documents
+from traces.models import EvaluationResult, RunTrace, Violation, ViolationDay
+from traces.store import bulk
+
+_TRACES, _RESULTS = RunTrace._meta.db_table, EvaluationResult._meta.db_table
+_VIOLATIONS, _DAYS = Violation._meta.db_table, ViolationDay._meta.db_table
+
+# Table and column names come from the models and constants: values go as parameters.
+STORE_VERDICT = f"""
+WITH trace AS (
+  INSERT INTO {_TRACES} ({documents.LOAD_COLUMNS})
+  VALUES (%(tenant)s, %(trace_ref)s, %(agent)s, %(flow)s, %(started_at)s, %(ended_at)s, %(document)s::jsonb,
+          %(content_hash)s, %(withheld)s, %(now)s)
+  ON CONFLICT (tenant_id, trace_id) DO NOTHING
+  RETURNING id
+), stored AS (
+  SELECT id, content_hash FROM {_TRACES} WHERE tenant_id = %(tenant)s AND trace_id = %(trace_ref)s
+), target AS (
+  SELECT id FROM trace UNION ALL SELECT id FROM stored WHERE content_hash = %(content_hash)s
+), load AS (
+  SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS l(guardrail_id bigint, revision_id bigint, status text,
+      reason text, duration_ms double precision, details jsonb, skip_reason text, shadow boolean, action text,
+      severity text)
+), new AS (
+  INSERT INTO {_RESULTS} ({bulk.RESULT_COLUMNS})
+  SELECT %(tenant)s, t.id, l.guardrail_id, l.revision_id, NULL, %(mode)s, l.status, l.reason, l.duration_ms,
+         l.details, %(now)s, l.skip_reason, l.shadow
+  FROM target t CROSS JOIN load l
+  ON CONFLICT DO NOTHING
+  RETURNING id, trace_id, revision_id, status, shadow
+), violations AS (
+  INSERT INTO {_VIOLATIONS} ({bulk.VIOLATION_COLUMNS})
+  SELECT %(tenant)s, n.trace_id, n.id, l.guardrail_id, l.revision_id, NULL, l.action, l.severity, %(mode)s,
+         l.reason, %(agent)s, %(flow)s, %(now)s, 'open', '', ''
+  FROM new n JOIN load l ON l.revision_id = n.revision_id
+  WHERE n.status = 'fail' AND NOT n.shadow
+  ON CONFLICT DO NOTHING
+  RETURNING tenant_id, guardrail_id, revision_id, severity
+), days AS (
+  INSERT INTO {_DAYS} (tenant_id, guardrail_id, revision_id, severity, day, count, reviewed, false_positives)
+  SELECT tenant_id, guardrail_id, revision_id, severity, %(day)s::date, count(*), 0, 0 FROM violations
+  GROUP BY tenant_id, guardrail_id, revision_id, severity ORDER BY tenant_id, guardrail_id, revision_id, severity
+  ON CONFLICT (tenant_id, guardrail_id, revision_id, severity, day) DO UPDATE SET count = {_DAYS}.count + excluded.count
+)
+SELECT (SELECT id FROM trace), (SELECT id FROM stored), (SELECT content_hash FROM stored)
+"""  # noqa: S608
+
+
+def store_verdict(item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced], judge: Any) -> None:
+    """Store a valid trace of `POST evaluate` and, unless another trace has its id, the
+    verdict's results and violations, all or nothing; sets the item's status and row.
+
+    `judge`: the evaluation's judge service, whose calls (if any) are linked to the trace.
+    """
+    if connection.vendor == "postgresql" and not judge.recorded and _in_one_statement(item, results, enforced):
+        return
+    with transaction.atomic():
+        documents.store_one(item)
+        if item.row_id is not None and item.status != documents.CONFLICT:
+            trace = _trace(item, item.row_id)
+            bulk.write_rows(bulk.result_rows([(trace, results)], enforced, "runtime", None))
+            judge.attach_trace(trace)
+
+
+def _in_one_statement(item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced]) -> bool:
+    """PostgreSQL: everything in `STORE_VERDICT`. False, with nothing written, when the id's
+    row was committed by another request while the statement ran (neither inserted nor
+    read): the caller stores it again, in a transaction that then reads that row."""
+    if item.status != documents.CREATED:
+        return False
+    now = timezone.now()
+    rows = bulk.result_rows([(_trace(item, None), results)], enforced, "runtime", None)
+    with prepared_cursor() as cursor:
+        cursor.execute(STORE_VERDICT, _parameters(item, rows, now))
+        inserted, stored, digest = cursor.fetchone()
+    if inserted is not None:
+        item.row_id = inserted
+        return True
+    if stored is None:
+        return False
+    item.row_id = stored
+    documents._compare(item, digest)
+    return True
+
+
+def prepared_cursor() -> Any:
+    """A cursor of the connection whose statements PostgreSQL prepares (psycopg binds their
+    parameters on the server and keeps the statements prepared on the connection): the
+    first run parses and plans a statement, the next ones only execute it (planning the
+    verdict's statement costs as much as running it). Django's own cursors bind on the
+    client and prepare nothing. `DATABASE_PREPARED_STATEMENTS=false` (the connection's
+    `prepare_threshold` None) prepares nothing here either."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    # psycopg's server-binding cursor, which django-stubs leave untyped.
+    server_binding: Any = ServerBindingCursor
+
+    class PreparedCursor(server_binding):  # type: ignore[misc]
+        def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            done = super().execute(query, params, prepare=True, **options)
+            if self._query is None and connection.queries_logged:  # type: ignore[has-type]  # what Django logs (tests, DEBUG)
+                self._query = self._convert_query(query, params)
+            return done
+
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    raw = PreparedCursor(connection.connection)
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+
+
+def _trace(item: documents.Item, pk: int | None) -> RunTrace:
+    document = item.document or {}
+    assert item.tenant is not None
+    return RunTrace(
+        pk=pk,
+        tenant=item.tenant,
+        trace_id=item.id or "",
+        agent=document.get("agent") or "",
+        flow=document.get("flow") or "",
+    )
+
+
+def _parameters(item: documents.Item, rows: list[bulk.ResultRow], now: Any) -> dict[str, Any]:
+    tenant, trace_ref, agent, flow, started_at, ended_at, document, digest, withheld, _ = documents._copy_row(item, now)
+    return {
+        "tenant": tenant,
+        "trace_ref": trace_ref,
+        "agent": agent,
+        "flow": flow,
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "document": document,
+        "content_hash": digest,
+        "withheld": withheld,
+        "now": now,
+        "mode": "runtime",
+        "day": timezone.localdate(now),
+        "results": orjson.dumps([_result(row) for row in rows]).decode(),
+    }
+
+
+def _result(row: bulk.ResultRow) -> dict[str, Any]:
+    return {
+        "guardrail_id": row.guardrail_id,
+        "revision_id": row.revision_id,
+        "status": row.status,
+        "reason": row.reason,
+        "duration_ms": row.duration_ms,
+        "details": orjson.Fragment(row.details),
+        "skip_reason": row.skip_reason,
+        "shadow": row.shadow,
+        "action": row.action,
+        "severity": row.severity,
+    }

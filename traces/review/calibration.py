@@ -1,0 +1,184 @@
+"""Calibrating an llm-judge against people: a stratified sample, labels, and agreement.
+
+A reviewer asks for N traces drawn at random from the guardrail's recent pass and fail
+results of its current revision (half each, as far as there are), labels each pass or fail
+without seeing the judge's verdict, and then reads the agreement: accuracy, Cohen's kappa,
+the judge's false-positive rate (it failed what people passed) and false-negative rate (it
+passed what people failed), each rate with its 95% Wilson interval, and the disagreeing
+traces. Cohen's kappa for two raters and two labels is the textbook formula (Cohen 1960):
+(observed - expected agreement) / (1 - expected).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from guardrails.engine.judge import KIND as JUDGE_KIND
+from guardrails.engine.types import Issue
+from guardrails.models import Guardrail, GuardrailRevision
+from kindgi_console.tenancy.models import Tenant
+from traces.models import CalibrationItem, CalibrationSample, EvaluationResult
+from traces.review.quality import wilson
+from traces.runs.evaluations import RunRequestError
+
+MAX_SIZE = 200
+RECENT_DAYS = 30
+
+
+def create_sample(tenant: Tenant, guardrail: Guardrail, size: object, label: str) -> CalibrationSample:
+    """Draw a sample of `size` traces (RunRequestError naming the field when it cannot be)."""
+    if guardrail.kind != JUDGE_KIND:
+        raise RunRequestError([Issue("/guardrail", "only an llm-judge guardrail is calibrated")])
+    if not isinstance(size, int) or isinstance(size, bool) or not 2 <= size <= MAX_SIZE:
+        raise RunRequestError([Issue("/size", f"size is an integer from 2 to {MAX_SIZE}")])
+    revision = GuardrailRevision.objects.get(guardrail=guardrail, number=F("guardrail__revision"))
+    recent = EvaluationResult.objects.filter(
+        tenant=tenant, revision=revision, created_at__gte=timezone.now() - timedelta(days=RECENT_DAYS)
+    )
+    fails = list(recent.filter(status="fail").order_by("?")[: size // 2])
+    passes = list(recent.filter(status="pass").order_by("?")[: size - len(fails)])
+    drawn = _unique_traces(fails + passes)
+    if not drawn:
+        raise RunRequestError(
+            [
+                Issue(
+                    "/size",
+                    "the guardrail has no pass or fail result of its current "
+                    f"revision in the last {RECENT_DAYS} days to draw from",
+                )
+            ]
+        )
+    models = Counter(str(r.details.get("model") or "") for r in drawn if r.details.get("model"))
+    with transaction.atomic():
+        sample = CalibrationSample.objects.create(
+            tenant=tenant,
+            guardrail=guardrail,
+            revision=revision,
+            size=len(drawn),
+            created_by_label=label,
+            judge_model=models.most_common(1)[0][0] if models else "",
+        )
+        CalibrationItem.objects.bulk_create(
+            [
+                CalibrationItem(
+                    tenant=tenant, sample=sample, trace_id=r.trace_id, judge_status=r.status, judge_reason=r.reason
+                )
+                for r in drawn
+            ]
+        )
+    return sample
+
+
+def _unique_traces(results: list[EvaluationResult]) -> list[EvaluationResult]:
+    seen: set[int] = set()
+    kept = []
+    for result in results:
+        if result.trace_id not in seen:
+            seen.add(result.trace_id)
+            kept.append(result)
+    return kept
+
+
+def label_item(item: CalibrationItem, label: object, who: str) -> None:
+    if label not in ("pass", "fail"):
+        raise RunRequestError([Issue("/label", "label is pass or fail")])
+    item.label, item.labelled_by_label, item.labelled_at = str(label), who, timezone.now()
+    item.save(update_fields=["label", "labelled_by_label", "labelled_at"])
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """The judge against people over the labelled items of a sample."""
+
+    labelled: int
+    agreed: int
+    kappa: float | None
+    false_positives: int
+    people_passed: int
+    false_negatives: int
+    people_failed: int
+    disagreements: list[dict[str, Any]]
+
+    @property
+    def accuracy(self) -> float | None:
+        return None if not self.labelled else self.agreed / self.labelled
+
+    def as_dict(self) -> dict[str, Any]:
+        def rate(count: int, of: int) -> dict[str, Any]:
+            interval = wilson(count, of)
+            return {
+                "rate": None if not of else round(count / of, 4),
+                "of": of,
+                "interval": None if interval is None else [round(interval[0], 4), round(interval[1], 4)],
+            }
+
+        accuracy = wilson(self.agreed, self.labelled)
+        return {
+            "labelled": self.labelled,
+            "agreed": self.agreed,
+            "accuracy": None if self.accuracy is None else round(self.accuracy, 4),
+            "accuracyInterval": None if accuracy is None else [round(accuracy[0], 4), round(accuracy[1], 4)],
+            "kappa": None if self.kappa is None else round(self.kappa, 4),
+            "falsePositiveRate": rate(self.false_positives, self.people_passed),
+            "falseNegativeRate": rate(self.false_negatives, self.people_failed),
+            "disagreements": self.disagreements,
+        }
+
+
+def cohen_kappa(pairs: list[tuple[str, str]]) -> float | None:
+    """Cohen's kappa of (judge, person) labels; None when undefined (no pairs, or both
+    raters gave one label only, so that chance agreement is certain)."""
+    n = len(pairs)
+    if not n:
+        return None
+    observed = sum(a == b for a, b in pairs) / n
+    judge, people = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    expected = sum(judge[label] * people[label] for label in ("pass", "fail")) / (n * n)
+    return None if expected >= 1 else (observed - expected) / (1 - expected)
+
+
+def agreement(sample: CalibrationSample) -> Agreement:
+    items = list(sample.items.exclude(label="").select_related("trace").order_by("pk"))
+    pairs = [(item.judge_status, item.label) for item in items]
+    return Agreement(
+        labelled=len(items),
+        agreed=sum(a == b for a, b in pairs),
+        kappa=cohen_kappa(pairs),
+        false_positives=sum(a == "fail" and b == "pass" for a, b in pairs),
+        people_passed=sum(b == "pass" for _, b in pairs),
+        false_negatives=sum(a == "pass" and b == "fail" for a, b in pairs),
+        people_failed=sum(b == "fail" for _, b in pairs),
+        disagreements=[
+            {
+                "trace": i.trace.trace_id,
+                "traceUrl": f"/traces/{i.trace_id}/",
+                "judge": i.judge_status,
+                "people": i.label,
+                "judgeReason": i.judge_reason,
+            }
+            for i in items
+            if i.judge_status != i.label
+        ],
+    )
+
+
+def sample_as_dict(sample: CalibrationSample) -> dict[str, Any]:
+    current = sample.guardrail.revision
+    return {
+        "id": sample.pk,
+        "guardrail": sample.guardrail.guardrail_id,
+        "revision": sample.revision.number,
+        "judgeModel": sample.judge_model,
+        "size": sample.size,
+        "createdAt": sample.created_at.isoformat(),
+        "currentRevision": current,
+        "stale": current != sample.revision.number,
+        "agreement": agreement(sample).as_dict(),
+    }

@@ -1,0 +1,159 @@
+"""A run's results one at a time, and two runs compared: what the run page's counts open.
+
+The results are listed by status, then guardrail, then as stored, and paged by a keyset
+on (status, guardrail, id): every page reads one range of the index `result_run_key`
+(evaluation, status, guardrail, id), or, filtered by guardrail and not by status, one range
+per status (four at most), so the last page of a run of a million results costs what its
+first page costs. One index where there were two (by status, by guardrail then status):
+a run writes an entry fewer per result.
+
+Two runs are compared per guardrail they share (`traces.runs.comparisons`): the run compared
+with by default, and the guardrails both evaluated, are found here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan
+
+from kindgi_console import paging
+from kindgi_console.paging import BadCursor
+from traces.models import Evaluation, EvaluationResult
+
+STATUSES = ("error", "fail", "pass", "skipped")  # in the order of the database's (and the list's)
+ORDER = ("status", "guardrail_id", "pk")
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@dataclass
+class ResultPage:
+    rows: list[EvaluationResult]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class RunResults:
+    """A run's results as a list asks for them, in keyset order (`ORDER`)."""
+
+    queryset: QuerySet[EvaluationResult]
+    #: Filtered by guardrail and not by status: each status is its own range of the index.
+    per_status: bool = False
+
+
+def decode_cursor(raw: str) -> tuple[str, int, int]:
+    """The (status, guardrail key, id) of a results cursor; BadCursor for one this list did not give."""
+    try:
+        text, pk = paging.decode_text(raw)
+        status, _, guardrail = text.partition("/")
+        position = (status, paging.decode_key(guardrail), pk)
+    except (paging.BadCursor, ValueError):
+        position = ("", 0, 0)
+    if position[0] not in STATUSES:
+        raise BadCursor("the cursor is not one this list gave")
+    return position
+
+
+def encode_cursor(result: EvaluationResult) -> str:
+    return paging.encode_text(f"{result.status}/{result.guardrail_id}", result.pk)
+
+
+def run_results(run: Evaluation, *, guardrail: str = "", status: str = "") -> RunResults:
+    """The run's results, filtered by guardrail id and status, in keyset order."""
+    results = EvaluationResult.objects.filter(evaluation=run)
+    if guardrail:
+        # The run's own revision names the guardrail's key: an equality on the index.
+        pks = list(run.revisions.filter(guardrail__guardrail_id=guardrail).values_list("guardrail_id", flat=True))
+        results = results.filter(guardrail_id=pks[0]) if pks else results.none()
+    if status:
+        results = results.filter(status=status)
+    return RunResults(results.order_by(*ORDER), per_status=bool(guardrail) and not status)
+
+
+def results_page(results: RunResults, *, after: str | None, size: int = PAGE_SIZE) -> ResultPage:
+    """One page of `results` (from run_results) after the cursor; BadCursor for a bad one."""
+    position = decode_cursor(after) if after else None
+    parts = [results.queryset]
+    if results.per_status:
+        after_status = position[0] if position is not None else ""
+        parts = [results.queryset.filter(status=status) for status in STATUSES if status >= after_status]
+    rows: list[EvaluationResult] = []
+    for part in parts:
+        if position is not None:
+            # A row comparison: where the index range starts, not a filter of the rows before.
+            part = part.filter(TupleGreaterThan(Tuple(*ORDER), position))
+        rows += _page_rows(part, size + 1 - len(rows))
+        if len(rows) > size:
+            break
+    more = len(rows) > size
+    rows = rows[:size]
+    return ResultPage(rows, encode_cursor(rows[-1]) if more else None)
+
+
+def _page_rows(results: QuerySet[EvaluationResult], count: int) -> list[EvaluationResult]:
+    return list(
+        results.select_related("trace", "guardrail", "revision", "violation").only(
+            "pk",
+            "status",
+            "reason",
+            "skip_reason",
+            "mode",
+            "duration_ms",
+            "created_at",
+            "trace__trace_id",
+            "guardrail__guardrail_id",
+            "revision__number",
+            "revision__document",
+            "violation__id",
+            "violation__state",
+        )[:count]
+    )
+
+
+def result_as_dict(result: EvaluationResult) -> dict[str, Any]:
+    """A result as the API and the page show it: the trace, the guardrail and what it said."""
+    document = result.revision.document
+    violation = getattr(result, "violation", None)
+    return {
+        "id": result.pk,
+        "trace": result.trace.trace_id,
+        "traceUrl": f"/traces/{result.trace_id}/",
+        "guardrail": result.guardrail.guardrail_id,
+        "revision": result.revision.number,
+        "status": result.status,
+        "reason": result.reason,
+        "skipReason": result.skip_reason or None,
+        "action": str(document.get("action", {}).get("on-violation", "")),
+        "severity": document.get("severity"),
+        "violation": violation.pk if violation is not None else None,
+        "reviewState": violation.state if violation is not None else None,
+    }
+
+
+# ---------------------------------------------------------------------------- compare
+
+
+def previous_run(run: Evaluation) -> Evaluation | None:
+    """The tenant's latest run before `run` that evaluated one of its guardrails."""
+    guardrails = run.revisions.values("guardrail_id")
+    return (
+        Evaluation.objects.filter(tenant_id=run.tenant_id, pk__lt=run.pk, revisions__guardrail_id__in=guardrails)
+        .order_by("-pk")
+        .first()
+    )
+
+
+def shared_guardrails(run: Evaluation, other: Evaluation) -> list[tuple[int, str, int | None, int | None]]:
+    """(guardrail pk, id, revision in run, revision in other) of each guardrail both runs evaluated."""
+    mine = {r.guardrail_id: r for r in run.revisions.select_related("guardrail")}
+    theirs = {r.guardrail_id: r.number for r in other.revisions.all()}
+    return sorted(
+        ((pk, rev.guardrail.guardrail_id, rev.number, theirs[pk]) for pk, rev in mine.items() if pk in theirs),
+        key=lambda item: item[1],
+    )
