@@ -36,7 +36,7 @@ def distinct(nodeids: Sequence[str]) -> list[str]:
     return unique
 
 
-class TimedModulesTogether(LoadScopeScheduling):
+class TimedModulesTogether(LoadScopeScheduling):  # type: ignore[misc]
     """LoadScopeScheduling whose scopes are `TIMED_GROUP` for the timed modules, else the test."""
 
     def __init__(self, config: pytest.Config, log: Producer | None, timed_modules: Sequence[str]) -> None:
