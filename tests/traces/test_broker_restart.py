@@ -71,7 +71,7 @@ def test_a_run_and_the_outbox_finish_within_seconds_of_a_redis_restart(
         redis_server.stop()
         assert status(run_id)[0] == "running", "the run ended before Redis stopped: nothing was tested"
         ingest(web, key, "down")  # stored, its evaluation waits in the outbox
-        wait_for(lambda: "Connection to broker lost" in worker.output(), 30, "the worker to lose Redis", worker)
+        wait_for(lambda: "Cannot connect to redis" in worker.log.read_text(), 30, "the worker to miss Redis", worker)
         redis_server.start()
         wait_for(
             lambda: status(run_id)[0] != "running" and not PendingRuntimeEvaluation.objects.exists(),
