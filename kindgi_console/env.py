@@ -56,6 +56,13 @@ SECTIONS: dict[str, tuple[Variable, ...]] = {
             "beat's schedule, the SQLite test database",
             shown="`var/` in the project folder",
         ),
+        V(
+            "KINDGI_PREFIX",
+            "text",
+            "kindgi",
+            "the first part of the console's Celery queue names (`kindgi-runs`, ...) and cache keys: "
+            "consoles that share one Redis each set their own",
+        ),
         ENGINE.variable("DJANGO_DEBUG"),
         V(
             "DJANGO_SECRET_KEY",
@@ -327,7 +334,8 @@ SECTIONS: dict[str, tuple[Variable, ...]] = {
             "PYTEST_XDIST_WORKER",
             "text",
             "",
-            "tests: set by pytest-xdist; each test process keeps its own `KINDGI_VAR_DIR` folder and Celery queue",
+            "tests: set by pytest-xdist; each test process gets its own `KINDGI_VAR_DIR` and `KINDGI_PREFIX` "
+            "(tests/processes.py)",
             shown="none",
         ),
         V("KINDGI_REQUIRE_SERVICES", "text", "", "tests: `1` makes the suite fail without PostgreSQL and Redis"),

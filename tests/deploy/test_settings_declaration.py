@@ -22,7 +22,15 @@ from kindgi_console.env import DECLARATION
 DECLARED = DECLARATION.by_name
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ["kindgi_console", "guardrails", "traces", "alerts", "tests/conftest.py", "tests/browser/conftest.py"]
+SOURCES = [
+    "kindgi_console",
+    "guardrails",
+    "traces",
+    "alerts",
+    "tests/conftest.py",
+    "tests/processes.py",
+    "tests/browser/conftest.py",
+]
 READS = [
     r'\b(?:text|flag|whole|items)\(\s*"([A-Z][A-Z0-9_]+)"',  # settings, through the declaration
     r'environ\.get\(\s*"([A-Z][A-Z0-9_]+)"',  # the CLI and the test suite

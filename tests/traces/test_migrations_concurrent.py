@@ -59,7 +59,7 @@ def test_the_index_migrations_apply_unapply_and_apply_again_to_the_same_schema()
     assert table_file() == stored
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="CONCURRENTLY is PostgreSQL's")
+@pytest.mark.postgresql("CONCURRENTLY is PostgreSQL's")
 def test_on_postgresql_the_indexes_are_built_and_dropped_concurrently() -> None:
     # 0021 also drops the violations' old reviewer index, which is quick, plainly.
     for name, kinds in (
@@ -74,7 +74,7 @@ def test_on_postgresql_the_indexes_are_built_and_dropped_concurrently() -> None:
         assert statements and all(" CONCURRENTLY " in line for line in statements), statements
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="an INVALID index is PostgreSQL's")
+@pytest.mark.postgresql("an INVALID index is PostgreSQL's")
 @pytest.mark.parametrize("valid", [False, True])
 def test_an_interrupted_build_is_finished_by_the_next_migrate(valid: bool) -> None:
     """A killed `migrate` leaves the new key INVALID (or built, the migration not recorded):
