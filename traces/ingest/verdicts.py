@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from guardrails.engine.types import Result
 from guardrails.services import Enforced
-from traces.ingest import documents
+from traces.ingest import documents, turns
 from traces.models import EvaluationResult, RunTrace, Violation, ViolationDay
 from traces.store import bulk
 
@@ -44,11 +44,11 @@ WITH trace AS (
 ), load AS (
   SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS l(guardrail_id bigint, revision_id bigint, status text,
       reason text, duration_ms double precision, details jsonb, skip_reason text, shadow boolean, action text,
-      severity text)
+      severity text, stage text, step integer)
 ), new AS (
   INSERT INTO {_RESULTS} ({bulk.RESULT_COLUMNS})
   SELECT %(tenant)s, t.id, l.guardrail_id, l.revision_id, NULL, %(mode)s, l.status, l.reason, l.duration_ms,
-         l.details, %(now)s, l.skip_reason, l.shadow
+         l.details, %(now)s, l.skip_reason, l.shadow, l.stage, l.step
   FROM target t CROSS JOIN load l
   ON CONFLICT DO NOTHING
   RETURNING id, trace_id, revision_id, status, shadow
@@ -70,30 +70,55 @@ SELECT (SELECT id FROM trace), (SELECT id FROM stored), (SELECT content_hash FRO
 """  # noqa: S608
 
 
-def store_verdict(item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced], judge: Any) -> None:
+def store_verdict(
+    item: documents.Item,
+    results: Sequence[Result],
+    enforced: Sequence[Enforced],
+    judge: Any,
+    stage: tuple[str, int] = ("output", 0),
+) -> None:
     """Store a valid trace of `POST evaluate` and, unless another trace has its id, the
     verdict's results and violations, all or nothing; sets the item's status and row.
 
     `judge`: the evaluation's judge service, whose calls (if any) are linked to the trace.
+    `stage`: the stage of the turn checked and its step (`guardrails.engine.stages`), which
+    the results are stored under. A document that extends the trace stored under its id
+    (the same turn, checked at a later stage) replaces it and adds its results
+    (`turns.extend_stored`); one that rewrites it is a conflict and stores nothing.
     """
-    if connection.vendor == "postgresql" and not judge.recorded and _in_one_statement(item, results, enforced):
+    if connection.vendor == "postgresql" and not judge.recorded and _in_one_statement(item, results, enforced, stage):
+        if item.status == documents.CONFLICT:
+            with transaction.atomic():
+                if turns.extend_stored(item):
+                    _write_results(item, results, enforced, judge, stage)
         return
     with transaction.atomic():
         documents.store_one(item)
+        if item.status == documents.CONFLICT and item.row_id is not None:
+            turns.extend_stored(item)
         if item.row_id is not None and item.status != documents.CONFLICT:
-            trace = _trace(item, item.row_id)
-            bulk.write_rows(bulk.result_rows([(trace, results)], enforced, "runtime", None))
-            judge.attach_trace(trace)
+            _write_results(item, results, enforced, judge, stage)
 
 
-def _in_one_statement(item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced]) -> bool:
+def _write_results(
+    item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced], judge: Any, stage: tuple[str, int]
+) -> None:
+    assert item.row_id is not None
+    trace = _trace(item, item.row_id)
+    bulk.write_rows(bulk.result_rows([(trace, results)], enforced, "runtime", None, stage))
+    judge.attach_trace(trace)
+
+
+def _in_one_statement(
+    item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced], stage: tuple[str, int]
+) -> bool:
     """PostgreSQL: everything in `STORE_VERDICT`. False, with nothing written, when the id's
     row was committed by another request while the statement ran (neither inserted nor
     read): the caller stores it again, in a transaction that then reads that row."""
     if item.status != documents.CREATED:
         return False
     now = timezone.now()
-    rows = bulk.result_rows([(_trace(item, None), results)], enforced, "runtime", None)
+    rows = bulk.result_rows([(_trace(item, None), results)], enforced, "runtime", None, stage)
     with prepared_cursor() as cursor:
         cursor.execute(STORE_VERDICT, _parameters(item, rows, now))
         inserted, stored, digest = cursor.fetchone()
@@ -175,4 +200,6 @@ def _result(row: bulk.ResultRow) -> dict[str, Any]:
         "shadow": row.shadow,
         "action": row.action,
         "severity": row.severity,
+        "stage": row.stage,
+        "step": row.step,
     }

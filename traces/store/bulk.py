@@ -220,6 +220,8 @@ def evaluate_rows(
                         severity,
                         agent,
                         flow,
+                        "",
+                        0,
                     ),
                 )
             )
@@ -327,6 +329,8 @@ class ResultRow(NamedTuple):
     severity: str
     agent: str
     flow: str
+    stage: str  # the stage of the turn a runtime checked, and its step: "" and 0, the whole trace
+    step: int
 
 
 def result_rows(
@@ -334,6 +338,7 @@ def result_rows(
     enforced: Sequence[Enforced],
     mode: Mode,
     evaluation_id: int | None,
+    stage: tuple[str, int] = ("", 0),
 ) -> list[ResultRow]:
     targets = {item.guardrail.id: _target(item) for item in enforced}
     shadows = {item.guardrail.id for item in enforced if item.shadow}
@@ -361,6 +366,7 @@ def result_rows(
                     *targets[result.guardrail][2:],
                     trace.agent or "",
                     trace.flow or "",
+                    *stage,
                 )
             )
     return rows

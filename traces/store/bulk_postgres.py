@@ -23,17 +23,19 @@ if TYPE_CHECKING:
     from traces.store.bulk import ResultRow
 
 LOAD_TABLE = "kindgi_result_load"
-RESULT_COLUMNS = (
+# The first 13 are a ResultRow's first fields; `stage` and `step` are its last two.
+STORED_COLUMNS = (
     "tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode, status, reason,"
     " duration_ms, details, created_at, skip_reason, shadow"
 )
-LOAD_COLUMNS = f"{RESULT_COLUMNS}, action, severity, agent, flow"
+RESULT_COLUMNS = f"{STORED_COLUMNS}, stage, step"
+LOAD_COLUMNS = f"{STORED_COLUMNS}, action, severity, agent, flow, stage, step"
 CREATE_LOAD = (
     f"CREATE TEMPORARY TABLE IF NOT EXISTS {LOAD_TABLE} (tenant_id bigint, trace_id bigint,"
     " guardrail_id bigint, revision_id bigint, evaluation_id bigint, mode text, status text,"
     " reason text, duration_ms double precision, details jsonb, created_at timestamptz,"
     " skip_reason text, shadow boolean,"
-    " action text, severity text, agent text, flow text) ON COMMIT DELETE ROWS"
+    " action text, severity text, agent text, flow text, stage text, step integer) ON COMMIT DELETE ROWS"
 )
 # The results not stored before, a violation for each new fail, and the violations counted
 # per (tenant, guardrail, severity) for the daily roll-up: one statement, reading the rows
@@ -76,6 +78,8 @@ VALUE_TYPES = (
     "text",
     "text",
     "text",
+    "text",
+    "integer",
 )
 #: Up to this many results are written with one statement and no temporary table.
 FEW_ROWS = 64
@@ -129,6 +133,8 @@ RESULT_TYPES = (
     "timestamptz",
     "text",
     "bool",
+    "text",
+    "int4",
 )
 VIOLATION_COLUMNS = (
     "tenant_id, trace_id, result_id, guardrail_id, revision_id, evaluation_id, action, severity,"
@@ -200,7 +206,7 @@ def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
                 copy.set_types(RESULT_TYPES)
                 write = copy.write_row
                 for key, row in zip(keys, rows, strict=True):
-                    write((key, *row[:13]))
+                    write((key, *row[:13], row.stage, row.step))
             failed = [
                 (key, row) for key, row in zip(keys, rows, strict=True) if row.status == "fail" and not row.shadow
             ]

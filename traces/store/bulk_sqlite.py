@@ -88,7 +88,7 @@ def _value_lists(count: int, width: int) -> str:
 
 def _sqlite_result(row: ResultRow) -> tuple[Any, ...]:
     created = connection.ops.adapt_datetimefield_value(row.created_at)
-    return (*row[:10], created, row.skip_reason, row.shadow)
+    return (*row[:10], created, row.skip_reason, row.shadow, row.stage, row.step)
 
 
 def _sqlite_violation(row: ResultRow, result_id: int) -> tuple[Any, ...]:
