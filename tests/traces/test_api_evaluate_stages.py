@@ -209,3 +209,29 @@ def test_charlie_sees_no_stages_of_acmes_guardrail(api: Any, charlie: Any, acme_
     client = api(charlie)
     assert client.get("/api/v1/guardrails/no-refunds/stages").status_code == 404
     assert client.post("/api/v1/guardrails/no-refunds/stages", {"stages": ["input"]}, format="json").status_code == 404
+
+
+def test_the_stages_are_set_from_the_guardrail_page_and_the_export_is_unchanged(
+    api: Any, alice: Any, bob: Any, acme_guardrail: Any
+) -> None:
+    from django.test import Client
+
+    before = api(alice).get("/api/v1/guardrails/export").json()
+    client = Client()
+    client.force_login(alice)
+    html = client.get("/guardrails/no-refunds/").content.decode()
+    assert "Stages of a turn" in html and "Save stages" in html
+    client.post("/guardrails/no-refunds/stages/", {"stages": ["tool-call"]})
+    acme_guardrail.refresh_from_db()
+    assert acme_guardrail.stages == ["tool-call"]
+    assert api(alice).get("/api/v1/guardrails/export").json() == before
+    reviewer = Client()
+    reviewer.force_login(bob)
+    assert "Save stages" not in reviewer.get("/guardrails/no-refunds/").content.decode()
+    assert reviewer.post("/guardrails/no-refunds/stages/", {"stages": ["input"]}).status_code == 403
+    client.post("/guardrails/no-refunds/stages/", {"stages": ["nowhere"]})
+    acme_guardrail.refresh_from_db()
+    assert acme_guardrail.stages == ["tool-call"]
+    client.post("/guardrails/no-refunds/stages/", {"defaults": "true"})
+    acme_guardrail.refresh_from_db()
+    assert acme_guardrail.stages is None
