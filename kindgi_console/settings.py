@@ -1,7 +1,7 @@
 """Kindgi Console settings, read from the environment in this one module.
 
-Every variable is declared once, with its type, default and meaning, in
-guardrails/engine/environment.py (the README's settings table is rendered from it).
+Every variable is declared once, with its type, default and meaning, in kindgi_console/env.py
+(docs/settings.md is generated from it).
 
 Nothing set: SQLite in the project folder and a broker on the local filesystem, so the
 console runs with no service to install. `DATABASE_URL` and `CELERY_BROKER_URL` point it
@@ -99,7 +99,7 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.config(
-        env="DATABASE_URL",  # declared in guardrails/engine/environment.py; dj-database-url reads it
+        env="DATABASE_URL",  # declared in kindgi_console/env.py; dj-database-url reads it
         default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
         conn_max_age=whole("DATABASE_CONN_MAX_AGE"),
     )

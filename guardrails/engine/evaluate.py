@@ -320,8 +320,3 @@ def _past_deadline(guardrail: Guardrail) -> Result:
         duration_ms=0.0,
         details={},
     )
-
-
-def blocks_ci(results: Iterable[Result]) -> bool:
-    """Whether these results block a build: any `fail` or `error`."""
-    return any(result.status in ("fail", "error") for result in results)

@@ -7,9 +7,19 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from guardrails.engine import checks
-from guardrails.engine.schema import SchemaCompileError, compile_schema
+from guardrails.engine.schema import CompiledSchema, SchemaCompileError, compile_schema
 from guardrails.engine.stages import DEFAULT_STAGES, TOOL_STAGES, validate_stages
-from guardrails.engine.types import Check, CheckOutcome, Config, ConfigValidator, EvaluateFn, Issue, PrepareFn, Trace
+from guardrails.engine.types import (
+    Check,
+    CheckConfigValidator,
+    CheckOutcome,
+    Config,
+    ConfigValidator,
+    EvaluateFn,
+    Issue,
+    PrepareFn,
+    Trace,
+)
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
 _KIND = re.compile(r"^\S(.*\S)?$")
@@ -89,22 +99,30 @@ def _evaluate_from_prepare(prepare: PrepareFn) -> EvaluateFn:
 
 def _config_validator(
     id: str, config_schema: Mapping[str, Any] | None, validate_config: ConfigValidator | None
-) -> ConfigValidator:
+) -> CheckConfigValidator:
     if config_schema is None:
         assert validate_config is not None
-        return validate_config
+        return _ConfigValidation(None, validate_config)
     try:
         compiled = compile_schema(config_schema)
     except SchemaCompileError as exc:
         raise InvalidCheckDefinition(f"check '{id}': config schema does not compile: {exc}") from exc
+    return _ConfigValidation(compiled, validate_config)
 
-    def validate(config: Config) -> list[Issue]:
-        issues = compiled.issues(config)
-        if not issues and validate_config is not None:
-            issues = validate_config(config)
+
+class _ConfigValidation:
+    """A check's config validation: its compiled config schema, then its hand-written code
+    for a config the schema finds valid."""
+
+    def __init__(self, compiled: CompiledSchema | None, code: ConfigValidator | None) -> None:
+        self.compiled = compiled
+        self.code = code
+
+    def __call__(self, config: Config, *, json_values: bool = False) -> list[Issue]:
+        issues = [] if self.compiled is None else self.compiled.issues(config, json_values=json_values)
+        if not issues and self.code is not None:
+            issues = self.code(config)
         return issues
-
-    return validate
 
 
 class CheckRegistry:

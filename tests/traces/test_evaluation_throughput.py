@@ -42,7 +42,7 @@ def queries_of_one_chunk(tenant: Any, count: int, settings: Any) -> int:
 
 def test_the_queries_of_a_chunk_do_not_grow_with_its_size(acme: Any, guardrails: Any, settings: Any) -> None:
     settings.KINDGI_EVALUATION_BATCH = 500
-    small = queries_of_one_chunk(acme, 40, settings)  # above bulk.FEW_ROWS results: the COPY path
+    small = queries_of_one_chunk(acme, 40, settings)  # above bulk_postgres.FEW_ROWS results: the COPY path
     RunTrace.objects.all().delete()
     large = queries_of_one_chunk(acme, 300, settings)
     assert small == large, (small, large)

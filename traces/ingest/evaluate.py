@@ -27,6 +27,7 @@ from traces.ingest import outbox
 from traces.judge.services import EvaluationServices, evaluation_services
 from traces.models import Evaluation, RunTrace
 from traces.store import bulk
+from traces.store.columns import ResultRow
 
 # What selects the enforced guardrails, and each one's revision, last change, owner, shadow
 # state and stages: when these rows are the same as at the last read, so are the enforced guardrails.
@@ -152,7 +153,7 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
     return evaluated
 
 
-def runtime_rows(traces: Sequence[bulk.StoredTrace], enforced: Sequence[Enforced]) -> list[bulk.ResultRow]:
+def runtime_rows(traces: Sequence[bulk.StoredTrace], enforced: Sequence[Enforced]) -> list[ResultRow]:
     """The runtime verdicts of stored traces as rows to store, planned per (tenant, agent,
     flow) as a run's are (`bulk.evaluate_rows`), with one set of evaluation services (one
     judge client; each trace's own tenant routes its judge calls)."""
@@ -162,7 +163,7 @@ def runtime_rows(traces: Sequence[bulk.StoredTrace], enforced: Sequence[Enforced
         return bulk.evaluate_rows(deployment.engine(), enforced, traces, "runtime", None, services, mark_shadow=True)
 
 
-def halts(row: bulk.ResultRow) -> bool:
+def halts(row: ResultRow) -> bool:
     """Whether the result fails its trace's turn (`evaluate_all`): a `halt` guardrail, not in shadow, failed."""
     return row.status == "fail" and row.action == "halt" and not row.shadow
 
@@ -188,8 +189,5 @@ def evaluate_traces(
             services.know_traces(traces)
         verdicts = [(trace, verdict_of(trace.document, enforced, mode, services)) for trace in traces]
     results = [(trace, verdict.results) for trace, verdict in verdicts]
-    record_results(results, enforced, mode=mode, evaluation=evaluation, fresh=fresh)
+    bulk.record_results(results, enforced, mode=mode, evaluation=evaluation, fresh=fresh)
     return verdicts
-
-
-record_results = bulk.record_results
