@@ -45,8 +45,9 @@ class Guardrail(models.Model):
 
     `document` is the wire document (schema 1.1.0) exactly as authored, so that export and
     import round-trip; the other columns are copied from it for the pages to filter on.
-    `enabled` is the console's switch, not part of the document; so is `shadow` (with its
-    sampling rate), which the export does not show: the document stays 1.1.0. Deleting sets
+    `enabled` is the console's switch, not part of the document; so are `shadow` (with its
+    sampling rate) and `stages` (where a runtime's check of a turn applies it: None, its
+    check's defaults), which the export does not show: the document stays 1.1.0. Deleting sets
     `deleted_at`, so that results and violations keep naming their revision.
     """
 
@@ -71,6 +72,12 @@ class Guardrail(models.Model):
     )
     shadow_sample_rate = models.FloatField(
         null=True, blank=True, help_text="in shadow, the share of matching traces judged (none: every one)"
+    )
+    stages = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="the stages of a turn at which it applies at runtime (none: its check's defaults)",
     )
     revision = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)

@@ -21,5 +21,6 @@ urlpatterns = [
     ),
     path("guardrails/<path:guardrail_id>/toggle/", views.GuardrailToggleView.as_view(), name="guardrail-toggle"),
     path("guardrails/<path:guardrail_id>/shadow/", views.GuardrailShadowView.as_view(), name="guardrail-shadow"),
+    path("guardrails/<path:guardrail_id>/stages/", views.GuardrailStagesView.as_view(), name="guardrail-stages"),
     path("guardrails/<path:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(), name="guardrail-delete"),
 ]

@@ -155,6 +155,9 @@ class Check:
     prepare: PrepareFn | None = None
     #: Whether a hand-written validate_config (code, not a schema) checks the config.
     validates_in_code: bool = False
+    #: The stages of a turn at which a guardrail of this check applies unless its author
+    #: chose others (guardrails.engine.stages): the check's own declaration.
+    stages: tuple[str, ...] = ("output",)
 
     @property
     def builtin(self) -> bool:

@@ -118,6 +118,8 @@ def test_a_column_the_model_lacks_is_refused() -> None:
 
 
 STATUSES = ["fail", "pass", "fail", "error", "skipped", "fail"]
+#: (stage, step) of a result: the whole trace, or a stage of its turn (`POST evaluate?stage=`).
+STAGES = [("", 0), ("input", 0), ("tool-call", 2), ("output", 0)]
 
 
 def batch(tenant: Tenant, enforced: list[Enforced], count: int, *, evaluation_id: int | None = None) -> list[ResultRow]:
@@ -145,6 +147,7 @@ def batch(tenant: Tenant, enforced: list[Enforced], count: int, *, evaluation_id
                     now,
                     "flow" if status == "skipped" else "",
                     n % 5 == 0,  # in shadow: no violation
+                    *STAGES[n % len(STAGES)],
                     "halt" if g == 0 else "log-only",
                     "" if g == 2 else "high",
                     trace.agent,

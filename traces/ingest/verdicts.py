@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from guardrails.engine.types import Result
 from guardrails.services import Enforced
-from traces.ingest import documents
+from traces.ingest import documents, turns
 from traces.models import RunTrace, ViolationDay
 from traces.store import bulk, bulk_postgres
 from traces.store.columns import RESULT, TRACE, VIOLATION, ResultRow, names
@@ -126,30 +126,55 @@ def store_verdict_sql() -> str:
     )
 
 
-def store_verdict(item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced], judge: Any) -> None:
+def store_verdict(
+    item: documents.Item,
+    results: Sequence[Result],
+    enforced: Sequence[Enforced],
+    judge: Any,
+    stage: tuple[str, int] = ("output", 0),
+) -> None:
     """Store a valid trace of `POST evaluate` and, unless another trace has its id, the
     verdict's results and violations, all or nothing; sets the item's status and row.
 
     `judge`: the evaluation's judge service, whose calls (if any) are linked to the trace.
+    `stage`: the stage of the turn checked and its step (`guardrails.engine.stages`), which
+    the results are stored under. A document that extends the trace stored under its id
+    (the same turn, checked at a later stage) replaces it and adds its results
+    (`turns.extend_stored`); one that rewrites it is a conflict and stores nothing.
     """
-    if connection.vendor == "postgresql" and not judge.recorded and _in_one_statement(item, results, enforced):
+    if connection.vendor == "postgresql" and not judge.recorded and _in_one_statement(item, results, enforced, stage):
+        if item.status == documents.CONFLICT:
+            with transaction.atomic():
+                if turns.extend_stored(item):
+                    _write_results(item, results, enforced, judge, stage)
         return
     with transaction.atomic():
         documents.store_one(item)
+        if item.status == documents.CONFLICT and item.row_id is not None:
+            turns.extend_stored(item)
         if item.row_id is not None and item.status != documents.CONFLICT:
-            trace = _trace(item, item.row_id)
-            bulk.write_rows(bulk.result_rows([(trace, results)], enforced, "runtime", None))
-            judge.attach_trace(trace)
+            _write_results(item, results, enforced, judge, stage)
 
 
-def _in_one_statement(item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced]) -> bool:
+def _write_results(
+    item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced], judge: Any, stage: tuple[str, int]
+) -> None:
+    assert item.row_id is not None
+    trace = _trace(item, item.row_id)
+    bulk.write_rows(bulk.result_rows([(trace, results)], enforced, "runtime", None, stage))
+    judge.attach_trace(trace)
+
+
+def _in_one_statement(
+    item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced], stage: tuple[str, int]
+) -> bool:
     """PostgreSQL: everything in `STORE_VERDICT`. False, with nothing written, when the id's
     row was committed by another request while the statement ran (neither inserted nor
     read): the caller stores it again, in a transaction that then reads that row."""
     if item.status != documents.CREATED:
         return False
     now = timezone.now()
-    rows = bulk.result_rows([(_trace(item, None), results)], enforced, "runtime", None)
+    rows = bulk.result_rows([(_trace(item, None), results)], enforced, "runtime", None, stage)
     with prepared_cursor() as cursor:
         cursor.execute(store_verdict_sql(), _parameters(item, rows, now))
         inserted, stored, digest = cursor.fetchone()

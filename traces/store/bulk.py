@@ -213,6 +213,8 @@ def evaluate_rows(
                         now,
                         skip,
                         shadow,
+                        "",  # the whole trace: no stage of a turn
+                        0,
                         action,
                         severity,
                         agent,
@@ -309,6 +311,7 @@ def result_rows(
     enforced: Sequence[Enforced],
     mode: Mode,
     evaluation_id: int | None,
+    stage: tuple[str, int] = ("", 0),
 ) -> list[ResultRow]:
     targets = {item.guardrail.id: _target(item) for item in enforced}
     shadows = {item.guardrail.id for item in enforced if item.shadow}
@@ -333,6 +336,7 @@ def result_rows(
                     now,
                     skip,
                     result.guardrail in shadows,
+                    *stage,
                     *targets[result.guardrail][2:],
                     trace.agent or "",
                     trace.flow or "",

@@ -44,6 +44,8 @@ class ResultRow(NamedTuple):
     created_at: datetime
     skip_reason: str
     shadow: bool
+    stage: str  # the stage of the turn a runtime checked, and its step: "" and 0, the whole trace
+    step: int
     action: str
     severity: str
     agent: str
@@ -154,7 +156,7 @@ def _default(field: Field[Any, Any]) -> Any:
 
 
 # Results: every column (a result has nothing left to its defaults).
-RESULT = TableColumns.of(EvaluationResult, ResultRow._fields[:13])
+RESULT = TableColumns.of(EvaluationResult, ResultRow._fields[: ResultRow._fields.index("action")])
 # A result's violation: the result's trace, guardrail and run columns and their copies;
 # its review (state, reviewer, note) starts at the field's defaults.
 VIOLATION = TableColumns.of(
