@@ -59,13 +59,23 @@ def on_redis() -> bool:
     return str(settings.CELERY_BROKER_URL).startswith(("redis://", "rediss://"))
 
 
+def on_sqlite() -> bool:
+    return not on_postgresql()
+
+
 def declared_skip(item: pytest.Item) -> str | None:
     """Why `item` skips here, when it is a `postgresql` test off PostgreSQL or a `redis` test
-    off Redis (the embedded default): CI's PostgreSQL and Redis pass runs it."""
-    for name, present, service in (("postgresql", on_postgresql, "PostgreSQL"), ("redis", on_redis, "Redis")):
+    off Redis (the embedded default: CI's PostgreSQL and Redis pass runs it), or a `sqlite`
+    test on PostgreSQL (CI's embedded-default pass runs it)."""
+    passes = (
+        ("postgresql", on_postgresql, "PostgreSQL", "CI's PostgreSQL and Redis pass"),
+        ("redis", on_redis, "Redis", "CI's PostgreSQL and Redis pass"),
+        ("sqlite", on_sqlite, "SQLite", "CI's embedded-default pass"),
+    )
+    for name, present, service, other in passes:
         mark = item.get_closest_marker(name)
         if mark is not None and not present():
-            return f"{service} only ({mark.args[0]}): CI's PostgreSQL and Redis pass runs it"
+            return f"{service} only ({mark.args[0]}): {other} runs it"
     return None
 
 

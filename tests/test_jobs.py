@@ -9,14 +9,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 from django.test import Client
 from django.utils import timezone
 
 from kindgi_console import jobs
 from traces.models import PendingRuntimeEvaluation, Upload
 
-on_postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="FOR UPDATE SKIP LOCKED is PostgreSQL's")
+on_postgresql = pytest.mark.postgresql("FOR UPDATE SKIP LOCKED is PostgreSQL's")
 
 LEASE = timedelta(seconds=60)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
-from django.db import connection, models
+from django.db import models
 from django.utils import timezone
 
 from guardrails.engine.types import Result
@@ -29,8 +29,8 @@ from traces.models import EvaluationResult, RunTrace, Violation
 from traces.store import bulk, bulk_postgres, bulk_sqlite
 from traces.store.columns import RESULT, TRACE, VIOLATION, ResultRow, TableColumns
 
-on_postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's writer")
-on_sqlite = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's writer")
+on_postgresql = pytest.mark.postgresql("PostgreSQL's writer")
+on_sqlite = pytest.mark.sqlite("SQLite's writer")
 
 TABLES = [RESULT, VIOLATION, TRACE]
 
