@@ -63,6 +63,7 @@ INSTALLED_APPS = [
 # The API's requests skip what only pages need (kindgi_console.middleware): static files, messages.
 MIDDLEWARE = [
     "kindgi_console.errors.ApiErrorsMiddleware",
+    "kindgi_console.middleware.ApiRequiresHttps",  # before SecurityMiddleware: /api/ never redirects
     "django.middleware.security.SecurityMiddleware",
     "kindgi_console.middleware.StaticFilesForPages",
     "django.contrib.sessions.middleware.SessionMiddleware",
