@@ -433,6 +433,11 @@ KINDGI_EVALUATE_TIME_LIMIT_S = whole("KINDGI_EVALUATE_TIME_LIMIT_S")
 # --timeout does not stop a gthread worker's busy thread.
 KINDGI_REQUEST_TIME_LIMIT_S = whole("KINDGI_REQUEST_TIME_LIMIT_S")
 KINDGI_JUDGE_CALL_LIMIT_S = whole("KINDGI_JUDGE_CALL_LIMIT_S")
+# A judge provider found down (this many failed attempts in a row within the window) fails
+# its calls at once for the cool-down (traces.judge.circuit).
+KINDGI_JUDGE_CIRCUIT_FAILURES = whole("KINDGI_JUDGE_CIRCUIT_FAILURES")
+KINDGI_JUDGE_CIRCUIT_WINDOW_S = whole("KINDGI_JUDGE_CIRCUIT_WINDOW_S")
+KINDGI_JUDGE_CIRCUIT_COOLDOWN_S = whole("KINDGI_JUDGE_CIRCUIT_COOLDOWN_S")
 
 LOGGING = {
     "version": 1,

@@ -296,6 +296,9 @@ VARIABLES: tuple[Variable, ...] = (
         minimum=1,
     ),
     V("KINDGI_JUDGE_CALL_LIMIT_S", "int", 60, "seconds one judge call may take, retries included", minimum=1),
+    V("KINDGI_JUDGE_CIRCUIT_FAILURES", "int", 5, "judge: failed attempts in a row that open a circuit", minimum=1),
+    V("KINDGI_JUDGE_CIRCUIT_WINDOW_S", "int", 60, "judge: ... counted within this many seconds", minimum=1),
+    V("KINDGI_JUDGE_CIRCUIT_COOLDOWN_S", "int", 30, "judge: an open circuit fails calls at once this long", minimum=1),
     V("KINDGI_API_KEY", "text", "", "the key `guardrail_ci --console` reads the console's export with"),
     # Alerts and e-mail
     V("KINDGI_ALERT_CHECK_SECONDS", "int", 60, "how often alert rules are evaluated", minimum=1),
