@@ -46,7 +46,9 @@ class Guardrail(models.Model):
     `document` is the wire document (schema 1.1.0) exactly as authored, so that export and
     import round-trip; the other columns are copied from it for the pages to filter on.
     `enabled` is the console's switch, not part of the document; so is `shadow` (with its
-    sampling rate), which the export does not show: the document stays 1.1.0. Deleting sets
+    sampling rate) and `on_error`, what an `error` does to the turn: `pass` (the turn goes on)
+    or `halt` (fail closed, for `halt` guardrails only). The export shows neither: the
+    document stays 1.1.0. Deleting sets
     `deleted_at`, so that results and violations keep naming their revision.
     """
 
@@ -71,6 +73,12 @@ class Guardrail(models.Model):
     )
     shadow_sample_rate = models.FloatField(
         null=True, blank=True, help_text="in shadow, the share of matching traces judged (none: every one)"
+    )
+    on_error = models.CharField(
+        max_length=8,
+        choices=[("pass", "pass"), ("halt", "halt")],
+        default="pass",
+        help_text="an error at runtime: pass (the turn goes on) or halt (fail closed; halt guardrails only)",
     )
     revision = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)

@@ -180,6 +180,8 @@ class EvaluateView(ConsoleAPIView):
             "reason": verdict.reason,
             "results": [result.as_dict() for result in verdict.results],
         }
+        if verdict.error is not None:
+            answer["error"] = verdict.error
         if storing:
             if verdict.withheld:
                 documents.withhold_output(item)

@@ -90,8 +90,14 @@ VERDICT_SCHEMA = {
     "required": ["turn", "reason", "results"],
     "properties": {
         "turn": {"type": "string", "enum": ["completed", "failed"]},
-        "reason": {"type": "string", "nullable": True, "enum": ["guardrail-violation", None]},
+        "reason": {"type": "string", "nullable": True, "enum": ["guardrail-violation", "guardrail-error", None]},
         "results": {"type": "array", "items": {"type": "object"}},
+        "error": {
+            "type": "object",
+            "description": "With reason guardrail-error: the guardrail that failed closed and its error.",
+            "required": ["guardrail", "message"],
+            "properties": {"guardrail": {"type": "string"}, "message": {"type": "string"}},
+        },
         "trace": ITEM_SCHEMA,
     },
 }
