@@ -194,6 +194,8 @@ REST_FRAMEWORK = {
 }
 # Requests per API key or user (DRF's rate syntax: "N/second|minute|hour|day").
 KINDGI_API_RATE = text("KINDGI_API_RATE")
+# The runtime path's own (POST evaluate, ingestion), sized for a fleet; a key may have its own.
+KINDGI_RUNTIME_RATE = text("KINDGI_RUNTIME_RATE")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Kindgi Console API",
     "DESCRIPTION": (

@@ -98,6 +98,12 @@ VARIABLES: tuple[Variable, ...] = (
     V("KINDGI_LOG_LEVEL", "text", "INFO", "the root logger's level"),
     V("KINDGI_API_RATE", "text", "3000/minute", "API throttle per key or user (`N/second|minute|hour|day`)"),
     V(
+        "KINDGI_RUNTIME_RATE",
+        "text",
+        "60000/minute",
+        "POST evaluate and ingestion: their own throttle per key (a key's own rate replaces it)",
+    ),
+    V(
         "KINDGI_CACHE_URL",
         "text",
         "",

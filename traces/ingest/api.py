@@ -43,6 +43,7 @@ class TraceListView(ConsoleAPIView):
     serializer_class = serializers.TraceSummarySerializer
     filterset_class = filters.TraceFilter
     scopes = {"GET": "read", "POST": "ingest"}
+    runtime_methods = ("POST",)
     ordering_field = "received_at"
     time_limited = ("POST",)
 
@@ -140,6 +141,7 @@ class EvaluateView(ConsoleAPIView):
     """`POST evaluate`: the runtime verdict, stored with its results unless ?store=false."""
 
     scopes = {"POST": "evaluate"}
+    runtime_methods = ("POST",)
     filter_backends: list[Any] = []
     renderer_classes = [ORJSONRenderer]
     time_limited = ("POST",)
