@@ -173,3 +173,15 @@ def test_each_endpoint_and_model_has_its_own_circuit(breaker: CircuitBreaker) ->
     assert breaker.view(down).status == "open"
     assert breaker.view(model_at("http://127.0.0.1:9/v1", name="another-model")).status == "closed"
     assert breaker.view(model_at("http://127.0.0.1:10/v1")).status == "closed"
+
+
+def test_a_refused_call_makes_no_http_client(breaker: CircuitBreaker) -> None:
+    down = model_at("http://127.0.0.1:9/v1")
+    for _ in range(POLICY.failures):
+        breaker.failed(down, "refused")
+
+    def no_client() -> httpx.Client:
+        raise AssertionError("a client was made for a call the circuit refuses")
+
+    refused = call_judge(down, PROMPT, http=no_client, deadline=time.monotonic() + 5, retry=FAST, circuit=breaker)
+    assert refused.attempts == 0 and refused.error is not None

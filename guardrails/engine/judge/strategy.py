@@ -290,7 +290,7 @@ class LlmJudgeStrategy:
         return call_judge(
             model,
             prompt,
-            http=services.http_client(),
+            http=services.http_client,  # made at the first attempt: none when the circuit refuses
             deadline=deadline,
             scale=rubric.scale,
             retry=self.retry,
