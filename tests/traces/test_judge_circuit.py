@@ -134,3 +134,33 @@ def test_a_circuit_is_read_only_and_a_registration_read_can_be_put_back(
 def test_without_a_key_nothing_of_a_circuit_is_shown(api: Any, root: User, fake_provider: FakeProvider) -> None:
     register(api, root, fake_provider.registration("local"))
     assert api().get("/api/v1/judge-models/local").status_code == 401
+
+
+def test_a_run_with_its_judges_provider_down_ends_with_every_judge_result_an_error(
+    api: Any, acme: Any, root: User, judge_guardrail: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from tests.traces.test_worker_recovery import store_many
+    from traces.models import Evaluation, EvaluationResult
+    from traces.runs import evaluations
+
+    doc = {
+        "id": "local",
+        "provider": "openai",
+        "model": "fake-openai-judge",
+        "baseUrl": f"http://127.0.0.1:{free_port()}/v1",
+        "apiKeyEnv": None,
+        "pricing": {"inputUsdPerMTok": "1", "outputUsdPerMTok": "2"},
+        "capabilities": ["json"],
+    }
+    register(api, root, doc)
+    store_many(acme, 300)
+    with django_capture_on_commit_callbacks(execute=True):  # the run's tasks, sent at commit, run here
+        run = evaluations.create_run(evaluations.RunRequest(tenant=acme, label="provider down"))
+
+    run = Evaluation.objects.get(pk=run.pk)
+    assert (run.status, run.done) == ("succeeded", 300)
+    judged = EvaluationResult.objects.filter(evaluation=run, guardrail__guardrail_id="no-refund-promises")
+    assert judged.count() == 300
+    assert set(judged.values_list("status", flat=True)) == {"error"}
+    reasons = list(judged.values_list("reason", flat=True))
+    assert sum("provider unavailable" in reason for reason in reasons) >= 290
