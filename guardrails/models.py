@@ -45,10 +45,11 @@ class Guardrail(models.Model):
 
     `document` is the wire document (schema 1.1.0) exactly as authored, so that export and
     import round-trip; the other columns are copied from it for the pages to filter on.
-    `enabled` is the console's switch, not part of the document; so is `shadow` (with its
-    sampling rate) and `on_error`, what an `error` does to the turn: `pass` (the turn goes on)
-    or `halt` (fail closed, for `halt` guardrails only). The export shows neither: the
-    document stays 1.1.0. Deleting sets
+    `enabled` is the console's switch, not part of the document; so are `shadow` (with its
+    sampling rate), `stages` (where a runtime's check of a turn applies it: None, its
+    check's defaults) and `on_error`, what an `error` does to the turn: `pass` (the turn goes
+    on) or `halt` (fail closed, for `halt` guardrails only). The export shows none of them:
+    the document stays 1.1.0. Deleting sets
     `deleted_at`, so that results and violations keep naming their revision.
     """
 
@@ -73,6 +74,12 @@ class Guardrail(models.Model):
     )
     shadow_sample_rate = models.FloatField(
         null=True, blank=True, help_text="in shadow, the share of matching traces judged (none: every one)"
+    )
+    stages = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="the stages of a turn at which it applies at runtime (none: its check's defaults)",
     )
     on_error = models.CharField(
         max_length=8,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -18,6 +19,7 @@ from django.utils import timezone
 from guardrails import deployment
 from guardrails.engine.registration import Registration, define_guardrail
 from guardrails.engine.schema import validate_console_limits
+from guardrails.engine.stages import DEFAULT_STAGES, ordered
 from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.engine.types import Issue, IssuesError
 from guardrails.models import Guardrail, GuardrailRevision
@@ -249,6 +251,31 @@ def set_fail_mode(guardrail: Guardrail, on_error: str) -> None:
         audit.record("guardrail.fail-mode", guardrail, before={"onError": before}, after={"onError": on_error})
 
 
+@transaction.atomic
+def set_stages(guardrail: Guardrail, stages: list[str] | None) -> None:
+    """Set the stages of a turn at which a guardrail applies at runtime (None: its check's
+    defaults): console state beside the document, no new revision. Audited as
+    `guardrail.stages`; a request that changes nothing writes nothing."""
+    locked = Guardrail.objects.select_for_update().get(pk=guardrail.pk)
+    before, after = locked.stages, (ordered(stages) if stages is not None else None)
+    guardrail.stages = after
+    if before == after:
+        return
+    guardrail.save(update_fields=["stages"])
+    audit.record("guardrail.stages", guardrail, before={"stages": before}, after={"stages": after})
+
+
+def default_stages(check_id: str) -> list[str]:
+    """The stages at which a guardrail of this check applies unless its author chose others."""
+    check = deployment.check_registry().get(check_id)
+    return list(check.stages) if check is not None else list(DEFAULT_STAGES)
+
+
+def guardrail_stages(guardrail: Guardrail) -> list[str]:
+    """The stages at which the guardrail applies at runtime: its own, or its check's defaults."""
+    return list(guardrail.stages) if guardrail.stages is not None else default_stages(guardrail.check_name)
+
+
 @dataclass(frozen=True)
 class Enforced:
     """An enabled guardrail as the engine reads it, with the revision row results name."""
@@ -266,6 +293,11 @@ class Enforced:
         """Fails closed: an `error` halts the turn (its fail mode is `halt` and the guardrail
         is still a `halt` one: a document changed since to another action does not)."""
         return self.revision.guardrail.on_error == "halt" and self.guardrail.on_violation == "halt"
+
+    @cached_property
+    def stages(self) -> frozenset[str]:
+        """The stages of a turn at which it applies at runtime (computed once per enforced set)."""
+        return frozenset(guardrail_stages(self.revision.guardrail))
 
     def sampled(self, trace_id: object) -> bool:
         """Whether a shadow guardrail judges this trace: a stable share of trace ids, so that

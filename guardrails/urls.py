@@ -24,5 +24,6 @@ urlpatterns = [
     path(
         "guardrails/<path:guardrail_id>/fail-mode/", views.GuardrailFailModeView.as_view(), name="guardrail-fail-mode"
     ),
+    path("guardrails/<path:guardrail_id>/stages/", views.GuardrailStagesView.as_view(), name="guardrail-stages"),
     path("guardrails/<path:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(), name="guardrail-delete"),
 ]

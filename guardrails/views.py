@@ -21,6 +21,7 @@ from django.utils.http import urlencode
 from django.views import View
 from django.views.generic import TemplateView
 
+from guardrails.engine.stages import validate_stages
 from guardrails.models import Guardrail
 from guardrails.pages import document_diff, import_files, pretty_json
 from guardrails.services import (
@@ -28,6 +29,7 @@ from guardrails.services import (
     OwnershipError,
     delete_guardrail,
     enforced_document,
+    guardrail_stages,
     owner_slug,
     register_document,
     revision_authors,
@@ -35,6 +37,7 @@ from guardrails.services import (
     set_enabled,
     set_fail_mode,
     set_shadow,
+    set_stages,
 )
 from kindgi_console.tenancy.scoping import Caller, TenantDenied, current_tenant
 
@@ -152,6 +155,23 @@ class GuardrailShadowView(GuardrailPageMixin, View):
             else f"{guardrail.guardrail_id} is enforced.",
         )
         return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
+
+
+class GuardrailStagesView(GuardrailPageMixin, View):
+    """Set the stages of a turn at which a guardrail applies at runtime, or its check's defaults."""
+
+    needs_author = True
+
+    def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
+        guardrail = self.writable_guardrail(guardrail_id)
+        chosen = None if request.POST.get("defaults") == "true" else request.POST.getlist("stages")
+        issues = validate_stages(chosen, "/stages") if chosen is not None else []
+        if issues:
+            messages.error(request, f"Not changed: {issues[0].message}")
+        else:
+            set_stages(guardrail, chosen)
+            messages.success(request, f"{guardrail.guardrail_id} applies at: {', '.join(guardrail_stages(guardrail))}.")
+        return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]) + "#stages")
 
 
 class GuardrailFailModeView(GuardrailPageMixin, View):

@@ -1,7 +1,7 @@
 """Kindgi Console settings, read from the environment in this one module.
 
-Every variable is declared once, with its type, default and meaning, in
-guardrails/engine/environment.py (the README's settings table is rendered from it).
+Every variable is declared once, with its type, default and meaning, in kindgi_console/env.py
+(docs/settings.md is generated from it).
 
 Nothing set: SQLite in the project folder and a broker on the local filesystem, so the
 console runs with no service to install. `DATABASE_URL` and `CELERY_BROKER_URL` point it
@@ -25,11 +25,9 @@ from kindgi_console.env import flag, items, text, whole
 django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-# Under pytest-xdist each test process (gw0, gw1, ...) keeps its own var/ folder (SQLite
-# test database, filesystem broker) and its own Celery queue: the real workers a test
-# starts inherit PYTEST_XDIST_WORKER, so they serve the queue of the test that started them.
-_XDIST_WORKER = text("PYTEST_XDIST_WORKER")
-VAR_DIR = Path(text("KINDGI_VAR_DIR", str(BASE_DIR / "var" / _XDIST_WORKER)))
+VAR_DIR = Path(text("KINDGI_VAR_DIR", str(BASE_DIR / "var")))
+# Consoles that share one Redis keep their queues and cache keys apart (so do test processes).
+KINDGI_PREFIX = text("KINDGI_PREFIX")
 
 DEBUG = flag("DJANGO_DEBUG")
 SECRET_KEY = text("DJANGO_SECRET_KEY", "kindgi-local-development-only-not-secret" if DEBUG else "")
@@ -100,7 +98,7 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.config(
-        env="DATABASE_URL",  # declared in guardrails/engine/environment.py; dj-database-url reads it
+        env="DATABASE_URL",  # declared in kindgi_console/env.py; dj-database-url reads it
         default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
         conn_max_age=whole("DATABASE_CONN_MAX_AGE"),
     )
@@ -224,8 +222,7 @@ if _broker.startswith(("redis://", "rediss://")):
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": text("KINDGI_CACHE_URL") or _broker,
-            # test processes (xdist) keep their counters apart
-            "KEY_PREFIX": f"kindgi{_XDIST_WORKER}",
+            "KEY_PREFIX": KINDGI_PREFIX,
             # a Redis that is down answers at once rather than hold requests
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
@@ -292,8 +289,7 @@ CELERY_TASK_IGNORE_RESULT = True
 # of work waits behind another's backlog: the runtime evaluation of ingested traces; runs
 # (chunks, uploads, previews, comparisons); the periodic checks (beat's ticks, and the alert
 # evaluations that write paths ask for); alert deliveries, which wait on receivers.
-_QUEUE_PREFIX = f"kindgi-{_XDIST_WORKER}" if _XDIST_WORKER else "kindgi"
-KINDGI_QUEUES = {role: f"{_QUEUE_PREFIX}-{role}" for role in ("runtime", "runs", "periodic", "deliveries")}
+KINDGI_QUEUES = {role: f"{KINDGI_PREFIX}-{role}" for role in ("runtime", "runs", "periodic", "deliveries")}
 CELERY_TASK_QUEUES = {name: {"exchange": name, "routing_key": name} for name in KINDGI_QUEUES.values()}
 CELERY_TASK_DEFAULT_QUEUE = KINDGI_QUEUES["runs"]
 _ROLE_OF_TASK = {

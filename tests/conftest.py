@@ -39,6 +39,53 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"CI needs PostgreSQL and Redis, got {database} and {broker}", returncode=3)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--only-declared-skips",
+        action="store_true",
+        help="fail a test that skips, unless it is a `postgresql` test off PostgreSQL or a `redis` one off Redis (CI)",
+    )
+
+
+def on_postgresql() -> bool:
+    from django.conf import settings
+
+    return "postgresql" in settings.DATABASES["default"]["ENGINE"]
+
+
+def on_redis() -> bool:
+    from django.conf import settings
+
+    return str(settings.CELERY_BROKER_URL).startswith(("redis://", "rediss://"))
+
+
+def declared_skip(item: pytest.Item) -> str | None:
+    """Why `item` skips here, when it is a `postgresql` test off PostgreSQL or a `redis` test
+    off Redis (the embedded default): CI's PostgreSQL and Redis pass runs it."""
+    for name, present, service in (("postgresql", on_postgresql, "PostgreSQL"), ("redis", on_redis, "Redis")):
+        mark = item.get_closest_marker(name)
+        if mark is not None and not present():
+            return f"{service} only ({mark.args[0]}): CI's PostgreSQL and Redis pass runs it"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if reason := declared_skip(item):
+        pytest.skip(reason)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """With --only-declared-skips (CI), any other skip is a failure: the PostgreSQL and Redis
+    pass skips nothing, the embedded default's only the tests of those two services."""
+    report: Any = yield
+    strict = item.config.getoption("only_declared_skips") and not hasattr(report, "wasxfail")
+    if strict and report.skipped and declared_skip(item) is None:
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where only the tests of a missing service may skip: {report.longrepr}"
+    return report
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Passwords hashed with one cheap round in tests: PBKDF2's million iterations cost about
     a second per user made or signed in on a small machine (Django's advice for test suites)."""
@@ -49,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Modules whose tests bound wall-clock or CPU time (deadlines, sandbox limits): under
 # pytest-xdist (`make test`, `--dist loadgroup`) they run one after another in one process,
-# never against each other.
+# never against each other (tests/scheduling.py).
 TIMED_MODULES = (
     "tests/guardrails/test_sandbox_parity.py",
     "tests/guardrails/test_sandbox_hostile.py",
@@ -80,40 +127,25 @@ LONG_MODULES = (
 )
 
 
-def pytest_itemcollected(item: pytest.Item) -> None:
-    # Schemathesis names each operation's test `test_x[GET /api/...]` but gives them all the
-    # function's node id; pytest-xdist hands tests out by node id and would run only one.
-    if "[" in item.name and not item.nodeid.endswith("]"):
-        _set_nodeid(item, f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}")
-    if _module(item) in TIMED_MODULES:
-        item.add_marker(pytest.mark.xdist_group("timed"))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup`: the timed modules together in one process (tests/scheduling.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.scheduling import TimedModulesTogether
+
+    return TimedModulesTogether(config, log, TIMED_MODULES)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist: the longest first, after pytest-django's order (plain tests before
-    transactional ones); each test of an xdist_group named `<node id>@<group>`, which is how
-    `--dist loadgroup` sends a group to one process (pytest-xdist 3.8 renames through an
-    attribute that pytest 9 no longer reads)."""
+    transactional ones)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     items.sort(
         key=lambda item: LONG_MODULES.index(_module(item)) if _module(item) in LONG_MODULES else len(LONG_MODULES)
     )
-    if config.getvalue("loadgroup"):
-        for item in items:
-            groups = sorted({str(mark.args[0]) for mark in item.iter_markers("xdist_group") if mark.args})
-            if groups and "@" not in item.nodeid:
-                _set_nodeid(item, f"{item.nodeid}@{'_'.join(groups)}")
-
-
-def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
-    if hasattr(item, "_id"):  # pytest 9
-        from _pytest.nodeid import NodeId
-
-        item._id = NodeId.parse(nodeid)
-    else:
-        setattr(item, "_nodeid", nodeid)  # pytest 8
 
 
 def _module(item: pytest.Item) -> str:

@@ -14,9 +14,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
-#: Pages generated from a declaration and committed with their generator, which may be linked
-#: before they land: docs/settings.md is rendered from the environment declaration.
-GENERATED = {ROOT / "docs" / "settings.md"}
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
@@ -49,8 +46,6 @@ def test_every_relative_link_points_at_a_file_that_exists(page: Path) -> None:
     for target in relative_links(page):
         path, _, anchor = target.partition("#")
         destination = (page.parent / path).resolve() if path else page
-        if destination in GENERATED:
-            continue
         if not destination.exists() or (anchor and not has_anchor(destination, anchor)):
             broken.append(target)
     assert not broken, f"{page.relative_to(ROOT)} links to what is not there: {broken}"

@@ -1,19 +1,17 @@
-"""Every environment variable the console reads, declared once: name, type, default, meaning.
+"""The environment variables the engine's CI command reads, and the parser of every variable.
 
-`kindgi_console/settings.py` reads each of its settings through this declaration, and the
-README's settings table is rendered from it (`manage.py settings_table`; a test fails when
-the README's copy differs), so the table cannot drift from the code. Adding a setting is one
-`Variable(...)` entry here and one read in settings.py. No Django import, so that the CI
-command (guardrails/engine/cli/) reads the variables it shares with the console (packs,
-limits, the sandbox, the judge) with the same parser and defaults: a bad value raises
-`BadValue`, whose message names the variable (settings turn it into ImproperlyConfigured,
-the CLI into a usage error).
+The CI command (guardrails/engine/cli/) shares these variables with the console (packs, the
+registration policy, limits, the sandbox, the judge): they are declared here once, and the
+console's declaration (kindgi_console/env.py) takes them from here beside its own, so that
+both read them with the same parser and defaults. A bad value raises `BadValue`, whose
+message names the variable (the settings turn it into ImproperlyConfigured, the CLI into a
+usage error). No Django import.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,8 +27,8 @@ class BadValue(ValueError):
 
 @dataclass(frozen=True)
 class Variable:
-    """One environment variable. `shown` is the default as the README says it, for a default
-    computed from other settings or one that reads better in words."""
+    """One environment variable. `shown` is the default as docs/settings.md says it, for a
+    default computed from other settings or one that reads better in words."""
 
     name: str
     kind: Kind
@@ -40,339 +38,77 @@ class Variable:
     shown: str | None = None
 
 
+class Declaration:
+    """A set of declared variables and their typed readers: a variable read that is not
+    declared, or read as another kind, is a programming error (KeyError, TypeError)."""
+
+    def __init__(self, variables: Iterable[Variable]) -> None:
+        self.variables = tuple(variables)
+        self.by_name = {variable.name: variable for variable in self.variables}
+
+    def variable(self, name: str, kind: Kind | None = None) -> Variable:
+        variable = self.by_name.get(name)
+        if variable is None:
+            raise KeyError(f"{name} is not declared")
+        if kind is not None and variable.kind != kind:
+            raise TypeError(f"{name} is declared as {variable.kind}, read as {kind}")
+        return variable
+
+    def text(self, name: str, default: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
+        """The variable's text, or its default (`default` for one computed by the caller)."""
+        return read_text(self.variable(name, "text"), default, environ)
+
+    def flag(self, name: str, default: bool | None = None, environ: Mapping[str, str] = os.environ) -> bool:
+        """A boolean: 1/true/yes/on or 0/false/no/off (any case)."""
+        return read_flag(self.variable(name, "bool"), default, environ)
+
+    def whole(self, name: str, default: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
+        """An integer, at least the declared minimum."""
+        return read_whole(self.variable(name, "int"), default, environ)
+
+    def items(self, name: str, environ: Mapping[str, str] = os.environ) -> list[str]:
+        """A comma-separated list; blank items are dropped."""
+        return read_items(self.variable(name, "list"), environ)
+
+
 V = Variable
-VARIABLES: tuple[Variable, ...] = (
-    # The deployment
-    V(
-        "DATABASE_URL",
-        "text",
-        "",
-        "the database (`postgres://user@host:5432/name` in a deployment)",
-        shown="SQLite `db.sqlite3` in the project folder",
-    ),
-    V("DATABASE_CONN_MAX_AGE", "int", 60, "seconds a database connection is kept for the next request", minimum=0),
-    V(
-        "DATABASE_PREPARED_STATEMENTS",
-        "bool",
-        True,
-        "PostgreSQL keeps the hottest statement (`POST evaluate`'s "
-        "write) prepared on each connection; `false` behind a pooler in transaction mode (PgBouncer before 1.21)",
-    ),
-    V(
-        "CELERY_BROKER_URL",
-        "text",
-        "filesystem://",
-        "Celery's broker (`redis://host:6379/0` in a deployment)",
-        shown="`filesystem://` (under `KINDGI_VAR_DIR/broker`)",
-    ),
-    V(
-        "KINDGI_VAR_DIR",
-        "text",
-        "",
-        "where the console writes: the filesystem broker, uploads, static files, "
-        "beat's schedule, the SQLite test database",
-        shown="`var/` in the project folder",
-    ),
-    V("DJANGO_DEBUG", "bool", True, "`false` in production: secure cookies, HSTS, the redirect to HTTPS"),
-    V(
-        "DJANGO_SECRET_KEY",
-        "text",
-        "",
-        "Django's secret key",
-        shown="a local-only key while debug is on; required when it is off",
-    ),
-    V(
-        "DJANGO_ALLOWED_HOSTS",
-        "list",
-        ("localhost", "127.0.0.1", "[::1]", "testserver"),
-        "host names the console answers to (comma-separated)",
-    ),
-    V("DJANGO_CSRF_TRUSTED_ORIGINS", "list", (), "origins trusted for form posts, e.g. `https://console.example.com`"),
-    V(
-        "DJANGO_SECURE_SSL_REDIRECT",
-        "bool",
-        True,
-        "with debug off, redirect plain HTTP to HTTPS; the TLS proxy must send `X-Forwarded-Proto: https`",
-    ),
-    V("DJANGO_HSTS_SECONDS", "int", 31536000, "with debug off, the `Strict-Transport-Security` max-age", minimum=0),
-    V("KINDGI_LOG_LEVEL", "text", "INFO", "the root logger's level"),
-    V("KINDGI_API_RATE", "text", "3000/minute", "API throttle per key or user (`N/second|minute|hour|day`)"),
-    V(
-        "KINDGI_RUNTIME_RATE",
-        "text",
-        "60000/minute",
-        "POST evaluate and ingestion: their own throttle per key (a key's own rate replaces it)",
-    ),
-    V(
-        "KINDGI_CACHE_URL",
-        "text",
-        "",
-        "the Redis of the shared cache (API throttle, sign-in limit); give it a database of its own",
-        shown="the broker's URL when it is Redis, else a database table",
-    ),
-    V(
-        "KINDGI_SIGNIN_FAILURES",
-        "int",
-        5,
-        "failed sign-ins allowed per username and client address in the window "
-        "(ten times as many per address, and per username from addresses it never signed in from)",
-        minimum=1,
-    ),
-    V("KINDGI_SIGNIN_WINDOW_S", "int", 900, "the sign-in limit's window in seconds", minimum=1),
-    V(
-        "KINDGI_TRUSTED_PROXIES",
-        "list",
-        (),
-        "addresses or networks of the proxies whose `X-Forwarded-For` names the client "
-        "(sign-in limit); none: the header is ignored",
-    ),
-    # Background work
-    V(
-        "KINDGI_BROKER_POLL_MS",
-        "int",
-        200,
-        "how often an idle worker looks for a message on the filesystem broker",
-        minimum=10,
-    ),
-    V(
-        "CELERY_VISIBILITY_TIMEOUT",
-        "int",
-        600,
-        "seconds before Redis gives a lost worker's message to another",
-        minimum=1,
-    ),
-    V("CELERY_TASK_ALWAYS_EAGER", "bool", False, "run tasks in the calling process (tests only)"),
-    V("CELERY_TASK_TIME_LIMIT", "int", 300, "seconds a task may run before its worker process is killed", minimum=1),
-    V("CELERY_TASK_SOFT_TIME_LIMIT", "int", 270, "seconds before a task is asked to stop", minimum=1),
-    V("KINDGI_EVALUATION_CHUNK_SIZE", "int", 2000, "traces per chunk of an evaluation run (one task each)", minimum=1),
-    V("KINDGI_EVALUATION_BATCH", "int", 1000, "traces a chunk reads, evaluates and writes together", minimum=1),
-    V(
-        "KINDGI_CHUNK_SECONDS",
-        "int",
-        120,
-        "a chunk that has run this long stores what it evaluated and hands the rest back as a new chunk",
-        minimum=1,
-        shown="120, at most half of `CELERY_TASK_SOFT_TIME_LIMIT`",
-    ),
-    V(
-        "KINDGI_JUDGE_CONCURRENCY",
-        "int",
-        8,
-        "llm-judge calls a chunk makes at once (its traces evaluated on as many threads)",
-        minimum=1,
-    ),
-    V(
-        "KINDGI_JUDGE_CALL_ESTIMATE_MS",
-        "int",
-        2000,
-        "a judge call's time assumed when sizing a run's chunks, until the ledger has seen the guardrail's calls",
-        minimum=1,
-    ),
-    V(
-        "KINDGI_CHUNK_LEASE_SECONDS",
-        "int",
-        15,
-        "how long a running chunk's or upload's claim is trusted without "
-        "a heartbeat (renewed every third of it while its worker lives)",
-        minimum=1,
-    ),
-    V(
-        "KINDGI_QUEUED_LEASE_SECONDS",
-        "int",
-        300,
-        "how long a queued chunk's or upload's message is trusted before it is sent again",
-        minimum=1,
-    ),
-    V(
-        "KINDGI_CHUNK_MAX_ATTEMPTS",
-        "int",
-        5,
-        "a chunk or upload lost this many times in a row fails with the reason",
-        minimum=1,
-    ),
-    V(
-        "KINDGI_CHUNK_CHECK_SECONDS",
-        "int",
-        10,
-        "how often the periodic check sends work whose lease ran out",
-        minimum=1,
-    ),
-    V(
-        "KINDGI_RETENTION_BATCH",
-        "int",
-        1000,
-        "traces or ledger entries deleted per transaction by retention",
-        minimum=1,
-    ),
-    V(
-        "KINDGI_RETENTION_CHECK_SECONDS",
-        "int",
-        3600,
-        "how often retention (a tenant's RetentionPolicy) runs",
-        minimum=1,
-    ),
-    V(
-        "KINDGI_WORKER_HEARTBEAT_SECONDS",
-        "int",
-        10,
-        "how often a worker writes its heartbeat row; pages of waiting work say when none was seen for three",
-        minimum=1,
-    ),
-    # Ingestion
-    V("KINDGI_MAX_TRACE_BYTES", "int", MIB, "largest trace", minimum=1024, shown="1 MiB"),
-    V("KINDGI_MAX_REQUEST_BYTES", "int", 10 * MIB, "largest request body", minimum=1024, shown="10 MiB"),
-    V("KINDGI_MAX_BATCH", "int", 1000, "most traces in one ingestion request", minimum=1),
-    V("KINDGI_MAX_DEPTH", "int", 64, "deepest JSON nesting of a trace", minimum=2),
-    V(
-        "KINDGI_REQUEST_TIME_LIMIT_S",
-        "int",
-        30,
-        "seconds a request that takes traces (POST traces, POST evaluate, the OTLP export) may run: "
-        "past it, it stops, stores nothing and answers 503",
-        minimum=1,
-    ),
-    V("KINDGI_UPLOAD_BATCH", "int", 500, "traces of an upload stored per transaction", minimum=1),
-    V("KINDGI_UPLOAD_MAX_ERRORS", "int", 1000, "bad lines an upload keeps (all are counted)", minimum=1),
-    V(
-        "KINDGI_UPLOAD_PIECE_LINES",
-        "int",
-        50_000,
-        "an upload is read in pieces of at most this many traces, one task each",
-        minimum=1,
-    ),
-    V(
-        "KINDGI_UPLOAD_PIECE_SECONDS",
-        "int",
-        60,
-        "... and of at most this many seconds",
-        minimum=0,
-        shown="60, at most a quarter of `CELERY_TASK_SOFT_TIME_LIMIT`",
-    ),
-    V(
-        "KINDGI_UPLOAD_MAX_BYTES_DECOMPRESSED",
-        "int",
-        4 * 1024 * MIB,
-        "an uploaded file that expands past this (gzip) fails with the reason",
-        minimum=1024,
-        shown="4 GiB",
-    ),
-    V(
-        "KINDGI_UPLOAD_MAX_BLANK_LINES",
-        "int",
-        10_000,
-        "more blank lines in a row fail an upload with the reason",
-        minimum=1,
-    ),
-    V("KINDGI_OTLP_TURN_TIMEOUT_S", "int", 60, "OTLP: how long a turn waits for its agent span", minimum=1),
-    V("KINDGI_OTLP_MAX_PENDING_SPANS", "int", 10000, "OTLP: spans waiting per tenant", minimum=1),
-    V("KINDGI_OTLP_FLOW_ATTRIBUTE", "text", "kindgi.flow", "OTLP: the span attribute naming the flow"),
-    V(
-        "KINDGI_OTLP_TENANT_ATTRIBUTE",
-        "text",
-        "kindgi.tenant",
-        "OTLP: the resource attribute naming the tenant for a console-wide key",
-    ),
-    # Guardrails, packs and the judge
-    V(
-        "KINDGI_PRODUCTION",
-        "bool",
-        False,
-        "refuse `filesystem` code artifacts at registration",
-        shown="`true` when debug is off",
-    ),
-    V("KINDGI_CHECK_PACKS", "list", (), "Python modules of check packs, loaded at start-up"),
-    V(
-        "KINDGI_PACK_DIRS",
-        "list",
-        (),
-        "outside production, the only folders `filesystem` code artifacts load from (none: they are refused)",
-    ),
-    V("KINDGI_SANDBOX_MEM_MB", "int", 256, "sandbox memory for a pack check that declares none", minimum=16),
-    V("KINDGI_SANDBOX_CPU_MS", "int", 1000, "sandbox CPU time for a pack check that declares none", minimum=10),
-    V("KINDGI_SANDBOX_POOL_SIZE", "int", 2, "warm sandbox workers per posture", minimum=1),
-    V("KINDGI_CAPABILITIES", "list", (), "capabilities a check's `needsSpec` may ask for"),
-    V("KINDGI_BINDINGS", "list", (), "bindings a check's `needsSpec` may ask for"),
-    V("KINDGI_SECRETS", "list", (), "names of variables holding secrets a check's `needsSpec` may ask for"),
-    V("KINDGI_PACK_ENV", "list", (), "the plain variables a check's `needsSpec.env` may name (never the console's)"),
-    V(
-        "KINDGI_EVALUATE_TIME_LIMIT_S",
-        "int",
-        30,
-        "seconds a synchronous evaluation (POST evaluate, ingestion) may take in all",
-        minimum=1,
-    ),
-    V("KINDGI_JUDGE_CALL_LIMIT_S", "int", 60, "seconds one judge call may take, retries included", minimum=1),
-    V("KINDGI_JUDGE_CIRCUIT_FAILURES", "int", 5, "judge: failed attempts in a row that open a circuit", minimum=1),
-    V("KINDGI_JUDGE_CIRCUIT_WINDOW_S", "int", 60, "judge: ... counted within this many seconds", minimum=1),
-    V("KINDGI_JUDGE_CIRCUIT_COOLDOWN_S", "int", 30, "judge: an open circuit fails calls at once this long", minimum=1),
-    V("KINDGI_API_KEY", "text", "", "the key `guardrail_ci --console` reads the console's export with"),
-    # Alerts and e-mail
-    V("KINDGI_ALERT_CHECK_SECONDS", "int", 60, "how often alert rules are evaluated", minimum=1),
-    V("KINDGI_ALERT_SEND_TIMEOUT_S", "int", 10, "one delivery attempt's deadline", minimum=1),
-    V("KINDGI_ALERT_RETRY_BASE_S", "int", 30, "first pause between delivery attempts (doubled each time)", minimum=1),
-    V("KINDGI_ALERT_RETRY_MAX_S", "int", 3600, "longest pause between delivery attempts", minimum=1),
-    V("KINDGI_ALERT_MAX_ATTEMPTS", "int", 8, "attempts before a delivery fails for good", minimum=1),
-    V(
-        "KINDGI_ALERT_PRIVATE_URLS",
-        "bool",
-        False,
-        "allow webhooks to loopback and private addresses",
-        shown="`DJANGO_DEBUG`",
-    ),
-    V(
-        "EMAIL_HOST",
-        "text",
-        "",
-        "SMTP server for e-mail alert channels and member invitations",
-        shown="none (e-mails are printed)",
-    ),
-    V("EMAIL_PORT", "int", 587, "SMTP port", minimum=1),
-    V("EMAIL_HOST_USER", "text", "", "SMTP user"),
-    V("EMAIL_HOST_PASSWORD", "text", "", "SMTP password"),
-    V("EMAIL_USE_TLS", "bool", True, "SMTP with STARTTLS"),
-    V("EMAIL_TIMEOUT", "int", 10, "SMTP timeout in seconds", minimum=1),
-    V("DEFAULT_FROM_EMAIL", "text", "kindgi@localhost", "the sender of alert and invitation e-mails"),
-    # The test suite
-    V(
-        "PYTEST_XDIST_WORKER",
-        "text",
-        "",
-        "tests: set by pytest-xdist; each test process keeps its own `KINDGI_VAR_DIR` folder and Celery queue",
-        shown="none",
-    ),
-    V("KINDGI_REQUIRE_SERVICES", "text", "", "tests: `1` makes the suite fail without PostgreSQL and Redis"),
-    V("KINDGI_CHROMIUM", "text", "/usr/bin/chromium", "tests: the Chromium the browser tests drive"),
+#: What the CI command reads (the console reads them too).
+ENGINE = Declaration(
+    (
+        V("DJANGO_DEBUG", "bool", True, "`false` in production: secure cookies, HSTS, the redirect to HTTPS"),
+        V("KINDGI_MAX_TRACE_BYTES", "int", MIB, "largest trace", minimum=1024, shown="1 MiB"),
+        V("KINDGI_MAX_DEPTH", "int", 64, "deepest JSON nesting of a trace", minimum=2),
+        V(
+            "KINDGI_UPLOAD_MAX_BLANK_LINES",
+            "int",
+            10_000,
+            "more blank lines in a row fail an upload with the reason",
+            minimum=1,
+        ),
+        V(
+            "KINDGI_PRODUCTION",
+            "bool",
+            False,
+            "refuse `filesystem` code artifacts at registration",
+            shown="`true` when debug is off",
+        ),
+        V("KINDGI_CHECK_PACKS", "list", (), "Python modules of check packs, loaded at start-up"),
+        V("KINDGI_SANDBOX_MEM_MB", "int", 256, "sandbox memory for a pack check that declares none", minimum=16),
+        V("KINDGI_SANDBOX_CPU_MS", "int", 1000, "sandbox CPU time for a pack check that declares none", minimum=10),
+        V("KINDGI_SANDBOX_POOL_SIZE", "int", 2, "warm sandbox workers per posture", minimum=1),
+        V("KINDGI_CAPABILITIES", "list", (), "capabilities a check's `needsSpec` may ask for"),
+        V("KINDGI_BINDINGS", "list", (), "bindings a check's `needsSpec` may ask for"),
+        V("KINDGI_SECRETS", "list", (), "names of variables holding secrets a check's `needsSpec` may ask for"),
+        V(
+            "KINDGI_PACK_ENV",
+            "list",
+            (),
+            "the plain variables a check's `needsSpec.env` may name (never the console's)",
+        ),
+        V("KINDGI_JUDGE_CALL_LIMIT_S", "int", 60, "seconds one judge call may take, retries included", minimum=1),
+        V("KINDGI_API_KEY", "text", "", "the key `guardrail_ci --console` reads the console's export with"),
+    )
 )
-DECLARED: dict[str, Variable] = {variable.name: variable for variable in VARIABLES}
-
-
-def _declared(name: str, kind: Kind) -> Variable:
-    variable = DECLARED.get(name)
-    if variable is None:
-        raise KeyError(f"{name} is not declared in guardrails/engine/environment.py")
-    if variable.kind != kind:
-        raise TypeError(f"{name} is declared as {variable.kind}, read as {kind}")
-    return variable
-
-
-def text(name: str, default: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
-    """The variable's text, or its default (`default` for one computed by the caller)."""
-    return read_text(_declared(name, "text"), default, environ)
-
-
-def flag(name: str, default: bool | None = None, environ: Mapping[str, str] = os.environ) -> bool:
-    """A boolean: 1/true/yes/on or 0/false/no/off (any case)."""
-    return read_flag(_declared(name, "bool"), default, environ)
-
-
-def whole(name: str, default: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
-    """An integer, at least the declared minimum."""
-    return read_whole(_declared(name, "int"), default, environ)
-
-
-def items(name: str, environ: Mapping[str, str] = os.environ) -> list[str]:
-    """A comma-separated list; blank items are dropped."""
-    return read_items(_declared(name, "list"), environ)
 
 
 def read_text(variable: Variable, default: str | None, environ: Mapping[str, str]) -> str:
@@ -410,27 +146,3 @@ def read_items(variable: Variable, environ: Mapping[str, str]) -> list[str]:
     if raw is None:
         return list(variable.default) if isinstance(variable.default, tuple) else []
     return [item.strip() for item in raw.split(",") if item.strip()]
-
-
-def _shown_default(variable: Variable) -> str:
-    if variable.shown is not None:
-        return variable.shown
-    value = variable.default
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, tuple):
-        return ", ".join(f"`{item}`" for item in value) or "none"
-    return f"`{value}`" if value else "none"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def settings_table() -> str:
-    """The README's settings table, one row per declared variable."""
-    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
-    rows += [f"| `{v.name}` | {_cell(_shown_default(v))} | {_cell(v.meaning)} |" for v in VARIABLES]
-    return "\n".join(rows) + "\n"

@@ -42,7 +42,9 @@ _SCOPE_MODES = {
 #: Why a guardrail skipped a trace: the part of its scope that did not select it.
 #: `runtime-only` and `ci-only` are `when` in the other mode; `when` is a value the engine
 #: does not know (schema validation refuses it, a hand-built document may not).
-SKIP_PARTS = ("runtime-only", "ci-only", "when", "agents", "flows", "tenants")
+#: `stage` is the runtime's: the guardrail does not apply at the stage of the turn checked
+#: (guardrails.engine.stages).
+SKIP_PARTS = ("runtime-only", "ci-only", "when", "agents", "flows", "tenants", "stage")
 _SKIP_SENTENCES = {
     "runtime-only": "the guardrail is runtime-only and this is a ci evaluation",
     "ci-only": "the guardrail is ci-only and this is a runtime evaluation",
@@ -318,8 +320,3 @@ def _past_deadline(guardrail: Guardrail) -> Result:
         duration_ms=0.0,
         details={},
     )
-
-
-def blocks_ci(results: Iterable[Result]) -> bool:
-    """Whether these results block a build: any `fail` or `error`."""
-    return any(result.status in ("fail", "error") for result in results)

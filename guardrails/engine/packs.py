@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from guardrails.engine.registry import CheckRegistry, InvalidCheckDefinition, define_check
 from guardrails.engine.schema import escape_pointer
+from guardrails.engine.stages import DEFAULT_STAGES
 from guardrails.engine.types import Check, Issue, StrategyError
 
 
@@ -136,6 +137,7 @@ def _described_check(item: Mapping[str, Any]) -> Check:
             _ImportedOnFirstCall(module, function),
             config_schema=item.get("configSchema"),
             description=str(item.get("description") or ""),
+            stages=item.get("stages") or DEFAULT_STAGES,
         )
     except InvalidCheckDefinition as error:
         raise PackError(f"a described check is invalid: {error}") from error

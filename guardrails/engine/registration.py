@@ -59,14 +59,16 @@ def define_guardrail(
     strategies: StrategyRegistry | None = None,
     policy: RegistrationPolicy | None = None,
     revision: int | None = None,
+    json_values: bool = False,
 ) -> Registration:
     """Validate `doc` against schema 1.1.0 and register it against `registry`.
 
     Outside production a `filesystem` code artifact is loaded into `registry` first (its
     check replaces a pack check of the same id), so that an author can try a check before
-    packaging it; in production such a guardrail is refused.
+    packaging it; in production such a guardrail is refused. `json_values`: the document is
+    made of JSON's own types, as orjson parses it (guardrails.engine.schema).
     """
-    errors = validate_guardrail_document(doc)
+    errors = validate_guardrail_document(doc, json_values=json_values)
     if errors or not isinstance(doc, Mapping):
         return Registration(None, errors or [Issue("", "must be an object")], [])
     policy = policy or RegistrationPolicy()
@@ -81,7 +83,7 @@ def define_guardrail(
     elif check.kind != doc["kind"]:
         errors.append(Issue("/kind", f"check '{check.id}' is of kind '{check.kind}', not '{doc['kind']}'"))
     else:
-        errors += _config_issues(doc, check, registry, warnings)
+        errors += _config_issues(doc, check, registry, warnings, json_values)
         warnings += code_artifact_issues(doc, registry)
     if strategies is not None and doc["kind"] not in strategies:
         warnings.append(Issue("/kind", f"no strategy is registered for kind '{doc['kind']}': it gives error"))
@@ -94,20 +96,22 @@ def define_guardrail(
     return Registration(Guardrail(document=doc, revision=revision), [], warnings)
 
 
-def _config_issues(doc: Mapping[str, Any], check: Check, registry: CheckRegistry, warnings: list[Issue]) -> list[Issue]:
+def _config_issues(
+    doc: Mapping[str, Any], check: Check, registry: CheckRegistry, warnings: list[Issue], json_values: bool
+) -> list[Issue]:
     """The config against the check's own validation and any declared pack config schema."""
     config = doc.get("config") or {}
-    issues = _prefixed(check.validate_config(config), "/config")
+    issues = _prefixed(check.validate_config(config, json_values=json_values), "/config")
     declared = doc.get("configSchema")
     if declared is not None and check.builtin:
         warnings.append(Issue("/configSchema", f"ignored: '{check.id}' is a built-in check with its own schema"))
     elif declared is not None:
         compiled = _compile_declared(declared, issues)
         if compiled is not None:
-            issues += compiled.issues(config, base_path="/config")
+            issues += compiled.issues(config, base_path="/config", json_values=json_values)
     kept = registry.declared_config_schema(check.id)
     if kept is not None and kept is not declared and not check.builtin:
-        issues += validate_against(kept, config, base_path="/config")
+        issues += validate_against(kept, config, base_path="/config", json_values=json_values)
     return list(dict.fromkeys(issues))
 
 

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from guardrails.engine import checks
-from guardrails.engine.schema import SchemaCompileError, compile_schema
-from guardrails.engine.types import Check, CheckOutcome, Config, ConfigValidator, EvaluateFn, Issue, PrepareFn, Trace
+from guardrails.engine.schema import CompiledSchema, SchemaCompileError, compile_schema
+from guardrails.engine.stages import DEFAULT_STAGES, TOOL_STAGES, validate_stages
+from guardrails.engine.types import (
+    Check,
+    CheckConfigValidator,
+    CheckOutcome,
+    Config,
+    ConfigValidator,
+    EvaluateFn,
+    Issue,
+    PrepareFn,
+    Trace,
+)
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
 _KIND = re.compile(r"^\S(.*\S)?$")
@@ -34,10 +45,15 @@ def define_check(
     pack: str | None = None,
     pack_version: str | None = None,
     prepare: PrepareFn | None = None,
+    stages: Sequence[str] = DEFAULT_STAGES,
 ) -> Check:
     """Define a check; its config validation is derived from `config_schema` and/or the
-    hand-written `validate_config` (both run when both are given)."""
+    hand-written `validate_config` (both run when both are given). `stages`: where its
+    guardrails apply by default (guardrails.engine.stages; `output` unless declared)."""
     _check_identity(id, kind)
+    stage_issues = validate_stages(list(stages))
+    if stage_issues:
+        raise InvalidCheckDefinition(f"check '{id}': stages: {stage_issues[0].message}")
     if config_schema is None and validate_config is None:
         raise InvalidCheckDefinition(f"check '{id}': give a config_schema or a validate_config function")
     if kind == "zero-llm" and evaluate is None and prepare is None:
@@ -61,6 +77,7 @@ def define_check(
         function=function,
         prepare=prepare,
         validates_in_code=validate_config is not None,
+        stages=tuple(stages),
     )
 
 
@@ -82,22 +99,30 @@ def _evaluate_from_prepare(prepare: PrepareFn) -> EvaluateFn:
 
 def _config_validator(
     id: str, config_schema: Mapping[str, Any] | None, validate_config: ConfigValidator | None
-) -> ConfigValidator:
+) -> CheckConfigValidator:
     if config_schema is None:
         assert validate_config is not None
-        return validate_config
+        return _ConfigValidation(None, validate_config)
     try:
         compiled = compile_schema(config_schema)
     except SchemaCompileError as exc:
         raise InvalidCheckDefinition(f"check '{id}': config schema does not compile: {exc}") from exc
+    return _ConfigValidation(compiled, validate_config)
 
-    def validate(config: Config) -> list[Issue]:
-        issues = compiled.issues(config)
-        if not issues and validate_config is not None:
-            issues = validate_config(config)
+
+class _ConfigValidation:
+    """A check's config validation: its compiled config schema, then its hand-written code
+    for a config the schema finds valid."""
+
+    def __init__(self, compiled: CompiledSchema | None, code: ConfigValidator | None) -> None:
+        self.compiled = compiled
+        self.code = code
+
+    def __call__(self, config: Config, *, json_values: bool = False) -> list[Issue]:
+        issues = [] if self.compiled is None else self.compiled.issues(config, json_values=json_values)
+        if not issues and self.code is not None:
+            issues = self.code(config)
         return issues
-
-    return validate
 
 
 class CheckRegistry:
@@ -185,9 +210,16 @@ def _builtin(
     schema: Mapping[str, Any],
     description: str,
     validate_config: ConfigValidator | None = None,
+    stages: Sequence[str] = DEFAULT_STAGES,
 ) -> Check:
     return define_check(
-        id, "zero-llm", config_schema=schema, validate_config=validate_config, description=description, prepare=prepare
+        id,
+        "zero-llm",
+        config_schema=schema,
+        validate_config=validate_config,
+        description=description,
+        prepare=prepare,
+        stages=stages,
     )
 
 
@@ -205,12 +237,14 @@ def builtin_checks() -> list[Check]:
             checks.prepare_never_call_tool,
             checks.NEVER_CALL_TOOL_SCHEMA,
             "The agent never calls any of the listed tools.",
+            stages=TOOL_STAGES,
         ),
         _builtin(
             "max-tool-calls",
             checks.prepare_max_tool_calls,
             checks.MAX_TOOL_CALLS_SCHEMA,
             "The turn makes at most `max` tool calls (of one tool, or of all).",
+            stages=TOOL_STAGES,
         ),
         _builtin(
             "output-matches",
@@ -224,6 +258,7 @@ def builtin_checks() -> list[Check]:
             checks.prepare_tool_order,
             checks.TOOL_ORDER_SCHEMA,
             "Tools are first called in the given order.",
+            stages=TOOL_STAGES,
         ),
         _builtin(
             "required-substring",

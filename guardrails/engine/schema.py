@@ -6,12 +6,14 @@ Python `jsonschema` library is imported only when a document is invalid, to expl
 error with the JSON pointer of its field. Importing `jsonschema` with its format checkers
 costs more than a second, which a valid CI run never pays.
 
-The CI commands, whose documents all come from orjson, turn on `generated_validators()`:
-then a schema is first compiled to Python code (guardrails/engine/schema_code.py) that
-proves a document valid, and jsonschema_rs is imported and compiled only for a document it
-does not prove (an invalid one) or a schema it does not handle. That keeps jsonschema_rs's
-9 MB out of a run whose documents are valid; the answers are the same, since the generated
-code only ever says "valid" where jsonschema_rs would.
+A caller whose documents all come from orjson (the CI commands) says so with
+`json_values=True`: then a document is first given to Python code generated from the schema
+(guardrails/engine/schema_code.py; the console's own schemas come generated ahead, in
+schema_proofs.py) that proves it valid, and jsonschema_rs is imported and compiled only for
+a document it does not prove (an invalid one) or a schema it does not handle. That keeps
+jsonschema_rs's 9 MB out of a run whose documents are valid; the answers are the same, since
+the generated code only ever says "valid" where jsonschema_rs would. Other callers (a trace
+built in Python by OTLP ingestion may hold a NaN or a tuple) leave it False.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -75,64 +77,59 @@ class SchemaCompileError(ValueError):
     """A JSON Schema that is not a valid Draft 2020-12 schema, or does not compile."""
 
 
-_generated = False
-
-
-@contextmanager
-def generated_validators() -> Iterator[None]:
-    """Within it, schemas compiled are first compiled to generated code (see the module's
-    doc): for callers whose documents are JSON as orjson parses it (the CI commands)."""
-    global _generated
-    before, _generated = _generated, True
-    try:
-        yield
-    finally:
-        _generated = before
-
-
 def _rs() -> Any:
     return importlib.import_module("jsonschema_rs")
 
 
-class CompiledSchema:
-    """A Draft 2020-12 schema ready to validate many documents, with formats checked."""
+_NOT_YET: Any = object()
 
-    def __init__(self, schema: Mapping[str, Any], proof: Callable[[object], bool] | None = None) -> None:
+
+class CompiledSchema:
+    """A Draft 2020-12 schema ready to validate many documents, with formats checked.
+
+    Each validator is made when first needed: the proof for JSON values (see the module's
+    doc), jsonschema_rs for what it does not prove, jsonschema to explain an invalid one."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
         self.schema = schema
         self._fast: Any = None
-        self._proof = proof
-        if proof is None and _generated:
-            with suppress(schema_code.Unsupported):
-                self._proof = schema_code.generate(schema, json_values=True)
-        if self._proof is None:
-            self._fast = self._compiled()
+        self._proof: Callable[[object], bool] | None = _NOT_YET
         self._detailed: Any = None
 
-    def _compiled(self) -> Any:
-        try:
-            return _rs().validator_for(dict(self.schema), validate_formats=True)
-        except Exception as exc:  # jsonschema_rs raises ValidationError or ValueError
-            raise SchemaCompileError(_first_line(str(exc))) from exc
+    def fast(self) -> Any:
+        """jsonschema_rs's validator (SchemaCompileError for a schema it cannot compile)."""
+        if self._fast is None:
+            try:
+                self._fast = _rs().validator_for(dict(self.schema), validate_formats=True)
+            except Exception as exc:  # jsonschema_rs raises ValidationError or ValueError
+                raise SchemaCompileError(_first_line(str(exc))) from exc
+        return self._fast
 
     @property
     def proof(self) -> Callable[[object], bool] | None:
-        """The generated code proving documents valid (see the module's doc), if any."""
+        """The generated code proving documents of JSON values valid, None for a schema the
+        generator does not take."""
+        if self._proof is _NOT_YET:
+            self._proof = None
+            with suppress(schema_code.Unsupported):
+                self._proof = schema_code.generate(self.schema, json_values=True)
         return self._proof
 
-    def is_valid(self, doc: object) -> bool:
-        proof = self._proof
-        if proof is not None and proof(doc):
-            return True
-        if self._fast is None:
-            self._fast = self._compiled()
+    def is_valid(self, doc: object, *, json_values: bool = False) -> bool:
+        """`json_values`: `doc` is made of JSON's own types, as orjson parses it."""
+        if json_values:
+            proof = self.proof
+            if proof is not None and proof(doc):
+                return True
+        fast = self.fast()
         try:
-            return bool(self._fast.is_valid(doc))
+            return bool(fast.is_valid(doc))
         except (ValueError, TypeError):  # not a JSON value (a tuple, a non-string key ...)
             return False
 
-    def issues(self, doc: object, *, base_path: str = "") -> list[Issue]:
+    def issues(self, doc: object, *, base_path: str = "", json_values: bool = False) -> list[Issue]:
         """Every error in `doc`, each with its JSON pointer (prefixed by `base_path`)."""
-        if self.is_valid(doc):
+        if self.is_valid(doc, json_values=json_values):
             return []
         found = _explain(self._detailed_validator(), doc, base_path)
         if found:
@@ -153,11 +150,8 @@ def compile_schema(schema: object) -> CompiledSchema:
     """Compile `schema`, refusing one that is not a valid Draft 2020-12 schema."""
     if not isinstance(schema, Mapping):
         raise SchemaCompileError("a JSON Schema must be an object")
-    if _generated:
-        try:  # a schema the generator takes is a valid one: it checks every keyword's value
-            return CompiledSchema(schema, schema_code.generate(schema, json_values=True))
-        except schema_code.Unsupported:
-            pass
+    if schema_code.written_ahead(schema) is not None:  # the console's own, valid
+        return CompiledSchema(schema)
     meta = _rs().meta
     try:
         valid = meta.is_valid(dict(schema))
@@ -168,7 +162,9 @@ def compile_schema(schema: object) -> CompiledSchema:
             meta.validate(dict(schema))
         except Exception as exc:
             raise SchemaCompileError(_first_line(str(exc))) from exc
-    return CompiledSchema(schema)
+    compiled = CompiledSchema(schema)
+    compiled.fast()  # (an unresolvable $ref passes the meta-schema: refused here)
+    return compiled
 
 
 def _first_line(text: str) -> str:
@@ -188,7 +184,9 @@ def _runtrace_validator() -> CompiledSchema:
 _compiled_by_text: dict[bytes, CompiledSchema] = {}
 
 
-def validate_against(schema: Mapping[str, Any], doc: object, *, base_path: str = "") -> list[Issue]:
+def validate_against(
+    schema: Mapping[str, Any], doc: object, *, base_path: str = "", json_values: bool = False
+) -> list[Issue]:
     """Validate `doc` against any Draft 2020-12 `schema`, with formats checked."""
     key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
     compiled = _compiled_by_text.get(key)
@@ -196,12 +194,12 @@ def validate_against(schema: Mapping[str, Any], doc: object, *, base_path: str =
         if len(_compiled_by_text) > 256:  # keep the cache bounded in a long-lived server
             _compiled_by_text.clear()
         compiled = _compiled_by_text[key] = CompiledSchema(schema)
-    return compiled.issues(doc, base_path=base_path)
+    return compiled.issues(doc, base_path=base_path, json_values=json_values)
 
 
-def validate_guardrail_document(doc: object) -> list[Issue]:
+def validate_guardrail_document(doc: object, *, json_values: bool = False) -> list[Issue]:
     """Every error of a guardrail document against schema 1.1.0."""
-    return _validate_with_limits(_guardrail_validator(), doc, MAX_DEPTH)
+    return _validate_with_limits(_guardrail_validator(), doc, MAX_DEPTH, json_values)
 
 
 def validate_console_limits(doc: object) -> list[Issue]:
@@ -215,9 +213,9 @@ def _console_limits_validator() -> CompiledSchema:
     return CompiledSchema(CONSOLE_LIMITS_SCHEMA)
 
 
-def validate_runtrace(doc: object, *, max_depth: int = MAX_DEPTH) -> list[Issue]:
+def validate_runtrace(doc: object, *, max_depth: int = MAX_DEPTH, json_values: bool = False) -> list[Issue]:
     """Every error of a RunTrace: the schema, endedAt >= startedAt, NUL characters, depth."""
-    issues = _validate_with_limits(_runtrace_validator(), doc, max_depth)
+    issues = _validate_with_limits(_runtrace_validator(), doc, max_depth, json_values)
     if not issues and isinstance(doc, Mapping):
         issues = _check_time_order(doc)
     return issues
@@ -232,7 +230,7 @@ def bracket_count(text: bytes) -> int:
 
 
 def validate_runtrace_line(
-    raw: bytes, doc: object, *, max_depth: int = MAX_DEPTH, brackets: int | None = None
+    raw: bytes, doc: object, *, max_depth: int = MAX_DEPTH, brackets: int | None = None, json_values: bool = False
 ) -> list[Issue]:
     """`validate_runtrace` for a trace parsed from `raw`, skipping the walk over every value
     when the raw text proves it needless (no NUL escape, fewer brackets than the limit).
@@ -240,25 +238,29 @@ def validate_runtrace_line(
     if brackets is None:
         brackets = bracket_count(raw)
     if not _walk_needless(raw, brackets, max_depth):
-        return validate_runtrace(doc, max_depth=max_depth)
+        return validate_runtrace(doc, max_depth=max_depth, json_values=json_values)
     compiled = _runtrace_validator()
-    if not compiled.is_valid(doc):
-        return compiled.issues(doc)
+    if not compiled.is_valid(doc, json_values=json_values):
+        return compiled.issues(doc, json_values=json_values)
     return _check_time_order(doc) if type(doc) is dict or isinstance(doc, Mapping) else []
 
 
-def runtrace_line_validator(max_depth: int = MAX_DEPTH) -> Callable[[bytes, object, int], list[Issue]]:
-    """`validate_runtrace_line(raw, doc, max_depth=max_depth, brackets=brackets)` as a
-    function of (raw, doc, brackets), for a loop over many traces (the CI command): a trace
-    the schema's proof finds valid goes straight to the time order; any other goes through
-    validate_runtrace_line, which explains."""
+def runtrace_line_validator(
+    max_depth: int = MAX_DEPTH, *, json_values: bool = False
+) -> Callable[[bytes, object, int], list[Issue]]:
+    """`validate_runtrace_line(raw, doc, max_depth=max_depth, brackets=brackets,
+    json_values=json_values)` as a function of (raw, doc, brackets), for a loop over many
+    traces (the CI command): a trace the schema's proof finds valid goes straight to the
+    time order; any other goes through validate_runtrace_line, which explains."""
     compiled = _runtrace_validator()
-    proof = compiled.is_valid if compiled.proof is None else compiled.proof
+    proof = compiled.proof if json_values else None
+    if proof is None:
+        proof = compiled.is_valid
 
     def validate(raw: bytes, doc: object, brackets: int) -> list[Issue]:
         if _walk_needless(raw, brackets, max_depth) and type(doc) is dict and proof(doc):
             return _check_time_order(doc)
-        return validate_runtrace_line(raw, doc, max_depth=max_depth, brackets=brackets)
+        return validate_runtrace_line(raw, doc, max_depth=max_depth, brackets=brackets, json_values=json_values)
 
     return validate
 
@@ -269,11 +271,11 @@ def _walk_needless(raw: bytes, brackets: int, max_depth: int) -> bool:
     return brackets <= max_depth and (b"\\" not in raw or b"\\u0000" not in raw)
 
 
-def _validate_with_limits(compiled: CompiledSchema, doc: object, max_depth: int) -> list[Issue]:
+def _validate_with_limits(compiled: CompiledSchema, doc: object, max_depth: int, json_values: bool) -> list[Issue]:
     issues = check_json_limits(doc, max_depth=max_depth)
     if any(issue.message.startswith("is nested deeper") for issue in issues):
         return issues  # too deep to walk further
-    return issues + compiled.issues(doc)
+    return issues + compiled.issues(doc, json_values=json_values)
 
 
 def _check_time_order(trace: Mapping[str, Any]) -> list[Issue]:

@@ -18,9 +18,10 @@ schema, never looser:
   an integral float where an integer is asked, an integer beyond 64 bits, a non-string
   key: not proven;
 - `oneOf` and `anyOf` count exact answers of their branches: a branch that cannot decide
-  raises `_Unsure`, which makes the whole document "not proven".
+  raises `Unsure`, which makes the whole document "not proven".
 
-The code is generated from the schema alone, every name and value written with repr().
+The code is generated from the schema alone, every name and value written with repr(); what
+it calls beyond expressions is in schema_code_helpers.py.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
-from functools import cache
 from typing import Any
 
 import orjson
+
+from guardrails.engine import schema_code_helpers as helpers
+from guardrails.engine.schema_code_helpers import regex
 
 #: Keywords that say nothing about validity, with the type their value must have.
 _ANNOTATIONS: dict[str, type | tuple[type, ...]] = {
@@ -52,117 +54,17 @@ _TYPES = {
     "array": "type({v}) is list",
     "boolean": "type({v}) is bool",
     "null": "{v} is None",
-    "integer": "(type({v}) is int and _LOW < {v} < _BIG)",
-    "number": "(type({v}) is int and _LOW < {v} < _BIG or type({v}) is float and _NO_END < {v} < _END)",
+    "integer": "(type({v}) is int and LOW < {v} < BIG)",
+    "number": "(type({v}) is int and LOW < {v} < BIG or type({v}) is float and NO_END < {v} < END)",
 }
 #: Patterns whose meaning is the same in Python's re (with `$` at the end read as `\Z`)
 #: and in jsonschema_rs: literal letters, digits and `._:-`, classes of them, quantifiers.
 _SAFE_PATTERN = r"\^?(?:\[\^?(?:[A-Za-z0-9._:-])+\]|[A-Za-z0-9_:-]|\\\.|[*+?]|\{\d+(?:,\d*)?\})*\$?"
-# RFC 3339 date-times in the layout proven here (upper-case T and Z, no leap second), on a
-# day every year has: the 29th of February is left to _date_time.
-_MONTH_DAY = r"(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
-_ONE_DATE_TIME = (
-    rf"(?!0000)[0-9]{{4}}-{_MONTH_DAY}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
-    r"(?:\.[0-9]+)?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
-)
-#: YYYY-MM-DDTHH:MM:SSZ with every digit a 0, and that layout 0 to 63 times, one a line.
-_LAYOUT = b"0000-00-00T00:00:00Z"
-_LAYOUTS = [b"\n".join([_LAYOUT] * count) for count in range(64)]
-#: Every digit made 0 (bytes.translate: a table lookup a byte, where str.translate looks up
-#: each character in a dict).
-_ZEROS = bytes.maketrans(b"123456789", b"000000000")
-_from_iso = datetime.fromisoformat
-_LEAP_DAY = _ONE_DATE_TIME.replace(_MONTH_DAY, "02-29").replace("[0-9]{4}", "([0-9]{4})", 1)
-_BIG = 1 << 63
-# (names, not `-_BIG` and `v - v == 0.0` written in the code: each would make an object a test)
-_LOW = -_BIG
-_END, _NO_END = math.inf, -math.inf
 _URL = r"https?://[^\s#]+"
-
-
-@cache
-def _regex(pattern: str) -> re.Pattern[str]:
-    """A regular expression compiled when first needed (re compiles slowly: not at start-up)."""
-    return re.compile(pattern)
 
 
 class Unsupported(Exception):
     """The schema uses a keyword, or a form of one, that the generated code does not prove."""
-
-
-class _Unsure(Exception):
-    """The document holds something the generated code cannot decide exactly."""
-
-
-def _date_time(text: str) -> bool:
-    """True for a date-time in the layout proven here, on a day the calendar has; any
-    other string raises _Unsure (jsonschema_rs decides what RFC 3339 allows beyond it)."""
-    if _regex(_ONE_DATE_TIME).fullmatch(text) is not None:
-        return True
-    leap = _regex(_LEAP_DAY).fullmatch(text)
-    if leap is not None:
-        year = int(leap.group(1))
-        if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0):
-            return True
-    raise _Unsure
-
-
-def _date_times(texts: list[str]) -> bool:
-    """_date_time of each date-time; the common layout tested for all at once (each digit made
-    0, one a line: none holds a newline), datetime then checking ranges and calendar."""
-    joined = "\n".join(texts).encode("utf-8", "replace").translate(_ZEROS)
-    layouts = _LAYOUTS[len(texts)] if len(texts) < len(_LAYOUTS) else b"\n".join([_LAYOUT] * len(texts))
-    if joined == layouts:
-        try:
-            return all(map(_from_iso, texts))  # (a datetime is true: this raises or says True)
-        except ValueError:
-            pass
-    return all(_date_time(text) for text in texts)
-
-
-def _plain(value: Any) -> None:
-    """Raise _Unsure unless `value` is made of JSON's own types only (as parsers build it)."""
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is str or kind is bool or item is None:
-            continue
-        if kind is int:
-            if not -_BIG < item < _BIG:
-                raise _Unsure
-        elif kind is float:
-            if not math.isfinite(item):
-                raise _Unsure
-        elif kind is dict:
-            for key in item:
-                if type(key) is not str:
-                    raise _Unsure
-            stack.extend(item.values())
-        elif kind is list:
-            stack.extend(item)
-        else:
-            raise _Unsure
-
-
-def _type_miss(value: Any) -> bool:
-    """After a failed type test: False when the value is certainly of another type, or _Unsure."""
-    kind = type(value)
-    if kind is float:
-        if not math.isfinite(value) or value.is_integer():
-            raise _Unsure  # integral floats are integers to some validators
-        return False
-    if kind is int and -_BIG < value < _BIG:
-        return False
-    if kind in (str, bool, dict, list) or value is None:
-        return False
-    raise _Unsure
-
-
-def _unique_strings(items: list[Any]) -> bool:
-    if not all(type(item) is str for item in items):
-        raise _Unsure
-    return len(set(items)) == len(items)
 
 
 class _Writer:
@@ -204,10 +106,10 @@ class _Writer:
             self.lines.append(f"{pad}_d = []")
         self.lines.extend(body)
         if self.dates:
-            self.lines.append(f"{pad}if _d: _date_times(_d)")
+            self.lines.append(f"{pad}if _d: date_times(_d)")
         self.lines.append(f"{pad}return True")
         if root:
-            self.lines += ["    except (_Unsure, RecursionError):", "        return False"]
+            self.lines += ["    except (Unsure, RecursionError):", "        return False"]
 
     def node(self, schema: Any, v: str, out: list[str], depth: int, root: bool = False) -> None:
         pad = "    " * depth
@@ -232,7 +134,7 @@ class _Writer:
         keys.discard("type")
         if types is not None:
             test = " or ".join(_TYPES[t].format(v=v) for t in types)
-            out.append(f"{pad}if not ({test}) and not _type_miss({v}): return False")
+            out.append(f"{pad}if not ({test}) and not type_miss({v}): return False")
         if "$ref" in keys:
             self._inline_ref(schema["$ref"], v, out, depth)
             keys.discard("$ref")
@@ -257,7 +159,7 @@ class _Writer:
 
     def plain(self, v: str, out: list[str], pad: str) -> None:
         if not self.json_values:
-            out.append(f"{pad}_plain({v})")
+            out.append(f"{pad}plain({v})")
 
     def _inline_ref(self, ref: Any, v: str, out: list[str], depth: int) -> None:
         """The referenced schema's code in place, or a call to its function when recursive."""
@@ -278,7 +180,7 @@ class _Writer:
                 raise Unsupported("a $schema other than Draft 2020-12")
             found.add("$schema")
         if "$id" in schema:
-            if not isinstance(schema["$id"], str) or not _regex(_URL).fullmatch(schema["$id"]):
+            if not isinstance(schema["$id"], str) or not regex(_URL).fullmatch(schema["$id"]):
                 raise Unsupported("$id must be an http(s) URL")
             found.add("$id")
         if "$defs" in schema:
@@ -323,7 +225,7 @@ class _Writer:
             if strings:
                 tests.append(f"type({v}) is str and {v} in {self.constant(strings, _set_source(strings))}")
             # Not listed: certainly not valid, unless the type is one JSON does not have.
-            out.append(f"{pad}if not ({' or '.join(tests)}): return _type_miss({v})")
+            out.append(f"{pad}if not ({' or '.join(tests)}): return type_miss({v})")
             keys.discard(keyword)
 
     def _combinations(self, schema: Mapping[str, Any], keys: set[str], v: str, out: list[str], pad: str) -> None:
@@ -361,10 +263,10 @@ class _Writer:
             keys.discard("format")
         if "pattern" in keys:
             pattern = schema["pattern"]
-            if not isinstance(pattern, str) or not _regex(_SAFE_PATTERN).fullmatch(pattern):
+            if not isinstance(pattern, str) or not regex(_SAFE_PATTERN).fullmatch(pattern):
                 raise Unsupported("a pattern beyond letters, digits, classes and quantifiers")
             python = pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern
-            search = self.constant(re.compile(python).search, f"_regex({python!r}).search")
+            search = self.constant(re.compile(python).search, f"regex({python!r}).search")
             checks.append(f"{search}({v}) is not None")
             keys.discard("pattern")
         if not checks:
@@ -420,12 +322,12 @@ class _Writer:
         if extra is False:
             out.append(f"{pad}if not {known}.issuperset({v}):")
             out.append(f"{pad}    for {k} in {v}:")
-            out.append(f"{pad}        if type({k}) is not str: raise _Unsure")
+            out.append(f"{pad}        if type({k}) is not str: raise Unsure")
             out.append(f"{pad}    return False")
         else:
             item = self.name("_a")
             out.append(f"{pad}for {k}, {item} in {v}.items():")
-            out.append(f"{pad}    if type({k}) is not str: raise _Unsure")
+            out.append(f"{pad}    if type({k}) is not str: raise Unsure")
             out.append(f"{pad}    if {k} not in {known}:")
             extra_body: list[str] = []
             self.node(extra, item, extra_body, depth + 2)
@@ -464,7 +366,7 @@ class _Writer:
         if not isinstance(unique, bool):
             raise Unsupported("uniqueItems must be true or false")
         if unique:
-            out.append(f"{pad}if not _unique_strings({v}): return False")
+            out.append(f"{pad}if not unique_strings({v}): return False")
         if "items" in schema:
             item = self.name("_i")
             out.append(f"{pad}for {item} in {v}:")
@@ -490,22 +392,31 @@ def generate(schema: Mapping[str, Any], *, json_values: bool = False) -> Callabl
 
     The console's own schemas come generated already (schema_proofs.py, written by
     `make proofs`): compiling their code costs 10 to 20 ms, a run's start-up."""
-    if json_values:
-        from guardrails.engine.schema_proofs import PROOFS
-
-        try:
-            key = _canonical(schema)
-        except TypeError:  # not JSON (a pack's schema may hold anything): none of ours
-            key = b""
-        made: Callable[[], Callable[[object], bool]] | None = PROOFS.get(key)
-        if made is not None:
-            return made()
+    made = written_ahead(schema) if json_values else None
+    if made is not None:
+        return made()
     writer = _writer(schema, json_values)
     source = "\n".join(writer.lines)
-    namespace: dict[str, Any] = {**_HELPERS, **writer.constants}
+    namespace: dict[str, Any] = {**HELPERS, **writer.constants}
     exec(compile(source, "<schema_code>", "exec"), namespace)  # noqa: S102 - our own generated code
     root: Callable[[object], bool] = namespace["_root"]
     return root
+
+
+def written_ahead(schema: Mapping[str, Any]) -> Callable[[], Callable[[object], bool]] | None:
+    """What makes the schema's proof (for JSON values) in schema_proofs.py, None for a schema
+    that is not one of the console's own (a schema written there is one the generator took,
+    so a valid one: it checks every keyword's value)."""
+    # (imported here, not at the top: `make proofs` rewrites that module through this one,
+    # which must import even when the file written last time no longer does)
+    from guardrails.engine.schema_proofs import PROOFS
+
+    try:
+        key = _canonical(schema)
+    except TypeError:  # not JSON (a pack's schema may hold anything): none of ours
+        return None
+    made: Callable[[], Callable[[object], bool]] | None = PROOFS.get(key)
+    return made
 
 
 def _writer(schema: Mapping[str, Any], json_values: bool) -> _Writer:
@@ -527,19 +438,7 @@ def _set_source(strings: Iterable[str]) -> str:
 
 
 #: What the generated code calls, besides its constants.
-_HELPERS: dict[str, Any] = {
-    "_BIG": _BIG,
-    "_END": _END,
-    "_LOW": _LOW,
-    "_NO_END": _NO_END,
-    "_Unsure": _Unsure,
-    "_date_time": _date_time,
-    "_date_times": _date_times,
-    "_plain": _plain,
-    "_regex": _regex,
-    "_type_miss": _type_miss,
-    "_unique_strings": _unique_strings,
-}
+HELPERS: dict[str, Any] = {name: getattr(helpers, name) for name in helpers.__all__}
 
 
 def module_source(schemas: Iterable[Mapping[str, Any]]) -> str:
@@ -555,7 +454,7 @@ def module_source(schemas: Iterable[Mapping[str, Any]]) -> str:
         "",
         "# ruff: noqa",
         "# mypy: ignore-errors",
-        f"from guardrails.engine.schema_code import {', '.join(sorted(_HELPERS))}",
+        f"from guardrails.engine.schema_code_helpers import {', '.join(sorted(HELPERS))}",
         "",
     ]
     keys: dict[bytes, str] = {}

@@ -115,6 +115,16 @@ class Context:
 
 EvaluateFn = Callable[[Config, Trace], CheckOutcome]
 ConfigValidator = Callable[[Config], list[Issue]]
+
+
+class CheckConfigValidator(Protocol):
+    """A check's whole config validation: its config schema, then its hand-written code.
+    `json_values`: the config is made of JSON's own types (parsed by orjson), which lets the
+    schema's generated proof answer (guardrails.engine.schema)."""
+
+    def __call__(self, config: Config, *, json_values: bool = False) -> list[Issue]: ...
+
+
 #: A check's evaluate function with one guardrail's config already compiled in.
 PreparedFn = Callable[[Trace], CheckOutcome]
 #: Compiles a config once (regular expressions, case-folded values) for many traces.
@@ -135,7 +145,7 @@ class Check:
     id: str
     kind: str
     evaluate: EvaluateFn | None
-    validate_config: ConfigValidator
+    validate_config: CheckConfigValidator
     config_schema: Mapping[str, Any] | None = None
     description: str = ""
     pack: str | None = None
@@ -145,6 +155,9 @@ class Check:
     prepare: PrepareFn | None = None
     #: Whether a hand-written validate_config (code, not a schema) checks the config.
     validates_in_code: bool = False
+    #: The stages of a turn at which a guardrail of this check applies unless its author
+    #: chose others (guardrails.engine.stages): the check's own declaration.
+    stages: tuple[str, ...] = ("output",)
 
     @property
     def builtin(self) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from guardrails.models import Guardrail
 from tests.browser.conftest import screenshot as save_screenshot
@@ -20,6 +21,16 @@ def new_form(page: Any, sign_in: Any, django_user_model: Any) -> None:
     page.wait_for_selector("#root_id")
 
 
+def server_check(response: Any) -> bool:
+    """The editor's check of the document by the server (a moment after each change)."""
+    return response.url.endswith("/api/v1/guardrails/validate")
+
+
+def checked(page: Any) -> None:
+    """Wait for the editor to show the server's answer."""
+    expect(page.get_by_text("Checking with the server")).to_have_count(0)
+
+
 def open_advanced(page: Any) -> None:
     details = page.locator("details.kg-advanced")
     if details.get_attribute("open") is None:
@@ -30,8 +41,9 @@ def open_advanced(page: Any) -> None:
 def test_an_empty_new_form_shows_no_error_until_a_field_is_touched_or_saved(
     page: Any, sign_in: Any, django_user_model: Any
 ) -> None:
-    new_form(page, sign_in, django_user_model)
-    page.wait_for_timeout(1500)  # the server check has answered by now
+    with page.expect_response(server_check):
+        new_form(page, sign_in, django_user_model)
+    checked(page)
     body = page.locator(".kg-editor").inner_text()
     assert "Required." not in body and "is required" not in body and "server error" not in body, body
     assert page.locator(".kg-editor .error-detail").count() == 0
@@ -53,8 +65,9 @@ def test_a_section_the_author_opens_stays_open(page: Any, sign_in: Any, django_u
     page.wait_for_selector("#root_scope_when")
     page.locator("#root_budget").get_by_role("button", name="Add").first.click()
     page.wait_for_selector("#root_budget_maxCostUsd")
-    page.fill("#root_name", "Budgeted")
-    page.wait_for_timeout(300)
+    with page.expect_response(server_check):
+        page.fill("#root_name", "Budgeted")
+    checked(page)
     assert page.locator("#root_budget_maxCostUsd").is_visible()
     assert page.locator("#root_scope_when").is_visible()
     page.fill("#root_budget_maxCostUsd", "0.02")
@@ -95,7 +108,11 @@ def test_the_save_bar_never_hides_the_focused_field(page: Any, sign_in: Any, dja
     for field in ["#root_severity", "#root_action_on-violation", "#root_description"]:
         page.evaluate("window.scrollTo(0, 0)")
         page.focus(field)
-        page.wait_for_timeout(100)
+        page.wait_for_function(
+            """field => document.querySelector(field).getBoundingClientRect().bottom
+                <= document.querySelector(".kg-savebar").getBoundingClientRect().top""",
+            arg=field,
+        )
         field_box = page.locator(field).bounding_box()
         bar_box = page.locator(".kg-savebar").bounding_box()
         assert field_box["y"] + field_box["height"] <= bar_box["y"], (field, field_box, bar_box)
@@ -129,7 +146,12 @@ def test_try_it_offers_recent_failures_first_and_searches(page: Any, sign_in: An
     failed.first.wait_for(state="attached")
     assert failed.count() >= 1
     page.fill("#kg-try-search", "run-0001")
-    page.wait_for_timeout(800)
+    page.wait_for_function(
+        """() => {
+            const labels = [...document.querySelectorAll("#kg-try-recent option")].map(o => o.textContent);
+            return labels.length === 2 && labels.filter(l => l.startsWith("run-")).every(l => l.startsWith("run-0001"));
+        }"""
+    )
     labels = page.locator("#kg-try-recent option").all_inner_texts()
     assert [label for label in labels if label.startswith("run-")] == [
         label for label in labels if label.startswith("run-0001")

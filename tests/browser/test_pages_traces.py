@@ -140,6 +140,6 @@ def test_hostile_trace_content_renders_as_text_and_runs_nothing(
     expect(link).to_have_attribute("rel", "noopener noreferrer nofollow")
     screenshot(page, "trace-detail")
     page.get_by_text("javascript:alert('citation')", exact=True).click()
-    page.wait_for_timeout(300)
+    page.evaluate("() => new Promise(requestAnimationFrame)")  # the click's handlers have run
     assert dialogs == []
     assert page.script_errors == []  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ import httpx
 import pytest
 from django.conf import settings
 
-from guardrails.engine.environment import DECLARED
+from kindgi_console.env import DECLARATION
 from tests.traces.workers import answers, free_port, serving
 
 pytestmark = pytest.mark.services
@@ -148,7 +148,7 @@ def _base_environ() -> dict[str, str]:
     return {
         key: value
         for key, value in os.environ.items()
-        if key not in DECLARED and not key.startswith(("DJANGO_", "CELERY_", "KINDGI_", "DATABASE_"))
+        if key not in DECLARATION.by_name and not key.startswith(("DJANGO_", "CELERY_", "KINDGI_", "DATABASE_"))
     }
 
 

@@ -1,5 +1,6 @@
-"""The environment is declared once (guardrails/engine/environment.py): settings read through it,
-the settings reference is rendered from it, and every variable the code reads is in it."""
+"""The environment is declared once (kindgi_console/env.py, with the CI command's variables in
+guardrails/engine/environment.py): settings read through it, docs/settings.md is generated
+from it, and every variable the code reads is in it."""
 
 from __future__ import annotations
 
@@ -14,16 +15,27 @@ from pathlib import Path
 import pytest
 
 from guardrails.engine import environment
-from guardrails.engine.environment import DECLARED, BadValue, settings_table
+from guardrails.engine.environment import ENGINE, BadValue
+from kindgi_console import settings_doc
+from kindgi_console.env import DECLARATION
+
+DECLARED = DECLARATION.by_name
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ["kindgi_console", "guardrails", "traces", "alerts", "tests/conftest.py", "tests/browser/conftest.py"]
+SOURCES = [
+    "kindgi_console",
+    "guardrails",
+    "traces",
+    "alerts",
+    "tests/conftest.py",
+    "tests/processes.py",
+    "tests/browser/conftest.py",
+]
 READS = [
     r'\b(?:text|flag|whole|items)\(\s*"([A-Z][A-Z0-9_]+)"',  # settings, through the declaration
     r'environ\.get\(\s*"([A-Z][A-Z0-9_]+)"',  # the CLI and the test suite
     r'_env_[a-z_]+\(\s*"([A-Z][A-Z0-9_]+)"',  # the CLI's readers
     r'\benv="([A-Z][A-Z0-9_]+)"',  # dj-database-url
-    r'\benv(?:str|bool|int|list)\(\s*"([A-Z][A-Z0-9_]+)"',  # settings written before the declaration
 ]
 
 
@@ -44,9 +56,26 @@ def names_read_by_the_code() -> set[str]:
     return names
 
 
+def test_the_committed_settings_doc_is_the_declaration() -> None:
+    assert settings_doc.PATH.read_text(encoding="utf-8") == settings_doc.render(), (
+        "docs/settings.md differs from kindgi_console/env.py: run `.venv/bin/python manage.py settings_doc`"
+    )
+
+
+def test_the_engine_reads_only_what_it_declares() -> None:
+    engine = sorted((ROOT / "guardrails" / "engine").rglob("*.py"))
+    read = {name for path in engine for pattern in READS for name in re.findall(pattern, path.read_text())}
+    assert read == set(ENGINE.by_name)
+
+
+def test_the_console_takes_the_engines_variables_as_the_engine_declares_them() -> None:
+    for variable in ENGINE.variables:
+        assert DECLARED[variable.name] is variable
+
+
 def test_it_declares_every_variable_the_code_reads() -> None:
     undeclared = names_read_by_the_code() - set(DECLARED)
-    assert not undeclared, f"declare these in guardrails/engine/environment.py: {sorted(undeclared)}"
+    assert not undeclared, f"declare these in kindgi_console/env.py: {sorted(undeclared)}"
 
 
 def test_every_declared_variable_is_read_somewhere() -> None:
@@ -54,8 +83,8 @@ def test_every_declared_variable_is_read_somewhere() -> None:
     assert not unread, f"declared but read nowhere: {sorted(unread)}"
 
 
-def test_the_table_has_a_row_per_variable_including_the_ones_once_missing() -> None:
-    table = settings_table()
+def test_the_doc_has_a_row_per_variable_including_the_ones_once_missing() -> None:
+    table = settings_doc.render()
     for name in (
         "KINDGI_LOG_LEVEL",
         "KINDGI_VAR_DIR",
@@ -69,10 +98,10 @@ def test_the_table_has_a_row_per_variable_including_the_ones_once_missing() -> N
         "KINDGI_PACK_ENV",
     ):
         assert f"| `{name}` |" in table
-    assert table.count("\n") == len(DECLARED) + 2
+    assert table.count("\n| `") == len(DECLARED)
 
 
-def test_the_declaration_imports_no_django() -> None:
+def test_the_engines_declaration_imports_no_django() -> None:
     tree = ast.parse(Path(environment.__file__).read_text())
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
@@ -89,7 +118,7 @@ def test_the_declaration_imports_no_django() -> None:
 )
 def test_a_bad_value_names_the_variable(name: str, raw: str, message: str) -> None:
     with pytest.raises(BadValue, match=re.escape(message)):
-        {"int": environment.whole, "bool": environment.flag}[DECLARED[name].kind](name, environ={name: raw})
+        {"int": DECLARATION.whole, "bool": DECLARATION.flag}[DECLARED[name].kind](name, environ={name: raw})
 
 
 def _settings_in_a_fresh_process(environ: dict[str, str], names: list[str]) -> subprocess.CompletedProcess[str]:
@@ -157,29 +186,22 @@ def test_production_settings_come_from_their_variables() -> None:
     }
 
 
-def test_the_settings_table_command_prints_the_declaration() -> None:
+def test_the_settings_doc_command_writes_the_doc_and_checks_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from io import StringIO
 
-    from django.core.management import call_command
+    from django.core.management import CommandError, call_command
 
+    from kindgi_console.management.commands import settings_doc as command
+
+    path = tmp_path / "settings.md"
+    monkeypatch.setattr(command, "PATH", path)
+    with pytest.raises(CommandError, match="differs from the declaration"):
+        call_command("settings_doc", "--check")
     out = StringIO()
-    call_command("settings_table", stdout=out)
-    assert out.getvalue() == settings_table()
-
-
-def test_the_readers_of_before_the_declaration_behave_as_they_did(monkeypatch: pytest.MonkeyPatch) -> None:
-    from django.core.exceptions import ImproperlyConfigured
-
-    from kindgi_console.env import envbool, envint, envlist, envstr
-
-    monkeypatch.setenv("KINDGI_SOMETHING_NEW", "3")
-    assert envint("KINDGI_SOMETHING_NEW", 5, minimum=1) == 3
-    assert envint("KINDGI_NOT_SET_AT_ALL", 5, minimum=1) == 5
-    assert envstr("KINDGI_SOMETHING_NEW", "x") == "3"
-    assert envlist("KINDGI_NOT_SET_AT_ALL", ["a"]) == ["a"]
-    assert envbool("KINDGI_NOT_SET_AT_ALL", True) is True
-    with pytest.raises(ImproperlyConfigured, match="KINDGI_SOMETHING_NEW=3 must be at least 4"):
-        envint("KINDGI_SOMETHING_NEW", 5, minimum=4)
+    call_command("settings_doc", stdout=out)
+    assert path.read_text(encoding="utf-8") == settings_doc.render()
+    assert out.getvalue() == f"settings.md: {len(DECLARED)} settings\n"
+    call_command("settings_doc", "--check")
 
 
 def test_every_declared_default_is_a_value_the_variable_may_take() -> None:

@@ -87,7 +87,7 @@ def test_if_match_names_the_current_revision_or_is_refused(api: Any, alice: Any,
     assert Guardrail.objects.get().revision == (3 if code == 200 else 2)
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks across connections: PostgreSQL's")
+@pytest.mark.postgresql("row locks across connections: PostgreSQL's")
 @pytest.mark.django_db(transaction=True)
 def test_of_two_racing_puts_on_one_revision_exactly_one_is_applied(alice: Any) -> None:
     document = first_revision(api_as(alice))

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guardrails.engine import trace_files
-from guardrails.engine.cli import iter_trace_file
 from guardrails.engine.cli.files import BadInput
 from guardrails.engine.trace_files import READ_SIZE, Limits, UnreadableFile, parse_file
 from guardrails.engine.types import Issue
+from tests.guardrails.tracefiles import iter_trace_file
 
 LIMITS = Limits(max_trace_bytes=4096, max_depth=8, max_decompressed=None, max_blank_lines=10)
 

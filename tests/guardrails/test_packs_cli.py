@@ -11,6 +11,7 @@ import pytest
 
 from guardrails.engine import cli
 from guardrails.engine.cli import ci, environment
+from guardrails.engine.cli.files import BadInput
 from guardrails.engine.sandbox import SandboxPool
 
 TRACE = {"id": "t1", "agent": "a", "startedAt": "2026-01-01T00:00:00Z", "output": "hello world"}
@@ -137,5 +138,5 @@ def test_the_sandbox_limits_come_from_the_environment(monkeypatch):
     pool = environment.sandbox_pool()
     assert (pool.defaults.mem_mb, pool.defaults.cpu_ms, pool.defaults.pool_size) == (96, 300, 2)
     monkeypatch.setenv("KINDGI_SANDBOX_MEM_MB", "8")
-    with pytest.raises(cli.BadInput, match="KINDGI_SANDBOX_MEM_MB=8 must be at least 16"):
+    with pytest.raises(BadInput, match="KINDGI_SANDBOX_MEM_MB=8 must be at least 16"):
         environment.sandbox_pool()

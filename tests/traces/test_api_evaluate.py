@@ -209,6 +209,7 @@ def test_a_revoked_key_is_refused_at_its_next_request(api: Any, acme_key: str, h
     assert evaluate(client, make_trace(id="after-revoked")).status_code == 401
 
 
+@pytest.mark.postgresql("prepared statements are PostgreSQL's")
 @pytest.mark.parametrize("prepared", [True, False])
 def test_the_verdicts_write_is_prepared_on_postgresql_unless_switched_off(
     api: Any, acme_key: str, halt_guardrail: Any, prepared: bool
@@ -216,8 +217,6 @@ def test_the_verdicts_write_is_prepared_on_postgresql_unless_switched_off(
     from django.conf import settings
     from django.db import connection
 
-    if connection.vendor != "postgresql":
-        pytest.skip("prepared statements are PostgreSQL's")
     assert settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] == 5  # DATABASE_PREPARED_STATEMENTS
     client = api(acme_key)
     connection.ensure_connection()

@@ -6,7 +6,6 @@ every message Redis held was lost with it.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +72,7 @@ def test_a_run_and_the_outbox_finish_within_seconds_of_a_redis_restart(
         redis_server.stop()
         assert status(run_id)[0] == "running", "the run ended before Redis stopped: nothing was tested"
         ingest(web, key, "down")  # stored, its evaluation waits in the outbox
-        time.sleep(1)
+        wait_for(lambda: "Cannot connect to redis" in worker.log.read_text(), 30, "the worker to miss Redis", worker)
         redis_server.start()
         wait_for(
             lambda: status(run_id)[0] != "running" and not PendingRuntimeEvaluation.objects.exists(),
@@ -165,6 +164,7 @@ def test_queued_work_sent_before_the_broker_was_lost_is_sent_again_at_once_and_o
     assert pending.attempts == 0  # a lost broker is not the batch's failure
 
 
+@pytest.mark.redis("a key the Redis broker keeps beside its queues")
 def test_the_broker_tells_once_that_it_lost_what_it_held() -> None:
     from kindgi_console.celery import app
 

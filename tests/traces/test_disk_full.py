@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -118,7 +117,8 @@ def test_beat_on_a_full_disk_goes_on_sending_the_periodic_checks(small_disk: Pat
         # The periodic checks go to their own queue (the periodic role's), the rest to the runs'.
         queues = [*settings.KINDGI_QUEUES.values(), app.conf.task_default_queue]
         wait_for(lambda: beat.poll() is not None or sum(map(queue.llen, queues)) >= 3, 60, "three checks")
-        time.sleep(1)
+        sent = sum(map(queue.llen, queues))
+        wait_for(lambda: beat.poll() is not None or sum(map(queue.llen, queues)) > sent, 30, "one check more")
         assert beat.poll() is None, (tmp_path / "beat.log").read_text()[-3000:]
     finally:
         beat.terminate()
@@ -175,7 +175,9 @@ def test_the_embedded_worker_on_a_full_disk_stays_up_and_works_once_there_is_roo
     checked = re.compile(r"Task traces\.tasks\.requeue_expired_work\[[^]]+\] succeeded")
     try:
         wait_for(lambda: "Sending due task requeue-expired-chunks" in worker.output(), 60, "beat to send", worker)
-        time.sleep(3)  # a few checks that the broker cannot take
+        # A few checks that the broker cannot take.
+        sending = "Sending due task requeue-expired-chunks"
+        wait_for(lambda: worker.log.read_text(errors="replace").count(sending) >= 3, 30, "three checks", worker)
         assert worker.process.poll() is None, worker.output()
         filler.unlink()
         wait_for(lambda: bool(checked.search(worker.output())), 30, "a check to run", worker)

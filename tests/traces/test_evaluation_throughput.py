@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 import html
-import time
+import threading
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from django.utils import timezone
 from guardrails.redaction import judge_key_names
 from tests.conftest import make_trace
 from tests.traces.test_evaluations import store_traces
+from tests.traces.workers import wait_for
 from traces.judge.services import ConsoleJudgeServices
 from traces.models import Evaluation, EvaluationChunk, EvaluationResult, RunTrace, Violation, ViolationDay
 from traces.runs import chunks, evaluations, tasks
@@ -42,7 +43,7 @@ def queries_of_one_chunk(tenant: Any, count: int, settings: Any) -> int:
 
 def test_the_queries_of_a_chunk_do_not_grow_with_its_size(acme: Any, guardrails: Any, settings: Any) -> None:
     settings.KINDGI_EVALUATION_BATCH = 500
-    small = queries_of_one_chunk(acme, 40, settings)  # above bulk.FEW_ROWS results: the COPY path
+    small = queries_of_one_chunk(acme, 40, settings)  # above bulk_postgres.FEW_ROWS results: the COPY path
     RunTrace.objects.all().delete()
     large = queries_of_one_chunk(acme, 300, settings)
     assert small == large, (small, large)
@@ -253,9 +254,15 @@ def test_a_heartbeat_keeps_the_lease_of_a_slow_chunk_and_stops_with_it(
         lease_until=timezone.now() + leases.chunk_lease(),
     )
     claimed = chunk.lease_until
-    with leases.LeaseKeeper(chunk.pk):
-        time.sleep(2.5)  # a chunk slower than its lease (judge calls)
-    renewed = EvaluationChunk.objects.get(pk=chunk.pk).lease_until
-    assert claimed is not None and renewed is not None and renewed > claimed
-    time.sleep(1.5)
-    assert EvaluationChunk.objects.get(pk=chunk.pk).lease_until == renewed  # the heartbeat stopped
+    assert claimed is not None
+
+    def lease() -> Any:
+        return EvaluationChunk.objects.get(pk=chunk.pk).lease_until
+
+    with leases.LeaseKeeper(chunk.pk):  # a chunk slower than its lease (judge calls)
+        wait_for(lambda: lease() > claimed, 10, "the heartbeat to renew the lease")
+    renewed = lease()
+    # The heartbeat stopped with the chunk: its thread is gone and the lease stays.
+    assert f"lease-{chunk.pk}" not in {thread.name for thread in threading.enumerate()}
+    assert renewed is not None and renewed > claimed
+    assert lease() == renewed

@@ -94,3 +94,22 @@ def test_the_guardrail_page_shows_and_sets_the_fail_mode(acme: Tenant, alice: Us
     guardrail.refresh_from_db()
     assert guardrail.on_error == "halt"
     assert "On error: halt the turn" in client.get(f"/guardrails/{guardrail.guardrail_id}/").content.decode()
+
+
+def test_a_guardrail_that_fails_closed_halts_only_at_the_stages_where_it_applies(
+    api: Any, acme: Tenant, acme_key: str, alice: User
+) -> None:
+    halting_judge(acme)
+    assert api(alice).put(URL, data={"onError": "halt"}, format="json").status_code == 200
+    stages = api(alice).post("/api/v1/guardrails/no-refund-promises/stages", {"stages": ["output"]}, format="json")
+    assert stages.status_code == 200, stages.json()
+
+    at_input = api(acme_key).post("/api/v1/evaluate?stage=input", data=make_trace("t-in"), format="json").json()
+    assert (at_input["turn"], at_input["reason"], at_input["haltedBy"]) == ("completed", None, None)
+    assert "error" not in at_input
+    skipped = next(r for r in at_input["results"] if r["guardrail"] == "no-refund-promises")
+    assert (skipped["status"], skipped["skipReason"]) == ("skipped", "stage")
+
+    at_output = api(acme_key).post("/api/v1/evaluate?stage=output", data=make_trace("t-out"), format="json").json()
+    assert (at_output["turn"], at_output["reason"]) == ("failed", "guardrail-error")
+    assert at_output["haltedBy"] == at_output["error"]["guardrail"] == "no-refund-promises"

@@ -15,9 +15,9 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 
-from guardrails.engine.environment import VARIABLES
 from guardrails.engine.judge import InvalidJudgeModel, JudgeModel, build_prompt, call_judge, judge_models_of_export
 from guardrails.models import JudgeModelRegistration
+from kindgi_console.env import DECLARATION
 from tests.conftest import signed_in
 from tests.fakeproviders import FakeProvider
 from tests.traces.test_judge_pages import URL, form_data, registration
@@ -38,7 +38,7 @@ def test_the_api_refuses_a_console_setting_as_the_key_variable(api: Any, root: U
 def test_every_declared_setting_is_refused_and_a_providers_key_is_taken(api: Any, root: User) -> None:
     from traces.judge.registry import validate_registration
 
-    for variable in VARIABLES:
+    for variable in DECLARATION.variables:
         issues = validate_registration(registration("leaky", apiKeyEnv=variable.name))
         assert [issue.path for issue in issues] == ["/apiKeyEnv"], variable.name
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ACME_JUDGE_KEY"):

@@ -1,4 +1,4 @@
-"""Migrations traces 0019 to 0022 build the results' and violations' indexes CONCURRENTLY
+"""Migrations traces 0019 to 0022 and 0025 build the results' and violations' indexes CONCURRENTLY
 on PostgreSQL (no write lock on a large table) and plainly on SQLite; either way they apply,
 unapply and apply again to the same schema, rewriting no row of the results table (0022's
 change of the status collation included), and an interrupted build is finished by the next
@@ -16,6 +16,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TABLE = "traces_evaluationresult"
 BEFORE = "0018_violation_keys_kept_by_django"
+#: Before the results' key gained the stage of a turn (0025).
+BEFORE_STAGES = "0024_result_stage_columns"
+KEY = "result_per_trace_run_stage"
 
 
 def schema() -> dict[str, str]:
@@ -47,11 +50,11 @@ def table_file() -> int | None:
 
 def test_the_index_migrations_apply_unapply_and_apply_again_to_the_same_schema() -> None:
     migrated, stored = schema(), table_file()
-    assert "result_per_trace_revision_run" in migrated and "result_run_key" in migrated
+    assert KEY in migrated and "result_run_key" in migrated
     try:
         migrate("traces", BEFORE)
         before = schema()
-        assert "result_per_run" in before and "result_per_trace_revision_run" not in before
+        assert "result_per_run" in before and KEY not in before
         assert "result_run_key" not in before
     finally:
         migrate()
@@ -59,7 +62,7 @@ def test_the_index_migrations_apply_unapply_and_apply_again_to_the_same_schema()
     assert table_file() == stored
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="CONCURRENTLY is PostgreSQL's")
+@pytest.mark.postgresql("CONCURRENTLY is PostgreSQL's")
 def test_on_postgresql_the_indexes_are_built_and_dropped_concurrently() -> None:
     # 0021 also drops the violations' old reviewer index, which is quick, plainly.
     for name, kinds in (
@@ -67,6 +70,7 @@ def test_on_postgresql_the_indexes_are_built_and_dropped_concurrently() -> None:
         ("0020", ("CREATE", "DROP")),
         ("0021", ("CREATE",)),
         ("0022", ("CREATE", "DROP")),
+        ("0025", ("CREATE", "DROP")),
     ):
         out = io.StringIO()
         call_command("sqlmigrate", "traces", name, stdout=out)
@@ -74,21 +78,18 @@ def test_on_postgresql_the_indexes_are_built_and_dropped_concurrently() -> None:
         assert statements and all(" CONCURRENTLY " in line for line in statements), statements
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="an INVALID index is PostgreSQL's")
+@pytest.mark.postgresql("an INVALID index is PostgreSQL's")
 @pytest.mark.parametrize("valid", [False, True])
 def test_an_interrupted_build_is_finished_by_the_next_migrate(valid: bool) -> None:
     """A killed `migrate` leaves the new key INVALID (or built, the migration not recorded):
     the next one builds it again (or keeps it) and records the migration."""
     migrated = schema()
     try:
-        migrate("traces", BEFORE)
+        migrate("traces", BEFORE_STAGES)
         with connection.cursor() as cursor:
-            cursor.execute(migrated["result_per_trace_revision_run"])
+            cursor.execute(migrated[KEY])
             if not valid:
-                cursor.execute(
-                    "UPDATE pg_index SET indisvalid = false"
-                    " WHERE indexrelid = 'result_per_trace_revision_run'::regclass"
-                )
+                cursor.execute(f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{KEY}'::regclass")
     finally:
         migrate()
     assert schema() == migrated

@@ -41,7 +41,7 @@ from traces.ingest.otlp.spans import Span
 from traces.models import PendingSpan, RunTrace
 
 PROTOBUF = "application/x-protobuf"
-on_postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's lock table")
+on_postgresql = pytest.mark.postgresql("PostgreSQL's lock table")
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from django.db import connection
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
@@ -31,7 +30,7 @@ from traces.ingest.otlp import turns
 from traces.models import EvaluationResult, PendingSpan, RunTrace
 
 PROTOBUF = "application/x-protobuf"
-on_postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="statement_timeout is PostgreSQL's")
+on_postgresql = pytest.mark.postgresql("statement_timeout is PostgreSQL's")
 
 
 class Clock:

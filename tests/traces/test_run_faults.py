@@ -48,7 +48,7 @@ def test_a_cancelled_run_writes_nothing_after_it_ended(acme: Any, real_broker: A
     try:
         wait_for(lambda: done(run) >= 1000, 60, "two chunks to finish", worker)
         assert run_ends.cancel_run(run), "the run ended before it was cancelled: nothing was tested"
-        time.sleep(2)  # whatever was in flight has had time to write
+        wait_for(worker.idle, 30, "whatever was in flight to have written", worker)
     finally:
         worker.stop()
     run.refresh_from_db()

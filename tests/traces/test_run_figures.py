@@ -9,7 +9,6 @@ commit as the cancel waits for them, and count in the run's figures.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,11 @@ from tests.traces.workers import Worker, wait_for
 from traces.models import Evaluation, EvaluationResult, ViolationDay
 from traces.runs import evaluations, run_ends
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.services,
+    pytest.mark.postgresql("batches held by a row lock that another process waits for"),
+    pytest.mark.django_db(transaction=True),
+]
 
 TRACES = 8_000
 LEASE_SECONDS = 3
@@ -36,6 +39,7 @@ WORKER_SETTINGS: dict[str, Any] = {
 def waiting_on_locks() -> int:
     """Backends of the test database waiting for a lock (the workers' held batches)."""
     with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")  # read afresh inside a transaction too
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
             "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
@@ -75,9 +79,12 @@ def test_a_killed_and_cancelled_runs_summary_and_progress_equal_the_database(
 
             canceller = threading.Thread(target=cancel)
             canceller.start()
-            time.sleep(1)  # the cancel waits for the batches being written
+            # The cancel waits for the batches being written (or, had it none to wait for, ends).
+            wait_for(
+                lambda: waiting_on_locks() >= 3 or not canceller.is_alive(), 30, "the cancel to wait or end", second
+            )
         canceller.join(timeout=30)
-        time.sleep(2)  # whatever was in flight has had time to write
+        wait_for(second.idle, 30, "whatever was in flight to have written", second)
     finally:
         second.stop()
     assert not failures, failures

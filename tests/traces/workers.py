@@ -8,6 +8,7 @@ file under var/, see settings). A broker that cannot be reached fails the test.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -111,6 +112,16 @@ class Worker:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-6000:]
+
+    def idle(self) -> bool:
+        """Whether every task this worker has received has ended, by its log."""
+        log = self.log.read_text(errors="replace")
+        return set(_RECEIVED.findall(log)) <= set(_ENDED.findall(log))
+
+
+# Celery's worker log: `Task name[id] received`, then `succeeded in`, `raised ...`, `retry`...
+_RECEIVED = re.compile(r"Task [\w.]+\[([\w-]+)\] received")
+_ENDED = re.compile(r"Task [\w.]+\[([\w-]+)\] (?:succeeded|raised|retry|ignored|rejected|failed)")
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, worker: Worker | None = None) -> None:

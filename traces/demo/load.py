@@ -26,13 +26,13 @@ from traces.demo.catalogue import REVIEW_NOTES, TRACES_PER_TENANT
 from traces.demo.judge import DemoJudge
 from traces.demo.maker import TraceMaker
 from traces.demo.setup import ensure_guardrails, ensure_judge_models, ensure_people
-from traces.ingest.evaluate import record_results
 from traces.judge import ledger
 from traces.judge.services import evaluation_services
 from traces.models import CalibrationSample, Evaluation, EvaluationResult, JudgeLedgerEntry, RunTrace, Violation
 from traces.review import calibration, workflow
 from traces.runs.evaluations import RunRequestError
 from traces.store import violation_days
+from traces.store.bulk import record_results
 
 
 @dataclass

@@ -15,7 +15,8 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from guardrails.engine.types import Issue
+from guardrails.engine.stages import STAGES, Stage, stage_step
+from guardrails.engine.types import Issue, Result, TurnVerdict
 from kindgi_console import deadline
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import ERRORS_SCHEMA, error_responses
@@ -151,7 +152,16 @@ class EvaluateView(ConsoleAPIView):
         parameters=[
             OpenApiParameter(
                 "store", OpenApiTypes.BOOL, description="false: store nothing, only answer the verdict (default true)."
-            )
+            ),
+            OpenApiParameter(
+                "stage",
+                str,
+                enum=list(STAGES),
+                description="The stage of the turn checked (default output: the whole turn). input: before the "
+                "model runs; tool-call: before the last of toolCalls (the proposed call) runs. The guardrails "
+                "that do not apply at the stage are skipped (skipReason stage). The same turn checked again "
+                "under its id with a document that extends the stored one updates it.",
+            ),
         ],
         responses={
             200: OpenApiResponse(VERDICT_SCHEMA),
@@ -168,28 +178,41 @@ class EvaluateView(ConsoleAPIView):
         if request_deadline is not None:
             until = min(until, request_deadline)
         storing = self._store_flag(request)
+        stage = self._stage(request)
         payload = read_json_body(request)
         item = documents.prepare(self.caller, payload, 0, scope="evaluate") if storing else self._unstored_item(payload)
         if item.errors:
             raise ApiError(item.errors)
         assert item.document is not None
+        if stage == "tool-call" and not item.document.get("toolCalls"):
+            raise ApiError([Issue("/toolCalls", "at stage tool-call the proposed call is the last of toolCalls")])
         deadline.check("reading the trace")
         enforced = enforced_now(item.tenant or self._named_tenant(item.document))
         with evaluation_services(item.tenant, until=until) as services:
-            verdict = runtime_verdict(item.document, enforced, services, deadline=until)
+            verdict = runtime_verdict(item.document, enforced, services, deadline=until, stage=stage)
         answer: dict[str, Any] = {
             "turn": verdict.turn,
             "reason": verdict.reason,
-            "results": [result.as_dict() for result in verdict.results],
+            "stage": stage,
+            "haltedBy": halted_by(verdict) if verdict.turn == "failed" else None,
+            "results": [answered(result) for result in verdict.results],
         }
         if verdict.error is not None:
             answer["error"] = verdict.error
         if storing:
             if verdict.withheld:
                 documents.withhold_output(item)
-            store_verdict(item, verdict.results, enforced, services.judge)
+            store_verdict(item, verdict.results, enforced, services.judge, (stage, stage_step(item.document, stage)))
             answer["trace"] = item.as_dict()
         return Response(answer)
+
+    @staticmethod
+    def _stage(request: Request) -> Stage:
+        raw = request.query_params.get("stage", "output")
+        for stage in STAGES:
+            if raw == stage:
+                return stage
+        raise ApiError([Issue("/stage", f"stage is one of {', '.join(STAGES)}")])
 
     @staticmethod
     def _store_flag(request: Request) -> bool:
@@ -218,3 +241,22 @@ class EvaluateView(ConsoleAPIView):
         item.errors = documents.size_issues(orjson.dumps(document, option=orjson.OPT_SORT_KEYS))
         item.document = None if item.errors else document
         return item
+
+
+def answered(result: Result) -> dict[str, Any]:
+    """A result as the verdict answers it: a skipped one says why (`skipReason`)."""
+    shown = result.as_dict()
+    if result.status == "skipped":
+        shown["skipReason"] = result.details.get("skip")
+    return shown
+
+
+def halted_by(verdict: TurnVerdict) -> str | None:
+    """The first guardrail whose failure halts the turn (a `halt` not in shadow), or the one
+    that failed closed on an `error` (reason guardrail-error)."""
+    if verdict.error is not None:
+        return verdict.error["guardrail"]
+    for result in verdict.results:
+        if result.status == "fail" and result.action == "halt" and not result.details.get("shadow"):
+            return result.guardrail
+    return None

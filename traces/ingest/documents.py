@@ -10,6 +10,7 @@ from conflicts.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,7 +30,8 @@ from kindgi_console import deadline
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from traces.models import RunTrace
-from traces.store import bulk
+from traces.store import bulk_sqlite
+from traces.store.columns import TRACE, names
 
 CREATED, DUPLICATE, CONFLICT, INVALID = "created", "duplicate", "conflict", "invalid"
 
@@ -157,34 +159,52 @@ def _write_with_inserts(items: list[Item]) -> None:
     now = timezone.now()
     adapt = connection.ops.adapt_datetimefield_value
     by_key = {(item.tenant.pk, item.id): item for item in items if item.tenant is not None}
+    defaults = TRACE.default_values
     rows = [
-        (tenant, trace_id, agent, flow, adapt(started), adapt(ended), document, digest, withheld, adapt(at))
+        (tenant, trace_id, agent, flow, adapt(started), adapt(ended), document, digest, withheld, adapt(at), *defaults)
         for tenant, trace_id, agent, flow, started, ended, document, digest, withheld, at in (
             _copy_row(item, now) for item in items
         )
     ]
-    for pk, tenant_id, trace_id in bulk.insert_rows(INSERT_MANY, rows, width=10):
+    for pk, tenant_id, trace_id in bulk_sqlite.insert_rows(INSERT_MANY, rows, width=len(TRACE.columns)):
         by_key.pop((tenant_id, trace_id)).row_id = pk
     if by_key:
         _settle_already_stored(list(by_key.values()))
 
 
 LOAD_TABLE = "kindgi_trace_load"
-LOAD_COLUMNS = "tenant_id, trace_id, agent, flow, started_at, ended_at, document, content_hash, withheld, received_at"
-# Table and column names are constants of this module: no input reaches these statements.
+# Table and column names come from the model (`traces.store.columns`): no input reaches these statements.
 INSERT_LOADED = (
-    f"INSERT INTO {RunTrace._meta.db_table} ({LOAD_COLUMNS}) "  # noqa: S608
-    f"SELECT {LOAD_COLUMNS} FROM {LOAD_TABLE} "
+    f"INSERT INTO {TRACE.table} ({names(TRACE.columns)}) "  # noqa: S608
+    f"SELECT {TRACE.values(TRACE.written)} FROM {LOAD_TABLE} "
     "ON CONFLICT (tenant_id, trace_id) DO NOTHING RETURNING id, tenant_id, trace_id"
 )
 INSERT_MANY = (
-    f"INSERT INTO {RunTrace._meta.db_table} ({LOAD_COLUMNS}) VALUES {{values}} "  # noqa: S608
+    f"INSERT INTO {TRACE.table} ({names(TRACE.columns)}) VALUES {{values}} "  # noqa: S608
     "ON CONFLICT (tenant_id, trace_id) DO NOTHING RETURNING id, tenant_id, trace_id"
 )
 SELECT_SKIPPED = (
     "SELECT t.id, t.tenant_id, t.trace_id, t.content_hash "  # noqa: S608
-    f"FROM {RunTrace._meta.db_table} t JOIN {LOAD_TABLE} l USING (tenant_id, trace_id)"
+    f"FROM {TRACE.table} t JOIN {LOAD_TABLE} l USING (tenant_id, trace_id)"
 )
+COPY_LOAD = f"COPY {LOAD_TABLE} ({names(TRACE.written)}) FROM STDIN"
+
+
+@functools.cache
+def create_load() -> str:
+    """The temporary table that a batch is copied into, typed as the traces' own columns (on first use)."""
+    definitions = ", ".join(f"{column} {TRACE.db_type(column, connection)}" for column in TRACE.written)
+    return f"CREATE TEMPORARY TABLE IF NOT EXISTS {LOAD_TABLE} ({definitions}) ON COMMIT DELETE ROWS"
+
+
+@functools.cache
+def insert_one() -> str:
+    """One trace as parameters, each cast to its column's type (the document's text to jsonb)."""
+    values = [f"%s::{TRACE.db_type(column, connection)}" for column in TRACE.written]
+    return (
+        f"INSERT INTO {TRACE.table} ({names(TRACE.columns)}) VALUES ({TRACE.values(values)}) "  # noqa: S608
+        "ON CONFLICT (tenant_id, trace_id) DO NOTHING RETURNING id"
+    )
 
 
 def _write_with_copy(items: list[Item]) -> None:
@@ -197,13 +217,8 @@ def _write_with_copy(items: list[Item]) -> None:
     now = timezone.now()
     by_key = {(item.tenant.pk, item.id): item for item in items if item.tenant is not None}
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE IF NOT EXISTS {LOAD_TABLE} (tenant_id bigint, trace_id "
-            "text, agent text, flow text, started_at timestamptz, ended_at timestamptz, "
-            "document jsonb, content_hash text, withheld boolean, received_at timestamptz) "
-            "ON COMMIT DELETE ROWS"
-        )
-        with cursor.cursor.copy(f"COPY {LOAD_TABLE} ({LOAD_COLUMNS}) FROM STDIN") as copy:
+        cursor.execute(create_load())
+        with cursor.cursor.copy(COPY_LOAD) as copy:
             for item in items:
                 copy.write_row(_copy_row(item, now))
         cursor.execute(INSERT_LOADED)
@@ -220,12 +235,7 @@ def _write_with_copy(items: list[Item]) -> None:
         cursor.execute(f"TRUNCATE {LOAD_TABLE}")
 
 
-INSERT_ONE = (
-    f"INSERT INTO {RunTrace._meta.db_table} ({LOAD_COLUMNS}) "  # noqa: S608
-    "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s) "
-    "ON CONFLICT (tenant_id, trace_id) DO NOTHING RETURNING id"
-)
-SELECT_ONE = f"SELECT id, content_hash FROM {RunTrace._meta.db_table} WHERE tenant_id = %s AND trace_id = %s"  # noqa: S608
+SELECT_ONE = f"SELECT id, content_hash FROM {TRACE.table} WHERE tenant_id = %s AND trace_id = %s"  # noqa: S608
 
 
 def store_one(item: Item) -> None:
@@ -241,7 +251,7 @@ def store_one(item: Item) -> None:
         return
     assert item.tenant is not None
     with connection.cursor() as cursor:
-        cursor.execute(INSERT_ONE, _copy_row(item, timezone.now()))
+        cursor.execute(insert_one(), _copy_row(item, timezone.now()))
         inserted = cursor.fetchone()
         if inserted is not None:
             item.row_id = inserted[0]

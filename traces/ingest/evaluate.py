@@ -18,7 +18,8 @@ from django.db import connection
 from guardrails import deployment
 from guardrails.engine.evaluate import evaluate_all, evaluate_guardrail
 from guardrails.engine.judge import KIND as JUDGE_KIND
-from guardrails.engine.types import Context, Mode, Trace, TurnVerdict
+from guardrails.engine.stages import Stage, skipped_at_stage, stage_view
+from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
 from guardrails.models import Guardrail
 from guardrails.services import Enforced, enforced_guardrails
 from kindgi_console.tenancy.models import Tenant
@@ -26,11 +27,12 @@ from traces.ingest import outbox
 from traces.judge.services import EvaluationServices, evaluation_services
 from traces.models import Evaluation, RunTrace
 from traces.store import bulk
+from traces.store.columns import ResultRow
 
-# What selects the enforced guardrails, and each one's revision, last change, owner and shadow
-# state: when these rows are the same as at the last read, so are the enforced guardrails.
+# What selects the enforced guardrails, and each one's revision, last change, owner, shadow
+# state and stages: when these rows are the same as at the last read, so are the enforced guardrails.
 ENFORCED_STAMP = (
-    "SELECT id, revision, updated_at, tenant_id, shadow, shadow_sample_rate, on_error "  # noqa: S608
+    "SELECT id, revision, updated_at, tenant_id, shadow, shadow_sample_rate, stages, on_error "  # noqa: S608
     f"FROM {Guardrail._meta.db_table} "
     "WHERE enabled = %s AND deleted_at IS NULL ORDER BY id"
 )
@@ -64,14 +66,32 @@ def runtime_verdict(
     services: EvaluationServices | None = None,
     *,
     deadline: float | None = None,
+    stage: Stage = "output",
 ) -> TurnVerdict:
-    """The runtime verdict of the enforced guardrails on one trace.
+    """The runtime verdict of the enforced guardrails on one trace at one stage of its turn.
 
     `services` are the evaluation's (`evaluation_services`); without them the verdict
     builds its own for this one trace and closes them. Guardrails still to be evaluated at
-    `deadline` (a time.monotonic() instant) are errors with reason "deadline".
+    `deadline` (a time.monotonic() instant) are errors with reason "deadline". The
+    guardrails that do not apply at `stage` are skipped (reason `stage`), in their place.
     """
-    return verdict_of(document, enforced, "runtime", services, deadline=deadline)
+    applying = [item for item in enforced if stage in item.stages]
+    if len(applying) == len(enforced):
+        return verdict_of(stage_view(document, stage), enforced, "runtime", services, deadline=deadline)
+    verdict = verdict_of(stage_view(document, stage), applying, "runtime", services, deadline=deadline)
+    return replace(verdict, results=_with_stage_skips(verdict.results, enforced, stage))
+
+
+def _with_stage_skips(results: Sequence[Result], enforced: Sequence[Enforced], stage: Stage) -> list[Result]:
+    """The results of the guardrails that apply at `stage`, with the others skipped, in the
+    enforced order (shadow results, which `with_shadow` appends, stay last)."""
+    given = iter(results)
+    merged = [
+        next(given) if stage in item.stages else skipped_at_stage(item.guardrail, stage)
+        for item in enforced
+        if not item.shadow
+    ]
+    return [*merged, *given]
 
 
 def verdict_of(
@@ -146,7 +166,7 @@ def evaluate_stored_traces(trace_ids: Sequence[int]) -> int:
     return evaluated
 
 
-def runtime_rows(traces: Sequence[bulk.StoredTrace], enforced: Sequence[Enforced]) -> list[bulk.ResultRow]:
+def runtime_rows(traces: Sequence[bulk.StoredTrace], enforced: Sequence[Enforced]) -> list[ResultRow]:
     """The runtime verdicts of stored traces as rows to store, planned per (tenant, agent,
     flow) as a run's are (`bulk.evaluate_rows`), with one set of evaluation services (one
     judge client; each trace's own tenant routes its judge calls)."""
@@ -156,7 +176,7 @@ def runtime_rows(traces: Sequence[bulk.StoredTrace], enforced: Sequence[Enforced
         return bulk.evaluate_rows(deployment.engine(), enforced, traces, "runtime", None, services, mark_shadow=True)
 
 
-def halts(row: bulk.ResultRow) -> bool:
+def halts(row: ResultRow) -> bool:
     """Whether the result fails its trace's turn (`evaluate_all`): a `halt` guardrail, not in shadow, failed."""
     return row.status == "fail" and row.action == "halt" and not row.shadow
 
@@ -182,8 +202,5 @@ def evaluate_traces(
             services.know_traces(traces)
         verdicts = [(trace, verdict_of(trace.document, enforced, mode, services)) for trace in traces]
     results = [(trace, verdict.results) for trace, verdict in verdicts]
-    record_results(results, enforced, mode=mode, evaluation=evaluation, fresh=fresh)
+    bulk.record_results(results, enforced, mode=mode, evaluation=evaluation, fresh=fresh)
     return verdicts
-
-
-record_results = bulk.record_results

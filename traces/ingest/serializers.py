@@ -9,6 +9,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
+from guardrails.engine.stages import STAGES
 from kindgi_console.openapi import ERRORS_SCHEMA, ref
 
 
@@ -87,17 +88,39 @@ VERDICT_BODY = {"application/json": ref("RunTrace")}
 
 VERDICT_SCHEMA = {
     "type": "object",
-    "required": ["turn", "reason", "results"],
+    "required": ["turn", "reason", "stage", "haltedBy", "results"],
     "properties": {
         "turn": {"type": "string", "enum": ["completed", "failed"]},
         "reason": {"type": "string", "nullable": True, "enum": ["guardrail-violation", "guardrail-error", None]},
-        "results": {"type": "array", "items": {"type": "object"}},
+        "stage": {"type": "string", "enum": list(STAGES), "description": "The stage of the turn checked."},
+        "haltedBy": {
+            "type": "string",
+            "nullable": True,
+            "description": "The first guardrail that halts the turn (at tool-call: that forbids the proposed "
+            "call, which the runtime must not run); null when the turn completes.",
+        },
+        "results": {
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "One per guardrail; a skipped one says why in `skipReason` (a part of its scope, or "
+            "`stage`: it does not apply at this stage).",
+        },
         "error": {
             "type": "object",
             "description": "With reason guardrail-error: the guardrail that failed closed and its error.",
             "required": ["guardrail", "message"],
             "properties": {"guardrail": {"type": "string"}, "message": {"type": "string"}},
         },
-        "trace": ITEM_SCHEMA,
+        "trace": {
+            **ITEM_SCHEMA,
+            "properties": {
+                **ITEM_SCHEMA["properties"],  # type: ignore[dict-item]
+                "status": {
+                    "type": "string",
+                    "enum": ["created", "duplicate", "updated", "conflict", "invalid"],
+                    "description": "updated: the document extends the turn stored under its id (a later stage).",
+                },
+            },
+        },
     },
 }

@@ -13,6 +13,7 @@ one transaction by `ingest.store_one` and `bulk.write_rows`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,80 +23,160 @@ from django.utils import timezone
 
 from guardrails.engine.types import Result
 from guardrails.services import Enforced
-from traces.ingest import documents
-from traces.models import EvaluationResult, RunTrace, Violation, ViolationDay
-from traces.store import bulk
+from traces.ingest import documents, turns
+from traces.models import RunTrace, ViolationDay
+from traces.store import bulk, bulk_postgres
+from traces.store.columns import RESULT, TRACE, VIOLATION, ResultRow, names
 
-_TRACES, _RESULTS = RunTrace._meta.db_table, EvaluationResult._meta.db_table
-_VIOLATIONS, _DAYS = Violation._meta.db_table, ViolationDay._meta.db_table
+# What the statement gives each column that is not read from the results' recordset `l`
+# (written per trace, or by the statement); every other column is `l.<column>`.
+_TRACE_VALUES = {
+    "tenant_id": "%(tenant)s",
+    "trace_id": "%(trace_ref)s",
+    "agent": "%(agent)s",
+    "flow": "%(flow)s",
+    "started_at": "%(started_at)s",
+    "ended_at": "%(ended_at)s",
+    "document": "%(document)s::jsonb",
+    "content_hash": "%(content_hash)s",
+    "withheld": "%(withheld)s",
+    "received_at": "%(now)s",
+}
+_RESULT_GIVEN = {
+    "tenant_id": "%(tenant)s",
+    "trace_id": "t.id",
+    "evaluation_id": "NULL",
+    "mode": "%(mode)s",
+    "created_at": "%(now)s",
+}
+_VIOLATION_GIVEN = {
+    "tenant_id": "%(tenant)s",
+    "trace_id": "n.trace_id",
+    "result_id": "n.id",
+    "evaluation_id": "NULL",
+    "mode": "%(mode)s",
+    "agent": "%(agent)s",
+    "flow": "%(flow)s",
+    "created_at": "%(now)s",
+}
+#: The columns of a result as the statement's JSON array gives them (`_result`).
+RECORD = tuple(
+    dict.fromkeys(
+        column
+        for table, given in ((RESULT, _RESULT_GIVEN), (VIOLATION, _VIOLATION_GIVEN))
+        for column in table.written
+        if column not in given
+    )
+)
+_DAYS = ViolationDay._meta.db_table
 
-# Table and column names come from the models and constants: values go as parameters.
-STORE_VERDICT = f"""
+# Table and column names come from the models (`traces.store.columns`): values go as parameters.
+STORE_VERDICT = """
 WITH trace AS (
-  INSERT INTO {_TRACES} ({documents.LOAD_COLUMNS})
-  VALUES (%(tenant)s, %(trace_ref)s, %(agent)s, %(flow)s, %(started_at)s, %(ended_at)s, %(document)s::jsonb,
-          %(content_hash)s, %(withheld)s, %(now)s)
+  INSERT INTO {traces} ({trace_columns})
+  VALUES ({trace_values})
   ON CONFLICT (tenant_id, trace_id) DO NOTHING
   RETURNING id
 ), stored AS (
-  SELECT id, content_hash FROM {_TRACES} WHERE tenant_id = %(tenant)s AND trace_id = %(trace_ref)s
+  SELECT id, content_hash FROM {traces} WHERE tenant_id = %(tenant)s AND trace_id = %(trace_ref)s
 ), target AS (
   SELECT id FROM trace UNION ALL SELECT id FROM stored WHERE content_hash = %(content_hash)s
 ), load AS (
-  SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS l(guardrail_id bigint, revision_id bigint, status text,
-      reason text, duration_ms double precision, details jsonb, skip_reason text, shadow boolean, action text,
-      severity text)
+  SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS l({record})
 ), new AS (
-  INSERT INTO {_RESULTS} ({bulk.RESULT_COLUMNS})
-  SELECT %(tenant)s, t.id, l.guardrail_id, l.revision_id, NULL, %(mode)s, l.status, l.reason, l.duration_ms,
-         l.details, %(now)s, l.skip_reason, l.shadow
+  INSERT INTO {results} ({result_columns})
+  SELECT {result_values}
   FROM target t CROSS JOIN load l
   ON CONFLICT DO NOTHING
   RETURNING id, trace_id, revision_id, status, shadow
 ), violations AS (
-  INSERT INTO {_VIOLATIONS} ({bulk.VIOLATION_COLUMNS})
-  SELECT %(tenant)s, n.trace_id, n.id, l.guardrail_id, l.revision_id, NULL, l.action, l.severity, %(mode)s,
-         l.reason, %(agent)s, %(flow)s, %(now)s, 'open', '', ''
+  INSERT INTO {violations} ({violation_columns})
+  SELECT {violation_values}
   FROM new n JOIN load l ON l.revision_id = n.revision_id
   WHERE n.status = 'fail' AND NOT n.shadow
   ON CONFLICT DO NOTHING
   RETURNING tenant_id, guardrail_id, revision_id, severity
 ), days AS (
-  INSERT INTO {_DAYS} (tenant_id, guardrail_id, revision_id, severity, day, count, reviewed, false_positives)
+  INSERT INTO {days} (tenant_id, guardrail_id, revision_id, severity, day, count, reviewed, false_positives)
   SELECT tenant_id, guardrail_id, revision_id, severity, %(day)s::date, count(*), 0, 0 FROM violations
   GROUP BY tenant_id, guardrail_id, revision_id, severity ORDER BY tenant_id, guardrail_id, revision_id, severity
-  ON CONFLICT (tenant_id, guardrail_id, revision_id, severity, day) DO UPDATE SET count = {_DAYS}.count + excluded.count
+  ON CONFLICT (tenant_id, guardrail_id, revision_id, severity, day) DO UPDATE SET count = {days}.count + excluded.count
 )
 SELECT (SELECT id FROM trace), (SELECT id FROM stored), (SELECT content_hash FROM stored)
-"""  # noqa: S608
+"""
 
 
-def store_verdict(item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced], judge: Any) -> None:
+@functools.cache
+def store_verdict_sql() -> str:
+    """`STORE_VERDICT` with the models' columns and the recordset's types (made on first use)."""
+    return STORE_VERDICT.format(
+        traces=TRACE.table,
+        trace_columns=names(TRACE.columns),
+        trace_values=TRACE.values([_TRACE_VALUES[column] for column in TRACE.written]),
+        record=", ".join(f"{column} {bulk_postgres.loaded_type(column)}" for column in RECORD),
+        results=RESULT.table,
+        result_columns=names(RESULT.columns),
+        result_values=RESULT.values([_RESULT_GIVEN.get(column, f"l.{column}") for column in RESULT.written]),
+        violations=VIOLATION.table,
+        violation_columns=names(VIOLATION.columns),
+        violation_values=VIOLATION.values(
+            [_VIOLATION_GIVEN.get(column, f"l.{column}") for column in VIOLATION.written]
+        ),
+        days=_DAYS,
+    )
+
+
+def store_verdict(
+    item: documents.Item,
+    results: Sequence[Result],
+    enforced: Sequence[Enforced],
+    judge: Any,
+    stage: tuple[str, int] = ("output", 0),
+) -> None:
     """Store a valid trace of `POST evaluate` and, unless another trace has its id, the
     verdict's results and violations, all or nothing; sets the item's status and row.
 
     `judge`: the evaluation's judge service, whose calls (if any) are linked to the trace.
+    `stage`: the stage of the turn checked and its step (`guardrails.engine.stages`), which
+    the results are stored under. A document that extends the trace stored under its id
+    (the same turn, checked at a later stage) replaces it and adds its results
+    (`turns.extend_stored`); one that rewrites it is a conflict and stores nothing.
     """
-    if connection.vendor == "postgresql" and not judge.recorded and _in_one_statement(item, results, enforced):
+    if connection.vendor == "postgresql" and not judge.recorded and _in_one_statement(item, results, enforced, stage):
+        if item.status == documents.CONFLICT:
+            with transaction.atomic():
+                if turns.extend_stored(item):
+                    _write_results(item, results, enforced, judge, stage)
         return
     with transaction.atomic():
         documents.store_one(item)
+        if item.status == documents.CONFLICT and item.row_id is not None:
+            turns.extend_stored(item)
         if item.row_id is not None and item.status != documents.CONFLICT:
-            trace = _trace(item, item.row_id)
-            bulk.write_rows(bulk.result_rows([(trace, results)], enforced, "runtime", None))
-            judge.attach_trace(trace)
+            _write_results(item, results, enforced, judge, stage)
 
 
-def _in_one_statement(item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced]) -> bool:
+def _write_results(
+    item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced], judge: Any, stage: tuple[str, int]
+) -> None:
+    assert item.row_id is not None
+    trace = _trace(item, item.row_id)
+    bulk.write_rows(bulk.result_rows([(trace, results)], enforced, "runtime", None, stage))
+    judge.attach_trace(trace)
+
+
+def _in_one_statement(
+    item: documents.Item, results: Sequence[Result], enforced: Sequence[Enforced], stage: tuple[str, int]
+) -> bool:
     """PostgreSQL: everything in `STORE_VERDICT`. False, with nothing written, when the id's
     row was committed by another request while the statement ran (neither inserted nor
     read): the caller stores it again, in a transaction that then reads that row."""
     if item.status != documents.CREATED:
         return False
     now = timezone.now()
-    rows = bulk.result_rows([(_trace(item, None), results)], enforced, "runtime", None)
+    rows = bulk.result_rows([(_trace(item, None), results)], enforced, "runtime", None, stage)
     with prepared_cursor() as cursor:
-        cursor.execute(STORE_VERDICT, _parameters(item, rows, now))
+        cursor.execute(store_verdict_sql(), _parameters(item, rows, now))
         inserted, stored, digest = cursor.fetchone()
     if inserted is not None:
         item.row_id = inserted
@@ -144,7 +225,7 @@ def _trace(item: documents.Item, pk: int | None) -> RunTrace:
     )
 
 
-def _parameters(item: documents.Item, rows: list[bulk.ResultRow], now: Any) -> dict[str, Any]:
+def _parameters(item: documents.Item, rows: list[ResultRow], now: Any) -> dict[str, Any]:
     tenant, trace_ref, agent, flow, started_at, ended_at, document, digest, withheld, _ = documents._copy_row(item, now)
     return {
         "tenant": tenant,
@@ -163,16 +244,8 @@ def _parameters(item: documents.Item, rows: list[bulk.ResultRow], now: Any) -> d
     }
 
 
-def _result(row: bulk.ResultRow) -> dict[str, Any]:
-    return {
-        "guardrail_id": row.guardrail_id,
-        "revision_id": row.revision_id,
-        "status": row.status,
-        "reason": row.reason,
-        "duration_ms": row.duration_ms,
-        "details": orjson.Fragment(row.details),
-        "skip_reason": row.skip_reason,
-        "shadow": row.shadow,
-        "action": row.action,
-        "severity": row.severity,
-    }
+def _result(row: ResultRow) -> dict[str, Any]:
+    """A result as the statement's recordset reads it: its `RECORD` columns, the details as they are."""
+    record = {column: getattr(row, column) for column in RECORD}
+    record["details"] = orjson.Fragment(row.details)
+    return record

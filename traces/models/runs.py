@@ -97,14 +97,16 @@ class ByteOrderCharField(models.CharField):  # type: ignore[type-arg]
 class EvaluationResult(models.Model):
     """One guardrail revision evaluated against one trace, in a run or at the runtime.
 
-    A result of no run (the runtime verdict, ingestion) is unique per trace and revision;
-    a run's result per trace, revision and run: a repeated evaluation stores nothing twice.
+    A result of no run (the runtime verdict, ingestion) is unique per trace, revision and
+    stage of the turn (`stage` and `step`: empty and 0 for a whole trace, as ingestion and
+    runs evaluate it); a run's result per trace, revision and run: a repeated evaluation
+    stores nothing twice.
 
     The most written table: its foreign keys are kept by Django (which deletes and protects
     as `on_delete` says) and not by database constraints, whose per-row checks cost four
     fifths of an insert and lock the run's, tenant's and guardrail's rows from every
     writer at once (`traces.store.bulk` writes only keys it has just read). Results are looked up
-    by run (`result_run_key`) and by trace (the unique key `result_per_trace_revision_run`
+    by run (`result_run_key`) and by trace (the unique key `result_per_trace_run_stage`
     leads with it), never by tenant, guardrail or revision alone (only deleting one of
     those, which the console does not do, would scan them), so those keys have no index of
     their own to keep up on every insert.
@@ -146,6 +148,18 @@ class EvaluationResult(models.Model):
         max_length=20, blank=True, default="", help_text="of a skipped result: the scope part that did not select"
     )
     shadow = models.BooleanField(default=False, help_text="of a guardrail in shadow: never a violation")
+    stage = models.CharField(
+        max_length=10,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="the stage of the turn a runtime checked (input, tool-call, output); empty: the whole trace",
+    )
+    # An IntegerField, not a PositiveIntegerField: adding its CHECK would scan the table
+    # under lock on upgrade; the writers only ever store a call's position (0 or more).
+    step = models.IntegerField(
+        default=0, db_default=0, help_text="at stage tool-call, the position of the proposed call in toolCalls"
+    )
     duration_ms = models.FloatField(default=0.0)
     details = models.JSONField(default=dict)
     created_at = models.DateTimeField(default=timezone.now)
@@ -157,8 +171,15 @@ class EvaluationResult(models.Model):
             # One key for a run's results and the runtime's (no run: 0, as no run has that
             # key), and the trace's index too (its first column): one index kept up per
             # insert where the trace's own and one partial key per kind were three.
+            # A turn checked at its stages (`POST evaluate?stage=`) has a result per stage
+            # and, at `tool-call`, per proposed call: they are in the key.
             models.UniqueConstraint(
-                F("trace"), F("revision"), Coalesce(F("evaluation"), Value(0)), name="result_per_trace_revision_run"
+                F("trace"),
+                F("revision"),
+                Coalesce(F("evaluation"), Value(0)),
+                F("stage"),
+                F("step"),
+                name="result_per_trace_run_stage",
             )
         ]
         indexes = [

@@ -21,8 +21,9 @@ from django.views.generic import TemplateView
 
 from guardrails import deployment
 from guardrails.engine.schema import GUARDRAIL_SCHEMA
+from guardrails.engine.stages import STAGES
 from guardrails.pages import pass_rate_chart, pretty_json
-from guardrails.services import revision_authors
+from guardrails.services import default_stages, guardrail_stages, revision_authors
 from guardrails.views import GuardrailPageMixin
 from kindgi_console.tenancy.scoping import current_rows, current_tenant
 from traces.judge import ledger
@@ -185,6 +186,8 @@ class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
             "calibration": latest_calibration(self.request, guardrail) if guardrail.kind == "llm-judge" else None,
             "can_label": can_label(self.request),
             "shadow_stats": shadow_stats,
+            "stage_choices": [(stage, stage in guardrail_stages(guardrail)) for stage in STAGES],
+            "default_stages": default_stages(guardrail.check_name),
             "quality": overall,
             "quality_revisions": per_revision,
             "quality_period": period,

@@ -41,6 +41,7 @@ from guardrails.engine.types import Mode
 from guardrails.services import Enforced
 from traces.judge.services import ConsoleJudgeServices, EvaluationServices
 from traces.store import bulk
+from traces.store.columns import ResultRow
 
 _Job = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
 #: Tells a database thread of the pool to end.
@@ -258,7 +259,7 @@ def evaluate_until(
     *,
     stop_at: float,
     pool: JudgingPool | None = None,
-) -> tuple[list[bulk.ResultRow], int, bool]:
+) -> tuple[list[ResultRow], int, bool]:
     """(rows, evaluated, stopped): the result rows of the first `evaluated` traces of the
     batch, and whether the chunk must stop now (its time ran out, or the task's soft limit).
 
@@ -270,7 +271,7 @@ def evaluate_until(
     plans: dict[tuple[Any, Any, Any], Plan] = {}
     stopping = threading.Event()
 
-    def one(index: int, trace: bulk.StoredTrace, bound: EvaluationServices) -> list[bulk.ResultRow] | None:
+    def one(index: int, trace: bulk.StoredTrace, bound: EvaluationServices) -> list[ResultRow] | None:
         if index and (stopping.is_set() or time.monotonic() >= stop_at):
             stopping.set()
             return None
@@ -282,7 +283,7 @@ def evaluate_until(
         relay = _Relay(services.judge, pool.requests)
         relayed = EvaluationServices(sandbox=services.sandbox, judge=cast(ConsoleJudgeServices, relay))
 
-        def job(index: int, trace: bulk.StoredTrace) -> list[bulk.ResultRow] | None:
+        def job(index: int, trace: bulk.StoredTrace) -> list[ResultRow] | None:
             try:
                 return one(index, trace, relayed)
             except _Interrupted:
@@ -293,7 +294,7 @@ def evaluate_until(
         futures = [pool.submit(job, index, trace) for index, trace in enumerate(traces)]
         relay.serve(len(futures), stopping)
         outcomes = [future.result() for future in futures]
-    rows: list[bulk.ResultRow] = []
+    rows: list[ResultRow] = []
     evaluated = 0
     for outcome in outcomes:
         if outcome is None:

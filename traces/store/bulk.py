@@ -35,12 +35,9 @@ from guardrails.engine.types import Context, Mode, Result
 from guardrails.services import Enforced
 from traces.judge.services import EvaluationServices
 from traces.models import Evaluation, EvaluationChunk, RunTrace
-from traces.store.bulk_postgres import FEW_ROWS as FEW_ROWS
-from traces.store.bulk_postgres import RESULT_COLUMNS as RESULT_COLUMNS
-from traces.store.bulk_postgres import VIOLATION_COLUMNS as VIOLATION_COLUMNS
 from traces.store.bulk_postgres import write_with_copy
-from traces.store.bulk_sqlite import insert_rows as insert_rows
 from traces.store.bulk_sqlite import sqlite_variable_limit, write_with_inserts
+from traces.store.columns import ResultRow
 
 
 class StoredTrace(NamedTuple):
@@ -216,6 +213,8 @@ def evaluate_rows(
                         now,
                         skip,
                         shadow,
+                        "",  # the whole trace: no stage of a turn
+                        0,
                         action,
                         severity,
                         agent,
@@ -307,33 +306,12 @@ def commits_without_waiting_for_disk() -> Iterator[None]:
             cursor.execute("RESET synchronous_commit")
 
 
-class ResultRow(NamedTuple):
-    """One result to store, with what its violation copies (trace and guardrail columns)."""
-
-    tenant_id: int
-    trace_id: int
-    guardrail_id: int
-    revision_id: int
-    evaluation_id: int | None
-    mode: str
-    status: str
-    reason: str
-    duration_ms: float
-    details: str
-    created_at: datetime
-    skip_reason: str
-    shadow: bool
-    action: str
-    severity: str
-    agent: str
-    flow: str
-
-
 def result_rows(
     items: Sequence[tuple[TraceRow, Sequence[Result]]],
     enforced: Sequence[Enforced],
     mode: Mode,
     evaluation_id: int | None,
+    stage: tuple[str, int] = ("", 0),
 ) -> list[ResultRow]:
     targets = {item.guardrail.id: _target(item) for item in enforced}
     shadows = {item.guardrail.id for item in enforced if item.shadow}
@@ -358,6 +336,7 @@ def result_rows(
                     now,
                     skip,
                     result.guardrail in shadows,
+                    *stage,
                     *targets[result.guardrail][2:],
                     trace.agent or "",
                     trace.flow or "",

@@ -2,54 +2,41 @@
 temporary table that one statement then inserts from, skipping results stored before, with
 a violation for each new `fail` and the daily roll-up counted from what it returns.
 
-Table and column names in the SQL here are the models' own; no input reaches them.
+Table and column names in the SQL here are the models' own, and the columns each statement
+writes and their defaults are `traces.store.columns`'; no input reaches them.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 import psycopg
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from psycopg.types.json import set_json_dumps
 
-from traces.models import EvaluationResult, Violation
 from traces.store import violation_days
-
-if TYPE_CHECKING:
-    from traces.store.bulk import ResultRow
+from traces.store.columns import RESULT, VIOLATION, ResultRow, names, violation_row
 
 LOAD_TABLE = "kindgi_result_load"
-RESULT_COLUMNS = (
-    "tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode, status, reason,"
-    " duration_ms, details, created_at, skip_reason, shadow"
-)
-LOAD_COLUMNS = f"{RESULT_COLUMNS}, action, severity, agent, flow"
-CREATE_LOAD = (
-    f"CREATE TEMPORARY TABLE IF NOT EXISTS {LOAD_TABLE} (tenant_id bigint, trace_id bigint,"
-    " guardrail_id bigint, revision_id bigint, evaluation_id bigint, mode text, status text,"
-    " reason text, duration_ms double precision, details jsonb, created_at timestamptz,"
-    " skip_reason text, shadow boolean,"
-    " action text, severity text, agent text, flow text) ON COMMIT DELETE ROWS"
-)
+#: The loaded rows' columns: a ResultRow's, the results' columns and then what violations copy.
+LOADED = ResultRow._fields
+#: Up to this many results are written with one statement and no temporary table.
+FEW_ROWS = 64
 # The results not stored before, a violation for each new fail, and the violations counted
 # per (tenant, guardrail, severity) for the daily roll-up: one statement, reading the rows
 # from the loaded table (a large batch) or from a VALUES list (a few rows: POST evaluate).
 INSERT_RESULTS = """
 WITH {values}new AS (
-  INSERT INTO {results} ({columns})
-  SELECT {columns} FROM {load}
+  INSERT INTO {results} ({result_columns})
+  SELECT {result_columns} FROM {load}
   ON CONFLICT DO NOTHING
   RETURNING id, trace_id, revision_id, status, shadow
 ), violations AS (
-  INSERT INTO {violations} (tenant_id, trace_id, result_id, guardrail_id, revision_id,
-      evaluation_id, action, severity, mode, reason, agent, flow, created_at, state,
-      reviewed_by_label, review_note)
-  SELECT l.tenant_id, l.trace_id, n.id, l.guardrail_id, l.revision_id, l.evaluation_id, l.action,
-         l.severity, l.mode, l.reason, l.agent, l.flow, l.created_at, 'open', '', ''
+  INSERT INTO {violations} ({violation_columns})
+  SELECT {violation_values}
   FROM new n JOIN {load} l ON l.trace_id = n.trace_id AND l.revision_id = n.revision_id
   WHERE n.status = 'fail' AND NOT n.shadow
   ON CONFLICT DO NOTHING
@@ -58,40 +45,59 @@ WITH {values}new AS (
 SELECT tenant_id, guardrail_id, revision_id, severity, count(*) FROM violations
 GROUP BY tenant_id, guardrail_id, revision_id, severity ORDER BY tenant_id, guardrail_id, revision_id, severity
 """
-VALUE_TYPES = (
-    "bigint",
-    "bigint",
-    "bigint",
-    "bigint",
-    "bigint",
-    "text",
-    "text",
-    "text",
-    "double precision",
-    "jsonb",
-    "timestamptz",
-    "text",
-    "boolean",
-    "text",
-    "text",
-    "text",
-    "text",
-)
-#: Up to this many results are written with one statement and no temporary table.
-FEW_ROWS = 64
+
+
+def new_violation_values(result_id: str, prefix: str) -> str:
+    """The SELECT list of a new fail's violation, in `VIOLATION.columns` order: its result's
+    key (`result_id`), the loaded row's columns (`prefix`: `l.`) and the defaults."""
+    return VIOLATION.values([result_id if column == "result_id" else prefix + column for column in VIOLATION.written])
+
+
+def loaded_type(column: str) -> str:
+    """A loaded column's type on PostgreSQL: the result's column's, or the violation's it is copied to."""
+    table = RESULT if column in RESULT.written else VIOLATION
+    return table.db_type(column, connection)
+
+
+class Statements(NamedTuple):
+    """The statements of this module, made on first use: their types are the connection's."""
+
+    create_load: str
+    copy_load: str
+    insert_loaded: str
+    value_row: str
+    copy_results: str
+    result_types: tuple[str, ...]
+    copy_violations: str
+    violation_types: tuple[str, ...]
+
+
+@functools.cache
+def statements() -> Statements:
+    definitions = ", ".join(f"{column} {loaded_type(column)}" for column in LOADED)
+    return Statements(
+        create_load=f"CREATE TEMPORARY TABLE IF NOT EXISTS {LOAD_TABLE} ({definitions}) ON COMMIT DELETE ROWS",
+        copy_load=f"COPY {LOAD_TABLE} ({names(LOADED)}) FROM STDIN",
+        insert_loaded=_insert_results(LOAD_TABLE),
+        value_row="(" + ", ".join(f"%s::{loaded_type(column)}" for column in LOADED) + ")",
+        # Fresh rows are copied in binary: nothing to format as text here, nothing to parse there.
+        copy_results=f"COPY {RESULT.table} (id, {names(RESULT.columns)}) FROM STDIN (FORMAT BINARY)",
+        result_types=("int8", *RESULT.copy_types(connection)),
+        copy_violations=f"COPY {VIOLATION.table} ({names(VIOLATION.columns)}) FROM STDIN (FORMAT BINARY)",
+        violation_types=VIOLATION.copy_types(connection),
+    )
 
 
 def _insert_results(load: str, values: str = "") -> str:
     return INSERT_RESULTS.format(
-        results=EvaluationResult._meta.db_table,
-        violations=Violation._meta.db_table,
-        columns=RESULT_COLUMNS,
+        results=RESULT.table,
+        result_columns=names(RESULT.columns),
+        violations=VIOLATION.table,
+        violation_columns=names(VIOLATION.columns),
+        violation_values=new_violation_values("n.id", "l."),
         load=load,
         values=values,
     )
-
-
-INSERT_LOADED = _insert_results(LOAD_TABLE)
 
 
 def write_with_copy(rows: list[ResultRow], fresh: bool = False) -> None:
@@ -109,74 +115,8 @@ def write_with_copy(rows: list[ResultRow], fresh: bool = False) -> None:
 # The sequence is looked up once per statement: per key, the look-up cost ten times the key.
 NEW_RESULT_KEYS = (
     "WITH seq AS MATERIALIZED (SELECT pg_get_serial_sequence("  # noqa: S608
-    f"'{EvaluationResult._meta.db_table}', 'id')::regclass AS s) "
+    f"'{RESULT.table}', 'id')::regclass AS s) "
     "SELECT nextval(s) FROM seq, generate_series(1, %s)"
-)
-# Fresh rows are copied in binary: nothing to format as text here, nothing to parse there.
-COPY_RESULTS = f"COPY {EvaluationResult._meta.db_table} (id, {RESULT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-RESULT_TYPES = (
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "text",
-    "text",
-    "text",
-    "float8",
-    "jsonb",
-    "timestamptz",
-    "text",
-    "bool",
-)
-VIOLATION_COLUMNS = (
-    "tenant_id, trace_id, result_id, guardrail_id, revision_id, evaluation_id, action, severity,"
-    " mode, reason, agent, flow, created_at, state, reviewed_by_label, review_note"
-)
-
-
-def violation_row(row: ResultRow, result_id: int, created_at: Any) -> tuple[Any, ...]:
-    """The values of a new fail's violation, in `VIOLATION_COLUMNS` order (`created_at` as
-    the backend takes it): one definition for both backends."""
-    return (
-        row.tenant_id,
-        row.trace_id,
-        result_id,
-        row.guardrail_id,
-        row.revision_id,
-        row.evaluation_id,
-        row.action,
-        row.severity,
-        row.mode,
-        row.reason,
-        row.agent,
-        row.flow,
-        created_at,
-        "open",
-        "",
-        "",
-    )
-
-
-COPY_VIOLATIONS = f"COPY {Violation._meta.db_table} ({VIOLATION_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-VIOLATION_TYPES = (
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "timestamptz",
-    "text",
-    "text",
-    "text",
 )
 
 
@@ -196,17 +136,18 @@ def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
             cursor.execute(NEW_RESULT_KEYS, [len(rows)])
             keys = [key for (key,) in cursor.fetchall()]
             set_json_dumps(_as_is, context=cursor.cursor)
-            with cursor.cursor.copy(COPY_RESULTS) as copy:
-                copy.set_types(RESULT_TYPES)
+            sql = statements()
+            with cursor.cursor.copy(sql.copy_results) as copy:
+                copy.set_types(sql.result_types)
                 write = copy.write_row
                 for key, row in zip(keys, rows, strict=True):
-                    write((key, *row[:13]))
+                    write((key, *row[: RESULT.width]))
             failed = [
                 (key, row) for key, row in zip(keys, rows, strict=True) if row.status == "fail" and not row.shadow
             ]
             if failed:
-                with cursor.cursor.copy(COPY_VIOLATIONS) as copy:
-                    copy.set_types(VIOLATION_TYPES)
+                with cursor.cursor.copy(sql.copy_violations) as copy:
+                    copy.set_types(sql.violation_types)
                     for key, row in failed:
                         copy.write_row(violation_row(row, key, row.created_at))
     except (IntegrityError, psycopg.IntegrityError):  # COPY speaks psycopg's errors, not Django's
@@ -221,11 +162,12 @@ def _insert_with_copy(rows: list[ResultRow]) -> list[tuple[Any, ...]]:
             cursor.execute(_insert_values(len(rows)), [value for row in rows for value in row])
             counted: list[tuple[Any, ...]] = cursor.fetchall()
         else:
-            cursor.execute(CREATE_LOAD)
-            with cursor.cursor.copy(f"COPY {LOAD_TABLE} ({LOAD_COLUMNS}) FROM STDIN") as copy:
+            sql = statements()
+            cursor.execute(sql.create_load)
+            with cursor.cursor.copy(sql.copy_load) as copy:
                 for row in rows:
                     copy.write_row(row)
-            cursor.execute(INSERT_LOADED)
+            cursor.execute(sql.insert_loaded)
             counted = cursor.fetchall()
             cursor.execute(f"TRUNCATE {LOAD_TABLE}")
     return counted
@@ -234,5 +176,5 @@ def _insert_with_copy(rows: list[ResultRow]) -> list[tuple[Any, ...]]:
 @functools.cache
 def _insert_values(count: int) -> str:
     """The one statement that writes `count` rows given as parameters."""
-    row = "(" + ", ".join(f"%s::{kind}" for kind in VALUE_TYPES) + ")"
-    return _insert_results("load_rows", f"load_rows ({LOAD_COLUMNS}) AS (VALUES {', '.join([row] * count)}),\n")
+    row = statements().value_row
+    return _insert_results("load_rows", f"load_rows ({names(LOADED)}) AS (VALUES {', '.join([row] * count)}),\n")

@@ -2,7 +2,8 @@
 any stored before), then the violations of the new fails, then the daily roll-up: a few
 statements per batch of thousands of rows, as on PostgreSQL.
 
-Table and column names in the SQL here are the models' own; no input reaches them.
+Table and column names in the SQL here are the models' own, and the columns each statement
+writes and their defaults are `traces.store.columns`'; no input reaches them.
 """
 
 from __future__ import annotations
@@ -10,20 +11,15 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
 
-from traces.models import EvaluationResult, Violation
 from traces.store import violation_days
-from traces.store.bulk_postgres import RESULT_COLUMNS, VIOLATION_COLUMNS, violation_row
+from traces.store.columns import RESULT, VIOLATION, ResultRow, names, violation_row
 
-if TYPE_CHECKING:
-    from traces.store.bulk import ResultRow
-
-RESULT_COUNT = len(RESULT_COLUMNS.split(","))
-VIOLATION_COUNT = len(VIOLATION_COLUMNS.split(","))
+CREATED_AT = ResultRow._fields.index("created_at")
 #: At most this many rows per statement on SQLite: within its statement length (1 MB by default).
 MANY_ROWS = 4000
 
@@ -32,12 +28,12 @@ def write_with_inserts(rows: list[ResultRow]) -> None:
     """SQLite: multi-row INSERTs of the results that return the new ones (skipping any stored
     before), then of the violations of the new fails, then the daily roll-up: a few
     statements per batch of thousands of rows, as on PostgreSQL."""
-    new = insert_rows(INSERT_RESULTS_SQLITE, [_sqlite_result(row) for row in rows], RESULT_COUNT)
+    new = insert_rows(INSERT_RESULTS_SQLITE, [_sqlite_result(row) for row in rows], len(RESULT.columns))
     by_pair = {(row.trace_id, row.revision_id): row for row in rows if row.status == "fail" and not row.shadow}
     violations = [
         _sqlite_violation(by_pair[(trace, revision)], pk) for pk, trace, revision in new if (trace, revision) in by_pair
     ]
-    counted = Counter(insert_rows(INSERT_VIOLATIONS_SQLITE, violations, VIOLATION_COUNT))
+    counted = Counter(insert_rows(INSERT_VIOLATIONS_SQLITE, violations, len(VIOLATION.columns)))
     day = timezone.localdate(rows[0].created_at)
     violation_days.add_counts(
         [
@@ -48,11 +44,11 @@ def write_with_inserts(rows: list[ResultRow]) -> None:
 
 
 INSERT_RESULTS_SQLITE = (
-    f"INSERT INTO {EvaluationResult._meta.db_table} ({RESULT_COLUMNS}) VALUES {{values}}"  # noqa: S608
+    f"INSERT INTO {RESULT.table} ({names(RESULT.columns)}) VALUES {{values}}"  # noqa: S608
     " ON CONFLICT DO NOTHING RETURNING id, trace_id, revision_id"
 )
 INSERT_VIOLATIONS_SQLITE = (
-    f"INSERT INTO {Violation._meta.db_table} ({VIOLATION_COLUMNS}) VALUES {{values}}"  # noqa: S608
+    f"INSERT INTO {VIOLATION.table} ({names(VIOLATION.columns)}) VALUES {{values}}"  # noqa: S608
     " ON CONFLICT DO NOTHING RETURNING tenant_id, guardrail_id, revision_id, severity"
 )
 
@@ -88,7 +84,7 @@ def _value_lists(count: int, width: int) -> str:
 
 def _sqlite_result(row: ResultRow) -> tuple[Any, ...]:
     created = connection.ops.adapt_datetimefield_value(row.created_at)
-    return (*row[:10], created, row.skip_reason, row.shadow)
+    return (*row[:CREATED_AT], created, *row[CREATED_AT + 1 : RESULT.width])
 
 
 def _sqlite_violation(row: ResultRow, result_id: int) -> tuple[Any, ...]:

@@ -61,7 +61,7 @@ class Evaluator:
         self.max_bytes, self.max_depth = limits
         self._plans: dict[tuple[str | None, str | None, str | None], Plan] = {}
         self._renderer: Renderer | None = None
-        self._validate = runtrace_line_validator(self.max_depth)
+        self._validate = runtrace_line_validator(self.max_depth, json_values=True)  # (parsed by orjson)
 
     def plan(self, tenant: str | None, agent: str | None, flow: str | None) -> Plan:
         """The guardrails resolved for traces of this tenant, agent and flow in mode ci."""
@@ -93,7 +93,10 @@ class Evaluator:
             if isinstance(item, Issue):
                 bad_input.append(_where(path, line, item))
                 continue
-            issues = validate_runtrace(item, max_depth=max_depth) if raw is None else validate(raw, item, brackets)
+            if raw is None:
+                issues = validate_runtrace(item, max_depth=max_depth, json_values=True)
+            else:
+                issues = validate(raw, item, brackets)
             if issues or not (type(item) is dict or isinstance(item, Mapping)):
                 bad_input.extend(_where(path, line, issue) for issue in issues)
                 continue

@@ -36,20 +36,12 @@ from guardrails.engine.cli.files import BadInput, iter_entries, load_json_file
 from guardrails.engine.cli.reports import Report
 from guardrails.engine.cli.validate import register_all
 from guardrails.engine.evaluate import Engine
-from guardrails.engine.schema import generated_validators
 from guardrails.engine.types import Guardrail
 
 EXPORT_PATH = "/api/v1/guardrails/export"
 
 
 def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> int:
-    # Every document of a run is parsed by orjson: schemas are proven by generated code,
-    # jsonschema_rs loads only for what it does not prove (guardrails.engine.schema).
-    with generated_validators():
-        return _guardrail_ci(args, stdout, stderr)
-
-
-def _guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> int:
     started = time.perf_counter()
     try:
         evaluator = _evaluator(args, stderr)
@@ -178,7 +170,7 @@ def download_export(url: str) -> tuple[str, object]:
     """GET {url}/api/v1/guardrails/export with the API key in KINDGI_API_KEY."""
     import httpx  # imported here: only a run that reads the console pays for it
 
-    key = environment.text("KINDGI_API_KEY").strip()
+    key = environment.ENGINE.text("KINDGI_API_KEY").strip()
     if not key:
         raise BadInput("--console needs the API key in the environment variable KINDGI_API_KEY")
     export_url = url.rstrip("/") + EXPORT_PATH

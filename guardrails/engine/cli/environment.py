@@ -21,22 +21,22 @@ if TYPE_CHECKING:  # the judge's services load only for a run given --judge-mode
     from guardrails.engine.judge import InMemoryJudgeServices
 
 
-# The console's parser and declaration (guardrails/engine/environment.py): the same
-# variables, defaults and limits as the settings, a bad value a usage error naming it.
+# The variables the engine declares (guardrails/engine/environment.py), which the settings
+# read too: the same defaults and limits, a bad value a usage error naming it.
 def _env_list(name: str) -> list[str]:
-    return environment.items(name)
+    return environment.ENGINE.items(name)
 
 
 def _env_bool(name: str, default: bool | None = None) -> bool:
     try:
-        return environment.flag(name, default)
+        return environment.ENGINE.flag(name, default)
     except environment.BadValue as error:
         raise BadInput(str(error)) from None
 
 
 def _env_whole_number(name: str) -> int:
     try:
-        return environment.whole(name)
+        return environment.ENGINE.whole(name)
     except environment.BadValue as error:
         raise BadInput(str(error)) from None
 

@@ -58,23 +58,6 @@ def load_json_file(path: str) -> object:
         raise BadInput(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
 
 
-def is_jsonl(path: str) -> bool:
-    name = path[:-3] if path.endswith(".gz") else path
-    return name.endswith((".jsonl", ".ndjson"))
-
-
-def iter_trace_file(path: str) -> Iterator[tuple[int, object | Issue]]:
-    """Each trace of a file with the line it starts on, or an Issue for one that cannot be read.
-
-    A JSON Lines file gives one trace a line (blank lines skipped); a JSON file holds one
-    trace or an array of them. An unreadable file raises BadInput.
-    """
-    from guardrails.engine.schema import MAX_TRACE_BYTES
-
-    for line, raw, item in iter_entries(path, MAX_TRACE_BYTES):
-        yield line, parse_entry(raw, MAX_DEPTH) if raw is not None else item
-
-
 def iter_entries(path: str, max_bytes: int, max_depth: int = MAX_DEPTH) -> Iterator[Entry]:
     """The entries of a trace file, in order, read as they are asked for; BadInput when the
     file cannot be read (then the entries before it have been given)."""
@@ -91,7 +74,7 @@ def iter_entries(path: str, max_bytes: int, max_depth: int = MAX_DEPTH) -> Itera
 
 def _blank_lines() -> int:
     try:
-        return environment.whole("KINDGI_UPLOAD_MAX_BLANK_LINES")
+        return environment.ENGINE.whole("KINDGI_UPLOAD_MAX_BLANK_LINES")
     except environment.BadValue as error:
         raise BadInput(str(error)) from None
 

@@ -50,12 +50,15 @@ def _documents(doc: object) -> list[tuple[int | None, object]]:
 def register_all(
     sources: Sequence[tuple[str, object]], engine: Engine, policy: RegistrationPolicy | None = None
 ) -> list[LoadedGuardrail]:
-    """Define every guardrail of every source; a second guardrail with an id is an error."""
+    """Define every guardrail of every source (documents parsed by orjson); a second
+    guardrail with an id is an error."""
     loaded: list[LoadedGuardrail] = []
     seen: dict[str, str] = {}
     for source, doc in sources:
         for index, item in _documents(doc):
-            registration = define_guardrail(item, registry=engine.registry, strategies=engine.strategies, policy=policy)
+            registration = define_guardrail(
+                item, registry=engine.registry, strategies=engine.strategies, policy=policy, json_values=True
+            )
             entry = LoadedGuardrail(source, index, item, registration)
             if registration.valid and entry.id is not None:
                 if entry.id in seen:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
-from ..environment import VARIABLES
+from ..environment import ENGINE
 from ..schema import validate_against
 from ..types import Issue, IssuesError
 
@@ -118,12 +118,17 @@ def validate_judge_model(doc: object, *, base_path: str = "") -> list[Issue]:
 
 
 #: The console's own settings, which a judge model's `apiKeyEnv` may not name: that variable's
-#: value is sent to the model's URL as its key. Every variable the console declares
-#: (guardrails/engine/environment.py: DATABASE_URL, DJANGO_SECRET_KEY, EMAIL_HOST_PASSWORD,
-#: KINDGI_API_KEY, ...), every name under the console's prefixes, and the other names of the
-#: secrets Django and PostgreSQL clients read. Any other name holds a provider's key.
+#: value is sent to the model's URL as its key. Every name under the console's prefixes (which
+#: hold all but two of the variables kindgi_console/env.py declares: DATABASE_URL,
+#: DJANGO_SECRET_KEY, EMAIL_HOST_PASSWORD, KINDGI_API_KEY, ...), those two, every variable the
+#: engine declares, and the other names of the secrets Django and PostgreSQL clients read.
+#: Any other name holds a provider's key (tests/traces/test_judge_key_env.py checks that
+#: every declared variable is refused).
 CONSOLE_SETTING_PREFIXES = ("DJANGO_", "KINDGI_", "CELERY_", "DATABASE_", "REDIS_", "EMAIL_")
-CONSOLE_SETTING_NAMES = frozenset({variable.name for variable in VARIABLES} | {"SECRET_KEY", "PGPASSWORD"})
+CONSOLE_SETTING_NAMES = frozenset(
+    {variable.name for variable in ENGINE.variables}
+    | {"DEFAULT_FROM_EMAIL", "PYTEST_XDIST_WORKER", "SECRET_KEY", "PGPASSWORD"}
+)
 
 
 def is_console_setting(name: str) -> bool:

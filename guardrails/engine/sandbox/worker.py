@@ -237,6 +237,7 @@ def _describe(module: str) -> Message:
             "module": check.module,
             "function": check.function,
             "validatesInCode": check.validates_in_code,
+            "stages": list(check.stages),
         }
         for check in pack.checks
     ]

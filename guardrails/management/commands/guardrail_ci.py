@@ -11,16 +11,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from guardrails.engine import cli
+from guardrails.engine.cli.arguments import add_ci_arguments
+from guardrails.engine.cli.ci import guardrail_ci
 
 
 class Command(BaseCommand):
     help = "Evaluate guardrails against trace files in mode ci; exit 1 when a guardrail blocks."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        cli.add_ci_arguments(parser)
+        add_ci_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        status = cli.guardrail_ci(argparse.Namespace(**options), self.stdout, self.stderr)
+        status = guardrail_ci(argparse.Namespace(**options), self.stdout, self.stderr)
         if status:
             raise SystemExit(status)

@@ -11,16 +11,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from guardrails.engine import cli
+from guardrails.engine.cli.arguments import add_validate_arguments
+from guardrails.engine.cli.validate import validate_guardrail
 
 
 class Command(BaseCommand):
     help = "Validate guardrail files against schema 1.1.0 and the check registry."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        cli.add_validate_arguments(parser)
+        add_validate_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        status = cli.validate_guardrail(argparse.Namespace(**options), self.stdout, self.stderr)
+        status = validate_guardrail(argparse.Namespace(**options), self.stdout, self.stderr)
         if status:
             raise SystemExit(status)

@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("guardrails", "0005_guardrail_shadow")]
+    dependencies = [("guardrails", "0006_guardrail_stages")]
 
     operations = [
         migrations.AddField(

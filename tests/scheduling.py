@@ -1,0 +1,50 @@
+"""How `make test` (`-n 2 --dist loadgroup`) hands tests to its processes.
+
+pytest-xdist's own loadgroup reads a group from a suffix it writes into each test's node id,
+which pytest 9 no longer lets it write; it also keeps one test of several that share a node
+id (schemathesis gives every operation of a schema the function's id). This scheduler, given
+to pytest-xdist through its `pytest_xdist_make_scheduler` hook, groups by module instead:
+the modules whose tests bound wall-clock or CPU time run one after another in one process,
+never against each other; every other test is a unit of its own, in collection order
+(tests/conftest.py puts the longest modules first).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
+from xdist.workermanage import WorkerController
+
+TIMED_GROUP = "timed"
+
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def distinct(nodeids: Sequence[str]) -> list[str]:
+    """The node ids, the second and later of a repeated id told apart by its position."""
+    seen: Counter[str] = Counter()
+    unique = []
+    for nodeid in nodeids:
+        seen[nodeid] += 1
+        unique.append(nodeid if seen[nodeid] == 1 else f"{nodeid} (#{seen[nodeid]})")
+    return unique
+
+
+class TimedModulesTogether(LoadScopeScheduling):  # type: ignore[misc]
+    """LoadScopeScheduling whose scopes are `TIMED_GROUP` for the timed modules, else the test."""
+
+    def __init__(self, config: pytest.Config, log: Producer | None, timed_modules: Sequence[str]) -> None:
+        super().__init__(config, log)
+        self.timed_modules = frozenset(timed_modules)
+
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        super().add_node_collection(node, distinct(collection))
+
+    def _split_scope(self, nodeid: str) -> str:
+        return TIMED_GROUP if module_of(nodeid) in self.timed_modules else nodeid
