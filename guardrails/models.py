@@ -46,8 +46,10 @@ class Guardrail(models.Model):
     `document` is the wire document (schema 1.1.0) exactly as authored, so that export and
     import round-trip; the other columns are copied from it for the pages to filter on.
     `enabled` is the console's switch, not part of the document; so are `shadow` (with its
-    sampling rate) and `stages` (where a runtime's check of a turn applies it: None, its
-    check's defaults), which the export does not show: the document stays 1.1.0. Deleting sets
+    sampling rate), `stages` (where a runtime's check of a turn applies it: None, its
+    check's defaults) and `on_error`, what an `error` does to the turn: `pass` (the turn goes
+    on) or `halt` (fail closed, for `halt` guardrails only). The export shows none of them:
+    the document stays 1.1.0. Deleting sets
     `deleted_at`, so that results and violations keep naming their revision.
     """
 
@@ -78,6 +80,12 @@ class Guardrail(models.Model):
         blank=True,
         default=None,
         help_text="the stages of a turn at which it applies at runtime (none: its check's defaults)",
+    )
+    on_error = models.CharField(
+        max_length=8,
+        choices=[("pass", "pass"), ("halt", "halt")],
+        default="pass",
+        help_text="an error at runtime: pass (the turn goes on) or halt (fail closed; halt guardrails only)",
     )
     revision = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)

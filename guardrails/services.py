@@ -237,6 +237,20 @@ def set_shadow(guardrail: Guardrail, shadow: bool, rate: float | None) -> None:
     audit.record(f"guardrail.{verb}", guardrail, before=before, after=after)
 
 
+def set_fail_mode(guardrail: Guardrail, on_error: str) -> None:
+    """What an `error` of the guardrail does to a turn at runtime: `pass` or `halt` (the
+    caller checked that a `halt` guardrail asks it). Console state beside the document, as
+    shadow is: no new revision; audited as `guardrail.fail-mode`."""
+    with transaction.atomic():
+        locked = Guardrail.objects.select_for_update().get(pk=guardrail.pk)
+        before = locked.on_error
+        guardrail.on_error = on_error
+        if before == on_error:
+            return
+        guardrail.save(update_fields=["on_error"])
+        audit.record("guardrail.fail-mode", guardrail, before={"onError": before}, after={"onError": on_error})
+
+
 @transaction.atomic
 def set_stages(guardrail: Guardrail, stages: list[str] | None) -> None:
     """Set the stages of a turn at which a guardrail applies at runtime (None: its check's
@@ -273,6 +287,12 @@ class Enforced:
     def shadow(self) -> bool:
         """In shadow: recorded, never halting, never a violation (the guardrail row's state)."""
         return bool(self.revision.guardrail.shadow)
+
+    @property
+    def halts_on_error(self) -> bool:
+        """Fails closed: an `error` halts the turn (its fail mode is `halt` and the guardrail
+        is still a `halt` one: a document changed since to another action does not)."""
+        return self.revision.guardrail.on_error == "halt" and self.guardrail.on_violation == "halt"
 
     @cached_property
     def stages(self) -> frozenset[str]:

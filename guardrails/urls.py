@@ -21,6 +21,9 @@ urlpatterns = [
     ),
     path("guardrails/<path:guardrail_id>/toggle/", views.GuardrailToggleView.as_view(), name="guardrail-toggle"),
     path("guardrails/<path:guardrail_id>/shadow/", views.GuardrailShadowView.as_view(), name="guardrail-shadow"),
+    path(
+        "guardrails/<path:guardrail_id>/fail-mode/", views.GuardrailFailModeView.as_view(), name="guardrail-fail-mode"
+    ),
     path("guardrails/<path:guardrail_id>/stages/", views.GuardrailStagesView.as_view(), name="guardrail-stages"),
     path("guardrails/<path:guardrail_id>/delete/", views.GuardrailDeleteView.as_view(), name="guardrail-delete"),
 ]

@@ -35,6 +35,7 @@ from guardrails.services import (
     revision_authors,
     save_guardrail,
     set_enabled,
+    set_fail_mode,
     set_shadow,
     set_stages,
 )
@@ -171,6 +172,32 @@ class GuardrailStagesView(GuardrailPageMixin, View):
             set_stages(guardrail, chosen)
             messages.success(request, f"{guardrail.guardrail_id} applies at: {', '.join(guardrail_stages(guardrail))}.")
         return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]) + "#stages")
+
+
+class GuardrailFailModeView(GuardrailPageMixin, View):
+    """Set what an error of a guardrail does to a turn: pass, or fail closed (halt guardrails)."""
+
+    needs_author = True
+
+    def post(self, request: HttpRequest, guardrail_id: str) -> HttpResponse:
+        from guardrails.api.fail_mode import fail_mode_request
+        from kindgi_console.api import ApiError
+
+        guardrail = self.writable_guardrail(guardrail_id)
+        try:
+            set_fail_mode(
+                guardrail, fail_mode_request({"onError": request.POST.get("on_error")}, guardrail.on_violation)
+            )
+        except ApiError as error:
+            messages.error(request, f"Not changed: {error.detail}")
+            return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
+        messages.success(
+            request,
+            f"An error of {guardrail.guardrail_id} now halts the turn."
+            if guardrail.on_error == "halt"
+            else f"An error of {guardrail.guardrail_id} now lets the turn go on.",
+        )
+        return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
 
 
 class GuardrailDeleteView(GuardrailPageMixin, View):

@@ -239,6 +239,30 @@ class CallerRateThrottle(SimpleRateThrottle):
         return client_address(request)
 
 
+class RuntimeRateThrottle(CallerRateThrottle):
+    """The runtime path's own limit (POST evaluate, ingestion): sized for a fleet that
+    checks every agent turn with one key, and counted apart from the API's other requests.
+
+    The rate is the key's own `runtime_rate` when set, else KINDGI_RUNTIME_RATE.
+    """
+
+    scope = "runtime"
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        key = caller_of(request).key
+        own = getattr(key, "runtime_rate", "") if key is not None else ""
+        self.rate = own or settings.KINDGI_RUNTIME_RATE
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        return super().allow_request(request, view)
+
+    def get_rate(self) -> str | None:
+        rate: str | None = settings.KINDGI_RUNTIME_RATE
+        return rate
+
+    def get_cache_key(self, request: Request, view: Any) -> str:
+        return "runtime-" + super().get_cache_key(request, view)
+
+
 # ---------------------------------------------------------------------------- pagination
 
 
@@ -338,6 +362,13 @@ class ConsoleAPIView(GenericAPIView):  # type: ignore[type-arg]
     ordering_field = "created_at"
     #: The methods whose requests run within KINDGI_REQUEST_TIME_LIMIT_S (kindgi_console/deadline.py).
     time_limited: Collection[str] = ()
+    #: The methods of the runtime path (verdicts, ingestion): throttled by RuntimeRateThrottle.
+    runtime_methods: Collection[str] = ()
+
+    def get_throttles(self) -> list[Any]:
+        if self.request.method in self.runtime_methods:
+            return [RuntimeRateThrottle()]
+        return list(super().get_throttles())
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         if request.method not in self.time_limited:

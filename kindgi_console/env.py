@@ -93,6 +93,12 @@ SECTIONS: dict[str, tuple[Variable, ...]] = {
         V("KINDGI_LOG_LEVEL", "text", "INFO", "the root logger's level"),
         V("KINDGI_API_RATE", "text", "3000/minute", "API throttle per key or user (`N/second|minute|hour|day`)"),
         V(
+            "KINDGI_RUNTIME_RATE",
+            "text",
+            "60000/minute",
+            "POST evaluate and ingestion: their own throttle per key (a key's own rate replaces it)",
+        ),
+        V(
             "KINDGI_CACHE_URL",
             "text",
             "",
@@ -294,6 +300,15 @@ SECTIONS: dict[str, tuple[Variable, ...]] = {
             minimum=1,
         ),
         ENGINE.variable("KINDGI_JUDGE_CALL_LIMIT_S"),
+        V("KINDGI_JUDGE_CIRCUIT_FAILURES", "int", 5, "judge: failed attempts in a row that open a circuit", minimum=1),
+        V("KINDGI_JUDGE_CIRCUIT_WINDOW_S", "int", 60, "judge: ... counted within this many seconds", minimum=1),
+        V(
+            "KINDGI_JUDGE_CIRCUIT_COOLDOWN_S",
+            "int",
+            30,
+            "judge: an open circuit fails calls at once this long",
+            minimum=1,
+        ),
         ENGINE.variable("KINDGI_API_KEY"),
     ),
     "Alerts and e-mail": (

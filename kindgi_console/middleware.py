@@ -1,5 +1,8 @@
 """The console's middleware: answers kept out of shared caches, and what only the pages need.
 
+`ApiRequiresHttps` answers plain HTTP to /api/ with a JSON error where Django would redirect
+it (SECURE_SSL_REDIRECT): a client that follows, or merely counts, a 301 as delivered (the
+OpenTelemetry exporter does) would lose what it sent without a word.
 `PrivateAnswers` marks every API answer and every page shown to a signed-in person as not
 to be stored by any cache; `RefuseNulForPages` answers 400 for a NUL in a page's address
 (the API refuses it in its base view, naming the parameter). The others are skipped for the
@@ -18,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib.messages.middleware import MessageMiddleware
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -25,11 +29,30 @@ from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 API_V1 = "/api/v1/"
+API = "/api/"
+HTTPS_REQUIRED = (
+    "HTTPS is required: this console redirects plain HTTP, and the API never redirects (a client could take "
+    "the redirect for success). Call it over https://; behind a proxy that ends TLS, the proxy must send "
+    "X-Forwarded-Proto: https"
+)
 NUL = "\x00"
 
 
 def is_api_v1(request: HttpRequest) -> bool:
     return request.path_info.startswith(API_V1)
+
+
+class ApiRequiresHttps:
+    """Plain HTTP to /api/ is a 403 in the API's error shape when pages are redirected to
+    HTTPS; runs before SecurityMiddleware, which would answer 301. Pages still redirect."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if settings.SECURE_SSL_REDIRECT and request.path_info.startswith(API) and not request.is_secure():
+            return JsonResponse({"errors": [{"path": "", "message": HTTPS_REQUIRED}]}, status=403)
+        return self.get_response(request)
 
 
 class StaticFilesForPages(WhiteNoiseMiddleware):  # type: ignore[misc]  # WhiteNoise ships no types

@@ -61,6 +61,7 @@ INSTALLED_APPS = [
 # The API's requests skip what only pages need (kindgi_console.middleware): static files, messages.
 MIDDLEWARE = [
     "kindgi_console.errors.ApiErrorsMiddleware",
+    "kindgi_console.middleware.ApiRequiresHttps",  # before SecurityMiddleware: /api/ never redirects
     "django.middleware.security.SecurityMiddleware",
     "kindgi_console.middleware.StaticFilesForPages",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -191,6 +192,8 @@ REST_FRAMEWORK = {
 }
 # Requests per API key or user (DRF's rate syntax: "N/second|minute|hour|day").
 KINDGI_API_RATE = text("KINDGI_API_RATE")
+# The runtime path's own (POST evaluate, ingestion), sized for a fleet; a key may have its own.
+KINDGI_RUNTIME_RATE = text("KINDGI_RUNTIME_RATE")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Kindgi Console API",
     "DESCRIPTION": (
@@ -428,6 +431,11 @@ KINDGI_EVALUATE_TIME_LIMIT_S = whole("KINDGI_EVALUATE_TIME_LIMIT_S")
 # --timeout does not stop a gthread worker's busy thread.
 KINDGI_REQUEST_TIME_LIMIT_S = whole("KINDGI_REQUEST_TIME_LIMIT_S")
 KINDGI_JUDGE_CALL_LIMIT_S = whole("KINDGI_JUDGE_CALL_LIMIT_S")
+# A judge provider found down (this many failed attempts in a row within the window) fails
+# its calls at once for the cool-down (traces.judge.circuit).
+KINDGI_JUDGE_CIRCUIT_FAILURES = whole("KINDGI_JUDGE_CIRCUIT_FAILURES")
+KINDGI_JUDGE_CIRCUIT_WINDOW_S = whole("KINDGI_JUDGE_CIRCUIT_WINDOW_S")
+KINDGI_JUDGE_CIRCUIT_COOLDOWN_S = whole("KINDGI_JUDGE_CIRCUIT_COOLDOWN_S")
 
 LOGGING = {
     "version": 1,

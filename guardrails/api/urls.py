@@ -1,6 +1,6 @@
 from django.urls import path
 
-from guardrails.api import checks, guardrails, shadow, stages, validate
+from guardrails.api import checks, fail_mode, guardrails, shadow, stages, validate
 
 urlpatterns = [
     path("guardrails", guardrails.GuardrailListView.as_view(), name="api-guardrails"),
@@ -9,6 +9,11 @@ urlpatterns = [
     # `path`: an id stored before the id alphabet may hold a "/" (the longer routes first).
     path("guardrails/<path:guardrail_id>/shadow", shadow.GuardrailShadowView.as_view(), name="api-guardrail-shadow"),
     path("guardrails/<path:guardrail_id>/stages", stages.GuardrailStagesView.as_view(), name="api-guardrail-stages"),
+    path(
+        "guardrails/<path:guardrail_id>/fail-mode",
+        fail_mode.GuardrailFailModeView.as_view(),
+        name="api-guardrail-fail-mode",
+    ),
     path(
         "guardrails/<path:guardrail_id>/revisions",
         guardrails.GuardrailRevisionListView.as_view(),

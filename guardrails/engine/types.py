@@ -239,11 +239,14 @@ class Result:
 
 @dataclass(frozen=True, slots=True)
 class TurnVerdict:
-    """The runtime outcome of a turn: `failed` with `guardrail-violation` when a halt fails."""
+    """The runtime outcome of a turn: `failed` with `guardrail-violation` when a halt fails,
+    or `guardrail-error` when a guardrail that fails closed errs (`error` then names it:
+    ``{"guardrail": id, "message": reason}``)."""
 
     turn: Turn
     reason: str | None
     results: list[Result]
+    error: dict[str, str] | None = None
 
     @property
     def withheld(self) -> bool:

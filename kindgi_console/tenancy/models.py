@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
@@ -116,6 +117,13 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    runtime_rate = models.CharField(
+        max_length=32,
+        blank=True,
+        validators=[RegexValidator(r"^[1-9][0-9]*/(second|minute|hour|day)$", "N/second, /minute, /hour or /day")],
+        help_text="this key's limit on POST evaluate and ingestion (N/second|minute|hour|day); "
+        "empty: KINDGI_RUNTIME_RATE",
+    )
 
     objects = ApiKeyQuerySet.as_manager()
 

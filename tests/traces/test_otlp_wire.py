@@ -149,7 +149,7 @@ def test_an_unreadable_body_is_refused_naming_why(db, api, acme_key, body, conte
     assert words in answer(response, Status()).message
 
 
-@override_settings(KINDGI_API_RATE="1/minute")
+@override_settings(KINDGI_RUNTIME_RATE="1/minute")
 def test_a_throttled_exporter_is_told_when_to_retry(db, api, acme_key):
     body = body_of(agent_turn_spans(), PROTOBUF)
     assert post(api(acme_key), body, PROTOBUF).status_code == 200

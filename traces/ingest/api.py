@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -17,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from guardrails.engine.stages import STAGES, Stage, stage_step
-from guardrails.engine.types import Issue, Result
+from guardrails.engine.types import Issue, Result, TurnVerdict
 from kindgi_console import deadline
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import ERRORS_SCHEMA, error_responses
@@ -45,6 +44,7 @@ class TraceListView(ConsoleAPIView):
     serializer_class = serializers.TraceSummarySerializer
     filterset_class = filters.TraceFilter
     scopes = {"GET": "read", "POST": "ingest"}
+    runtime_methods = ("POST",)
     ordering_field = "received_at"
     time_limited = ("POST",)
 
@@ -142,6 +142,7 @@ class EvaluateView(ConsoleAPIView):
     """`POST evaluate`: the runtime verdict, stored with its results unless ?store=false."""
 
     scopes = {"POST": "evaluate"}
+    runtime_methods = ("POST",)
     filter_backends: list[Any] = []
     renderer_classes = [ORJSONRenderer]
     time_limited = ("POST",)
@@ -193,9 +194,11 @@ class EvaluateView(ConsoleAPIView):
             "turn": verdict.turn,
             "reason": verdict.reason,
             "stage": stage,
-            "haltedBy": halted_by(verdict.results) if verdict.turn == "failed" else None,
+            "haltedBy": halted_by(verdict) if verdict.turn == "failed" else None,
             "results": [answered(result) for result in verdict.results],
         }
+        if verdict.error is not None:
+            answer["error"] = verdict.error
         if storing:
             if verdict.withheld:
                 documents.withhold_output(item)
@@ -248,9 +251,12 @@ def answered(result: Result) -> dict[str, Any]:
     return shown
 
 
-def halted_by(results: Sequence[Result]) -> str | None:
-    """The first guardrail whose failure halts the turn (a `halt` not in shadow)."""
-    for result in results:
+def halted_by(verdict: TurnVerdict) -> str | None:
+    """The first guardrail whose failure halts the turn (a `halt` not in shadow), or the one
+    that failed closed on an `error` (reason guardrail-error)."""
+    if verdict.error is not None:
+        return verdict.error["guardrail"]
+    for result in verdict.results:
         if result.status == "fail" and result.action == "halt" and not result.details.get("shadow"):
             return result.guardrail
     return None

@@ -32,7 +32,7 @@ from traces.store.columns import ResultRow
 # What selects the enforced guardrails, and each one's revision, last change, owner, shadow
 # state and stages: when these rows are the same as at the last read, so are the enforced guardrails.
 ENFORCED_STAMP = (
-    "SELECT id, revision, updated_at, tenant_id, shadow, shadow_sample_rate, stages "  # noqa: S608
+    "SELECT id, revision, updated_at, tenant_id, shadow, shadow_sample_rate, stages, on_error "  # noqa: S608
     f"FROM {Guardrail._meta.db_table} "
     "WHERE enabled = %s AND deleted_at IS NULL ORDER BY id"
 )
@@ -109,7 +109,20 @@ def verdict_of(
     context = services.context(document, mode)
     guardrails = [item.guardrail for item in enforced if not item.shadow]
     verdict = evaluate_all(guardrails, document, context, engine=deployment.engine(), deadline=deadline)
-    return with_shadow(verdict, document, enforced, context)
+    return with_shadow(failed_closed(verdict, enforced, mode), document, enforced, context)
+
+
+def failed_closed(verdict: TurnVerdict, enforced: Sequence[Enforced], mode: Mode) -> TurnVerdict:
+    """The verdict with the turn failed when a guardrail whose fail mode is `halt` gave
+    `error` at runtime (and nothing halted it already): the verdict names it and its error."""
+    if mode != "runtime" or verdict.turn == "failed":
+        return verdict
+    closed = {item.guardrail.id for item in enforced if not item.shadow and item.halts_on_error}
+    erred = next((r for r in verdict.results if r.status == "error" and r.guardrail in closed), None)
+    if erred is None:
+        return verdict
+    error = {"guardrail": erred.guardrail, "message": erred.reason or "error"}
+    return replace(verdict, turn="failed", reason="guardrail-error", error=error)
 
 
 def with_shadow(verdict: TurnVerdict, document: Trace, enforced: Sequence[Enforced], context: Context) -> TurnVerdict:

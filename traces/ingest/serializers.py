@@ -91,7 +91,7 @@ VERDICT_SCHEMA = {
     "required": ["turn", "reason", "stage", "haltedBy", "results"],
     "properties": {
         "turn": {"type": "string", "enum": ["completed", "failed"]},
-        "reason": {"type": "string", "nullable": True, "enum": ["guardrail-violation", None]},
+        "reason": {"type": "string", "nullable": True, "enum": ["guardrail-violation", "guardrail-error", None]},
         "stage": {"type": "string", "enum": list(STAGES), "description": "The stage of the turn checked."},
         "haltedBy": {
             "type": "string",
@@ -104,6 +104,12 @@ VERDICT_SCHEMA = {
             "items": {"type": "object"},
             "description": "One per guardrail; a skipped one says why in `skipReason` (a part of its scope, or "
             "`stage`: it does not apply at this stage).",
+        },
+        "error": {
+            "type": "object",
+            "description": "With reason guardrail-error: the guardrail that failed closed and its error.",
+            "required": ["guardrail", "message"],
+            "properties": {"guardrail": {"type": "string"}, "message": {"type": "string"}},
         },
         "trace": {
             **ITEM_SCHEMA,

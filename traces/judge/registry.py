@@ -51,8 +51,9 @@ def validate_registration(doc: object) -> list[Issue]:
 
 
 def wire_part(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The registration without the console's own fields (`enabled`, `apiKeySet`)."""
-    return {name: value for name, value in doc.items() if name not in ("enabled", "apiKeySet")}
+    """The registration without the console's own fields (`enabled`, and the read-only
+    `apiKeySet` and `circuit` a client may send back as it read them)."""
+    return {name: value for name, value in doc.items() if name not in ("enabled", "apiKeySet", "circuit")}
 
 
 def judge_model_of(row: JudgeModelRegistration) -> JudgeModel:

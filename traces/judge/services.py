@@ -28,7 +28,7 @@ from django.db import connection
 from django.utils import timezone
 
 from guardrails import deployment
-from guardrails.engine.judge import JudgeCall, JudgeModel, JudgeOutcome, JudgePolicy
+from guardrails.engine.judge import CircuitBreaker, JudgeCall, JudgeModel, JudgeOutcome, JudgePolicy
 from guardrails.engine.sandbox import SandboxPool
 from guardrails.engine.types import Context, Guardrail, Mode, Trace
 from guardrails.models import Guardrail as GuardrailRow
@@ -36,6 +36,7 @@ from guardrails.models import GuardrailRevision, JudgeCacheEntry, JudgeClaim
 from guardrails.redaction import redact_secrets
 from kindgi_console.tenancy.models import Tenant
 from traces.judge import ledger
+from traces.judge.circuit import judge_circuit
 from traces.judge.registry import policy_of, registered_models
 from traces.models import JudgeLedgerEntry
 
@@ -77,7 +78,9 @@ class ConsoleJudgeServices:
     (`know_traces`, or `attach_trace` once it is stored). One httpx client serves the
     whole evaluation; `close()` it (it is also closed when the services are collected).
     `until` is the time.monotonic() instant the evaluation must be done by; a judge call,
-    retries included, also ends within `call_limit_s` of its start.
+    retries included, also ends within `call_limit_s` of its start. `circuit` is the
+    breaker every process shares (traces.judge.circuit): a provider found down fails the
+    calls at once.
 
     A run's chunk judges several traces at once on threads of its own: the model of the
     last call is kept per thread, and the HTTP client (safe across threads) made once.
@@ -88,6 +91,7 @@ class ConsoleJudgeServices:
     preview: Any = None  # a GuardrailPreview: the ledger rows are that preview's spend
     until: float | None = None
     call_limit_s: float = 60.0
+    circuit: CircuitBreaker | None = None
     _models: list[JudgeModel] | None = None
     _policies: dict[str | None, JudgePolicy] = field(default_factory=dict)
     _tenants: dict[str, Any] = field(default_factory=dict)
@@ -284,6 +288,7 @@ def console_judge_services(
         evaluation=evaluation,
         until=time.monotonic() + limit if until is None else until,
         call_limit_s=settings.KINDGI_JUDGE_CALL_LIMIT_S,
+        circuit=judge_circuit(),
     )
 
 

@@ -31,8 +31,10 @@ from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
 from kindgi_console.openapi import error_responses
 from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import is_admin_of
+from traces.judge.circuit import circuits_of
 from traces.judge.registry import (
     delete_registration,
+    judge_model_of,
     registration_doc,
     save_policy,
     save_registration,
@@ -51,10 +53,37 @@ REGISTRATION_SCHEMA = {
             "readOnly": True,
             "description": "Whether the key's variable is set here (never its value).",
         },
+        "circuit": {
+            "type": "object",
+            "readOnly": True,
+            "description": (
+                "The circuit breaker of the model's endpoint: closed (calls go), open (calls fail at once "
+                "until retryAt) or half-open (the next call is a probe)."
+            ),
+            "properties": {
+                "state": {"enum": ["closed", "open", "half-open"]},
+                "failures": {"type": "integer", "description": "Failed attempts in a row."},
+                "since": {"type": ["string", "null"], "format": "date-time", "description": "When it opened."},
+                "retryAt": {"type": ["string", "null"], "format": "date-time"},
+                "lastError": {"type": ["string", "null"]},
+            },
+        },
     },
 }
 REGISTRATION_RESPONSE = OpenApiResponse(REGISTRATION_SCHEMA)
 POLICY_SCHEMA = {key: value for key, value in JUDGE_POLICY_SCHEMA.items() if key != "$schema"}
+
+
+def with_circuits(rows: list[JudgeModelRegistration]) -> list[dict[str, Any]]:
+    """Registrations as the API shows them, each with its circuit's state now."""
+    circuits = circuits_of([judge_model_of(row) for row in rows])
+    return [
+        {**registration_doc(row), "circuit": circuit.to_dict()} for row, circuit in zip(rows, circuits, strict=True)
+    ]
+
+
+def registration_with_circuit(row: JudgeModelRegistration) -> dict[str, Any]:
+    return with_circuits([row])[0]
 
 
 def superuser_only(view: ConsoleAPIView) -> None:
@@ -83,7 +112,7 @@ class JudgeModelListView(ConsoleAPIView):
         responses={200: OpenApiResponse({"type": "array", "items": REGISTRATION_SCHEMA}), **error_responses(401, 403)},
     )
     def get(self, request: Request) -> Response:
-        return Response([registration_doc(row) for row in JudgeModelRegistration.objects.all()])
+        return Response(with_circuits(list(JudgeModelRegistration.objects.all())))
 
     @extend_schema(
         operation_id="judge_models_create",
@@ -107,7 +136,7 @@ class JudgeModelListView(ConsoleAPIView):
             row = save_registration(payload)
         except IntegrityError:
             raise ApiError([Issue("/id", "this judge model was registered meanwhile")], 409) from None
-        return Response(registration_doc(row), status=201)
+        return Response(registration_with_circuit(row), status=201)
 
 
 class JudgeModelDetailView(ConsoleAPIView):
@@ -126,7 +155,7 @@ class JudgeModelDetailView(ConsoleAPIView):
         operation_id="judge_models_read", responses={200: REGISTRATION_RESPONSE, **error_responses(401, 403, 404)}
     )
     def get(self, request: Request, model_id: str) -> Response:
-        return Response(registration_doc(self.registration(model_id)))
+        return Response(registration_with_circuit(self.registration(model_id)))
 
     @extend_schema(
         operation_id="judge_models_replace",
@@ -139,7 +168,7 @@ class JudgeModelDetailView(ConsoleAPIView):
         payload = registration_payload(request)
         if payload["id"] != model_id:
             raise ApiError([Issue("/id", f"the id is {model_id!r}, as in the URL: a registration is not renamed")])
-        return Response(registration_doc(save_registration(payload, model_id=model_id)))
+        return Response(registration_with_circuit(save_registration(payload, model_id=model_id)))
 
     @extend_schema(operation_id="judge_models_delete", responses={204: None, **error_responses(401, 403, 404)})
     def delete(self, request: Request, model_id: str) -> Response:

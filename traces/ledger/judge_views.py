@@ -21,9 +21,11 @@ from django.views import View
 
 from guardrails.models import JudgeModelRegistration, TenantJudgePolicy
 from kindgi_console.tenancy.scoping import current_tenant, is_admin_of
+from traces.judge.circuit import circuits_of
 from traces.judge.registry import (
     api_key_set,
     delete_registration,
+    judge_model_of,
     registration_doc,
     save_policy,
     save_registration,
@@ -168,14 +170,17 @@ class JudgeModelListView(LoginRequiredMixin, View):
         allowed = None
         if tenant is not None:
             allowed = TenantJudgePolicy.objects.filter(tenant=tenant).values_list("allowed_models", flat=True).first()
+        circuits = circuits_of([judge_model_of(row) for row in rows])
         models = [
             {
                 "row": row,
                 "doc": registration_doc(row, console_fields=False),
                 "key_set": api_key_set(row),
                 "allowed": allowed is None or row.model_id in allowed,
+                "circuit": circuit,
+                "circuit_dict": circuit.to_dict(),
             }
-            for row in rows
+            for row, circuit in zip(rows, circuits, strict=True)
         ]
         context = {
             "models": models,

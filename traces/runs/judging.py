@@ -35,6 +35,8 @@ from django.utils import timezone
 
 from guardrails.engine.evaluate import Engine, Plan
 from guardrails.engine.judge import KIND as JUDGE_KIND
+from guardrails.engine.judge import CircuitBreaker
+from guardrails.engine.judge.circuit import CircuitState
 from guardrails.engine.types import Mode
 from guardrails.services import Enforced
 from traces.judge.services import ConsoleJudgeServices, EvaluationServices
@@ -108,6 +110,26 @@ def _run(job: _Job) -> None:
         future.set_exception(error)
 
 
+class _RelayedStore:
+    """A CircuitStore whose reads and writes run where the relay runs database calls."""
+
+    def __init__(self, store: Any, relay: _Relay) -> None:
+        self._store = store
+        self._relay = relay
+
+    def get(self, key: str) -> CircuitState | None:
+        return cast(CircuitState | None, self._relay.relayed(self._store.get, key))
+
+    def put(self, key: str, state: CircuitState, ttl_s: float) -> None:
+        self._relay.relayed(self._store.put, key, state, ttl_s)
+
+    def claim(self, key: str, ttl_s: float) -> bool:
+        return bool(self._relay.relayed(self._store.claim, key, ttl_s))
+
+    def release(self, key: str) -> None:
+        self._relay.relayed(self._store.release, key)
+
+
 class _Interrupted(BaseException):
     """A relayed call cut short by the task's soft time limit: its trace is not evaluated
     (a BaseException, which the engine does not turn into an `error` verdict)."""
@@ -129,6 +151,9 @@ class _Relay:
         self.requests = requests
         self.ended = 0
         self._lock = threading.Lock()
+        breaker = services.circuit
+        # The circuit's store may be the database's cache table: relayed as the rest is.
+        self.circuit = None if breaker is None else CircuitBreaker(_RelayedStore(breaker.store, self), breaker.policy)
 
     @property
     def deadline(self) -> float:
@@ -159,6 +184,10 @@ class _Relay:
 
     def release(self, key: str) -> None:
         self._relayed(self._services.release, key)
+
+    def relayed(self, function: Callable[..., Any], *args: Any) -> Any:
+        """`function(*args)` on the chunk's thread or a database thread of the pool."""
+        return self._relayed(function, *args)
 
     def _relayed(self, function: Callable[..., Any], *args: Any) -> Any:
         if threading.get_ident() == self._owner:

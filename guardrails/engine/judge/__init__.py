@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..types import Check
+from .circuit import CircuitBreaker, CircuitPolicy, CircuitStore, CircuitView, MemoryCircuitStore, circuit_key
 from .client import JudgeCall, RetryPolicy, call_judge
 from .models import (
     JUDGE_MODEL_SCHEMA,
@@ -50,6 +51,10 @@ __all__ = [
     "RUBRIC_CHECK_ID",
     "RUBRIC_CONFIG_SCHEMA",
     "AnswerError",
+    "CircuitBreaker",
+    "CircuitPolicy",
+    "CircuitStore",
+    "CircuitView",
     "InMemoryJudgeServices",
     "InvalidJudgeModel",
     "Judge",
@@ -61,6 +66,7 @@ __all__ = [
     "JudgePrompt",
     "JudgeServices",
     "LlmJudgeStrategy",
+    "MemoryCircuitStore",
     "NoJudgeModel",
     "RetryPolicy",
     "Rubric",
@@ -68,6 +74,7 @@ __all__ = [
     "build_prompt",
     "cache_key",
     "call_judge",
+    "circuit_key",
     "estimate_call",
     "judge_checks",
     "judge_models_of_export",

@@ -34,6 +34,7 @@ from typing import Any
 import httpx
 
 from ..redaction import redact
+from .circuit import CircuitBreaker
 from .models import JudgeModel, is_console_setting
 from .parsing import AnswerError, JudgeOutcome, parse_answer
 from .prompt import JudgePrompt, Scale
@@ -115,35 +116,47 @@ class JudgeCall:
 
 
 class _Transient(Exception):
-    """An attempt that may succeed if tried again, after `wait` seconds (None: backoff)."""
+    """An attempt that may succeed if tried again, after `wait` seconds (None: backoff).
 
-    def __init__(self, message: str, wait: float | None = None) -> None:
+    `down`: it failed as an unavailable provider does (unreachable, timed out, 5xx), which
+    the circuit breaker counts; a 429 is a provider that is up and asks to slow down."""
+
+    def __init__(self, message: str, wait: float | None = None, *, down: bool = True) -> None:
         super().__init__(message)
         self.wait = wait
+        self.down = down
 
 
 class _Final(Exception):
-    """An attempt whose failure another attempt would not change."""
+    """An attempt whose failure another attempt would not change (`down` as for _Transient)."""
+
+    def __init__(self, message: str, *, down: bool = False) -> None:
+        super().__init__(message)
+        self.down = down
 
 
 def call_judge(
     model: JudgeModel,
     prompt: JudgePrompt,
     *,
-    http: httpx.Client,
+    http: httpx.Client | Callable[[], httpx.Client],
     deadline: float,
     scale: Scale = "pass-fail",
     retry: RetryPolicy | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     rng: Callable[[], float] = random.random,
+    circuit: CircuitBreaker | None = None,
 ) -> JudgeCall:
     """Ask `model` to judge `prompt`, retrying transient faults until `deadline`.
 
     `deadline` is a `clock()` (time.monotonic) instant. Never raises for provider trouble:
-    the returned JudgeCall carries the outcome or the error.
+    the returned JudgeCall carries the outcome or the error. With a `circuit`, each attempt
+    asks it first (an open circuit ends the call at once) and tells it how it went. `http`
+    may be a function giving the client, called at the first attempt: a call an open
+    circuit refuses then costs no client (making one builds a TLS context, ~20 ms).
     """
-    caller = _Caller(model, http, deadline, scale, retry or RetryPolicy(), clock, sleep, rng)
+    caller = _Caller(model, http, deadline, scale, retry or RetryPolicy(), clock, sleep, rng, circuit)
     return caller.call(prompt)
 
 
@@ -152,13 +165,14 @@ class _Caller:
     """The state of one judge call across its attempts."""
 
     model: JudgeModel
-    http: httpx.Client
+    http: httpx.Client | Callable[[], httpx.Client]
     deadline: float
     scale: Scale
     retry: RetryPolicy
     clock: Callable[[], float]
     sleep: Callable[[float], None]
     rng: Callable[[], float]
+    circuit: CircuitBreaker | None = None
     started: float = 0.0
     attempts: int = 0
     input_tokens: int | None = None
@@ -182,11 +196,33 @@ class _Caller:
             remaining = self.deadline - self.clock()
             if remaining <= 0:
                 raise _Final("the evaluation's time limit ran out before the judge answered")
+            self._refuse_if_open()
             self.attempts += 1
             try:
-                return self._attempt(request, min(remaining, self.retry.attempt_timeout_s))
+                outcome = self._attempt(request, min(remaining, self.retry.attempt_timeout_s))
             except _Transient as fault:
+                self._tell_circuit(fault)
                 self._wait_to_retry(fault)
+            except _Final as fault:
+                self._tell_circuit(fault)
+                raise
+            else:
+                self._tell_circuit(None)
+                return outcome
+
+    def _refuse_if_open(self) -> None:
+        refusal = None if self.circuit is None else self.circuit.refusal(self.model)
+        if refusal is not None:
+            raise _Final(refusal)
+
+    def _tell_circuit(self, fault: _Transient | _Final | None) -> None:
+        """Count an attempt that found the provider down; any answer closes the circuit."""
+        if self.circuit is None:
+            return
+        if fault is not None and fault.down:
+            self.circuit.failed(self.model, redact(str(fault), [self.api_key]))  # shown on pages
+        else:
+            self.circuit.succeeded(self.model)
 
     def _wait_to_retry(self, fault: _Transient) -> None:
         """Sleep before the next attempt, or raise _Final when no attempt may follow."""
@@ -199,11 +235,15 @@ class _Caller:
 
     def _attempt(self, request: ProviderRequest, timeout: float) -> JudgeOutcome:
         """One exchange, waited for at most `timeout` seconds in all (see the module docstring)."""
+        if not isinstance(self.http, httpx.Client):
+            self.http = self.http()
         exchange = _Exchange(self.http, request, self.clock() + timeout, self.clock)
         threading.Thread(target=exchange.run, name="judge-call", daemon=True).start()
         if not exchange.done.wait(timeout):
             if self.clock() >= self.deadline:
-                raise _Final("the judge provider timed out: no whole answer within the evaluation's time limit")
+                raise _Final(
+                    "the judge provider timed out: no whole answer within the evaluation's time limit", down=True
+                )
             raise _Transient(f"the judge provider timed out: no whole answer within {timeout:.1f}s")
         if isinstance(exchange.error, _TooLarge):
             raise _Final(f"the judge provider's answer is larger than {MAX_REPLY_BYTES} bytes")
@@ -218,7 +258,7 @@ class _Caller:
 
     def _answer(self, status: int, headers: httpx.Headers, body: object) -> JudgeOutcome:
         if status == 429 or status >= 500:
-            raise _Transient(_http_fault(status, body), wait=_retry_after(headers))
+            raise _Transient(_http_fault(status, body), wait=_retry_after(headers), down=status != 429)
         if status >= 400:
             raise _Final(_http_fault(status, body))
         self.input_tokens, self.output_tokens = _added(

@@ -245,7 +245,11 @@ class JudgeModel:
 
 
 #: The console's own fields of a registration as `GET /api/v1/judge-models` answers it.
-_CONSOLE_FIELDS: dict[str, Any] = {"enabled": {"type": "boolean"}, "apiKeySet": {"type": ["boolean", "null"]}}
+_CONSOLE_FIELDS: dict[str, Any] = {
+    "enabled": {"type": "boolean"},
+    "apiKeySet": {"type": ["boolean", "null"]},
+    "circuit": {"type": "object"},
+}
 
 
 def judge_models_of_export(doc: object) -> list[JudgeModel]:
@@ -253,8 +257,9 @@ def judge_models_of_export(doc: object) -> list[JudgeModel]:
 
     `doc` is the JSON array of registrations, or a page of it (``{"results": [...], "next":
     null}``). Each registration may carry the console's `enabled` (false: the model is never
-    routed to, as in production) and `apiKeySet` (ignored: the key is read here, from the
-    variable the registration names). Raises InvalidJudgeModel naming every bad field.
+    routed to, as in production), `apiKeySet` (ignored: the key is read here, from the
+    variable the registration names) and `circuit` (ignored: the console's breaker state).
+    Raises InvalidJudgeModel naming every bad field.
     """
     items, issues = _export_items(doc)
     for index, item in enumerate(items):

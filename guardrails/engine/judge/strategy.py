@@ -22,7 +22,9 @@ makes no call (services that keep a ledger of cache hits may define
 ``record_cache_hit(model, guardrail, trace, context)``). Services shared by several
 evaluations at once may define ``claim(key, until) -> bool`` and ``release(key)``: the
 evaluation that claims a judgement calls the judge, and the others wait for its cached answer
-(until their own deadline), so that an identical judgement in flight is paid once. Every call made is handed to
+(until their own deadline), so that an identical judgement in flight is paid once. Services
+may hold a ``circuit`` (a CircuitBreaker, see circuit.py): a provider found down then fails
+its calls at once instead of retrying each. Every call made is handed to
 JudgeServices.record for the cost ledger (a call that never reached a provider, for want of
 its API key, is not a call), flagged when it went over the guardrail's
 declarative `budget` (nothing is refused because of a budget).
@@ -46,6 +48,7 @@ import httpx
 
 from ..registry import define_check
 from ..types import Check, CheckOutcome, Config, Context, Guardrail, StrategyError, Trace
+from .circuit import CircuitBreaker
 from .client import JudgeCall, RetryPolicy, call_judge
 from .models import JudgeModel, JudgePolicy, exact_price
 from .parsing import JudgeOutcome
@@ -283,8 +286,15 @@ class LlmJudgeStrategy:
         self, services: JudgeServices, rubric: Rubric, model: JudgeModel, trace: Trace, deadline: float
     ) -> JudgeCall:
         prompt = build_prompt(rubric.criteria, rubric.scale, trace, rubric.include)
+        circuit = getattr(services, "circuit", None)
         return call_judge(
-            model, prompt, http=services.http_client(), deadline=deadline, scale=rubric.scale, retry=self.retry
+            model,
+            prompt,
+            http=services.http_client,  # made at the first attempt: none when the circuit refuses
+            deadline=deadline,
+            scale=rubric.scale,
+            retry=self.retry,
+            circuit=circuit if isinstance(circuit, CircuitBreaker) else None,
         )
 
 
@@ -443,7 +453,8 @@ class InMemoryJudgeServices:
     """JudgeServices held in memory: for the CI command, scripts and tests.
 
     Every model is allowed unless `policies` names the tenant; `calls` keeps what `record`
-    was given, in order, and `cache` the judged outcomes.
+    was given, in order, and `cache` the judged outcomes; `circuit`, when set, is the
+    circuit breaker its calls go through.
     """
 
     models: list[JudgeModel]
@@ -452,6 +463,7 @@ class InMemoryJudgeServices:
     time_limit_s: float = 30.0
     cache: dict[str, JudgeOutcome] = field(default_factory=dict)
     calls: list[tuple[JudgeCall, str, int | None]] = field(default_factory=list)
+    circuit: CircuitBreaker | None = None
 
     @property
     def deadline(self) -> float:

@@ -40,6 +40,7 @@ class OtlpTracesView(ConsoleAPIView):
 
     authentication_classes = [ApiKeyAuthentication]
     scopes = {"POST": "ingest"}
+    runtime_methods = ("POST",)
     time_limited = ("POST",)
     filter_backends: list[Any] = []
 
