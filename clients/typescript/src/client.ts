@@ -106,7 +106,8 @@ function answered(answer: EvaluateAnswer): Verdict {
     haltedBy: answer.haltedBy,
     stage: answer.stage,
     results: answer.results as unknown as GuardrailResult[],
-    error: null,
+    // A guardrail that fails closed on its error names it: the turn halted on that error.
+    error: answer.error ? `${answer.error.guardrail}: ${answer.error.message}` : null,
     ...(answer.trace ? { trace: answer.trace } : {}),
   };
 }

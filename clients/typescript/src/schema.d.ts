@@ -333,6 +333,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/guardrails/{guardrail_id}/fail-mode": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description `GET` and `PUT guardrails/{id}/fail-mode`: pass on error, or fail closed.
+         *
+         *     The console's state beside the document, as shadow is: no revision, and the export
+         *     still emits the 1.1.0 document unchanged.
+         */
+        get: operations["guardrails_fail_mode_read"];
+        /**
+         * @description `GET` and `PUT guardrails/{id}/fail-mode`: pass on error, or fail closed.
+         *
+         *     The console's state beside the document, as shadow is: no revision, and the export
+         *     still emits the 1.1.0 document unchanged.
+         */
+        put: operations["guardrails_fail_mode_replace"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/guardrails/{guardrail_id}/quality": {
         parameters: {
             query?: never;
@@ -2895,10 +2923,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description With reason guardrail-error: the guardrail that failed closed and its error. */
+                        error?: {
+                            guardrail: string;
+                            message: string;
+                        };
                         /** @description The first guardrail that halts the turn (at tool-call: that forbids the proposed call, which the runtime must not run); null when the turn completes. */
                         haltedBy: string | null;
                         /** @enum {string|null} */
-                        reason: "guardrail-violation" | null;
+                        reason: "guardrail-violation" | "guardrail-error" | null;
                         /** @description One per guardrail; a skipped one says why in `skipReason` (a part of its scope, or `stage`: it does not apply at this stage). */
                         results: Record<string, never>[];
                         /**
@@ -4652,6 +4685,232 @@ export interface operations {
             };
         };
     };
+    guardrails_fail_mode_read: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                guardrail_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        guardrail?: string;
+                        /** @enum {unknown} */
+                        onError?: "pass" | "halt";
+                    };
+                };
+            };
+            /** @description A parameter or the body is invalid: each error names its field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Too many requests from this caller: retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The database is unavailable: retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+        };
+    };
+    guardrails_fail_mode_replace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                guardrail_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description An error at runtime: pass (the turn goes on, the default) or halt (the turn fails with reason guardrail-error, naming the guardrail; only for guardrails whose action is halt).
+                     * @enum {unknown}
+                     */
+                    onError: "pass" | "halt";
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        guardrail?: string;
+                        /** @enum {unknown} */
+                        onError?: "pass" | "halt";
+                    };
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Too many requests from this caller: retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The database is unavailable: retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+        };
+    };
     guardrails_quality: {
         parameters: {
             query?: {
@@ -5801,6 +6060,21 @@ export interface operations {
                         /** Format: uri */
                         baseUrl: string;
                         capabilities?: string[];
+                        /** @description The circuit breaker of the model's endpoint: closed (calls go), open (calls fail at once until retryAt) or half-open (the next call is a probe). */
+                        readonly circuit?: {
+                            /** @description Failed attempts in a row. */
+                            failures?: number;
+                            lastError?: string | null;
+                            /** Format: date-time */
+                            retryAt?: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it opened.
+                             */
+                            since?: string | null;
+                            /** @enum {unknown} */
+                            state?: "closed" | "open" | "half-open";
+                        };
                         /** @description Routed to (default true). */
                         enabled?: boolean;
                         id: string;
@@ -5895,6 +6169,21 @@ export interface operations {
                     /** Format: uri */
                     baseUrl: string;
                     capabilities?: string[];
+                    /** @description The circuit breaker of the model's endpoint: closed (calls go), open (calls fail at once until retryAt) or half-open (the next call is a probe). */
+                    readonly circuit?: {
+                        /** @description Failed attempts in a row. */
+                        failures?: number;
+                        lastError?: string | null;
+                        /** Format: date-time */
+                        retryAt?: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it opened.
+                         */
+                        since?: string | null;
+                        /** @enum {unknown} */
+                        state?: "closed" | "open" | "half-open";
+                    };
                     /** @description Routed to (default true). */
                     enabled?: boolean;
                     id: string;
@@ -5929,6 +6218,21 @@ export interface operations {
                         /** Format: uri */
                         baseUrl: string;
                         capabilities?: string[];
+                        /** @description The circuit breaker of the model's endpoint: closed (calls go), open (calls fail at once until retryAt) or half-open (the next call is a probe). */
+                        readonly circuit?: {
+                            /** @description Failed attempts in a row. */
+                            failures?: number;
+                            lastError?: string | null;
+                            /** Format: date-time */
+                            retryAt?: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it opened.
+                             */
+                            since?: string | null;
+                            /** @enum {unknown} */
+                            state?: "closed" | "open" | "half-open";
+                        };
                         /** @description Routed to (default true). */
                         enabled?: boolean;
                         id: string;
@@ -6072,6 +6376,21 @@ export interface operations {
                         /** Format: uri */
                         baseUrl: string;
                         capabilities?: string[];
+                        /** @description The circuit breaker of the model's endpoint: closed (calls go), open (calls fail at once until retryAt) or half-open (the next call is a probe). */
+                        readonly circuit?: {
+                            /** @description Failed attempts in a row. */
+                            failures?: number;
+                            lastError?: string | null;
+                            /** Format: date-time */
+                            retryAt?: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it opened.
+                             */
+                            since?: string | null;
+                            /** @enum {unknown} */
+                            state?: "closed" | "open" | "half-open";
+                        };
                         /** @description Routed to (default true). */
                         enabled?: boolean;
                         id: string;
@@ -6182,6 +6501,21 @@ export interface operations {
                     /** Format: uri */
                     baseUrl: string;
                     capabilities?: string[];
+                    /** @description The circuit breaker of the model's endpoint: closed (calls go), open (calls fail at once until retryAt) or half-open (the next call is a probe). */
+                    readonly circuit?: {
+                        /** @description Failed attempts in a row. */
+                        failures?: number;
+                        lastError?: string | null;
+                        /** Format: date-time */
+                        retryAt?: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it opened.
+                         */
+                        since?: string | null;
+                        /** @enum {unknown} */
+                        state?: "closed" | "open" | "half-open";
+                    };
                     /** @description Routed to (default true). */
                     enabled?: boolean;
                     id: string;
@@ -6216,6 +6550,21 @@ export interface operations {
                         /** Format: uri */
                         baseUrl: string;
                         capabilities?: string[];
+                        /** @description The circuit breaker of the model's endpoint: closed (calls go), open (calls fail at once until retryAt) or half-open (the next call is a probe). */
+                        readonly circuit?: {
+                            /** @description Failed attempts in a row. */
+                            failures?: number;
+                            lastError?: string | null;
+                            /** Format: date-time */
+                            retryAt?: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it opened.
+                             */
+                            since?: string | null;
+                            /** @enum {unknown} */
+                            state?: "closed" | "open" | "half-open";
+                        };
                         /** @description Routed to (default true). */
                         enabled?: boolean;
                         id: string;

@@ -41,15 +41,17 @@ export type FailMode = "open" | "closed";
 export interface Verdict {
   /** Whether the runtime must stop: not complete the turn, or not run the proposed tool call. */
   halted: boolean;
-  /** `guardrail-violation` when a guardrail halts; `console-unavailable` when the console could
+  /** `guardrail-violation` when a guardrail halts; `guardrail-error` when one that fails closed
+   * errored; `console-unavailable` when the console could
    * not answer and failMode is closed; otherwise null. */
-  reason: "guardrail-violation" | "console-unavailable" | null;
+  reason: "guardrail-violation" | "guardrail-error" | "console-unavailable" | null;
   /** The first guardrail that halts the turn (at tool-call: that forbids the call). */
   haltedBy: string | null;
   stage: Stage;
   results: GuardrailResult[];
-  /** Why the console gave no verdict (unreachable, too slow, overloaded): the verdict then
-   * follows failMode. null when the console answered. */
+  /** Why the console gave no verdict (unreachable, too slow, overloaded: the verdict then
+   * follows failMode), or, with reason `guardrail-error`, the guardrail that failed closed
+   * and its error. null otherwise. */
   error: string | null;
   /** How the console stored the trace (absent when it gave no verdict). */
   trace?: EvaluateAnswer["trace"];
