@@ -56,4 +56,4 @@ bundles:
 # The console's own schemas compiled to Python ahead of time (guardrails/engine/schema_proofs.py):
 # run after changing a schema, a built-in check's config schema or guardrails/engine/schema_code.py.
 proofs: install
-	$(PY) -c 'from guardrails.engine.schema import write_proofs; write_proofs()'
+	$(PY) -c 'from guardrails.engine.proofs import write_proofs; write_proofs()'

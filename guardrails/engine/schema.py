@@ -53,26 +53,6 @@ RUNTRACE_SCHEMA: dict[str, Any] = _load_schema("runtrace.schema.json")
 CONSOLE_LIMITS_SCHEMA: dict[str, Any] = _load_schema("console-limits.schema.json")
 
 
-#: The generated code of the console's own schemas (schema_code.generate), written ahead.
-PROOFS_PATH = os.path.join(os.path.dirname(os.path.realpath(__file__)), "schema_proofs.py")
-
-
-def own_schemas() -> list[Mapping[str, Any]]:
-    """The schemas whose proofs are written ahead into schema_proofs.py (`make proofs`):
-    the RunTrace, the guardrail, the console's limits and each built-in check's config."""
-    from guardrails.engine.registry import builtin_checks, builtin_judge_checks
-
-    checks = [*builtin_checks(), *builtin_judge_checks()]
-    configs = [check.config_schema for check in checks if check.config_schema is not None]
-    return [RUNTRACE_SCHEMA, GUARDRAIL_SCHEMA, CONSOLE_LIMITS_SCHEMA, *configs]
-
-
-def write_proofs() -> None:
-    """Write schema_proofs.py from the schemas and the generator of today."""
-    with open(PROOFS_PATH, "w", encoding="utf-8") as handle:
-        handle.write(schema_code.module_source(own_schemas()))
-
-
 class SchemaCompileError(ValueError):
     """A JSON Schema that is not a valid Draft 2020-12 schema, or does not compile."""
 

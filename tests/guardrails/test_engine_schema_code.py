@@ -17,13 +17,12 @@ import orjson
 import pytest
 
 from guardrails.engine import checks, schema_code, schema_proofs
+from guardrails.engine.proofs import PROOFS_PATH, own_schemas
 from guardrails.engine.schema import (
     CONSOLE_LIMITS_SCHEMA,
     GUARDRAIL_SCHEMA,
-    PROOFS_PATH,
     RUNTRACE_SCHEMA,
     bracket_count,
-    own_schemas,
     runtrace_line_validator,
     validate_guardrail_document,
     validate_runtrace,

@@ -31,7 +31,8 @@ blocks.
 
 from __future__ import annotations
 
-from guardrails.engine.cli.arguments import Writer, run_guardrail_ci, run_validate_guardrail
+from guardrails.engine.cli.arguments import run_guardrail_ci, run_validate_guardrail
+from guardrails.engine.cli.writer import Writer
 
 __all__ = ["COMMANDS", "main", "run_guardrail_ci", "run_validate_guardrail"]
 

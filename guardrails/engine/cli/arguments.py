@@ -11,13 +11,11 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
+
+from guardrails.engine.cli.writer import Writer
 
 FORMATS = ("text", "json", "junit")
-
-
-class Writer(Protocol):
-    def write(self, text: str, /) -> Any: ...
 
 
 class UsageError(Exception):

@@ -21,7 +21,6 @@ import orjson
 
 from guardrails.engine import deployment as recipe
 from guardrails.engine import environment
-from guardrails.engine.cli.arguments import Writer
 from guardrails.engine.cli.batches import Evaluator, Workers, evaluate_file
 from guardrails.engine.cli.environment import (
     Deployment,
@@ -35,6 +34,7 @@ from guardrails.engine.cli.environment import (
 from guardrails.engine.cli.files import BadInput, iter_entries, load_json_file
 from guardrails.engine.cli.reports import Report
 from guardrails.engine.cli.validate import register_all
+from guardrails.engine.cli.writer import Writer
 from guardrails.engine.evaluate import Engine
 from guardrails.engine.types import Guardrail
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from guardrails.engine import deployment as recipe
 from guardrails.engine import environment
-from guardrails.engine.cli.arguments import Writer
 from guardrails.engine.cli.files import BadInput, load_json_file
+from guardrails.engine.cli.writer import Writer
 from guardrails.engine.evaluate import Engine
 from guardrails.engine.packs import PackError
 from guardrails.engine.registration import RegistrationPolicy

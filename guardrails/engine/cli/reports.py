@@ -18,7 +18,7 @@ from typing import IO
 
 import orjson
 
-from guardrails.engine.cli.arguments import Writer
+from guardrails.engine.cli.writer import Writer
 from guardrails.engine.evaluate import Verdict
 from guardrails.engine.types import Guardrail
 

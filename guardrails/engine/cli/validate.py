@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from guardrails.engine.cli.arguments import Writer
 from guardrails.engine.cli.environment import load_deployment, write_pack_warnings
 from guardrails.engine.cli.files import BadInput, load_json_file
+from guardrails.engine.cli.writer import Writer
 from guardrails.engine.evaluate import Engine
 from guardrails.engine.registration import Registration, RegistrationPolicy, define_guardrail
 from guardrails.engine.types import Issue
