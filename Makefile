@@ -20,10 +20,11 @@ TEST_WORKERS ?= 2
 
 .PHONY: run test install lint bundles proofs
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ./clients/python
 	touch $@
 
 install: $(VENV)/.installed
