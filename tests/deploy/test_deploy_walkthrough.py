@@ -313,11 +313,16 @@ def _follow(proxy: Proxy, words: list[str], deployment: Deployment) -> httpx.Res
 
 
 def _documented_edges(proxy: Proxy) -> None:
-    """What the README says a deployer meets: the redirect without the proxy's header, and a
-    tenant-bound key that refuses another tenant's trace."""
+    """What the README says a deployer meets without the proxy's header: a page redirected to
+    HTTPS and an API call refused (never redirected); and a tenant-bound key that refuses another
+    tenant's trace."""
+    page = httpx.get(f"{proxy.client.base_url}/login/", headers={"Host": PUBLIC_HOST})
+    assert page.status_code == 301
+    assert page.headers["location"] == f"https://{PUBLIC_HOST}/login/"
     plain = httpx.get(f"{proxy.client.base_url}/api/v1/traces", headers={"Host": PUBLIC_HOST})
-    assert plain.status_code == 301
-    assert plain.headers["location"] == f"https://{PUBLIC_HOST}/api/v1/traces"
+    assert plain.status_code == 403
+    assert "location" not in plain.headers
+    assert "HTTPS is required" in plain.json()["errors"][0]["message"]
     other = proxy.client.post(
         "/api/v1/traces",
         headers={"Authorization": f"Bearer {proxy.variables['KEY']}"},
