@@ -26,7 +26,8 @@ class Answer:
     Tokens default to about four characters a token of the request and the text.
     `cut_off` ends it with finish_reason "length" / stop_reason "max_tokens". `thinking`
     adds a thinking block (Anthropic) or reasoning tokens (OpenAI). `usage=False` leaves
-    usage out, as some compatible servers do. `delay_s` answers late.
+    usage out, as some compatible servers do. `delay_s` answers late. `tool_calls` makes it
+    an agent model's request to call tools (Chat Completions `tool_calls`).
     """
 
     text: str | None
@@ -36,6 +37,8 @@ class Answer:
     thinking: str | None = None
     usage: bool = True
     delay_s: float = 0.0
+    #: (name, arguments) of the tool calls the model asks for (OpenAI only): finish_reason "tool_calls".
+    tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,19 +172,20 @@ def reply(request: RecordedRequest, answer: Answer) -> dict[str, Any]:
 def _openai_reply(
     body: dict[str, Any], answer: Answer, input_tokens: int, output_tokens: int, thinking_tokens: int
 ) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": answer.text, "refusal": None}
+    finish_reason = "length" if answer.cut_off else "stop"
+    if answer.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+            for n, (name, arguments) in enumerate(answer.tool_calls, 1)
+        ]
+        finish_reason = "tool_calls"
     reply: dict[str, Any] = {
         "id": "chatcmpl-" + digest(body)[:24],
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body["model"],
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": answer.text, "refusal": None},
-                "logprobs": None,
-                "finish_reason": "length" if answer.cut_off else "stop",
-            }
-        ],
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
     }
     if answer.usage:
         reply["usage"] = {
