@@ -4,7 +4,6 @@ live console, the agent's model served by the suite's OpenAI-protocol server (te
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +22,7 @@ from kindgi.adapters.openai_agents import KindgiGuardrails
 from openai import AsyncOpenAI
 
 from guardrails.services import Author, save_guardrail
+from tests.clients.loops import run as run_on_a_thread
 from tests.conftest import make_guardrail
 from tests.fakeproviders import Answer, FakeProvider
 from traces.models import EvaluationResult, RunTrace
@@ -93,7 +93,7 @@ def run_sdk(console: str, key: str, agent: Agent[Any], trace_id: str, **options:
                 kindgi.guard(agent), QUESTION, trace_id=trace_id, run_config=RunConfig(tracing_disabled=True)
             )
 
-    return asyncio.run(turn())
+    return run_on_a_thread(turn())
 
 
 def stages(trace_id: str) -> dict[tuple[str, str], str]:

@@ -7,7 +7,6 @@ a server that had still not answered, not by timings.
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ import pytest
 from kindgi import FAIL_CLOSED, AsyncKindgi, GuardrailViolation, Kindgi, Verdict
 
 from guardrails.services import Author, save_guardrail
+from tests.clients.loops import run as run_on_a_thread
 from tests.clients.stub import DROP, FORWARD, HANG, Answer, serving
 from tests.conftest import make_guardrail, make_trace
 from tests.traces.workers import ROOT, free_port
@@ -112,7 +112,7 @@ def test_the_async_client_gives_the_same_verdicts(console, acme_key, guardrails)
                 await client.check_output(answered("turn-2", citations=[])),
             ]
 
-    verdicts = asyncio.run(turn())
+    verdicts = run_on_a_thread(turn())
     assert [(v.stage, v.halted, v.halted_by) for v in verdicts] == [
         ("input", False, None),
         ("tool-call", True, "no-refunds"),
@@ -178,7 +178,7 @@ def test_the_async_client_holds_its_deadline_too(acme_key):
             return await client.check_input(at_input())
 
     with serving([HANG]) as (url, stub):
-        verdict = asyncio.run(check(url))
+        verdict = run_on_a_thread(check(url))
         still_hanging = not stub.released.is_set()
     assert still_hanging and len(stub.seen) == 1
     assert not verdict.halted and verdict.error is not None and verdict.error.startswith("no answer within 0.3s")
@@ -234,7 +234,7 @@ def test_the_async_client_ingests_and_flushes(console, acme_key):
             flushed = await client.flush(timeout=30)
             return flushed, client.ingest_stats.sent
 
-    assert asyncio.run(ingest_all()) == (True, 15)
+    assert run_on_a_thread(ingest_all()) == (True, 15)
     assert RunTrace.objects.count() == 15
 
 
