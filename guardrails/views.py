@@ -263,6 +263,13 @@ class GuardrailEditorView(GuardrailPageMixin, TemplateView):
             "cancel_url": (
                 reverse("guardrail-detail", args=[guardrail.guardrail_id]) if guardrail else reverse("guardrail-list")
             ),
+            # The console's runtime state beside the document: set after the document is saved.
+            "runtime": {
+                "stages": list(guardrail.stages) if guardrail and guardrail.stages is not None else None,
+                "onError": guardrail.on_error if guardrail else "pass",
+                "stagesUrl": reverse("api-guardrail-stages", args=["__id__"]),
+                "failModeUrl": reverse("api-guardrail-fail-mode", args=["__id__"]),
+            },
         }
 
     @staticmethod

@@ -7,6 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
+from guardrails.engine.stages import STAGES
 from kindgi_console.openapi import ref
 
 
@@ -43,6 +44,10 @@ class CheckSerializer(serializers.Serializer):  # type: ignore[type-arg]
     builtin = serializers.BooleanField()
     pack = serializers.CharField(allow_null=True)
     packVersion = serializers.CharField(source="pack_version", allow_null=True)
+    stages = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(STAGES)),
+        help_text="The stages of a turn at which its guardrails apply at runtime unless their author chose others.",
+    )
 
 
 class ValidationSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.mixins import LoginRequiredMixin
@@ -268,6 +269,7 @@ class ApiKeyListView(AdminPageMixin, View):
             "issued": issued[0] if issued else None,
             "form_token": secrets.token_urlsafe(16),
             "can_create_unbound": request.user.is_superuser,
+            "default_runtime_rate": settings.KINDGI_RUNTIME_RATE,
         }
         response = render(request, self.template_name, context, status=status)
         if issued:
@@ -277,13 +279,20 @@ class ApiKeyListView(AdminPageMixin, View):
     def post(self, request: HttpRequest) -> HttpResponse:
         if request.POST.get("action") == "revoke":
             return self.revoke(request)
+        if request.POST.get("action") == "runtime-rate":
+            return self.set_rate(request)
         return self.create(request)
 
     def create(self, request: HttpRequest) -> HttpResponse:
         scopes = request.POST.getlist("scopes")
         slug = request.POST.get("tenant", "")
         name = request.POST.get("name", "").strip()
-        form: dict[str, Any] = {"scopes": scopes, "tenant": slug, "name": name, "errors": {}}
+        rate = request.POST.get("runtime_rate", "").strip()
+        form: dict[str, Any] = {"scopes": scopes, "tenant": slug, "name": name, "runtime_rate": rate, "errors": {}}
+        try:
+            rate = changes.clean_runtime_rate(rate)
+        except ValidationError as invalid:
+            form["errors"]["runtime_rate"] = " ".join(invalid.messages)
         if not scopes or any(scope not in SCOPES for scope in scopes):
             form["errors"]["scopes"] = "Choose at least one scope."
         tenant = next((t for t in self.tenants if t.slug == slug), None)
@@ -294,7 +303,9 @@ class ApiKeyListView(AdminPageMixin, View):
         if not self.use_form_token(request):
             messages.info(request, "That form already made its key, whose secret was shown once.")
             return HttpResponseRedirect(reverse("apikey-list"))
-        key, secret = changes.issue_key(scopes=scopes, tenant=tenant, name=name, created_by=request.user)
+        key, secret = changes.issue_key(
+            scopes=scopes, tenant=tenant, name=name, created_by=request.user, runtime_rate=rate
+        )
         # The secret is shown in this answer only: it is never stored, in the database, the
         # session or a message, so nothing holds it once the page is closed.
         return self.get(request, issued=(key, secret))
@@ -310,6 +321,21 @@ class ApiKeyListView(AdminPageMixin, View):
         if token:
             request.session[USED_FORM_TOKENS] = [*used, token][-USED_FORM_TOKENS_KEPT:]
         return True
+
+    def set_rate(self, request: HttpRequest) -> HttpResponse:
+        """A key's own limit on the runtime path, changed without issuing a new key."""
+        key = self.keys().filter(pk=request.POST.get("key") or 0).first()
+        if key is None:
+            raise Http404("no such key")
+        try:
+            rate = changes.clean_runtime_rate(request.POST.get("runtime_rate", ""))
+        except ValidationError as invalid:
+            messages.error(request, f"Key {key.prefix}…: runtime rate not changed: {' '.join(invalid.messages)}")
+            return HttpResponseRedirect(reverse("apikey-list"))
+        if changes.set_runtime_rate(key, rate):
+            limit = rate or f"the console's default ({settings.KINDGI_RUNTIME_RATE})"
+            messages.success(request, f"Key {key.prefix}… is limited to {limit} on evaluate and ingestion.")
+        return HttpResponseRedirect(reverse("apikey-list"))
 
     def revoke(self, request: HttpRequest) -> HttpResponse:
         key = self.keys().filter(pk=request.POST.get("key") or 0).first()

@@ -63,12 +63,42 @@ def remove_member(membership: Membership, *, revoke_keys: bool = False) -> list[
 
 @transaction.atomic
 def issue_key(
-    *, scopes: list[str], tenant: Tenant | None, name: str = "", created_by: Any = None
+    *, scopes: list[str], tenant: Tenant | None, name: str = "", created_by: Any = None, runtime_rate: str = ""
 ) -> tuple[ApiKey, str]:
     """A new key (and its secret, shown once); the log names it by its prefix, never the secret."""
     key, secret = ApiKey.issue(scopes=scopes, tenant=tenant, name=name, created_by=created_by)
-    audit.record("apikey.create", key, after={"name": name, "scopes": key.scopes}, object_id=key.prefix, tenant=tenant)
+    if runtime_rate:
+        key.runtime_rate = runtime_rate
+        key.save(update_fields=["runtime_rate"])
+    after = {"name": name, "scopes": key.scopes, **({"runtimeRate": runtime_rate} if runtime_rate else {})}
+    audit.record("apikey.create", key, after=after, object_id=key.prefix, tenant=tenant)
     return key, secret
+
+
+def clean_runtime_rate(value: str) -> str:
+    """A key's runtime rate as a form gives it ("" for the console's default); ValidationError
+    with the field's own message otherwise."""
+    cleaned: str = ApiKey._meta.get_field("runtime_rate").clean(value.strip(), None)
+    return cleaned
+
+
+@transaction.atomic
+def set_runtime_rate(key: ApiKey, runtime_rate: str) -> bool:
+    """Set a key's own limit on POST evaluate and ingestion ("": KINDGI_RUNTIME_RATE); whether it changed."""
+    locked = ApiKey.objects.select_for_update().get(pk=key.pk)
+    if locked.runtime_rate == runtime_rate:
+        return False
+    before, key.runtime_rate = locked.runtime_rate, runtime_rate
+    key.save(update_fields=["runtime_rate"])
+    audit.record(
+        "apikey.runtime-rate",
+        key,
+        before={"runtimeRate": before},
+        after={"runtimeRate": runtime_rate},
+        object_id=key.prefix,
+        tenant=key.tenant,
+    )
+    return True
 
 
 @transaction.atomic

@@ -205,3 +205,61 @@ def test_a_save_after_another_authors_save_shows_their_change_and_keeps_mine(
     stored = Guardrail.objects.get(guardrail_id="no-refunds")
     assert stored.revision == 4 and stored.document["name"] == "Alice's wording"
     assert page.script_errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_author_sets_where_a_guardrail_applies_at_runtime_in_the_editor(
+    page: Any, sign_in: Any, django_user_model: Any
+) -> None:
+    arrange(django_user_model)
+    sign_in("alice", PASSWORD)
+    page.goto("/guardrails/no-refunds/edit/")
+    runtime = page.get_by_role("group", name="At runtime")
+    defaults = runtime.get_by_label("The check's stages (tool-call, output)")
+    expect(defaults).to_be_checked()
+    # The check's stages are shown, not chosen: their boxes wait for the author to choose.
+    expect(runtime.locator("input[name=runtime-stage][value=tool-call]")).to_be_checked()
+    expect(runtime.locator("input[name=runtime-stage][value=input]")).to_be_disabled()
+    defaults.uncheck()
+    runtime.locator("input[name=runtime-stage][value=output]").uncheck()
+    runtime.locator("input[name=runtime-on-error][value=halt]").check()
+    revision = Guardrail.objects.get(guardrail_id="no-refunds").revision
+    page.get_by_role("button", name="Save guardrail").click()
+    page.wait_for_url("**/guardrails/no-refunds/?saved=1")
+    stored = Guardrail.objects.get(guardrail_id="no-refunds")
+    # The document is unchanged (no new revision for console state); the state is the author's.
+    assert (stored.revision, stored.stages, stored.on_error) == (revision, ["tool-call"], "halt")
+    page.goto("/guardrails/no-refunds/edit/")
+    runtime = page.get_by_role("group", name="At runtime")
+    expect(runtime.get_by_label("The check's stages (tool-call, output)")).not_to_be_checked()
+    expect(runtime.locator("input[name=runtime-stage][value=output]")).not_to_be_checked()
+    expect(runtime.locator("input[name=runtime-on-error][value=halt]")).to_be_checked()
+    # Back to the check's own stages.
+    runtime.get_by_label("The check's stages (tool-call, output)").check()
+    page.get_by_role("button", name="Save guardrail").click()
+    page.wait_for_url("**/guardrails/no-refunds/?saved=1")
+    assert Guardrail.objects.get(guardrail_id="no-refunds").stages is None
+    assert page.script_errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_failing_closed_is_offered_only_to_a_guardrail_that_halts(
+    page: Any, sign_in: Any, django_user_model: Any
+) -> None:
+    arrange(django_user_model)
+    sign_in("alice", PASSWORD)
+    page.goto("/guardrails/max-three-calls/edit/")
+    runtime = page.get_by_role("group", name="At runtime")
+    expect(runtime.locator("input[name=runtime-on-error][value=halt]")).to_be_disabled()
+    expect(runtime.locator("input[name=runtime-on-error][value=pass]")).to_be_checked()
+    # Choosing no stage at all is refused before anything is saved.
+    runtime.get_by_label("The check's stages (tool-call, output)").uncheck()
+    for stage in ("tool-call", "output"):
+        runtime.locator(f"input[name=runtime-stage][value={stage}]").uncheck()
+    expect(runtime.get_by_role("alert")).to_contain_text("Choose at least one stage")
+    revision = Guardrail.objects.get(guardrail_id="max-three-calls").revision
+    page.get_by_role("button", name="Save guardrail").click()
+    expect(page.locator(".kg-savebar__message")).to_contain_text("Not saved: choose at least one stage")
+    stored = Guardrail.objects.get(guardrail_id="max-three-calls")
+    assert (stored.revision, stored.stages) == (revision, None)
+    assert page.script_errors == []

@@ -89,6 +89,7 @@ def test_get_checks_lists_each_check_with_its_pack_kind_and_schema(api: Any, bob
         "builtin": False,
         "pack": "tests.packs.greetings",
         "packVersion": "1.2.0",
+        "stages": ["output"],
     }
     assert checks["sandboxed-allocates"]["pack"] == "tests.packs.generated"
     assert checks["must-cite"]["builtin"] is True

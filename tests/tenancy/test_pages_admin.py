@@ -10,6 +10,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from kindgi_console.audit.models import AuditEntry
 from kindgi_console.tenancy.models import ApiKey, Membership, Tenant, hash_key
 from tests.conftest import member
 
@@ -276,6 +277,58 @@ def test_an_admin_revokes_a_key_of_their_tenant_only(
     mine.refresh_from_db()
     theirs.refresh_from_db()
     assert mine.revoked and not theirs.revoked
+
+
+def test_a_new_key_gets_its_own_runtime_rate_or_the_default(client: Any, ada: Any) -> None:
+    signed_in(client, ada)
+    fleet = new_key(client, name="fleet", scopes=["evaluate"], runtime_rate="900/second")
+    key = ApiKey.objects.get(hash=hash_key(fleet.context["secret"]))
+    assert key.runtime_rate == "900/second"
+    created = AuditEntry.objects.get(action="apikey.create", object_id=key.prefix)
+    assert created.changes["runtimeRate"] == [None, "900/second"]
+    plain = new_key(client, name="plain", scopes=["evaluate"])
+    assert ApiKey.objects.get(hash=hash_key(plain.context["secret"])).runtime_rate == ""
+    refused = new_key(client, name="typo", scopes=["evaluate"], runtime_rate="fast")
+    # The field is named, the form kept, and no key made.
+    assert refused.status_code == 400 and set(refused.context["form"]["errors"]) == {"runtime_rate"}
+    assert b"N/second, /minute, /hour or /day" in refused.content
+    assert ApiKey.objects.count() == 2
+
+
+def test_an_admin_changes_the_runtime_rate_of_their_tenants_keys_only(
+    client: Any, ada: Any, gus: Any, acme: Tenant, globex: Tenant
+) -> None:
+    mine, _ = ApiKey.issue(scopes=["evaluate"], tenant=acme)
+    theirs, _ = ApiKey.issue(scopes=["evaluate"], tenant=globex)
+    signed_in(client, ada)
+    changed = client.post("/manage/api-keys/", {"action": "runtime-rate", "key": mine.pk, "runtime_rate": "50/second"})
+    assert changed.status_code == 302
+    mine.refresh_from_db()
+    assert mine.runtime_rate == "50/second"
+    event = AuditEntry.objects.get(action="apikey.runtime-rate")
+    assert event.changes == {"runtimeRate": ["", "50/second"]} and event.object_id == mine.prefix
+    # Another tenant's key is not found, and keeps its rate.
+    foreign = client.post("/manage/api-keys/", {"action": "runtime-rate", "key": theirs.pk, "runtime_rate": "1/day"})
+    assert foreign.status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.runtime_rate == ""
+    # A bad rate changes nothing and says why; an empty one goes back to the default.
+    page = client.post(
+        "/manage/api-keys/", {"action": "runtime-rate", "key": mine.pk, "runtime_rate": "lots"}, follow=True
+    )
+    assert "runtime rate not changed" in page.content.decode()
+    mine.refresh_from_db()
+    assert mine.runtime_rate == "50/second"
+    client.post("/manage/api-keys/", {"action": "runtime-rate", "key": mine.pk, "runtime_rate": ""})
+    mine.refresh_from_db()
+    assert mine.runtime_rate == ""
+    # A reviewer of acme is no admin: the page and its actions are closed to them.
+    bob = member("bob-reviewer", acme, "reviewer")
+    signed_in(client, bob)
+    closed = client.post("/manage/api-keys/", {"action": "runtime-rate", "key": mine.pk, "runtime_rate": "1/day"})
+    assert closed.status_code in (302, 403, 404)
+    mine.refresh_from_db()
+    assert mine.runtime_rate == ""
 
 
 def test_the_key_list_takes_a_fixed_number_of_queries(client: Any, ada: Any, acme: Tenant) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from guardrails.services import Author, save_guardrail
-from tests.conftest import make_guardrail, make_trace
+from tests.conftest import make_guardrail, make_trace, member
 from traces.models import EvaluationResult, RunTrace, Violation
 
 URL = "/api/v1/evaluate"
@@ -111,6 +111,16 @@ def test_a_turn_checked_at_input_tool_calls_and_output_is_one_trace_with_results
     # What the tool-call stage found stays found; nothing of the input stage fails.
     found = sorted(Violation.objects.values_list("result__stage", "guardrail__guardrail_id"))
     assert found == [("output", "no-refunds"), ("tool-call", "no-refunds")]
+    # The trace's API answer says at which stage each result was found.
+    served = client.get("/api/v1/traces/turn-1").json()["results"]
+    assert sorted((r["stage"], r["step"], r["guardrail"], r["status"]) for r in served) == stages
+    # And so does its page, to a member of the tenant.
+    from django.test import Client
+
+    reader = Client()
+    reader.force_login(member("rita", stored.tenant, "reviewer"))
+    page = reader.get(f"/traces/{stored.pk}/").content.decode()
+    assert "at tool-call (call 2)" in page and "at output" in page
 
 
 def test_a_document_that_rewrites_the_stored_turn_is_still_a_conflict(

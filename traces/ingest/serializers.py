@@ -34,6 +34,12 @@ class TraceResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
     reason = serializers.CharField()
     durationMs = serializers.FloatField(source="duration_ms")
     createdAt = serializers.DateTimeField(source="created_at")
+    stage = serializers.CharField(
+        allow_blank=True,
+        help_text="The stage of the turn a runtime checked (input, tool-call, output); empty: the whole trace "
+        "(ingestion, a run).",
+    )
+    step = serializers.IntegerField(help_text="At stage tool-call, the position of the proposed call in toolCalls.")
 
 
 class TraceDetailSerializer(TraceSummarySerializer):

@@ -850,6 +850,8 @@ export interface components {
             kind: string;
             pack: string | null;
             packVersion: string | null;
+            /** @description The stages of a turn at which its guardrails apply at runtime unless their author chose others. */
+            stages: components["schemas"]["StagesEnum"][];
         };
         Errors: {
             errors: {
@@ -1346,6 +1348,13 @@ export interface components {
             /** @description Tokens written. */
             outputTokens?: number;
         };
+        /**
+         * @description * `input` - input
+         *     * `tool-call` - tool-call
+         *     * `output` - output
+         * @enum {string}
+         */
+        StagesEnum: "input" | "tool-call" | "output";
         TraceDetail: {
             agent: string;
             contentHash: string;
@@ -1373,7 +1382,11 @@ export interface components {
             mode: string;
             reason: string;
             revision: number;
+            /** @description The stage of the turn a runtime checked (input, tool-call, output); empty: the whole trace (ingestion, a run). */
+            stage: string;
             status: string;
+            /** @description At stage tool-call, the position of the proposed call in toolCalls. */
+            step: number;
         };
         TraceSummary: {
             agent: string;

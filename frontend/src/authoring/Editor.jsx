@@ -13,6 +13,7 @@ import { validator } from "./validator.js";
 import { JsonCodeEditor } from "./JsonCodeEditor.jsx";
 import { FlagWidget, JsonField, OptionalDataControlsTemplate, RootObjectFieldTemplate, buttonTemplates } from "./widgets.jsx";
 import { TryPanel } from "./TryPanel.jsx";
+import { RuntimeSettings, runtimeProblems, saveRuntime, useRuntime } from "./Runtime.jsx";
 
 const SERVER_CHECK_DELAY_MS = 600;
 const FORM_BEHAVIOUR = {
@@ -219,8 +220,9 @@ function useTouched() {
   return [touched, touch];
 }
 
-export function Editor({ config, initialDoc }) {
+export function Editor({ config, initialDoc, initialRuntime }) {
   const registry = useRegistry(config);
+  const [runtime, setRuntime, runtimeStart] = useRuntime(initialRuntime);
   const [doc, setDoc] = useState(initialDoc);
   const [view, setView] = useState("form");
   const [rawText, setRawText] = useState(() => formatJson(initialDoc));
@@ -295,10 +297,19 @@ export function Editor({ config, initialDoc }) {
 
   const saveOn = async (basis) => {
     setSubmitted(true);
+    const runtimeErrors = runtimeProblems(runtime, doc);
+    if (runtimeErrors.length) {
+      setSaveState({ busy: false, message: `Not saved: ${runtimeErrors[0].message}.`, errors: null });
+      return;
+    }
     setSaveState({ busy: true, message: "", errors: null });
     try {
       const headers = basis.ifMatch ? { "If-Match": basis.ifMatch } : undefined;
-      const { status, body } = await requestJson(config.saveUrl, { method: config.saveMethod, body: doc, headers });
+      // An edit that changes only the runtime settings makes no new revision of the document.
+      const unchanged = config.saveMethod === "PUT" && !conflict && deepEqual(doc, initialDoc);
+      const { status, body } = unchanged
+        ? { status: 200, body: { id: doc.id } }
+        : await requestJson(config.saveUrl, { method: config.saveMethod, body: doc, headers });
       if (status === 412 && body && body.current) {
         // Someone saved since basis.revision: nothing was saved; show what they changed.
         setConflict(body);
@@ -315,6 +326,15 @@ export function Editor({ config, initialDoc }) {
         return;
       }
       const id = (body && body.id) || doc.id;
+      const runtimeRefused = await saveRuntime(initialRuntime || {}, id, runtime, runtimeStart, config.saveMethod === "POST").catch(
+        (failure) => [{ path: "", message: failure.message }],
+      );
+      if (runtimeRefused.length) {
+        // The document is saved; the runtime state is not: say so and stay on the page.
+        const shown = runtimeRefused.map((problem) => `${problem.path || "runtime"}: ${problem.message}`).join("; ");
+        setSaveState({ busy: false, message: `Saved the guardrail, not its runtime settings: ${shown}`, errors: null });
+        return;
+      }
       setSaveState({ busy: false, message: "Saved.", errors: null });
       if (config.afterSaveUrl) window.location.assign(`${afterSaveUrl(config.afterSaveUrl, id)}?saved=1`);
     } catch (failure) {
@@ -377,6 +397,9 @@ export function Editor({ config, initialDoc }) {
             </>
           )}
           <Problems errors={view === "json" ? shownErrors : unplaced} warnings={saveState.errors ? [] : server.warnings} />
+          {initialRuntime && initialRuntime.stagesUrl ? (
+            <RuntimeSettings runtime={runtime} onChange={setRuntime} check={check} doc={doc} />
+          ) : null}
         </div>
         <footer className="card__footer kg-savebar">
           <span className="kg-savebar__message" role="status">{saveState.message}</span>

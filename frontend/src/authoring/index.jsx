@@ -14,13 +14,15 @@
  *   data-traces-url      GET  recent traces for Try it (optional); data-trace-url "/…/{id}" reads one
  *   data-cancel-url      a Cancel link (optional)
  *   data-csp-nonce       the page's CSP nonce, for the styles the JSON editor injects
- * The initial document is the JSON of <script type="application/json" id="guardrail-initial">.
+ * The initial document is the JSON of <script type="application/json" id="guardrail-initial">; the
+ * console's runtime state beside it, that of id="guardrail-runtime": {stages (null: the check's
+ * defaults), onError, stagesUrl, failModeUrl ("__id__" replaced by the saved guardrail's id)}.
  */
 import { createRoot } from "react-dom/client";
 import { Editor } from "./Editor.jsx";
 import "./authoring.css";
 
-function readInitialDocument(id) {
+function readJson(id) {
   const element = document.getElementById(id);
   if (!element) return {};
   try {
@@ -56,9 +58,10 @@ function readConfig(element) {
 function mount() {
   const element = document.getElementById("guardrail-editor");
   if (!element) return;
-  const initialDoc = readInitialDocument(element.dataset.initial || "guardrail-initial");
+  const initialDoc = readJson(element.dataset.initial || "guardrail-initial");
+  const runtime = readJson("guardrail-runtime");
   element.classList.add("kg-editor-root");
-  createRoot(element).render(<Editor config={readConfig(element)} initialDoc={initialDoc} />);
+  createRoot(element).render(<Editor config={readConfig(element)} initialDoc={initialDoc} initialRuntime={runtime} />);
 }
 
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", mount);
