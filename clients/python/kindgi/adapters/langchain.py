@@ -1,4 +1,5 @@
-"""LangChain's own guardrail hook, answered by the console: agent middleware (`langchain` 1.x).
+"""LangChain's own guardrail hooks, answered by the console: agent middleware (`langchain` 1.x)
+and, for graphs and chains the middleware does not reach, a callback handler (`langchain-core`).
 
     from langchain.agents import create_agent
     from kindgi import Kindgi
@@ -21,6 +22,10 @@ A sync agent (`invoke`, `stream`) needs a `Kindgi`; an async one (`ainvoke`, `as
 either (a `Kindgi` is called on a worker thread). LangGraph runs each node in a copy of the
 caller's context, so the turn opened by `turn()` (or `invoke()`/`ainvoke()`) around the run is
 the one every hook of that run extends.
+
+`KindgiCallbackHandler` is one turn: pass a new one in each run's config
+(`graph.invoke(state, config={"callbacks": [handler]})`); it checks the same three stages from
+LangChain's callbacks, raising from them (`raise_error`) to halt.
 """
 
 from __future__ import annotations
@@ -32,18 +37,21 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from uuid import UUID
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import LLMResult
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from kindgi.adapters._turn import Console, Turn, jsonable, verdict
+from kindgi.adapters._turn import Console, Turn, arguments, jsonable, verdict
 from kindgi.client import Kindgi
 from kindgi.verdict import GuardrailViolation, Verdict
 
-__all__ = ["KindgiMiddleware"]
+__all__ = ["KindgiCallbackHandler", "KindgiMiddleware"]
 
 Citations = Callable[[str], list[dict[str, Any]] | None]
 ToolResult = ToolMessage | Command[Any]
@@ -260,3 +268,134 @@ def _ran(turn: Turn, call_id: str | None, result: ToolResult) -> ToolResult:
     else:
         turn.ran(call_id, "(command)")
     return result
+
+
+class KindgiCallbackHandler(BaseCallbackHandler):
+    """The console's guardrails as a callback handler: one handler, one turn (langchain-core).
+
+    For runnables the middleware does not reach (a LangGraph `StateGraph` of your own with a
+    `ToolNode`, a chain that calls tools): pass it in the run's config,
+    `graph.invoke(state, config={"callbacks": [KindgiCallbackHandler(console, agent=...)]})`.
+    It checks the input before the first chat model call, each tool before it runs
+    (`on_tool_start`; LangChain runs the tool only after its callbacks) and the first reply that
+    asks for no tool (`on_llm_end`). With `raise_error` set, a `halt` raises
+    `GuardrailViolation` out of the run: the model is not called, the tool does not run, the
+    answer is not returned. Model calls and tools nested inside a tool are not the agent's turn
+    and are not checked. It takes a `Kindgi` (LangChain runs a sync handler's errors through to
+    the caller in sync and async runs alike; an async handler's are swallowed in sync runs).
+    """
+
+    raise_error = True
+    run_inline = True
+
+    def __init__(
+        self,
+        console: Kindgi,
+        *,
+        agent: str,
+        flow: str | None = None,
+        trace_id: str | None = None,
+        citations: Citations | None = None,
+    ) -> None:
+        if not isinstance(console, Kindgi):
+            raise TypeError("KindgiCallbackHandler takes a kindgi.Kindgi (its callbacks are sync)")
+        self.console = console
+        self.turn = Turn(agent, flow, trace_id)
+        self.citations = citations
+        self._lock = threading.Lock()
+        self._parents: dict[UUID, UUID | None] = {}
+        self._tools: dict[UUID, str | None] = {}  # tool run -> the call's id (None: nested, unchecked)
+        self._started = self._answered = False
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any],
+        inputs: dict[str, Any],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._parents[run_id] = parent_run_id
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._parents[run_id] = parent_run_id
+        with self._lock:
+            if self._started or self._in_tool(parent_run_id):
+                return
+            self._started = True
+            text = next((m.text for m in reversed(messages[0] if messages else []) if isinstance(m, HumanMessage)), "")
+            _halt_on(self.turn, self.console.check_input(self.turn.started(text)))
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._parents[run_id] = parent_run_id
+        if self._in_tool(parent_run_id):
+            self._tools[run_id] = None
+            return
+        call_id = kwargs.get("tool_call_id") or str(run_id)
+        name = kwargs.get("name") or serialized.get("name")
+        call = {
+            "id": call_id,
+            "name": name,
+            "arguments": jsonable(inputs) if inputs is not None else arguments(input_str),
+        }
+        self._tools[run_id] = call_id
+        with self._lock:
+            _halt_on(self.turn, self.console.check_tool_call(self.turn.proposed(call), call))
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        call_id = self._tools.get(run_id)
+        if call_id is None:
+            return
+        with self._lock:
+            if isinstance(output, ToolMessage):
+                _ran(self.turn, call_id, output)
+            else:
+                self.turn.ran(call_id, output)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        call_id = self._tools.get(run_id)
+        if call_id is not None:
+            with self._lock:
+                self.turn.ran(call_id, error=f"{type(error).__name__}: {error}")
+
+    def on_llm_end(
+        self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        generations = response.generations[0] if response.generations else []
+        message = getattr(generations[0], "message", None) if generations else None
+        if not isinstance(message, AIMessage) or message.tool_calls:
+            return
+        with self._lock:
+            if self._answered or self._in_tool(parent_run_id):
+                return
+            self._answered = True
+            answer = message.text
+            cited = self.citations(answer) if self.citations is not None else None
+            _halt_on(self.turn, self.console.check_output(self.turn.answered(answer, cited)))
+
+    def _in_tool(self, run_id: UUID | None) -> bool:
+        """Whether `run_id` is a tool's run or runs inside one."""
+        seen = 0
+        while run_id is not None and seen < 10_000:
+            if run_id in self._tools:
+                return True
+            run_id, seen = self._parents.get(run_id), seen + 1
+        return False
