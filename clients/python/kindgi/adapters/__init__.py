@@ -2,7 +2,8 @@
 
 - `kindgi.adapters.openai_agents`: the OpenAI Agents SDK's input, output and tool guardrails
   (`pip install "./clients/python[openai-agents]"`).
-- `kindgi.adapters.langchain`: a LangChain 1.x agent middleware, `KindgiMiddleware`
+- `kindgi.adapters.langchain`: a LangChain 1.x agent middleware, `KindgiMiddleware`, and for
+  graphs of one's own a callback handler, `KindgiCallbackHandler`
   (`pip install "./clients/python[langchain]"`).
 
 Each sends the whole turn as one trace (`Turn`): checked at input, before each tool call and
