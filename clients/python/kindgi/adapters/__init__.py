@@ -2,7 +2,9 @@
 
 - `kindgi.adapters.openai_agents`: the OpenAI Agents SDK's input, output and tool guardrails
   (`pip install "./clients/python[openai-agents]"`).
-- `kindgi.adapters.langchain`: a LangChain callback handler (`pip install "./clients/python[langchain]"`).
+- `kindgi.adapters.langchain`: a LangChain 1.x agent middleware, `KindgiMiddleware`, and for
+  graphs of one's own a callback handler, `KindgiCallbackHandler`
+  (`pip install "./clients/python[langchain]"`).
 
 Each sends the whole turn as one trace (`Turn`): checked at input, before each tool call and
 with its answer, under one id, with the agent and flow ids the team sets.
