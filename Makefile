@@ -18,7 +18,7 @@ PORT ?= 8000
 # Test processes (pytest-xdist): each has its own test database, var/ folder and Celery queue.
 TEST_WORKERS ?= 2
 
-.PHONY: run test install lint bundles proofs
+.PHONY: run test install lint bundles proofs lock lock-check install-production
 
 $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,7 @@ lint: install
 	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) bundles
+	$(MAKE) lock-check
 
 # The committed browser bundles are what their sources build: rebuild them from the locked
 # packages and fail when static/kindgi/dist changes (a file edited, added or left behind).
@@ -58,3 +59,31 @@ bundles:
 # run after changing a schema, a built-in check's config schema or guardrails/engine/schema_code.py.
 proofs: install
 	$(PY) -c 'from guardrails.engine.proofs import write_proofs; write_proofs()'
+
+# The production install: the console's dependencies from a lock file with hashes, no dev
+# tools (requirements/production.txt, made from pyproject.toml by pip-compile), then the
+# console itself without dependencies, as a path to this checkout (the code that runs is the
+# checkout's: an upgrade is a `git pull` and `make install-production`). PROD_VENV is where.
+PROD_VENV ?= .venv
+LOCK := requirements/production.txt
+PIP_COMPILE = $(VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras --allow-unsafe \
+  --no-emit-index-url --no-emit-find-links --no-emit-trusted-host
+
+install-production:
+	test -x $(PROD_VENV)/bin/python || $(PYTHON) -m venv $(PROD_VENV)
+	$(PROD_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
+	$(PROD_VENV)/bin/python -m pip install --quiet --no-deps -e .
+
+# After changing [project] dependencies in pyproject.toml: the lock keeps every pin it has
+# and pins what is new (`make lock UPGRADE=1` moves every pin to the newest allowed).
+lock: install
+	mkdir -p requirements
+	$(PIP_COMPILE) $(if $(UPGRADE),--upgrade) --output-file $(LOCK) pyproject.toml
+
+# CI: the lock is what pip-compile makes of pyproject.toml today, keeping its pins.
+lock-check: install
+	@tmp="$$(mktemp -d)"; cp $(LOCK) "$$tmp/production.txt"; \
+	  $(PIP_COMPILE) --output-file "$$tmp/production.txt" pyproject.toml; \
+	  if ! diff -u -I '^#' $(LOCK) "$$tmp/production.txt"; then \
+	    echo "$(LOCK) is not what pyproject.toml asks for: run make lock"; rm -rf "$$tmp"; exit 1; fi; \
+	  rm -rf "$$tmp"

@@ -178,6 +178,7 @@ def deployment(tmp_path: Path, redis_url: str) -> Iterator[Deployment]:
             "db.internal:5432/kindgi": f"{host}:{port}/{database}",
             "db.internal": host,
             "redis.internal:6379/0": redis_url,
+            "redis.internal:6379/1": redis_url.removesuffix("/0") + "/1",
             "/var/lib/kindgi": str(tmp_path / "var"),
             "127.0.0.1:8000": f"127.0.0.1:{web_port}",
         },
