@@ -118,7 +118,7 @@ TIMED_MODULES = (
     "tests/traces/test_request_deadlines.py",
     "tests/alerts/test_worker_queues.py",
     "tests/traces/test_broker_restart.py",
-    # Its two tests share clients/typescript/node_modules (npm ci); its JS tests bound deadlines.
+    # Its tests share clients/typescript/node_modules (npm ci) and dist/; its JS tests bound deadlines.
     "tests/clients/test_typescript_client.py",
 )
 

@@ -197,6 +197,45 @@ def _openai_reply(
     return reply
 
 
+def stream_events(reply: dict[str, Any], answer: Answer) -> list[dict[str, Any]]:
+    """A Chat Completions reply as the `stream: true` events that carry it (`chat.completion.chunk`):
+    the role, the text a few characters a delta, each tool call (its name, then its arguments in
+    two pieces), the finish reason, and the usage in a last event of its own (as OpenAI sends it
+    when `stream_options.include_usage` asks for it)."""
+    head = {key: reply[key] for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice = reply["choices"][0]
+    message = choice["message"]
+
+    def event(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return head | {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+
+    events = [event({"role": "assistant", "content": ""})]
+    text = answer.text or ""
+    events += [event({"content": text[start : start + 8]}) for start in range(0, len(text), 8)]
+    for index, call in enumerate(message.get("tool_calls", [])):
+        arguments = call["function"]["arguments"]
+        half = len(arguments) // 2
+        events.append(
+            event(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": arguments[:half]},
+                        }
+                    ]
+                }
+            )
+        )
+        events.append(event({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}))
+    events.append(event({}, choice["finish_reason"]))
+    if "usage" in reply:
+        events.append(head | {"choices": [], "usage": reply["usage"]})
+    return events
+
+
 def _anthropic_reply(body: dict[str, Any], answer: Answer, input_tokens: int, output_tokens: int) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if answer.thinking is not None:

@@ -12,6 +12,13 @@ Tests script it one reply per request, in order::
         ... JudgeModel(base_url=provider.openai_base_url, ...) ...
         provider.requests[1].body["max_completion_tokens"]
 
+A request with `stream: true` (Chat Completions) is answered as server-sent events, the same
+reply in `chat.completion.chunk` deltas. `script_model(model, ...)` queues replies for requests
+naming that model only, ahead of the shared script; a client in another process (the TypeScript
+tests) does the same over HTTP: `POST /fake/script` with `{"model": ..., "steps": [{"text": ...,
+"toolCalls": [[name, arguments]]}]}`, and reads what was asked of a model with
+`GET /fake/requests?model=...` (the request bodies, in order).
+
 `Drip(Answer(...), chunk=4, interval_s=0.2)` stalls as a hostile provider does: the headers at
 once, then a few bytes at a time (or, with `headers_too`, the headers themselves too).
 
@@ -27,11 +34,12 @@ import argparse
 import json
 import threading
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from tests.fakeprovider_protocol import (
     ANTHROPIC_PATH,
@@ -47,6 +55,7 @@ from tests.fakeprovider_protocol import (
     own_judgement,
     refusal,
     reply,
+    stream_events,
 )
 
 __all__ = ["Answer", "Drip", "FakeProvider", "Fault", "Hangup", "Raw", "RecordedRequest", "Step"]
@@ -55,6 +64,7 @@ __all__ = ["Answer", "Drip", "FakeProvider", "Fault", "Hangup", "Raw", "Recorded
 @dataclass
 class _State:
     steps: deque[Step] = field(default_factory=deque)
+    by_model: defaultdict[str, deque[Step]] = field(default_factory=lambda: defaultdict(deque))
     requests: list[RecordedRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -120,9 +130,15 @@ class FakeProvider:
         with self.state.lock:
             self.state.steps.extend(steps)
 
+    def script_model(self, model: str, *steps: Step) -> None:
+        """Queue replies for the next requests naming `model`, ahead of the shared script."""
+        with self.state.lock:
+            self.state.by_model[model].extend(steps)
+
     def reset(self) -> None:
         with self.state.lock:
             self.state.steps.clear()
+            self.state.by_model.clear()
             self.state.requests.clear()
 
     def start(self) -> FakeProvider:
@@ -147,9 +163,17 @@ class FakeProvider:
     def _next_step(self, request: RecordedRequest) -> Step:
         with self.state.lock:
             self.state.requests.append(request)
+            mine = self.state.by_model.get(str(request.body.get("model")))
+            if mine:
+                return mine.popleft()
             if self.state.steps:
                 return self.state.steps.popleft()
         return replace(own_judgement(request), delay_s=self.delay_s)
+
+
+#: The test's own routes, beside the providers' (not part of any provider's API).
+SCRIPT_PATH = "/fake/script"
+REQUESTS_PATH = "/fake/requests"
 
 
 class _Server(ThreadingHTTPServer):
@@ -175,12 +199,39 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         request = RecordedRequest(self.path, headers, body)
+        if self.path == SCRIPT_PATH:
+            return self._script(body)
         if self.path not in (OPENAI_PATH, ANTHROPIC_PATH):
             return self._send_error(request, 404, "not_found_error", f"no route {self.path}")
         refused = refusal(provider, request)
         if refused is not None:
             return self._send_error(request, *refused)
         self._perform(request, provider._next_step(request))
+
+    def do_GET(self) -> None:
+        """`GET /fake/requests?model=`: the bodies of the requests naming that model, in order."""
+        url = urlsplit(self.path)
+        if url.path != REQUESTS_PATH:
+            return self._send_json(404, {"error": {"message": f"no route {url.path}"}})
+        model = parse_qs(url.query).get("model", [""])[0]
+        bodies = [
+            r.body for r in self.server.provider.requests if isinstance(r.body, dict) and r.body.get("model") == model
+        ]
+        self._send_json(200, bodies)
+
+    def _script(self, body: Any) -> None:
+        """`POST /fake/script`: queue a model's replies, as `script_model` does."""
+        try:
+            model, steps = body["model"], body["steps"]
+            answers = [
+                Answer(step.get("text"), tool_calls=tuple((name, args) for name, args in step.get("toolCalls", [])))
+                for step in steps
+            ]
+        except (KeyError, TypeError, ValueError, AttributeError):
+            message = 'the body is {"model": str, "steps": [{"text": str | null, "toolCalls": [[name, arguments]]}]}'
+            return self._send_json(400, {"error": {"message": message}})
+        self.server.provider.script_model(str(model), *answers)
+        self._send_json(200, {"model": model, "queued": len(answers)})
 
     def _perform(self, request: RecordedRequest, step: Step) -> None:
         if isinstance(step, Hangup):
@@ -194,7 +245,28 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(step, Fault):
             extra = {"retry-after": step.retry_after} if step.retry_after else {}
             return self._send_error(request, step.status, error_type(step.status), step.message, extra)
+        if request.protocol == "openai" and request.body.get("stream") is True:
+            return self._send_events(request, step)
         self._send_json(200, reply(request, step))
+
+    def _send_events(self, request: RecordedRequest, answer: Answer) -> None:
+        """The reply as server-sent events, the connection closed after `data: [DONE]`."""
+        events = stream_events(reply(request, answer), answer)
+        options = request.body.get("stream_options")
+        if not (isinstance(options, dict) and options.get("include_usage")):
+            events = [event for event in events if event["choices"]]
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.end_headers()
+            for event in events:
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading
 
     def _send_error(
         self,

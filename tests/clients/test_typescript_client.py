@@ -2,8 +2,10 @@
 against a live console over real sockets.
 
 Both tests install the package from its lock file (`npm ci`) and run its own npm scripts:
-`generate` for the types, `test` (tsc, then node's test runner) for the behaviour, which
-reads the live console's address and key from the environment.
+`generate` for the types, `build` for the package as published, `test` (tsc, then node's test
+runner) for the behaviour, which reads the live console's address and key from the environment,
+and the address of the suite's OpenAI-protocol server (tests.fakeproviders) that serves the
+Vercel AI SDK adapter's model.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from django.core.management import call_command
 from guardrails.services import Author, save_guardrail
 from kindgi_console.tenancy.models import ApiKey, Tenant
 from tests.conftest import RUNTIME_SCOPES, make_guardrail
+from tests.fakeproviders import FakeProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "clients" / "typescript"
@@ -62,6 +65,15 @@ def test_the_committed_types_are_the_consoles_api(installed: None, tmp_path: Pat
     assert succeeded(done), done.stdout + done.stderr
 
 
+def test_the_package_builds_as_published(installed: None) -> None:
+    """`npm run build`: dist/ has each entry point package.json exports, with its types."""
+    done = npm("run", "--silent", "build")
+    assert succeeded(done), done.stdout + done.stderr
+    for entry in ("index", "ai-sdk"):
+        for suffix in (".js", ".d.ts"):
+            assert (PACKAGE / "dist" / f"{entry}{suffix}").is_file(), f"dist/{entry}{suffix} was not built"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_client_passes_halts_and_fails_as_told_against_a_live_console(installed: None, live_server: Any) -> None:
     acme = Tenant.objects.create(slug="acme", name="Acme")
@@ -69,8 +81,22 @@ def test_the_client_passes_halts_and_fails_as_told_against_a_live_console(instal
     save_guardrail(make_guardrail(), author, owner=acme)
     cite = make_guardrail("cite", name="Answers cite a source", check="must-cite", config={"min": 1})
     save_guardrail(cite, author, owner=acme)
+    # At input only, for the agent the AI SDK tests send to be halted there.
+    talk = make_guardrail(
+        "no-refund-talk", check="forbidden-substring", config={"values": ["refund"]}, scope={"agents": ["front-desk"]}
+    )
+    guardrail = save_guardrail(talk, author, owner=acme)
+    guardrail.stages = ["input"]
+    guardrail.save(update_fields=["stages"])
     key = ApiKey.issue(scopes=RUNTIME_SCOPES, tenant=acme, name="acme runtime")[1]
 
-    done = npm("test", env={**os.environ, "KINDGI_BASE_URL": live_server.url, "KINDGI_API_KEY": key})
+    with FakeProvider() as model:
+        env = {
+            **os.environ,
+            "KINDGI_BASE_URL": live_server.url,
+            "KINDGI_API_KEY": key,
+            "KINDGI_MODEL_BASE_URL": model.openai_base_url,
+        }
+        done = npm("test", env=env)
 
     assert succeeded(done), done.stdout[-20000:] + done.stderr[-5000:]

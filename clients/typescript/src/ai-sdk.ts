@@ -6,9 +6,17 @@
  * - `tool-call`, for each tool call the model proposes, before the SDK can execute it;
  * - `output`, on the model's answer.
  *
- * A halted verdict throws `KindgiHalted` out of the model call (and so out of `generateText`),
- * before the SDK sees the result: a forbidden tool never runs, a refused answer is never
- * returned. Streaming (`streamText`) is not checked yet and throws rather than pass unchecked.
+ * `generateText`: a halted verdict throws `KindgiHalted` out of the model call (and so out of
+ * `generateText`), before the SDK sees the result: a forbidden tool never runs, a refused answer
+ * is never returned.
+ *
+ * `streamText`: the input is checked before the model's stream starts. The step's tool calls are
+ * held back until the model has finished the step, then checked, and only passed to the SDK (which
+ * runs them) when none is halted. The answer's text (and its sources) are held too, by default,
+ * until the output verdict allows them (`holdStreamedText: false` lets them stream as they come, the
+ * verdict then arriving after the text). A halt ends the stream: an `error` part carrying the
+ * `KindgiHalted` (streamText's `onError` and `fullStream` see it), then the stream fails with it, so
+ * that iterating `textStream` or `fullStream` throws it and `await result.text` rejects with it.
  */
 import type { Kindgi } from "./client.js";
 import type { RunTrace, ToolCall, Verdict } from "./types.js";
@@ -40,11 +48,25 @@ type ContentPart =
 interface GenerateResult {
   content: ContentPart[];
 }
+/** A stream part (LanguageModelV3StreamPart): the adapter reads the ones `Read` states, and
+ * passes the others through as they are. */
+type StreamPart = { type: string };
+type Read =
+  | { type: "text-start" | "text-end"; id: string }
+  | { type: "text-delta"; id: string; delta: string }
+  | Extract<ContentPart, { type: "tool-call" | "source" }>
+  | { type: "finish" };
+interface StreamResult<P extends StreamPart> {
+  stream: ReadableStream<P>;
+}
 /** A language-model middleware for `wrapLanguageModel` (`ai` 6, specification v3). */
 export interface KindgiLanguageModelMiddleware {
   readonly specificationVersion: "v3";
   wrapGenerate<R extends GenerateResult>(options: { doGenerate: () => PromiseLike<R>; params: CallOptions }): Promise<R>;
-  wrapStream(options: { params: CallOptions }): never;
+  wrapStream<P extends StreamPart, R extends StreamResult<P>>(options: {
+    doStream: () => PromiseLike<R>;
+    params: CallOptions;
+  }): Promise<R>;
 }
 type Message = RunTrace["messages"] extends (infer M)[] | undefined ? M : never;
 
@@ -59,6 +81,10 @@ export interface KindgiMiddlewareOptions {
    * middleware makes when a turn starts (its last message the user's) and keeps for the steps
    * that carry on that conversation. */
   traceId?: (params: CallOptions) => string | undefined;
+  /** streamText: hold the answer's text and sources back until the output verdict allows them
+   * (default true: a halted answer never reaches the caller). false streams them as they come,
+   * the verdict (and a halt's error) arriving after the text. */
+  holdStreamedText?: boolean;
 }
 
 /** Thrown when a verdict halts the turn: at `tool-call`, the tool was not run. */
@@ -111,39 +137,152 @@ export function kindgiMiddleware(options: KindgiMiddlewareOptions): KindgiLangua
     };
   };
 
-  const halt = (verdict: Verdict, id: string, call?: ToolCall): void => {
-    if (verdict.halted) throw new KindgiHalted(verdict, id, call);
+  /** The halt of the turn's input, if any (only a step that starts from the user's message). */
+  const inputHalt = async (params: CallOptions, turn: RunTrace): Promise<KindgiHalted | undefined> => {
+    if (params.prompt.at(-1)?.role !== "user") return undefined;
+    const verdict = await kindgi.checkInput(turn);
+    return verdict.halted ? new KindgiHalted(verdict, turn.id) : undefined;
+  };
+
+  /** The halt of a step the model has finished, if any: its tool calls, each before it may run
+   * (with the calls proposed before it in the step, as the turn so far), or else its answer. */
+  const stepHalt = async (turn: RunTrace, content: readonly ContentPart[]): Promise<KindgiHalted | undefined> => {
+    const proposed = content.flatMap((part) =>
+      isToolCall(part) && !part.providerExecuted
+        ? [{ id: part.toolCallId, name: part.toolName, arguments: parsed(part.input) }]
+        : [],
+    );
+    if (proposed.length) {
+      const calls = [...(turn.toolCalls ?? [])];
+      for (const call of proposed) {
+        const verdict = await kindgi.checkToolCall({ ...turn, toolCalls: calls }, call);
+        if (verdict.halted) return new KindgiHalted(verdict, turn.id, call);
+        calls.push(call);
+      }
+      return undefined;
+    }
+    const verdict = await kindgi.checkOutput(answered(turn, content));
+    return verdict.halted ? new KindgiHalted(verdict, turn.id) : undefined;
   };
 
   return {
     specificationVersion: "v3",
     wrapGenerate: async <R extends GenerateResult>({ doGenerate, params }: { doGenerate: () => PromiseLike<R>; params: CallOptions }) => {
-      const id = traceIdOf(params);
-      const turn = base(params, id);
-      if (params.prompt.at(-1)?.role === "user") halt(await kindgi.checkInput(turn), id);
-
+      const turn = base(params, traceIdOf(params));
+      const atInput = await inputHalt(params, turn);
+      if (atInput) throw atInput;
       const result = await doGenerate();
-      const proposed = result.content.flatMap((part) =>
-        isToolCall(part) && !part.providerExecuted
-          ? [{ id: part.toolCallId, name: part.toolName, arguments: parsed(part.input) }]
-          : [],
-      );
-      if (proposed.length) {
-        // Each call is checked with the calls proposed before it in this step, as the turn so far.
-        const calls = [...(turn.toolCalls ?? [])];
-        for (const call of proposed) {
-          halt(await kindgi.checkToolCall({ ...turn, toolCalls: calls }, call), id, call);
-          calls.push(call);
-        }
-        return result;
-      }
-      halt(await kindgi.checkOutput(answered(turn, result)), id);
+      const atStep = await stepHalt(turn, result.content);
+      if (atStep) throw atStep;
       return result;
     },
-    wrapStream: () => {
-      throw new Error("kindgiMiddleware checks generateText only: streaming is not checked yet");
+    wrapStream: async <P extends StreamPart, R extends StreamResult<P>>({
+      doStream,
+      params,
+    }: {
+      doStream: () => PromiseLike<R>;
+      params: CallOptions;
+    }) => {
+      const turn = base(params, traceIdOf(params));
+      const atInput = await inputHalt(params, turn);
+      // The model is not called: the stream is the halt alone (a result without request or response).
+      if (atInput) return { stream: halting(atInput) } as unknown as R;
+      const result = await doStream();
+      return { ...result, stream: checked(result.stream, (content) => stepHalt(turn, content), options.holdStreamedText ?? true) };
     },
   };
+}
+
+/**
+ * The model's stream, its step checked when the model has finished it (its `finish` part, or its
+ * end): tool calls are held until then; text and sources too when `hold`. On a halt, the held
+ * parts are dropped and the stream ends with the halt (`halting`); otherwise they follow in order.
+ */
+function checked<P extends StreamPart>(
+  source: ReadableStream<P>,
+  verdict: (content: ContentPart[]) => Promise<KindgiHalted | undefined>,
+  hold: boolean,
+): ReadableStream<P> {
+  const reader = source.getReader();
+  const content: ContentPart[] = [];
+  const texts = new Map<string, { type: "text"; text: string }>();
+  let held: P[] = [];
+  let settled = false;
+  let failed: KindgiHalted | undefined;
+
+  /** The verdict on the step: the parts to pass on now (the held ones, then `last`). */
+  const settle = async (last: P[]): Promise<P[]> => {
+    settled = true;
+    failed = await verdict(content);
+    if (failed) {
+      await reader.cancel(failed).catch(() => undefined);
+      return [errorPart<P>(failed)];
+    }
+    const out = [...held, ...last];
+    held = [];
+    return out;
+  };
+
+  return new ReadableStream<P>({
+    async pull(controller) {
+      if (failed) return controller.error(failed);
+      for (;;) {
+        const next = await reader.read();
+        if (next.done) {
+          // A stream without a finish part is checked at its end all the same.
+          if (!settled) for (const part of await settle([])) controller.enqueue(part);
+          if (!failed) controller.close();
+          return;
+        }
+        const given = next.value;
+        const part = given as unknown as Read;
+        let keep = false;
+        if (part.type === "tool-call") {
+          content.push(part);
+          keep = !part.providerExecuted;
+        } else if (part.type === "text-start") {
+          const text = { type: "text" as const, text: "" };
+          texts.set(part.id, text);
+          content.push(text);
+          keep = hold;
+        } else if (part.type === "text-delta") {
+          const text = texts.get(part.id);
+          if (text) text.text += part.delta;
+          else content.push({ type: "text", text: part.delta });
+          keep = hold;
+        } else if (part.type === "text-end") {
+          keep = hold;
+        } else if (part.type === "source") {
+          content.push(part);
+          keep = hold;
+        } else if (part.type === "finish" && !settled) {
+          for (const out of await settle([given])) controller.enqueue(out);
+          return;
+        }
+        if (keep) {
+          held.push(given);
+          continue;
+        }
+        controller.enqueue(given);
+        return;
+      }
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+}
+
+/** A stream of the halt alone: its `error` part, then the stream fails with it. */
+function halting<P extends StreamPart>(halt: KindgiHalted): ReadableStream<P> {
+  const queue: P[] = [errorPart<P>(halt)];
+  return new ReadableStream<P>({
+    pull(controller) {
+      const part = queue.shift();
+      if (part) controller.enqueue(part);
+      else controller.error(halt);
+    },
+  });
 }
 
 /** The turn as the console reads it: the user's input, the messages, the tool calls with their results. */
@@ -183,9 +322,9 @@ function fromPrompt(prompt: Prompt): { input: string | null; messages: Message[]
 }
 
 /** The turn with the model's answer: its text, and its sources as citations when it has any. */
-function answered(turn: RunTrace, result: GenerateResult): RunTrace {
-  const output = texts(result.content);
-  const citations = result.content.flatMap((part) =>
+function answered(turn: RunTrace, content: readonly ContentPart[]): RunTrace {
+  const output = texts(content);
+  const citations = content.flatMap((part) =>
     isSource(part)
       ? [{ source: part.sourceType === "url" ? part.url : part.id, ...(part.title ? { title: part.title } : {}) }]
       : [],
@@ -211,6 +350,11 @@ function parsed(input: string): unknown {
   } catch {
     return input;
   }
+}
+
+/** The stream's `error` part (LanguageModelV3StreamPart has one: `{ type: "error", error }`). */
+function errorPart<P extends StreamPart>(error: KindgiHalted): P {
+  return { type: "error", error } as unknown as P;
 }
 
 function isToolCall(part: ContentPart): part is Extract<ContentPart, { type: "tool-call" }> {

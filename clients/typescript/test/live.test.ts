@@ -1,5 +1,6 @@
 /** Against a live console over real sockets: the guardrails the Python test saved for acme,
- * `no-refunds` (never-call-tool issue_refund, halt) and `cite` (must-cite, halt). */
+ * `no-refunds` (never-call-tool issue_refund, halt) and `cite` (must-cite, halt); and
+ * `no-refund-talk`, scoped to another agent (ai-sdk.test.ts's), skipped for these turns. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
@@ -16,7 +17,7 @@ describe("a live console", () => {
     assert.equal(verdict.error, null);
     assert.equal(verdict.stage, "output");
     const statuses = Object.fromEntries(verdict.results.map((result) => [result.guardrail, result.status]));
-    assert.deepEqual(statuses, { cite: "pass", "no-refunds": "pass" });
+    assert.deepEqual(statuses, { cite: "pass", "no-refunds": "pass", "no-refund-talk": "skipped" });
     assert.equal(verdict.trace?.status, "created");
   });
 
