@@ -37,8 +37,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 @pytest.fixture(params=["shared cache", "local cache"])
-def cache_kind(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The default cache (Redis where the suite runs on it) and a cache that is not Redis."""
+def cache_kind(request: pytest.FixtureRequest, db: Any) -> Iterator[str]:
+    """The default cache (Redis where the suite runs on it, else a database table) and a
+    cache in the process."""
     if request.param == "shared cache":
         yield request.param
         return
