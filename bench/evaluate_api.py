@@ -117,7 +117,19 @@ def script(folder: Path, key: str) -> Path:
 GUNICORN_OPTIONS = ("--worker-class", "gthread", "--threads", "1", "--keep-alive", "30", "--worker-tmp-dir", "/dev/shm")
 
 
-def serve(port: int, workers: int, url: str, log: Path, options: tuple[str, ...]) -> subprocess.Popen[bytes]:
+def serve(
+    port: int,
+    workers: int,
+    url: str,
+    log: Path,
+    options: tuple[str, ...],
+    *,
+    application: str = "kindgi_console.wsgi:application",
+    preload: bool = True,
+    environment: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """gunicorn serving `application` on `port` with `options` (and `--preload` unless told
+    not to), in the console's bench environment plus `environment`; returns once it listens."""
     env = {
         **os.environ,
         "DATABASE_URL": url,
@@ -126,20 +138,21 @@ def serve(port: int, workers: int, url: str, log: Path, options: tuple[str, ...]
         "DJANGO_SECURE_SSL_REDIRECT": "false",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
         "KINDGI_LOG_LEVEL": "WARNING",
+        **(environment or {}),
     }
     server = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "gunicorn",
-            "kindgi_console.wsgi:application",
+            application,
             "--workers",
             str(workers),
             "--bind",
             f"127.0.0.1:{port}",
             "--log-level",
             "warning",
-            "--preload",
+            *(("--preload",) if preload else ()),
             *options,
         ],
         cwd=ROOT,

@@ -13,16 +13,23 @@ static files (WhiteNoise serves /static/ only) and flashed messages (no API view
 writes them). Each is a subclass of the original, so the system checks still find it.
 Sessions, authentication and the CSRF middleware stay (a signed-in user may call the API
 from the console; `check --deploy` wants Django's own CSRF middleware), and so do the
-response headers (HSTS, CSP, X-Frame-Options).
+response headers (HSTS, CSP, X-Frame-Options); `ContentSecurityPolicy` builds the API's CSP
+header once rather than for every answer.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
+import csp.middleware
+from csp.constants import HEADER, HEADER_REPORT_ONLY
+from csp.utils import build_policy
 from django.conf import settings
 from django.contrib.messages.middleware import MessageMiddleware
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
@@ -130,3 +137,55 @@ def nul_in(request: HttpRequest, path_values: list[Any]) -> str | None:
         if NUL in name or any(NUL in value for value in values):
             return name.replace(NUL, "").replace("~", "~0").replace("/", "~1")
     return None
+
+
+#: What a view sets on its response to change django-csp's policy for it.
+CSP_OVERRIDES = (
+    "_csp_exempt",
+    "_csp_exempt_ro",
+    "_csp_config",
+    "_csp_update",
+    "_csp_replace",
+    "_csp_config_ro",
+    "_csp_update_ro",
+    "_csp_replace_ro",
+)
+
+
+class ContentSecurityPolicy(csp.middleware.CSPMiddleware):
+    """django-csp's, with the header of the API's answers built once: they use no nonce and
+    no view of the API changes the policy, so it is the settings' (built again when they
+    change). A page's header is built for each answer, as django-csp does."""
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:  # type: ignore[override]
+        if not is_api_v1(request) or getattr(request, "_csp_nonce", None) is not None:
+            return super().process_response(request, response)  # type: ignore[return-value]
+        if any(hasattr(response, name) for name in CSP_OVERRIDES):
+            return super().process_response(request, response)  # type: ignore[return-value]
+        for header, value, excluded in api_policy():
+            if value and header not in response and not request.path_info.startswith(excluded):
+                response[header] = value
+        return response
+
+
+@functools.cache
+def api_policy() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """(header, policy, excluded URL prefixes) of the enforced and the report-only policies."""
+    return tuple(
+        (header, build_policy(report_only=report_only), _excluded(setting))
+        for header, setting, report_only in (
+            (HEADER, "CONTENT_SECURITY_POLICY", False),
+            (HEADER_REPORT_ONLY, "CONTENT_SECURITY_POLICY_REPORT_ONLY", True),
+        )
+    )
+
+
+def _excluded(setting: str) -> tuple[str, ...]:
+    policy = getattr(settings, setting, None) or {}
+    return tuple(policy.get("EXCLUDE_URL_PREFIXES", None) or ())
+
+
+@receiver(setting_changed)
+def _policy_changed(setting: str, **kwargs: Any) -> None:
+    if setting.startswith("CONTENT_SECURITY_POLICY"):
+        api_policy.cache_clear()

@@ -73,7 +73,7 @@ MIDDLEWARE = [
     "kindgi_console.middleware.MessagesForPages",
     "kindgi_console.middleware.RefuseNulForPages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
+    "kindgi_console.middleware.ContentSecurityPolicy",  # django-csp's, the API's header built once
 ]
 
 ROOT_URLCONF = "kindgi_console.urls"
@@ -114,7 +114,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Only server-bound cursors prepare (`traces.ingest.verdicts.prepared_cursor`); Django's bind on
+    # Only server-bound cursors prepare (`kindgi_console.db.prepared_cursor`); Django's bind on
     # the client. None: nothing is prepared (a pooler in transaction mode cannot keep them).
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
         5 if flag("DATABASE_PREPARED_STATEMENTS") else None

@@ -163,3 +163,32 @@ def test_a_nul_in_a_form_page_s_query_is_refused_before_any_view(client: Any, al
     client.force_login(alice)
     assert client.get("/traces/?q=%00").status_code == 400
     assert client.get("/traces/?q=refund").status_code == 200
+
+
+def test_api_answers_carry_the_pages_policy_built_once(api: Any, client: Any, acme_key: str, settings: Any) -> None:
+    from tests.conftest import make_trace
+
+    def verdict() -> Any:
+        return api(acme_key).post("/api/v1/evaluate?store=false", data=make_trace("csp"), format="json")
+
+    page_policy = client.get("/login/")["Content-Security-Policy"]
+    assert verdict()["Content-Security-Policy"] == page_policy
+    changed = {**settings.CONTENT_SECURITY_POLICY, "DIRECTIVES": {"default-src": ["'none'"]}}
+    settings.CONTENT_SECURITY_POLICY = changed  # the header built once is built again
+    assert verdict()["Content-Security-Policy"] == "default-src 'none'"
+
+
+ACCEPTS = [(None, 200), ("*/*", 200), ("application/json", 200), ("text/html", 406)]
+
+
+@pytest.mark.parametrize(("accept", "status"), ACCEPTS)
+def test_the_api_answers_json_to_whoever_accepts_it_and_406_otherwise(
+    api: Any, acme_key: str, accept: str | None, status: int
+) -> None:
+    from tests.conftest import make_trace
+
+    headers = {} if accept is None else {"HTTP_ACCEPT": accept}
+    answer = api(acme_key).post("/api/v1/evaluate?store=false", data=make_trace("a"), format="json", **headers)
+    assert answer.status_code == status
+    if status == 200:
+        assert answer["Content-Type"] == "application/json"

@@ -27,8 +27,8 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
-from kindgi_console.api import CACHE_DOWN
 from kindgi_console.proxies import client_address
+from kindgi_console.throttling import CACHE_DOWN
 
 #: How many failures per address may name other usernames (a password sprayed over users),
 #: and per username may come from addresses it never signed in from, in times the limit.

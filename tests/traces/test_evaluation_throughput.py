@@ -165,11 +165,12 @@ def test_post_evaluate_stores_a_trace_with_its_results_in_a_handful_of_queries(
         for q in captured.captured_queries
         if not q["sql"].startswith(("SAVEPOINT", "RELEASE")) and "kindgi_cache" not in q["sql"]
     ]
-    # PostgreSQL: the key, the guardrails' stamp, then the trace with its results, violations
-    # and their daily roll-up in one statement. SQLite: the key, the guardrails, the trace
-    # (one INSERT), the results and their violations (two), the roll-up, in one transaction.
+    # PostgreSQL: the key with the guardrails' stamp (one statement), then the trace with its
+    # results, violations and their daily roll-up in one statement. SQLite: the key, the
+    # guardrails, the trace (one INSERT), the results and their violations (two), the
+    # roll-up, in one transaction.
     if connection.vendor == "postgresql":
-        assert len(statements) == 3, statements
+        assert len(statements) == 2, statements
     else:
         assert len(statements) <= 7, statements
     assert Violation.objects.filter(trace__trace_id="turn-2").count() == 1

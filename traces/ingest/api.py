@@ -18,12 +18,12 @@ from rest_framework.response import Response
 from guardrails.engine.stages import STAGES, Stage, stage_step
 from guardrails.engine.types import Issue, Result, TurnVerdict
 from kindgi_console import deadline
-from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body
+from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body, ridden
 from kindgi_console.openapi import ERRORS_SCHEMA, error_responses
 from kindgi_console.renderers import ORJSONRenderer
 from kindgi_console.tenancy.scoping import TenantDenied
 from traces.ingest import documents, serializers
-from traces.ingest.evaluate import enforced_now, queue_runtime_evaluation, runtime_verdict
+from traces.ingest.evaluate import enforced_now, enforced_stamp_value, queue_runtime_evaluation, runtime_verdict
 from traces.ingest.serializers import BATCH_SCHEMA, ITEM_SCHEMA, TRACE_BODY, VERDICT_BODY, VERDICT_SCHEMA
 from traces.ingest.verdicts import store_verdict
 from traces.judge.services import evaluation_services
@@ -187,7 +187,7 @@ class EvaluateView(ConsoleAPIView):
         if stage == "tool-call" and not item.document.get("toolCalls"):
             raise ApiError([Issue("/toolCalls", "at stage tool-call the proposed call is the last of toolCalls")])
         deadline.check("reading the trace")
-        enforced = enforced_now(item.tenant or self._named_tenant(item.document))
+        enforced = enforced_now(item.tenant or self._named_tenant(item.document), ridden(request))
         with evaluation_services(item.tenant, until=until) as services:
             verdict = runtime_verdict(item.document, enforced, services, deadline=until, stage=stage)
         answer: dict[str, Any] = {
@@ -205,6 +205,10 @@ class EvaluateView(ConsoleAPIView):
             store_verdict(item, verdict.results, enforced, services.judge, (stage, stage_step(item.document, stage)))
             answer["trace"] = item.as_dict()
         return Response(answer)
+
+    def key_rider(self) -> str | None:
+        """The enforced guardrails' stamp, read in the API key's statement (`ApiKeyAuthentication`)."""
+        return enforced_stamp_value() if self.request.method == "POST" else None
 
     @staticmethod
     def _stage(request: Request) -> Stage:

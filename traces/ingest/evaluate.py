@@ -22,6 +22,7 @@ from guardrails.engine.stages import Stage, skipped_at_stage, stage_view
 from guardrails.engine.types import Context, Mode, Result, Trace, TurnVerdict
 from guardrails.models import Guardrail
 from guardrails.services import Enforced, enforced_guardrails
+from kindgi_console.db import repeated_cursor
 from kindgi_console.tenancy.models import Tenant
 from traces.ingest import outbox
 from traces.judge.services import EvaluationServices, evaluation_services
@@ -36,28 +37,50 @@ ENFORCED_STAMP = (
     f"FROM {Guardrail._meta.db_table} "
     "WHERE enabled = %s AND deleted_at IS NULL ORDER BY id"
 )
+#: The same rows on PostgreSQL as one value (the md5 of their text), a scalar subquery that
+#: `POST evaluate` reads in the API key's own statement (`kindgi_console.api.ridden`).
+ENFORCED_STAMP_VALUE = (
+    "SELECT md5(coalesce(string_agg(row(id, revision, updated_at, tenant_id, shadow, "  # noqa: S608
+    "shadow_sample_rate, stages, on_error)::text, ',' ORDER BY id), '')) "
+    f"FROM {Guardrail._meta.db_table} WHERE enabled AND deleted_at IS NULL"
+)
 _enforced: tuple[tuple[Any, ...], list[Enforced]] | None = None
 
 
-def enforced_now(tenant: Tenant | None) -> list[Enforced]:
+def enforced_stamp_value() -> str | None:
+    """`ENFORCED_STAMP_VALUE` where the database has it (PostgreSQL), else None."""
+    return ENFORCED_STAMP_VALUE if connection.vendor == "postgresql" else None
+
+
+def enforced_now(tenant: Tenant | None, stamp: str | None = None) -> list[Enforced]:
     """The guardrails enforced on a trace of `tenant` (`enforced_guardrails(tenant)`: the
     console-wide ones and the tenant's own; None: console-wide only). Every enforced
     guardrail is kept for the process and read again only when their stamp changed: one
     small query per request instead of the revisions, and every compiled check reused
-    (`POST evaluate`)."""
+    (`POST evaluate`). `stamp`: `ENFORCED_STAMP_VALUE` as the request read it already."""
     global _enforced
-    with connection.cursor() as cursor:
-        cursor.execute(ENFORCED_STAMP, [True])
-        stamp = (connection.alias, connection.settings_dict["NAME"], *cursor.fetchall())
+    if stamp is None:
+        stamp = _read_stamp()
+    key = (connection.alias, connection.settings_dict["NAME"], stamp)
     kept = _enforced
-    if kept is not None and kept[0] == stamp:
+    if kept is not None and kept[0] == key:
         deployment.load_filesystem_checks(item.guardrail for item in kept[1])
         every = kept[1]
     else:
         every = enforced_guardrails()
-        _enforced = (stamp, every)
+        _enforced = (key, every)
     owner = tenant.pk if tenant is not None else None
     return [item for item in every if item.revision.guardrail.tenant_id in (None, owner)]
+
+
+def _read_stamp() -> Any:
+    with repeated_cursor() as cursor:
+        value = enforced_stamp_value()
+        if value is not None:
+            cursor.execute(value)
+            return cursor.fetchone()[0]
+        cursor.execute(ENFORCED_STAMP, [True])
+        return tuple(cursor.fetchall())
 
 
 def runtime_verdict(

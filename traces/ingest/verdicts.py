@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from guardrails.engine.types import Result
 from guardrails.services import Enforced
+from kindgi_console.db import prepared_cursor
 from traces.ingest import documents, turns
 from traces.models import RunTrace, ViolationDay
 from traces.store import bulk, bulk_postgres
@@ -186,31 +187,6 @@ def _in_one_statement(
     item.row_id = stored
     documents._compare(item, digest)
     return True
-
-
-def prepared_cursor() -> Any:
-    """A cursor of the connection whose statements PostgreSQL prepares (psycopg binds their
-    parameters on the server and keeps the statements prepared on the connection): the
-    first run parses and plans a statement, the next ones only execute it (planning the
-    verdict's statement costs as much as running it). Django's own cursors bind on the
-    client and prepare nothing. `DATABASE_PREPARED_STATEMENTS=false` (the connection's
-    `prepare_threshold` None) prepares nothing here either."""
-    from django.db.backends.postgresql.base import ServerBindingCursor
-
-    # psycopg's server-binding cursor, which django-stubs leave untyped.
-    server_binding: Any = ServerBindingCursor
-
-    class PreparedCursor(server_binding):  # type: ignore[misc]
-        def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-            done = super().execute(query, params, prepare=True, **options)
-            if self._query is None and connection.queries_logged:  # type: ignore[has-type]  # what Django logs (tests, DEBUG)
-                self._query = self._convert_query(query, params)
-            return done
-
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    raw = PreparedCursor(connection.connection)
-    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
 
 
 def _trace(item: documents.Item, pk: int | None) -> RunTrace:
