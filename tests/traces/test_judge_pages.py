@@ -62,7 +62,7 @@ def test_bob_reads_the_registry_without_forms_and_never_a_key(
     assert page.status_code == 200
     assert "sk-never-shown" not in html
     assert "JUDGE_KEY" in html and ">set<" in html and "not set" in html
-    assert "effort minimal" in html and "none sent" in html
+    assert "effort minimal" in html and "no temperature sent" in html
     assert "Register a judge model" not in html and "Save policy" not in html
 
 

@@ -20,6 +20,9 @@
  *   [data-confirm="message"]  asks before a form submits or a link is followed.
  *   [data-dismiss]            a button that removes its closest [data-dismissable] element.
  *   [data-shortcut="j"]       pressing j (outside text boxes) clicks it, or focuses a text box.
+ * And always: a table or code block whose content scrolls inside it (a wide table on a narrow
+ * window, a long document) can be reached and scrolled from the keyboard (tabindex 0) while,
+ * and only while, it scrolls.
  */
 
 /** The statuses a job ends in, as the server says (#kindgi-job-statuses: [{value, label, final}]). */
@@ -232,6 +235,35 @@ function enableShortcuts() {
   });
 }
 
+const SCROLLABLE = ".table-wrap, .card__body--flush, pre.code-block, pre";
+
+/** Gives each region that scrolls a place in the tab order, and takes it back once it fits. */
+function markScrollableRegions(root = document) {
+  root.querySelectorAll(SCROLLABLE).forEach((region) => {
+    const scrolls = region.scrollWidth > region.clientWidth + 1 || region.scrollHeight > region.clientHeight + 1;
+    const style = getComputedStyle(region);
+    const canScroll = ["auto", "scroll"].includes(style.overflowX) || ["auto", "scroll"].includes(style.overflowY);
+    if (scrolls && canScroll) {
+      if (!region.hasAttribute("tabindex")) {
+        region.setAttribute("tabindex", "0");
+        region.dataset.scrollFocus = "";
+      }
+    } else if ("scrollFocus" in region.dataset) {
+      region.removeAttribute("tabindex");
+      delete region.dataset.scrollFocus;
+    }
+  });
+}
+
+function watchScrollableRegions() {
+  markScrollableRegions();
+  let pending = 0;
+  window.addEventListener("resize", () => {
+    window.clearTimeout(pending);
+    pending = window.setTimeout(() => markScrollableRegions(), 150);
+  });
+}
+
 function enhance(root = document) {
   root.querySelectorAll("[data-progress-url]").forEach(watchProgress);
   root.querySelectorAll("[data-select-all]").forEach(enableSelectAll);
@@ -245,3 +277,5 @@ enableShortcuts();
 document.documentElement.classList.add("js");
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", () => enhance());
 else enhance();
+if (document.readyState === "complete") watchScrollableRegions();
+else window.addEventListener("load", watchScrollableRegions);
