@@ -1,4 +1,5 @@
-"""Every page of the console, on the demo's data, in Chromium at 1024 and 1440 px wide:
+"""Every page of the console, on the demo's data, in Chromium at 1024 and 1440 px wide, and in
+the dark theme:
 
 - a full-page screenshot of each (test-artifacts/screenshots/pages-<width>-<name>.png);
 - no element wider than its card (a table may scroll inside its card, nothing spills out of
@@ -22,7 +23,6 @@ from traces import demo
 from traces.models import Evaluation, RunTrace, Upload, Violation
 
 AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
-WIDTHS = [1024, 1440]
 
 # What spills out of a card: an element whose box passes its card's right edge while no
 # scrolling (or clipping) box between them holds it. Also the page itself wider than the window.
@@ -130,9 +130,11 @@ def demo_console(db: Any) -> None:
     demo.load(sizes={"acme": 200, "globex": 60})
 
 
-def signed_in_context(browser: Browser, live_server: Any, width: int) -> Any:
+def signed_in_context(browser: Browser, live_server: Any, width: int, scheme: str = "light") -> Any:
     # bypass_csp only lets the test inject axe-core; the console's own scripts obey the CSP.
-    context = browser.new_context(base_url=live_server.url, viewport={"width": width, "height": 900}, bypass_csp=True)
+    context = browser.new_context(
+        base_url=live_server.url, viewport={"width": width, "height": 900}, bypass_csp=True, color_scheme=scheme
+    )
     page = context.new_page()
     page.set_default_timeout(15_000)
     page.goto("/login/")
@@ -150,11 +152,12 @@ def settle(page: Any) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize(("width", "scheme"), [(1024, "light"), (1440, "light"), (1440, "dark")])
 def test_every_page_fits_its_cards_and_passes_axe(
-    browser: Browser, live_server: Any, demo_console: None, width: int
+    browser: Browser, live_server: Any, demo_console: None, width: int, scheme: str
 ) -> None:
-    context, page = signed_in_context(browser, live_server, width)
+    """In the light theme at both widths, and in the dark one (the system's preference)."""
+    context, page = signed_in_context(browser, live_server, width, scheme)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     overflow: dict[str, list[str]] = {}
@@ -164,7 +167,7 @@ def test_every_page_fits_its_cards_and_passes_axe(
             response = page.goto(url)
             assert response is not None and response.status == 200, (url, response and response.status)
             settle(page)
-            screenshot(page, f"pages-{width}-{name}")
+            screenshot(page, f"pages-{width}-{name}" + ("-dark" if scheme == "dark" else ""))
             found = page.evaluate(OVERFLOW_JS)
             if found:
                 overflow[url] = found

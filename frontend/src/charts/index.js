@@ -34,8 +34,10 @@ const SEVERITY_COLOURS = { info: "#0ea5e9", warn: "#f59e0b", error: "#ef4444", c
 
 Chart.defaults.font.family = 'ui-sans-serif, system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
 Chart.defaults.font.size = 12;
-Chart.defaults.color = "#4b5563";
-Chart.defaults.borderColor = "#e5e7eb";
+// Axis text and grid lines in the page's own colours (the light or the dark theme).
+const tokens = getComputedStyle(document.documentElement);
+Chart.defaults.color = tokens.getPropertyValue("--muted").trim() || "#4b5563";
+Chart.defaults.borderColor = tokens.getPropertyValue("--border").trim() || "#e5e7eb";
 
 const FORMATTERS = {
   usd: (value) => `$${Number(value).toLocaleString(undefined, { minimumFractionDigits: value && Math.abs(value) < 1 ? 4 : 2, maximumFractionDigits: 4 })}`,
