@@ -101,7 +101,8 @@ def add_ci_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--baseline",
         metavar="REPORT",
-        help="a JSON report of the base branch: newly and no longer failing traces per guardrail",
+        help="a JSON report of the base branch, or `console`: the last run of the console (--console) of these "
+        "guardrails; the report adds their newly and no longer failing traces",
     )
     parser.add_argument(
         "--fail-on",

@@ -32,7 +32,7 @@ from guardrails.engine.cli.environment import (
     write_pack_warnings,
 )
 from guardrails.engine.cli.files import BadInput, iter_entries, load_json_file
-from guardrails.engine.cli.outcome import Outcome, load_baseline
+from guardrails.engine.cli.outcome import Baseline, Outcome, load_baseline
 from guardrails.engine.cli.reports import Report
 from guardrails.engine.cli.validate import register_all
 from guardrails.engine.cli.writer import Writer
@@ -78,9 +78,20 @@ def _outcome(args: argparse.Namespace, guardrails: Sequence[Guardrail]) -> Outco
     path = getattr(args, "baseline", None)
     if fail_on == "new" and not path:
         raise BadInput("--fail-on new needs --baseline REPORT (the base branch's JSON report)")
-    baseline = load_baseline(path) if path else None
+    baseline = _baseline(args, path, guardrails) if path else None
     block_on = getattr(args, "block_on", None)
     return Outcome(guardrails, baseline=baseline, block_on=block_on, fail_on=fail_on, console=args.console)
+
+
+def _baseline(args: argparse.Namespace, path: str, guardrails: Sequence[Guardrail]) -> Baseline:
+    """The baseline report's failing traces, or with `--baseline console` the console's."""
+    if path != "console":
+        return load_baseline(path)
+    if not args.console:
+        raise BadInput("--baseline console needs --console URL (a file named console: ./console)")
+    from guardrails.engine.cli.remote_baseline import console_baseline  # (httpx: only this run pays)
+
+    return console_baseline(args.console, [guardrail.id for guardrail in guardrails])
 
 
 def _collects(args: argparse.Namespace, outcome: Outcome) -> bool:
