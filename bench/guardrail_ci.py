@@ -224,7 +224,8 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> Run:
 
 
 #: The command measured: manage.py's, or the installed guardrail-ci (--installed).
-COMMAND = [sys.executable, "manage.py", "guardrail_ci"]
+MANAGE_PY = [sys.executable, "manage.py", "guardrail_ci"]
+COMMAND = list(MANAGE_PY)
 
 
 def install_distribution(folder: Path) -> None:
@@ -250,8 +251,16 @@ def against_promptfoo(
 ) -> None:
     # The command's runs come half before Promptfoo's and half after it: a run lasts under a
     # second, Promptfoo's half a minute, and a shared machine's speed drifts within minutes.
+    console_runs: list[Run] = []  # --installed: manage.py's command too, each run beside one installed
+
     def ours(count: int) -> list[Run]:
-        return [measure(ci_command(guardrails, traces, "json", folder / "report.json")) for _ in range(count)]
+        runs = []
+        for _ in range(count):
+            runs.append(measure(ci_command(guardrails, traces, "json", folder / "report.json")))
+            if args.installed:
+                arguments = ci_command(guardrails, traces, "json", folder / "c.json")[len(COMMAND) :]
+                console_runs.append(measure([*MANAGE_PY, *arguments]))
+        return runs
 
     runs = ours((args.repeat + 1) // 2)
     pf = None
@@ -269,6 +278,12 @@ def against_promptfoo(
         f"half before Promptfoo and half after; the fastest {best:.3f} s, the slowest "
         f"{max(run.seconds for run in runs):.3f} s)"
     )
+    if console_runs:
+        theirs = statistics.median(run.seconds for run in console_runs)
+        print(
+            f"   manage.py guardrail_ci, each run beside an installed one: {theirs:.3f} s, peak RSS "
+            f"{max(run.peak_mb for run in console_runs):.1f} MB => installed / manage.py {seconds / theirs:.2f}x"
+        )
     if args.jobs > 1:
         jobs = [
             measure(ci_command(guardrails, traces, "json", folder / "report-jobs.json", args.jobs))
