@@ -20,9 +20,10 @@ TEST_WORKERS ?= 2
 
 .PHONY: run test install lint bundles proofs lock lock-check install-production
 
-$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
+$(VENV)/.installed: pyproject.toml packages/guardrails/pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ./packages/guardrails
 	$(PY) -m pip install --quiet -e ".[dev]"
 	$(PY) -m pip install --quiet -e ./clients/python
 	touch $@

@@ -18,8 +18,12 @@ The console's modules are byte-compiled first, as pip does when it installs a pa
 PYTHONDONTWRITEBYTECODE set (as on some machines), each run would otherwise compile every
 module from source, a start-up no installed command pays.
 
+With `--installed`, the command measured is `guardrail-ci` as a CI job installs it: the bench
+makes a fresh virtual environment (python -m venv, pip install packages/guardrails), prints
+its size, and times that command instead of manage.py's (figures 1, 2 and 4).
+
     python bench/guardrail_ci.py [--traces 20000] [--repeat 11] [--memory-traces 1000000]
-                                 [--jobs 2] [--no-promptfoo]
+                                 [--jobs 2] [--no-promptfoo] [--installed]
 """
 
 from __future__ import annotations
@@ -219,8 +223,25 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> Run:
     return Run(seconds, cpu, peak_kb / 1024, private_kb / 1024, done.returncode)
 
 
+#: The command measured: manage.py's, or the installed guardrail-ci (--installed).
+MANAGE_PY = [sys.executable, "manage.py", "guardrail_ci"]
+COMMAND = list(MANAGE_PY)
+
+
+def install_distribution(folder: Path) -> None:
+    """kindgi-guardrails in a fresh virtual environment; COMMAND becomes its guardrail-ci."""
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    package = str(ROOT / "packages" / "guardrails")
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", package], check=True)
+    files = [path for path in venv.rglob("*") if path.is_file() and not path.is_symlink()]
+    size = sum(path.stat().st_size for path in files) / 1e6
+    print(f"installed: kindgi-guardrails in a fresh virtual environment, {size:.1f} MB ({len(files)} files with pip)")
+    COMMAND[:] = [str(venv / "bin" / "guardrail-ci")]
+
+
 def ci_command(guardrails: list[Path], traces: Path, fmt: str, output: Path, jobs: int = 1) -> list[str]:
-    command = [sys.executable, "manage.py", "guardrail_ci", "--guardrails", *map(str, guardrails)]
+    command = [*COMMAND, "--guardrails", *map(str, guardrails)]
     command += ["--traces", str(traces), "--format", fmt, "--output", str(output)]
     return command + (["--jobs", str(jobs)] if jobs > 1 else [])
 
@@ -230,8 +251,16 @@ def against_promptfoo(
 ) -> None:
     # The command's runs come half before Promptfoo's and half after it: a run lasts under a
     # second, Promptfoo's half a minute, and a shared machine's speed drifts within minutes.
+    console_runs: list[Run] = []  # --installed: manage.py's command too, each run beside one installed
+
     def ours(count: int) -> list[Run]:
-        return [measure(ci_command(guardrails, traces, "json", folder / "report.json")) for _ in range(count)]
+        runs = []
+        for _ in range(count):
+            runs.append(measure(ci_command(guardrails, traces, "json", folder / "report.json")))
+            if args.installed:
+                arguments = ci_command(guardrails, traces, "json", folder / "c.json")[len(COMMAND) :]
+                console_runs.append(measure([*MANAGE_PY, *arguments]))
+        return runs
 
     runs = ours((args.repeat + 1) // 2)
     pf = None
@@ -244,11 +273,17 @@ def against_promptfoo(
     cpu = statistics.median(run.cpu_seconds for run in runs)
     peak, private = max(run.peak_mb for run in runs), max(run.private_mb for run in runs)
     print(
-        f"1. guardrail_ci, {args.traces} traces x 7, JSON report: {seconds:.3f} s ({cpu:.2f} s CPU), "
+        f"1. {_name()}, {args.traces} traces x 7, JSON report: {seconds:.3f} s ({cpu:.2f} s CPU), "
         f"peak RSS {peak:.1f} MB, private {private:.1f} MB (median time, largest memory of {args.repeat} runs, "
         f"half before Promptfoo and half after; the fastest {best:.3f} s, the slowest "
         f"{max(run.seconds for run in runs):.3f} s)"
     )
+    if console_runs:
+        theirs = statistics.median(run.seconds for run in console_runs)
+        print(
+            f"   manage.py guardrail_ci, each run beside an installed one: {theirs:.3f} s, peak RSS "
+            f"{max(run.peak_mb for run in console_runs):.1f} MB => installed / manage.py {seconds / theirs:.2f}x"
+        )
     if args.jobs > 1:
         jobs = [
             measure(ci_command(guardrails, traces, "json", folder / "report-jobs.json", args.jobs))
@@ -272,6 +307,10 @@ def against_promptfoo(
     )
 
 
+def _name() -> str:
+    return "guardrail_ci" if len(COMMAND) > 1 else "guardrail-ci (installed)"
+
+
 def help_time(repeat: int = 15) -> None:
     def wall(command: list[str]) -> list[float]:
         times = []
@@ -282,9 +321,9 @@ def help_time(repeat: int = 15) -> None:
         return times
 
     bare = wall([sys.executable, "-c", "pass"])
-    help_ = wall([sys.executable, "manage.py", "guardrail_ci", "--help"])
+    help_ = wall([*COMMAND, "--help"])
     print(
-        f"2. guardrail_ci --help: best {min(help_):.0f} ms, median {statistics.median(help_):.0f} ms "
+        f"2. {_name()} --help: best {min(help_):.0f} ms, median {statistics.median(help_):.0f} ms "
         f"(target 80 ms); the interpreter alone: best {min(bare):.0f} ms, median {statistics.median(bare):.0f} ms"
     )
 
@@ -322,6 +361,7 @@ def main() -> None:
     parser.add_argument("--memory-traces", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=2, help="also time guardrail_ci --jobs N (1: not)")
     parser.add_argument("--no-promptfoo", action="store_true", help="skip Promptfoo (no Node.js here)")
+    parser.add_argument("--installed", action="store_true", help="measure guardrail-ci installed in a fresh venv")
     args = parser.parse_args()
     compileall.compile_dir(ROOT / "guardrails", quiet=1)
     print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
@@ -330,6 +370,8 @@ def main() -> None:
     print(f"interpreter: CPython {sys.version.split()[0]}, {os.path.realpath(sys.executable)}")
     with tempfile.TemporaryDirectory(prefix="kindgi-bench-") as tmp:
         folder = Path(tmp)
+        if args.installed:
+            install_distribution(folder)
         guardrails, traces, docs = write_inputs(folder, args.traces)
         print(f"{args.traces} traces ({traces.stat().st_size / 1e6:.1f} MB JSONL) x {len(guardrails)} guardrails")
         against_promptfoo(args, folder, guardrails, traces, docs)

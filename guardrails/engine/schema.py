@@ -19,8 +19,10 @@ built in Python by OTLP ingestion may hold a NaN or a tuple) leave it False.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from datetime import datetime
@@ -120,10 +122,53 @@ class CompiledSchema:
 
     def _detailed_validator(self) -> Any:
         if self._detailed is None:
-            # Imported here: it costs more than a second, and only invalid documents need it.
-            validator_class = importlib.import_module("jsonschema").Draft202012Validator
-            self._detailed = validator_class(self.schema, format_checker=validator_class.FORMAT_CHECKER)
+            # Imported here, and only invalid documents need it.
+            validator_class = _jsonschema().Draft202012Validator
+            self._detailed = validator_class(self.schema, format_checker=_format_checker())
         return self._detailed
+
+
+def _jsonschema() -> Any:
+    """jsonschema, imported without rfc3987_syntax where that is installed (jsonschema's
+    format-nongpl extra brings it): its import builds a Lark grammar, 1.4 s on a quiet
+    machine and 3 s under load, paid by the first invalid document of a run. Its "iri"
+    formats are checked by _format_checker, which imports it when one is first checked."""
+    if "jsonschema" in sys.modules:
+        return sys.modules["jsonschema"]
+    blocked = "rfc3987_syntax" not in sys.modules
+    if blocked:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # (an import of it raises ImportError)
+    try:
+        return importlib.import_module("jsonschema")
+    finally:
+        if blocked:
+            del sys.modules["rfc3987_syntax"]
+
+
+@cache
+def _format_checker() -> Any:
+    """Draft 2020-12's format checker, with "iri" and "iri-reference" checked by
+    rfc3987_syntax, imported at their first check, when it is installed and jsonschema's
+    import did not check them already (as it does with the rfc3987 package)."""
+    jsonschema = _jsonschema()
+    checker = jsonschema.FormatChecker()
+    checker.checkers = dict(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
+    if importlib.util.find_spec("rfc3987_syntax") is None:
+        return checker
+    for name, rule in (("iri", "iri"), ("iri-reference", "iri_reference")):
+        if name not in checker.checkers:
+            checker.checks(name, raises=ValueError)(_iri_check(rule))
+    return checker
+
+
+def _iri_check(rule: str) -> Callable[[object], bool]:
+    def check(instance: object) -> bool:
+        if not isinstance(instance, str):
+            return True
+        is_valid_syntax = importlib.import_module("rfc3987_syntax").is_valid_syntax
+        return bool(is_valid_syntax(rule, instance))
+
+    return check
 
 
 def compile_schema(schema: object) -> CompiledSchema:

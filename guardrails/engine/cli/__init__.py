@@ -16,8 +16,10 @@ the server.
 This package imports only `arguments`; callers import the rest from its modules:
 `arguments` (parsers and entry points), `files` (reading guardrail and trace
 files), `environment` (the deployment from the environment), `validate`
-(validate_guardrail), `ci` (guardrail_ci), `batches` (evaluating trace files, `--jobs`) and
-`reports` (text, JSON and JUnit, streamed).
+(validate_guardrail), `ci` (guardrail_ci), `batches` (evaluating trace files, `--jobs`),
+`reports` (text, JSON and JUnit, streamed), `outcome` (what blocks, `--baseline`),
+`summary` (markdown and GitHub annotations), `remote_baseline` (`--baseline console`) and
+`console` (the console scripts of kindgi-guardrails, packages/guardrails, and `python -m`).
 
 llm-judge guardrails need judge models: `guardrail_ci --judge-models judges.json` reads a JSON
 array of registrations, the answer of `GET /api/v1/judge-models` saved as it is (id, provider,

@@ -15,7 +15,7 @@ from typing import Any
 
 from guardrails.engine.cli.writer import Writer
 
-FORMATS = ("text", "json", "junit")
+FORMATS = ("text", "json", "junit", "markdown")
 
 
 class UsageError(Exception):
@@ -75,12 +75,47 @@ def _jobs(text: str) -> int:
     return int(text)
 
 
+def _actions(text: str) -> list[str]:
+    actions = [action.strip() for action in text.split(",")]
+    if not all(actions) or len(actions) > 64:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of actions (halt,log-only,...)")
+    return actions
+
+
 def add_ci_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--guardrails", nargs="+", default=[], metavar="PATH")
     parser.add_argument("--console", metavar="URL", help="read the console's export (API key: KINDGI_API_KEY)")
     parser.add_argument("--traces", nargs="+", required=True, metavar="PATH")
-    parser.add_argument("--format", choices=FORMATS, default="text")
+    parser.add_argument(
+        "--format", choices=FORMATS, default="text", metavar="FORMAT", help="text (default), json, junit or markdown"
+    )
     parser.add_argument("--output", metavar="FILE", help="write the report here, not stdout")
+    parser.add_argument(
+        "--summary",
+        metavar="FILE",
+        help="append the markdown summary to FILE too, whatever the format (GitHub's $GITHUB_STEP_SUMMARY)",
+    )
+    parser.add_argument(
+        "--annotations", action="store_true", help="print a GitHub annotation (::error) for each failing trace shown"
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="REPORT",
+        help="a JSON report of the base branch, or `console`: the last run of the console (--console) of these "
+        "guardrails; the report adds their newly and no longer failing traces",
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=("any", "new"),
+        default="any",
+        help="block on any failure (default, as the contract says) or only on newly failing traces (needs --baseline)",
+    )
+    parser.add_argument(
+        "--block-on",
+        type=_actions,
+        metavar="ACTIONS",
+        help="the on-violation actions whose failures block, comma-separated (default: every action)",
+    )
     parser.add_argument(
         "--jobs",
         type=_jobs,
@@ -100,9 +135,11 @@ def add_ci_arguments(parser: argparse.ArgumentParser) -> None:
 Command = Callable[[argparse.Namespace, Writer, Writer], int]
 
 
-def run_validate_guardrail(argv: list[str], stdout: Writer, stderr: Writer) -> int:
+def run_validate_guardrail(
+    argv: list[str], stdout: Writer, stderr: Writer, prog: str = "manage.py validate_guardrail"
+) -> int:
     """`validate_guardrail PATH... [--format text|json]`."""
-    parser = _Parser(prog="manage.py validate_guardrail", description="Validate guardrail files.")
+    parser = _Parser(prog=prog, description="Validate guardrail files.")
     add_validate_arguments(parser)
     args = _parse(parser, argv, stderr)
     if args is None:
@@ -112,9 +149,9 @@ def run_validate_guardrail(argv: list[str], stdout: Writer, stderr: Writer) -> i
     return validate_guardrail(args, stdout, stderr)
 
 
-def run_guardrail_ci(argv: list[str], stdout: Writer, stderr: Writer) -> int:
+def run_guardrail_ci(argv: list[str], stdout: Writer, stderr: Writer, prog: str = "manage.py guardrail_ci") -> int:
     """`guardrail_ci --guardrails PATH... --traces PATH... [--format ...] [--output FILE]`."""
-    parser = _Parser(prog="manage.py guardrail_ci", description="Evaluate guardrails against trace files in mode ci.")
+    parser = _Parser(prog=prog, description="Evaluate guardrails against trace files in mode ci.")
     add_ci_arguments(parser)
     args = _parse(parser, argv, stderr)
     if args is None:

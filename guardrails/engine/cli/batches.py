@@ -53,8 +53,11 @@ class Evaluator:
         services: Mapping[str, Any],
         fmt: str,
         limits: tuple[int, int],
+        collect: bool = False,
     ) -> None:
         self.engine = engine
+        #: Each batch lists its fails and errors too (a summary, annotations, a baseline).
+        self.collect = collect
         self.guardrails = guardrails
         self.services = services
         self.fmt = fmt
@@ -78,7 +81,7 @@ class Evaluator:
         """Parse, validate, evaluate and render a batch of one file's entries."""
         renderer = self._renderer
         if renderer is None or renderer.path != path:  # one renderer for a file's batches
-            renderer = self._renderer = Renderer(self.guardrails, self.fmt, path)
+            renderer = self._renderer = Renderer(self.guardrails, self.fmt, path, self.collect)
         add, plans, plan_of, max_depth, validate = renderer.add, self._plans, self.plan, self.max_depth, self._validate
         bad_input: list[str] = []
         for line, raw, item in entries:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -32,6 +32,7 @@ from guardrails.engine.cli.environment import (
     write_pack_warnings,
 )
 from guardrails.engine.cli.files import BadInput, iter_entries, load_json_file
+from guardrails.engine.cli.outcome import Baseline, Outcome, load_baseline
 from guardrails.engine.cli.reports import Report
 from guardrails.engine.cli.validate import register_all
 from guardrails.engine.cli.writer import Writer
@@ -51,8 +52,15 @@ def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> in
     if evaluator is None:
         return 2
     try:
+        outcome = _outcome(args, evaluator.guardrails)
+    except BadInput as exc:
+        _close(evaluator.services)
+        stderr.write(f"{exc}\n")
+        return 2
+    evaluator.collect = _collects(args, outcome)
+    try:
         with _output(args, stdout) as out:
-            report = Report(evaluator.guardrails, args.format, out)
+            report = Report(evaluator.guardrails, args.format, out, outcome)
             try:
                 _evaluate_all(args.traces, evaluator, report, _jobs(args, evaluator, stderr))
                 report.seconds = time.perf_counter() - started
@@ -62,6 +70,38 @@ def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> in
     finally:
         _close(evaluator.services)
     return _conclude(args, report, evaluator.services, stdout, stderr)
+
+
+def _outcome(args: argparse.Namespace, guardrails: Sequence[Guardrail]) -> Outcome:
+    """What blocks and what the run is compared with (--block-on, --fail-on, --baseline)."""
+    fail_on = getattr(args, "fail_on", None) or "any"
+    path = getattr(args, "baseline", None)
+    if fail_on == "new" and not path:
+        raise BadInput("--fail-on new needs --baseline REPORT (the base branch's JSON report)")
+    baseline = _baseline(args, path, guardrails) if path else None
+    block_on = getattr(args, "block_on", None)
+    return Outcome(guardrails, baseline=baseline, block_on=block_on, fail_on=fail_on, console=args.console)
+
+
+def _baseline(args: argparse.Namespace, path: str, guardrails: Sequence[Guardrail]) -> Baseline:
+    """The baseline report's failing traces, or with `--baseline console` the console's."""
+    if path != "console":
+        return load_baseline(path)
+    if not args.console:
+        raise BadInput("--baseline console needs --console URL (a file named console: ./console)")
+    from guardrails.engine.cli.remote_baseline import console_baseline  # (httpx: only this run pays)
+
+    return console_baseline(args.console, [guardrail.id for guardrail in guardrails])
+
+
+def _collects(args: argparse.Namespace, outcome: Outcome) -> bool:
+    """Whether the run keeps its fails and errors: only what shows or compares them does."""
+    return bool(
+        args.format == "markdown"
+        or getattr(args, "summary", None)
+        or getattr(args, "annotations", False)
+        or outcome.baseline is not None
+    )
 
 
 def _evaluator(args: argparse.Namespace, stderr: Writer) -> Evaluator | None:
@@ -103,6 +143,12 @@ def _conclude(
     """Say where the report went, what the judge cost and what input was bad; the status."""
     if args.output:
         stdout.write(report.summary_line() + f"\nreport written to {args.output}\n")
+    if getattr(args, "summary", None):
+        _append_summary(args.summary, report)
+    if getattr(args, "annotations", False):
+        from guardrails.engine.cli.summary import github_annotations
+
+        stdout.write(github_annotations(report))
     if "judge" in services:
         stderr.write(judge_summary(services["judge"]))
     for message in report.bad_input:
@@ -110,6 +156,15 @@ def _conclude(
     if report.bad_input:
         return 2
     return 1 if report.blocks else 0
+
+
+def _append_summary(path: str, report: Report) -> None:
+    """The markdown summary appended to `path` (a job summary file other steps write too)."""
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(report.markdown())
+    except OSError as exc:
+        report.add_bad_input([f"{path}: cannot write the summary: {exc.strerror or exc}"])
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from typing import IO
 
 import orjson
 
+from guardrails.engine.cli.outcome import Failing, Outcome
 from guardrails.engine.cli.writer import Writer
 from guardrails.engine.evaluate import Verdict
 from guardrails.engine.types import Guardrail
@@ -47,6 +48,8 @@ class Batch:
     text: str = ""
     #: junit: per guardrail, its test cases.
     suites: list[str] = field(default_factory=list)
+    #: Each fail and error, when the run summarises or compares them (Renderer's `collect`).
+    failing: list[Failing] = field(default_factory=list)
 
 
 def new_counts(guardrails: Sequence[Guardrail]) -> list[dict[str, int]]:
@@ -97,9 +100,11 @@ class Renderer:
     file: `take` hands over what it rendered and starts the next batch.
     """
 
-    def __init__(self, guardrails: Sequence[Guardrail], fmt: str, path: str) -> None:
+    def __init__(self, guardrails: Sequence[Guardrail], fmt: str, path: str, collect: bool = False) -> None:
         self.fmt = fmt
         self.path = path
+        #: Keep each fail and error in the batch too (a markdown summary, annotations, a baseline).
+        self.collect = collect
         self.batch = Batch(counts=new_counts(guardrails))
         self._parts: list[str] = []
         self._cases: list[list[str]] = [[] for _ in guardrails]
@@ -119,12 +124,27 @@ class Renderer:
     def add(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
         """Count and render one trace's verdicts (one per guardrail, in order)."""
         self.batch.traces += 1
+        if self.collect:
+            self._collect(trace_id, line, verdicts)
         if self.fmt == "json":
             self._add_json(trace_id, line, verdicts)
         elif self.fmt == "junit":
             self._add_junit(trace_id, line, verdicts)
+        elif self.fmt == "markdown":
+            self._count(verdicts)  # (the summary shows what `collect` kept)
         else:
             self._add_text(trace_id, line, verdicts)
+
+    def _count(self, verdicts: list[Verdict]) -> None:
+        counts = self.batch.counts
+        for index, (status, _reason, _details) in enumerate(verdicts):
+            counts[index][status] += 1
+
+    def _collect(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
+        where = f"{self.path}:{line}"
+        for index, (status, reason, _details) in enumerate(verdicts):
+            if status == "fail" or status == "error":
+                self.batch.failing.append((index, trace_id, where, status, reason))
 
     def _add_text(self, trace_id: str, line: int, verdicts: list[Verdict]) -> None:
         counts = self.batch.counts
@@ -205,10 +225,12 @@ def _junit_outcome(guardrail: Guardrail, status: str, reason: str | None, where:
 class Report:
     """A CI run's report, written to `out` batch by batch: counts, bad input, the verdict."""
 
-    def __init__(self, guardrails: Sequence[Guardrail], fmt: str, out: Writer) -> None:
+    def __init__(self, guardrails: Sequence[Guardrail], fmt: str, out: Writer, outcome: Outcome | None = None) -> None:
         self.guardrails = guardrails
         self.fmt = fmt
         self.out = out
+        #: What blocks, the first failing traces and the comparison with a baseline.
+        self.outcome = outcome or Outcome(guardrails)
         self.counts = new_counts(guardrails)
         self.bad_input: list[str] = []
         self.more_bad_input = 0
@@ -232,8 +254,7 @@ class Report:
 
     @property
     def blocks(self) -> bool:
-        totals = self.totals
-        return totals["fail"] + totals["error"] > 0
+        return self.outcome.blocks(self.counts)
 
     def add_bad_input(self, messages: list[str]) -> None:
         """Keep the first MAX_BAD_INPUT messages; count the others."""
@@ -244,6 +265,8 @@ class Report:
     def add(self, batch: Batch) -> None:
         self.traces += batch.traces
         self.add_bad_input(batch.bad_input)
+        if batch.failing:
+            self.outcome.add(batch.failing)
         for mine, theirs in zip(self.counts, batch.counts, strict=True):
             for status, count in theirs.items():
                 mine[status] += count
@@ -275,21 +298,37 @@ class Report:
             self._write_json_results("")
             passed = not self.blocks and not self.bad_input
             errors = [{"message": message} for message in self.bad_input]
-            tail = {"errors": errors, "summary": self.totals, "passed": passed}
+            tail: dict[str, object] = {"errors": errors, "summary": self.totals, "passed": passed}
+            if self.outcome.baseline is not None:
+                tail["baseline"] = self.outcome.comparison_json()
             self.out.write("]," + _json(tail)[1:] + "\n")
         elif self.fmt == "junit":
             self._write_junit()
+        elif self.fmt == "markdown":
+            self.out.write(self.markdown())
         else:
-            self.out.write(self.summary_line() + "\n")
+            self.out.write("".join(self.outcome.comparison_text()) + self.summary_line() + "\n")
+
+    @property
+    def verdict(self) -> str:
+        """BAD INPUT (exit 2), BLOCKED (exit 1) or PASSED (exit 0)."""
+        if self.bad_input or self.more_bad_input:
+            return "BAD INPUT"
+        return "BLOCKED" if self.blocks else "PASSED"
 
     def summary_line(self) -> str:
         c = self.totals
-        verdict = "BLOCKED" if self.blocks else "PASSED"
         return (
-            f"{verdict}: {len(self.guardrails)} guardrails x {self.traces} traces: "
+            f"{self.verdict}: {len(self.guardrails)} guardrails x {self.traces} traces: "
             f"{c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['skipped']} skipped"
-            f" ({self.seconds:.2f}s)"
+            f"{self.outcome.comparison_counts()} ({self.seconds:.2f}s)"
         )
+
+    def markdown(self) -> str:
+        """The summary a pull request or a job summary shows (guardrails.engine.cli.summary)."""
+        from guardrails.engine.cli.summary import markdown
+
+        return markdown(self)
 
     def _write_junit(self) -> None:
         """JUnit XML: a testsuite per guardrail, a testcase per guardrail and trace."""
@@ -300,11 +339,14 @@ class Report:
             f'failures="{c["fail"]}" errors="{c["error"] + bad}" '
             f'skipped="{c["skipped"]}" time="{self.seconds:.3f}">\n'
         )
-        for guardrail, counts, spool in zip(self.guardrails, self.counts, self._spools, strict=True):
+        for index, (guardrail, counts, spool) in enumerate(
+            zip(self.guardrails, self.counts, self._spools, strict=True)
+        ):
             self.out.write(
                 f'  <testsuite name={_attr(guardrail.id)} tests="{sum(counts.values())}" '
                 f'failures="{counts["fail"]}" errors="{counts["error"]}" skipped="{counts["skipped"]}">\n'
             )
+            self.out.write(self._junit_properties(index))
             spool.seek(0)
             while chunk := spool.read(1 << 16):
                 self.out.write(chunk)
@@ -313,6 +355,18 @@ class Report:
         if self.bad_input:
             self.out.write("".join(_junit_bad_input(self.bad_input)))
         self.out.write("</testsuites>\n")
+
+    def _junit_properties(self, index: int) -> str:
+        """A testsuite's comparison with the baseline, as JUnit properties (none without one)."""
+        if self.outcome.baseline is None:
+            return ""
+        tally = self.outcome.tallies[index]
+        return (
+            "    <properties>\n"
+            f'      <property name="newly-failing" value="{tally.newly}"/>\n'
+            f'      <property name="no-longer-failing" value="{self.outcome.no_longer_failing(index)}"/>\n'
+            "    </properties>\n"
+        )
 
     def close(self) -> None:
         for spool in self._spools:
