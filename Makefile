@@ -62,29 +62,45 @@ proofs: install
 	$(PY) -c 'from guardrails.engine.proofs import write_proofs; write_proofs()'
 
 # The production install: the console's dependencies from a lock file with hashes, no dev
-# tools (requirements/production.txt, made from pyproject.toml by pip-compile), then the
-# console itself without dependencies, as a path to this checkout (the code that runs is the
-# checkout's: an upgrade is a `git pull` and `make install-production`). PROD_VENV is where.
+# tools (requirements/production.txt, made by pip-compile from requirements/production.in:
+# pyproject.toml's dependencies but the guardrail engine, which is in this checkout), then
+# the engine and the console without dependencies, as paths to this checkout (the code that
+# runs is the checkout's: an upgrade is a `git pull` and `make install-production`).
 PROD_VENV ?= .venv
 LOCK := requirements/production.txt
+LOCK_IN := requirements/production.in
 PIP_COMPILE = $(VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras --allow-unsafe \
   --no-emit-index-url --no-emit-find-links --no-emit-trusted-host
 
 install-production:
 	test -x $(PROD_VENV)/bin/python || $(PYTHON) -m venv $(PROD_VENV)
 	$(PROD_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
+	$(PROD_VENV)/bin/python -m pip install --quiet --no-deps -e ./packages/guardrails
 	$(PROD_VENV)/bin/python -m pip install --quiet --no-deps -e .
+
+# The lock's input: the console's dependencies, the engine's own distribution left out.
+define LOCK_INPUT
+import tomllib
+dependencies = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+print("# made by make lock from pyproject.toml's dependencies (the engine installs from packages/guardrails)")
+print("\n".join(d for d in dependencies if not d.startswith("kindgi-guardrails")))
+endef
+export LOCK_INPUT
 
 # After changing [project] dependencies in pyproject.toml: the lock keeps every pin it has
 # and pins what is new (`make lock UPGRADE=1` moves every pin to the newest allowed).
 lock: install
-	mkdir -p requirements
-	$(PIP_COMPILE) $(if $(UPGRADE),--upgrade) --output-file $(LOCK) pyproject.toml
+	$(PY) -c "$$LOCK_INPUT" > $(LOCK_IN)
+	$(PIP_COMPILE) $(if $(UPGRADE),--upgrade) --output-file $(LOCK) $(LOCK_IN)
 
 # CI: the lock is what pip-compile makes of pyproject.toml today, keeping its pins.
 lock-check: install
 	@tmp="$$(mktemp -d)"; cp $(LOCK) "$$tmp/production.txt"; \
-	  $(PIP_COMPILE) --output-file "$$tmp/production.txt" pyproject.toml; \
+	  $(PY) -c "$$LOCK_INPUT" > "$$tmp/production.in"; \
+	  if ! diff -u $(LOCK_IN) "$$tmp/production.in"; then \
+	    echo "$(LOCK_IN) is not what pyproject.toml asks for: run make lock"; rm -rf "$$tmp"; exit 1; fi; \
+	  $(PIP_COMPILE) --output-file "$$tmp/production.txt" $(LOCK_IN); \
 	  if ! diff -u -I '^#' $(LOCK) "$$tmp/production.txt"; then \
 	    echo "$(LOCK) is not what pyproject.toml asks for: run make lock"; rm -rf "$$tmp"; exit 1; fi; \
 	  rm -rf "$$tmp"
+
