@@ -14,10 +14,17 @@ from traces.models.traces import MODES, RunTrace
 
 
 class Violation(models.Model):
-    """A `fail` result, kept for review whatever its action.
+    """A finding: a guardrail revision failed a trace, kept for review whatever its action.
 
-    The trace's agent and flow and the guardrail's action and severity are copied here so
-    that violation history filters without joins.
+    One per (trace, revision) (`violation_per_trace_revision`): the same revision failing
+    the same trace again (another run, a re-evaluation, the runtime, another stage of the
+    turn) finds this violation and leaves it as it is, review and all; `result`,
+    `evaluation` and `mode` are of the result that found it first, and every later `fail`
+    result of the pair is linked to it by its trace and revision (a run's results list,
+    `GET violations?evaluation=`). A new
+    revision of the guardrail is a new finding. The trace's agent and flow and the
+    guardrail's action and severity are copied here so that violation history filters
+    without joins.
     """
 
     class State(models.TextChoices):
@@ -32,7 +39,10 @@ class Violation(models.Model):
     tenant = models.ForeignKey(
         Tenant, on_delete=models.PROTECT, related_name="violations", db_constraint=False, db_index=False
     )
-    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="violations", db_constraint=False)
+    # The trace's index is the unique key's (its first column).
+    trace = models.ForeignKey(
+        RunTrace, on_delete=models.CASCADE, related_name="violations", db_constraint=False, db_index=False
+    )
     result = models.OneToOneField(
         EvaluationResult, on_delete=models.CASCADE, related_name="violation", db_constraint=False
     )
@@ -73,6 +83,11 @@ class Violation(models.Model):
     objects = TenantScopedQuerySet.as_manager()
 
     class Meta:
+        constraints = [
+            # The writers insert ON CONFLICT DO NOTHING and count only what they inserted
+            # in the daily roll-up: a finding found again is neither stored nor counted twice.
+            models.UniqueConstraint(fields=["trace", "revision"], name="violation_per_trace_revision")
+        ]
         indexes = [
             models.Index(fields=["tenant", "-created_at", "-id"], name="violation_tenant_time"),
             models.Index(fields=["tenant", "state", "-created_at"], name="violation_tenant_state"),
