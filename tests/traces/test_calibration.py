@@ -118,3 +118,67 @@ def test_another_tenant_sees_no_sample_and_labels_nothing(
     assert api(charlie_key).get("/api/v1/guardrails/no-refund-promises/quality").status_code == 404
     assert outsider.post("/guardrails/no-refund-promises/calibrate/", {"size": "4"}).status_code == 404
     assert CalibrationSample.objects.count() == 1
+
+
+def zero_llm_with_verdicts(acme: Any, guardrail: Guardrail, fails: int, passes: int) -> None:
+    """Stored results of the zero-llm guardrail's current revision: `fails` fails, then passes."""
+    revision = guardrail.revisions.get()
+    EvaluationResult.objects.bulk_create(
+        [
+            EvaluationResult(
+                tenant=acme,
+                trace=trace,
+                guardrail=guardrail,
+                revision=revision,
+                mode="runtime",
+                status="fail" if n < fails else "pass",
+                reason="called issue_refund" if n < fails else "",
+            )
+            for n, trace in enumerate(store_traces(acme, fails + passes))
+        ]
+    )
+
+
+def test_a_zero_llm_guardrail_is_calibrated_with_precision_and_recall_weighed_by_strata(
+    bob: Any, api: Any, acme: Any, acme_key: str, halt_guardrail: Guardrail
+) -> None:
+    zero_llm_with_verdicts(acme, halt_guardrail, fails=40, passes=160)
+    client = signed_in(bob)
+    client.post("/guardrails/no-refunds/calibrate/", {"size": "20"})
+    sample = CalibrationSample.objects.get()
+    assert (sample.fails_total, sample.passes_total, sample.judge_model) == (40, 160, "")
+    page = client.get(f"/calibrations/{sample.pk}/").content.decode()
+    assert 'data-shortcut="p"' in page and 'data-shortcut="f"' in page and "called issue_refund" not in page
+    fails = list(sample.items.filter(judge_status="fail").order_by("pk"))
+    passes = list(sample.items.filter(judge_status="pass").order_by("pk"))
+    assert (len(fails), len(passes)) == (10, 10)
+    # People agree with 8 of its 10 fails, and fail 1 of its 10 passes.
+    people = {item.pk: "fail" for item in fails[:8] + passes[:1]}
+    for item in fails + passes:
+        client.post(f"/calibrations/{sample.pk}/", {"item": item.pk, "label": people.get(item.pk, "pass")})
+
+    body = api(acme_key).get("/api/v1/guardrails/no-refunds/quality").json()
+    agreement = body["calibration"]["agreement"]
+    assert agreement["precision"]["value"] == 0.8
+    low, high = agreement["precision"]["interval"]
+    assert low < 0.8 < high
+    # Recall weighs each stratum as it weighs in the traces: 40 x 0.8 found, 160 x 0.1 missed.
+    assert agreement["recall"]["value"] == round(32 / (32 + 16), 4)
+    low, high = agreement["recall"]["interval"]
+    assert low < 32 / 48 < high
+    assert (agreement["labelled"], agreement["agreed"]) == (20, 17)
+    assert body["calibration"]["drawnFrom"] == {"fails": 40, "passes": 160}
+    html = client.get("/guardrails/no-refunds/").content.decode()
+    assert "data-calibrated-recall" in html and "67%" in html
+
+
+def test_a_sample_drawn_before_strata_were_kept_reads_its_own_proportions(acme: Any, judged: Guardrail) -> None:
+    from traces.review.calibration import agreement, create_sample
+
+    sample = create_sample(acme, judged, 4, "bob")
+    CalibrationSample.objects.filter(pk=sample.pk).update(fails_total=0, passes_total=0)
+    sample.refresh_from_db()
+    for item in sample.items.all():
+        CalibrationItem.objects.filter(pk=item.pk).update(label="fail")
+    figures = agreement(sample).as_dict()
+    assert figures["precision"]["value"] == 1.0 and figures["recall"]["value"] == 0.5

@@ -165,11 +165,14 @@ class ViolationDay(models.Model):
 
 
 class CalibrationSample(models.Model):
-    """Traces drawn from an llm-judge guardrail's recent verdicts for people to label.
+    """Traces drawn from a guardrail's recent verdicts (of any kind) for people to label.
 
     Stratified: about half from its `fail` results and half from its `pass` results of
-    `revision` (the judge being calibrated); `judge_model` names the model that judged them
-    (the most common one), so that figures are known to be of that judge only.
+    `revision` (the one being calibrated); `fails_total` and `passes_total` are how many of
+    each there were to draw from, so that recall weighs each stratum as it weighs in the
+    traces (0 in samples drawn before they were kept: the sample's own proportions). For an
+    llm-judge, `judge_model` names the model that judged them (the most common one), so
+    that figures are known to be of that judge only.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
@@ -177,6 +180,8 @@ class CalibrationSample(models.Model):
     revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
     judge_model = models.CharField(max_length=200, blank=True)
     size = models.PositiveIntegerField()
+    fails_total = models.PositiveIntegerField(default=0, help_text="the revision's recent fails drawn from")
+    passes_total = models.PositiveIntegerField(default=0, help_text="the revision's recent passes drawn from")
     created_by_label = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 

@@ -1,12 +1,21 @@
-"""Calibrating an llm-judge against people: a stratified sample, labels, and agreement.
+"""Calibrating a guardrail against people: a stratified sample, labels, and agreement.
 
 A reviewer asks for N traces drawn at random from the guardrail's recent pass and fail
-results of its current revision (half each, as far as there are), labels each pass or fail
-without seeing the judge's verdict, and then reads the agreement: accuracy, Cohen's kappa,
-the judge's false-positive rate (it failed what people passed) and false-negative rate (it
-passed what people failed), each rate with its 95% Wilson interval, and the disagreeing
-traces. Cohen's kappa for two raters and two labels is the textbook formula (Cohen 1960):
-(observed - expected agreement) / (1 - expected).
+results of its current revision (half each, as far as there are), for any guardrail (an
+llm-judge, a zero-llm check), labels each pass or fail without seeing the guardrail's
+verdict, and then reads the agreement: accuracy, Cohen's kappa, the false-positive rate (it
+failed what people passed) and false-negative rate (it passed what people failed), each
+rate with its 95% Wilson interval, and the disagreeing traces; and how good the guardrail
+is: precision (of what it fails, the share people fail too) and recall (of what people
+fail, the share it fails). Cohen's kappa for two raters and two labels is the textbook
+formula (Cohen 1960): (observed - expected agreement) / (1 - expected).
+
+The sample over-draws fails (half of it, where a guardrail fails a few traces in a hundred),
+so recall is not the sample's own proportion: it is estimated per stratum, as for a
+stratified sample (Cochran 1977, ch. 5), precision p from the labelled fails and the miss
+rate q from the labelled passes, and the strata weighed by how many fails F and passes P
+there were to draw from: recall = F·p / (F·p + P·q). Its interval puts each stratum's Wilson
+bounds where they move recall most (the low end: p low, q high), which is conservative.
 """
 
 from __future__ import annotations
@@ -34,14 +43,13 @@ RECENT_DAYS = 30
 
 def create_sample(tenant: Tenant, guardrail: Guardrail, size: object, label: str) -> CalibrationSample:
     """Draw a sample of `size` traces (RunRequestError naming the field when it cannot be)."""
-    if guardrail.kind != JUDGE_KIND:
-        raise RunRequestError([Issue("/guardrail", "only an llm-judge guardrail is calibrated")])
     if not isinstance(size, int) or isinstance(size, bool) or not 2 <= size <= MAX_SIZE:
         raise RunRequestError([Issue("/size", f"size is an integer from 2 to {MAX_SIZE}")])
     revision = GuardrailRevision.objects.get(guardrail=guardrail, number=F("guardrail__revision"))
     recent = EvaluationResult.objects.filter(
         tenant=tenant, revision=revision, created_at__gte=timezone.now() - timedelta(days=RECENT_DAYS)
     )
+    fails_total, passes_total = recent.filter(status="fail").count(), recent.filter(status="pass").count()
     fails = list(recent.filter(status="fail").order_by("?")[: size // 2])
     passes = list(recent.filter(status="pass").order_by("?")[: size - len(fails)])
     drawn = _unique_traces(fails + passes)
@@ -62,8 +70,10 @@ def create_sample(tenant: Tenant, guardrail: Guardrail, size: object, label: str
             guardrail=guardrail,
             revision=revision,
             size=len(drawn),
+            fails_total=fails_total,
+            passes_total=passes_total,
             created_by_label=label,
-            judge_model=models.most_common(1)[0][0] if models else "",
+            judge_model=models.most_common(1)[0][0] if models and guardrail.kind == JUDGE_KIND else "",
         )
         CalibrationItem.objects.bulk_create(
             [
@@ -105,6 +115,8 @@ class Agreement:
     false_negatives: int
     people_failed: int
     disagreements: list[dict[str, Any]]
+    #: (fails drawn from, passes drawn from): the strata's weights for recall.
+    strata: tuple[int, int] = (0, 0)
 
     @property
     def accuracy(self) -> float | None:
@@ -128,8 +140,56 @@ class Agreement:
             "kappa": None if self.kappa is None else round(self.kappa, 4),
             "falsePositiveRate": rate(self.false_positives, self.people_passed),
             "falseNegativeRate": rate(self.false_negatives, self.people_failed),
+            "precision": _estimate(self.precision()),
+            "recall": _estimate(self.recall()),
             "disagreements": self.disagreements,
         }
+
+    @property
+    def guardrail_fails(self) -> int:
+        """Labelled items the guardrail failed: true positives and false positives."""
+        return self.people_failed - self.false_negatives + self.false_positives
+
+    @property
+    def guardrail_passes(self) -> int:
+        return self.labelled - self.guardrail_fails
+
+    def precision(self) -> tuple[float, tuple[float, float] | None] | None:
+        """Of the labelled fails, the share people failed too, with its Wilson interval."""
+        true_positives = self.guardrail_fails - self.false_positives
+        if not self.guardrail_fails:
+            return None
+        return true_positives / self.guardrail_fails, wilson(true_positives, self.guardrail_fails)
+
+    def recall(self) -> tuple[float, tuple[float, float] | None] | None:
+        """Of what people fail, the share the guardrail fails, the strata weighed by their
+        sizes (see the module's docstring); None without labelled items in both strata."""
+        precision = self.precision()
+        if precision is None or not self.guardrail_passes:
+            return None
+        missed = (self.false_negatives / self.guardrail_passes, wilson(self.false_negatives, self.guardrail_passes))
+        fails, passes = self.strata if all(self.strata) else (self.guardrail_fails, self.guardrail_passes)
+        value = _recall(fails * precision[0], passes * missed[0])
+        if value is None:
+            return None
+        assert precision[1] is not None and missed[1] is not None
+        low = _recall(fails * precision[1][0], passes * missed[1][1])
+        high = _recall(fails * precision[1][1], passes * missed[1][0])
+        return value, None if low is None or high is None else (low, high)
+
+
+def _recall(found: float, missed: float) -> float | None:
+    return None if found + missed <= 0 else found / (found + missed)
+
+
+def _estimate(figure: tuple[float, tuple[float, float] | None] | None) -> dict[str, Any]:
+    if figure is None:
+        return {"value": None, "interval": None}
+    value, interval = figure
+    return {
+        "value": round(value, 4),
+        "interval": None if interval is None else [round(interval[0], 4), round(interval[1], 4)],
+    }
 
 
 def cohen_kappa(pairs: list[tuple[str, str]]) -> float | None:
@@ -166,6 +226,7 @@ def agreement(sample: CalibrationSample) -> Agreement:
             for i in items
             if i.judge_status != i.label
         ],
+        strata=(sample.fails_total, sample.passes_total),
     )
 
 
@@ -176,7 +237,9 @@ def sample_as_dict(sample: CalibrationSample) -> dict[str, Any]:
         "guardrail": sample.guardrail.guardrail_id,
         "revision": sample.revision.number,
         "judgeModel": sample.judge_model,
+        "kind": sample.guardrail.kind,
         "size": sample.size,
+        "drawnFrom": {"fails": sample.fails_total, "passes": sample.passes_total},
         "createdAt": sample.created_at.isoformat(),
         "currentRevision": current,
         "stale": current != sample.revision.number,

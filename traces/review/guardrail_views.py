@@ -183,7 +183,7 @@ class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
         )
         return {
             **super().get_context_data(**kwargs),
-            "calibration": latest_calibration(self.request, guardrail) if guardrail.kind == "llm-judge" else None,
+            "calibration": latest_calibration(self.request, guardrail),
             "can_label": can_label(self.request),
             "shadow_stats": shadow_stats,
             "stage_choices": [(stage, stage in guardrail_stages(guardrail)) for stage in STAGES],
