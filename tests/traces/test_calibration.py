@@ -113,7 +113,7 @@ def test_another_tenant_sees_no_sample_and_labels_nothing(
     assert outsider.get(f"/calibrations/{sample.pk}/").status_code == 404
     assert outsider.post(f"/calibrations/{sample.pk}/", {"item": item.pk, "label": "pass"}).status_code == 404
     item.refresh_from_db()
-    assert item.label == ""
+    assert item.label == "" and not item.labels.exists()
     # acme's judge is acme's: globex neither reads its quality nor draws a sample of it
     assert api(charlie_key).get("/api/v1/guardrails/no-refund-promises/quality").status_code == 404
     assert outsider.post("/guardrails/no-refund-promises/calibrate/", {"size": "4"}).status_code == 404
@@ -182,3 +182,53 @@ def test_a_sample_drawn_before_strata_were_kept_reads_its_own_proportions(acme: 
         CalibrationItem.objects.filter(pk=item.pk).update(label="fail")
     figures = agreement(sample).as_dict()
     assert figures["precision"]["value"] == 1.0 and figures["recall"]["value"] == 0.5
+
+
+def test_two_reviewers_label_the_same_sample_and_their_agreement_shows(
+    bob: Any, api: Any, acme: Any, acme_key: str, halt_guardrail: Guardrail
+) -> None:
+    from tests.conftest import member
+    from traces.models import CalibrationLabel
+
+    erin = member("erin", acme, "reviewer")
+    zero_llm_with_verdicts(acme, halt_guardrail, fails=10, passes=10)
+    first, second = signed_in(bob), signed_in(erin)
+    first.post("/guardrails/no-refunds/calibrate/", {"size": "8"})
+    sample = CalibrationSample.objects.get()
+    items = list(sample.items.order_by("pk"))
+    bob_says = ["fail", "fail", "pass", "pass", "fail", "pass", "fail", "pass"]
+    erin_says = ["fail", "pass", "pass", "pass", "fail", "fail", "fail", "pass"]
+    for who, says in ((first, bob_says), (second, erin_says)):
+        for item, label in zip(items, says, strict=True):
+            assert f'value="{item.pk}"' in who.get(f"/calibrations/{sample.pk}/").content.decode()  # their own queue
+            who.post(f"/calibrations/{sample.pk}/", {"item": item.pk, "label": label})
+        assert who.get(f"/calibrations/{sample.pk}/")["Location"].endswith("#calibration")
+    assert CalibrationLabel.objects.count() == 16
+    assert list(sample.items.order_by("pk").values_list("label", flat=True)) == bob_says  # the first labels stand
+
+    people = api(acme_key).get("/api/v1/guardrails/no-refunds/quality").json()["calibration"]["people"]
+    pairs = list(zip(bob_says, erin_says, strict=True))
+    assert people["reviewers"] == ["bob", "erin"]
+    assert (people["compared"], people["agreed"]) == (8, 6)
+    kappa = cohen_kappa(pairs)
+    assert kappa is not None and people["kappa"] == round(kappa, 4)
+    assert sorted(d["trace"] for d in people["disagreements"]) == sorted(items[n].trace.trace_id for n in (1, 5))
+    assert people["disagreements"][0]["labels"] == {"bob": "fail", "erin": "pass"}
+    html = first.get("/guardrails/no-refunds/").content.decode()
+    assert "data-people-kappa" in html and "Between people" in html
+
+
+def test_a_reviewer_relabelling_replaces_their_own_label_only(bob: Any, acme: Any, halt_guardrail: Guardrail) -> None:
+    from traces.review.calibration import create_sample, label_item
+
+    zero_llm_with_verdicts(acme, halt_guardrail, fails=2, passes=2)
+    sample = create_sample(acme, halt_guardrail, 4, "bob")
+    item = sample.items.order_by("pk")[0]
+    label_item(item, "fail", "bob")
+    label_item(item, "pass", "erin")
+    label_item(item, "pass", "bob")
+    item.refresh_from_db()
+    assert item.label == "pass" and sorted(item.labels.values_list("labeller", "label")) == [
+        ("bob", "pass"),
+        ("erin", "pass"),
+    ]

@@ -12,6 +12,7 @@ it in a process of its own, and then checks:
   the test adds one more per tenant: a reviewed finding found again, open) has one, the
   reviewed one (the one reviewed last, else the first found), with every review of the finding;
 - the violations' daily roll-up equals the violations it counts;
+- each labelled calibration item's label is its labeller's;
 - the schema it ends with is exactly that of a database migrated from empty (the test database).
 
 Releases whose migrations are those of an earlier one made no schema change: `migrate` applies
@@ -207,6 +208,21 @@ def add_found_again(database: Database) -> None:
         )
 
 
+def labelled_items(database: Database) -> int:
+    """The release's labelled calibration items (none before calibration existed)."""
+    try:
+        return int(database.rows("SELECT count(*) FROM traces_calibrationitem WHERE label <> ''")[0][0])
+    except (psycopg.Error, sqlite3.Error):
+        return 0
+
+
+# Each labelled item's label, copied as its labeller's by 0028_calibration_labels_per_person.
+LABELS_AFTER = (
+    "SELECT count(*) FROM traces_calibrationlabel l JOIN traces_calibrationitem i ON i.id = l.item_id "
+    "WHERE l.label = i.label AND l.tenant_id = i.tenant_id"
+)
+
+
 def figures_before(database: Database) -> dict[str, Any]:
     """What the release stored, per tenant, in the shape read_back.py prints."""
     tenants: dict[str, dict[str, Any]] = {}
@@ -307,11 +323,13 @@ def test_a_release_database_upgrades_with_nothing_lost(restored: Database, scrat
     assert before["acme"]["reviewed"] and before["acme"]["ledger"]
     reviews, duplicated = restored.rows(FINDINGS)[0]
     assert duplicated > 2  # the releases' runs stored findings again, and add_found_again did
+    labelled = labelled_items(restored)
 
     console(restored, scratch, "manage.py", "migrate", "--noinput")
     after = normalised_cost(json.loads(console(restored, scratch, "tests/upgrade/read_back.py")))
     assert after == before
     assert restored.rows(FINDINGS)[0] == (reviews, 0)  # one violation per finding, no review lost
+    assert restored.rows(LABELS_AFTER)[0][0] == labelled  # each label kept as its labeller's
 
     violations, rolled_up, reviewed, rolled_up_reviewed = restored.rows(ROLLUP)[0]
     assert (rolled_up, rolled_up_reviewed) == (violations, reviewed)

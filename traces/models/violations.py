@@ -217,3 +217,27 @@ class CalibrationItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id}: judge {self.judge_status}, people {self.label or '-'}"
+
+
+class CalibrationLabel(models.Model):
+    """One person's label of one trace of a calibration sample.
+
+    Several reviewers may label the same sample, each once per trace (`labeller` is the
+    person's user name, or an API key's label): agreement between people is read from
+    here. The item's own `label` is its first label, the people's verdict that the
+    guardrail is measured against.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    item = models.ForeignKey(CalibrationItem, on_delete=models.CASCADE, related_name="labels")
+    labeller = models.CharField(max_length=200)
+    label = models.CharField(max_length=10, choices=CalibrationItem.Label.choices)
+    labelled_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item", "labeller"], name="calibration_label_once")]
+
+    def __str__(self) -> str:
+        return f"{self.labeller}: {self.label} ({self.item_id})"

@@ -5,10 +5,11 @@ results of its current revision (half each, as far as there are), for any guardr
 llm-judge, a zero-llm check), labels each pass or fail without seeing the guardrail's
 verdict, and then reads the agreement: accuracy, Cohen's kappa, the false-positive rate (it
 failed what people passed) and false-negative rate (it passed what people failed), each
-rate with its 95% Wilson interval, and the disagreeing traces; and how good the guardrail
-is: precision (of what it fails, the share people fail too) and recall (of what people
-fail, the share it fails). Cohen's kappa for two raters and two labels is the textbook
-formula (Cohen 1960): (observed - expected agreement) / (1 - expected).
+rate with its 95% Wilson interval, and the disagreeing traces (and, when several
+reviewers label it, their agreement with each other: Cohen's kappa between people and the
+traces they disagree on); and how good the guardrail is: precision (of what it fails, the
+share people fail too) and recall (of what people fail, the share it fails). Cohen's kappa
+for two raters and two labels is the textbook formula (Cohen 1960): (observed - expected agreement) / (1 - expected).
 
 The sample over-draws fails (half of it, where a guardrail fails a few traces in a hundred),
 so recall is not the sample's own proportion: it is estimated per stratum, as for a
@@ -26,14 +27,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail, GuardrailRevision
 from kindgi_console.tenancy.models import Tenant
-from traces.models import CalibrationItem, CalibrationSample, EvaluationResult
+from traces.models import CalibrationItem, CalibrationLabel, CalibrationSample, EvaluationResult
 from traces.review.quality import wilson
 from traces.runs.evaluations import RunRequestError
 
@@ -97,10 +98,53 @@ def _unique_traces(results: list[EvaluationResult]) -> list[EvaluationResult]:
 
 
 def label_item(item: CalibrationItem, label: object, who: str) -> None:
+    """`who`'s label of the item, given once per person (again: it replaces theirs). The
+    item's own label is its first labeller's, the people's verdict the guardrail is measured
+    against; the others' measure agreement between people."""
     if label not in ("pass", "fail"):
         raise RunRequestError([Issue("/label", "label is pass or fail")])
-    item.label, item.labelled_by_label, item.labelled_at = str(label), who, timezone.now()
-    item.save(update_fields=["label", "labelled_by_label", "labelled_at"])
+    now = timezone.now()
+    with transaction.atomic():
+        CalibrationLabel.objects.update_or_create(
+            item=item, labeller=who, defaults={"tenant_id": item.tenant_id, "label": str(label), "labelled_at": now}
+        )
+        if not item.label or item.labelled_by_label == who:
+            item.label, item.labelled_by_label, item.labelled_at = str(label), who, now
+            item.save(update_fields=["label", "labelled_by_label", "labelled_at"])
+
+
+def left_for(sample: CalibrationSample, who: str) -> QuerySet[CalibrationItem]:
+    """The sample's items `who` has not labelled, in the queue's order."""
+    return sample.items.exclude(labels__labeller=who).order_by("pk")
+
+
+def people_agreement(sample: CalibrationSample) -> dict[str, Any]:
+    """Agreement between the people who labelled the sample: Cohen's kappa over the items
+    two of them labelled (the first two labels of each), and the items they disagree on."""
+    labels: dict[int, list[CalibrationLabel]] = {}
+    for one in CalibrationLabel.objects.filter(item__sample=sample).select_related("item__trace").order_by("pk"):
+        labels.setdefault(one.item_id, []).append(one)
+    pairs = [(given[0].label, given[1].label) for given in labels.values() if len(given) > 1]
+    agreed = sum(a == b for a, b in pairs)
+    interval = wilson(agreed, len(pairs))
+    kappa = cohen_kappa(pairs)
+    return {
+        "reviewers": sorted({one.labeller for given in labels.values() for one in given}),
+        "compared": len(pairs),
+        "agreed": agreed,
+        "agreement": None if not pairs else round(agreed / len(pairs), 4),
+        "agreementInterval": None if interval is None else [round(interval[0], 4), round(interval[1], 4)],
+        "kappa": None if kappa is None else round(kappa, 4),
+        "disagreements": [
+            {
+                "trace": given[0].item.trace.trace_id,
+                "traceUrl": f"/traces/{given[0].item.trace_id}/",
+                "labels": {one.labeller: one.label for one in given},
+            }
+            for given in labels.values()
+            if len({one.label for one in given}) > 1
+        ],
+    }
 
 
 @dataclass(frozen=True)
@@ -244,4 +288,5 @@ def sample_as_dict(sample: CalibrationSample) -> dict[str, Any]:
         "currentRevision": current,
         "stale": current != sample.revision.number,
         "agreement": agreement(sample).as_dict(),
+        "people": people_agreement(sample),
     }

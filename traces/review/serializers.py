@@ -130,7 +130,9 @@ QUALITY_RESPONSE = OpenApiResponse(
                 "people's labels of a sample stratified over its passes and fails): `agreement` has "
                 "precision and recall (recall weighs the strata by `drawnFrom`), accuracy, Cohen's "
                 "kappa, false-positive and false-negative rates, with 95% intervals, and the "
-                "disagreeing traces; `stale` when the guardrail has a newer revision.",
+                "disagreeing traces; `people`: agreement between the reviewers who labelled it (Cohen's "
+                "kappa over the traces two of them labelled, with the traces they disagree on); `stale` "
+                "when the guardrail has a newer revision.",
             },
         },
     }
