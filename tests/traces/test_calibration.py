@@ -120,9 +120,11 @@ def test_another_tenant_sees_no_sample_and_labels_nothing(
     assert CalibrationSample.objects.count() == 1
 
 
-def zero_llm_with_verdicts(acme: Any, guardrail: Guardrail, fails: int, passes: int) -> None:
-    """Stored results of the zero-llm guardrail's current revision: `fails` fails, then passes."""
+def zero_llm_with_verdicts(acme: Any, guardrail: Guardrail, fails: int, passes: int, traces: Any = None) -> None:
+    """Stored results of the zero-llm guardrail's current revision: `fails` fails, then
+    passes, over new traces (or the first of `traces`)."""
     revision = guardrail.revisions.get()
+    traces = store_traces(acme, fails + passes) if traces is None else list(traces)[: fails + passes]
     EvaluationResult.objects.bulk_create(
         [
             EvaluationResult(
@@ -134,7 +136,7 @@ def zero_llm_with_verdicts(acme: Any, guardrail: Guardrail, fails: int, passes: 
                 status="fail" if n < fails else "pass",
                 reason="called issue_refund" if n < fails else "",
             )
-            for n, trace in enumerate(store_traces(acme, fails + passes))
+            for n, trace in enumerate(traces)
         ]
     )
 
@@ -232,3 +234,24 @@ def test_a_reviewer_relabelling_replaces_their_own_label_only(bob: Any, acme: An
         ("bob", "pass"),
         ("erin", "pass"),
     ]
+
+
+def test_the_guardrail_list_sorts_by_calibrated_recall_worst_first(
+    bob: Any, charlie: Any, acme: Any, halt_guardrail: Guardrail, judged: Guardrail
+) -> None:
+    from traces.models import RunTrace
+    from traces.review.calibration import create_sample, label_item
+
+    zero_llm_with_verdicts(acme, halt_guardrail, fails=4, passes=4, traces=RunTrace.objects.order_by("pk"))
+    for guardrail, missed in ((halt_guardrail, 2), (judged, 0)):
+        sample = create_sample(acme, guardrail, 8, "bob")
+        passes = list(sample.items.filter(judge_status="pass").order_by("pk"))
+        for item in sample.items.order_by("pk"):
+            people = "fail" if item.judge_status == "fail" or item in passes[:missed] else "pass"
+            label_item(item, people, "bob")
+    page = signed_in(bob).get("/guardrails/?sort=recall").content.decode()
+    order = [page.index(f'href="/guardrails/{name}/"') for name in ("no-refunds", "no-refund-promises")]
+    assert order == sorted(order)  # no-refunds passed 2 traces people fail: worst recall first
+    assert "67%" in page and "100%" in page and "data-recall" in page  # 4 found, 4 x 0.5 missed
+    # charlie reads globex's samples only: acme's guardrails are not calibrated there
+    assert "not calibrated" in signed_in(charlie).get("/guardrails/?sort=recall").content.decode()
