@@ -120,11 +120,10 @@ def test_a_reviewer_calibrates_a_judge_with_the_keyboard(page: Any, sign_in: Any
         page.get_by_text(f"trace {n + 1} of 10").wait_for()
         assert "judge says" not in page.content()  # the judge's verdict stays hidden
         expect(page.get_by_role("button", name="Pass")).to_be_focused()  # autofocus, once rendered
-        if n % 4 == 3:
-            page.keyboard.press("Tab")  # from Pass (focused) to Fail
-        page.keyboard.press("Enter")
+        page.keyboard.press("f" if n % 4 == 3 else "p")  # single keys, as in the review queue
     page.wait_for_url("**/guardrails/no-refund-promises/**")
     page.locator("[data-agreement]").wait_for()
     assert page.locator("[data-accuracy]").inner_text().endswith("%")
+    assert page.locator("[data-calibrated-precision]").inner_text().endswith("%")
     screenshot(page, "judge-agreement")
     assert page.script_errors == []

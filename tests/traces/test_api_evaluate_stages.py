@@ -8,7 +8,7 @@ import pytest
 
 from guardrails.services import Author, save_guardrail
 from tests.conftest import make_guardrail, make_trace, member
-from traces.models import EvaluationResult, RunTrace, Violation
+from traces.models import EvaluationResult, RunTrace, Violation, ViolationDay
 
 URL = "/api/v1/evaluate"
 LOOKUP = {"id": "c1", "name": "lookup_order", "arguments": {"order": "1234"}}
@@ -108,9 +108,11 @@ def test_a_turn_checked_at_input_tool_calls_and_output_is_one_trace_with_results
         ("tool-call", 0, "no-refunds", "pass"),
         ("tool-call", 1, "no-refunds", "fail"),
     ]
-    # What the tool-call stage found stays found; nothing of the input stage fails.
+    # What the tool-call stage found stays found, and the output stage finding it again is
+    # the same finding (one trace, one revision): one violation. Nothing of the input stage fails.
     found = sorted(Violation.objects.values_list("result__stage", "guardrail__guardrail_id"))
-    assert found == [("output", "no-refunds"), ("tool-call", "no-refunds")]
+    assert found == [("tool-call", "no-refunds")]
+    assert sum(ViolationDay.objects.values_list("count", flat=True)) == 1
     # The trace's API answer says at which stage each result was found.
     served = client.get("/api/v1/traces/turn-1").json()["results"]
     assert sorted((r["stage"], r["step"], r["guardrail"], r["status"]) for r in served) == stages

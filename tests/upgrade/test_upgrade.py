@@ -8,7 +8,11 @@ it in a process of its own, and then checks:
 - nothing is lost: the traces, violations by review state, reviews, runs with their progress, the
   judge ledger's calls and cost, and the guardrails that the REST API serves (tests/upgrade/
   read_back.py, in a process of its own) equal what the release stored;
+- a finding (trace, revision) that the release stored several violations of (its runs did, and
+  the test adds one more per tenant: a reviewed finding found again, open) has one, the
+  reviewed one (the one reviewed last, else the first found), with every review of the finding;
 - the violations' daily roll-up equals the violations it counts;
+- each labelled calibration item's label is its labeller's;
 - the schema it ends with is exactly that of a database migrated from empty (the test database).
 
 Releases whose migrations are those of an earlier one made no schema change: `migrate` applies
@@ -50,20 +54,32 @@ RELEASES = {
 }
 DATABASES = sorted(set(RELEASES.values()), key=list(RELEASES).index)
 
+# The violation each finding (trace, revision) keeps: the reviewed one, the one reviewed last,
+# the first found (0026_one_violation_per_finding merges the others into it).
+KEPT = (
+    "SELECT * FROM (SELECT k.*, row_number() OVER (PARTITION BY trace_id, revision_id ORDER BY "
+    "CASE WHEN state <> 'open' THEN 0 ELSE 1 END, CASE WHEN reviewed_at IS NULL THEN 1 ELSE 0 END, "
+    "reviewed_at DESC, id) AS rank FROM traces_violation k) ranked WHERE rank = 1"
+)
 # The figures read straight from the release's tables, per tenant, in the API's terms.
 BEFORE = {
     "traces": "SELECT t.slug, count(*) FROM traces_runtrace r JOIN tenancy_tenant t ON t.id = r.tenant_id GROUP BY 1",
-    "violations": "SELECT t.slug, v.state, count(*) FROM traces_violation v "
+    "violations": "WITH v AS (" + KEPT + ") SELECT t.slug, v.state, count(*) FROM v "
     "JOIN tenancy_tenant t ON t.id = v.tenant_id GROUP BY 1, 2",
     "runs": "SELECT t.slug, e.id, e.status, e.done, e.total FROM traces_evaluation e "
     "JOIN tenancy_tenant t ON t.id = e.tenant_id",
-    "reviews": "SELECT t.slug, v.id, v.state, "
-    "(SELECT count(*) FROM traces_violationreview r WHERE r.violation_id = v.id) "
-    "FROM traces_violation v JOIN tenancy_tenant t ON t.id = v.tenant_id WHERE v.state <> 'open'",
+    "reviews": "WITH v AS (" + KEPT + ") SELECT t.slug, v.id, v.state, "
+    "(SELECT count(*) FROM traces_violationreview r JOIN traces_violation o ON o.id = r.violation_id "
+    "WHERE o.trace_id = v.trace_id AND o.revision_id = v.revision_id) "
+    "FROM v JOIN tenancy_tenant t ON t.id = v.tenant_id WHERE v.state <> 'open'",
     "ledger": "SELECT t.slug, count(*), sum(l.cost_usd) FROM traces_judgeledgerentry l "
     "JOIN tenancy_tenant t ON t.id = l.tenant_id GROUP BY 1",
     "guardrails": "SELECT guardrail_id FROM guardrails_guardrail WHERE deleted_at IS NULL",
 }
+FINDINGS = (
+    "SELECT (SELECT count(*) FROM traces_violationreview), "
+    "(SELECT count(*) FROM (SELECT 1 FROM traces_violation GROUP BY trace_id, revision_id HAVING count(*) > 1) d)"
+)
 ROLLUP = (
     "SELECT (SELECT count(*) FROM traces_violation), (SELECT coalesce(sum(count), 0) FROM traces_violationday), "
     "(SELECT count(*) FROM traces_violation WHERE state <> 'open'), "
@@ -128,6 +144,17 @@ class Database:
         finally:
             file.close()
 
+    def execute(self, sql: str) -> None:
+        if self.backend == "postgresql":
+            with psycopg.connect(self._conninfo(self.name)) as server:
+                server.execute(sql)
+            return
+        file = self._sqlite()
+        try:
+            file.execute(sql)
+        finally:
+            file.close()
+
     def drop(self) -> None:
         if self.backend == "postgresql":
             self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
@@ -145,6 +172,55 @@ def console(database: Database, scratch: Path, *argv: str) -> str:
     done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
+
+
+def add_found_again(database: Database) -> None:
+    """Per tenant, the lowest reviewed violation of a finding stored once is found again by
+    a later run, as the releases stored it: an open copy, with a result of its own."""
+    columns = (
+        [row[0] for row in database.rows("SELECT name FROM pragma_table_info('traces_violation')")]
+        if (database.backend == "sqlite")
+        else [
+            row[0]
+            for row in database.rows(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'traces_violation'"
+            )
+        ]
+    )
+    fresh = {
+        "state": "'open'",
+        "reviewed_at": "NULL",
+        "reviewed_by_id": "NULL",
+        "reviewed_by_label": "''",
+        "review_note": "''",
+        "result_id": "(SELECT max(r.id) FROM traces_evaluationresult r WHERE NOT EXISTS "
+        "(SELECT 1 FROM traces_violation u WHERE u.result_id = r.id))",
+    }
+    copied = [column for column in columns if column != "id"]
+    for (pk,) in database.rows(
+        "SELECT min(v.id) FROM traces_violation v WHERE v.state <> 'open' AND NOT EXISTS (SELECT 1 FROM "
+        "traces_violation o WHERE o.trace_id = v.trace_id AND o.revision_id = v.revision_id AND o.id <> v.id) "
+        "GROUP BY v.tenant_id"
+    ):
+        database.execute(
+            f"INSERT INTO traces_violation ({', '.join(copied)}) "
+            f"SELECT {', '.join(fresh.get(column, column) for column in copied)} FROM traces_violation WHERE id = {pk}"
+        )
+
+
+def labelled_items(database: Database) -> int:
+    """The release's labelled calibration items (none before calibration existed)."""
+    try:
+        return int(database.rows("SELECT count(*) FROM traces_calibrationitem WHERE label <> ''")[0][0])
+    except (psycopg.Error, sqlite3.Error):
+        return 0
+
+
+# Each labelled item's label, copied as its labeller's by 0028_calibration_labels_per_person.
+LABELS_AFTER = (
+    "SELECT count(*) FROM traces_calibrationlabel l JOIN traces_calibrationitem i ON i.id = l.item_id "
+    "WHERE l.label = i.label AND l.tenant_id = i.tenant_id"
+)
 
 
 def figures_before(database: Database) -> dict[str, Any]:
@@ -241,13 +317,19 @@ def test_every_release_has_a_database_on_each_backend() -> None:
 
 
 def test_a_release_database_upgrades_with_nothing_lost(restored: Database, scratch: Path) -> None:
+    add_found_again(restored)
     before = normalised_cost(figures_before(restored))
     assert before["acme"]["traces"] > 0 and before["acme"]["violations"] and before["acme"]["runs"]
     assert before["acme"]["reviewed"] and before["acme"]["ledger"]
+    reviews, duplicated = restored.rows(FINDINGS)[0]
+    assert duplicated > 2  # the releases' runs stored findings again, and add_found_again did
+    labelled = labelled_items(restored)
 
     console(restored, scratch, "manage.py", "migrate", "--noinput")
     after = normalised_cost(json.loads(console(restored, scratch, "tests/upgrade/read_back.py")))
     assert after == before
+    assert restored.rows(FINDINGS)[0] == (reviews, 0)  # one violation per finding, no review lost
+    assert restored.rows(LABELS_AFTER)[0][0] == labelled  # each label kept as its labeller's
 
     violations, rolled_up, reviewed, rolled_up_reviewed = restored.rows(ROLLUP)[0]
     assert (rolled_up, rolled_up_reviewed) == (violations, reviewed)

@@ -95,6 +95,7 @@ WITH trace AS (
   SELECT {violation_values}
   FROM new n JOIN load l ON l.revision_id = n.revision_id
   WHERE n.status = 'fail' AND NOT n.shadow
+  ORDER BY n.revision_id
   ON CONFLICT DO NOTHING
   RETURNING tenant_id, guardrail_id, revision_id, severity
 ), days AS (

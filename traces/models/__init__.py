@@ -16,11 +16,19 @@ from traces.models.runs import (
     WorkerHeartbeat,
 )
 from traces.models.traces import MODES, PendingSpan, RetentionPolicy, RunTrace, Upload, upload_path
-from traces.models.violations import CalibrationItem, CalibrationSample, Violation, ViolationDay, ViolationReview
+from traces.models.violations import (
+    CalibrationItem,
+    CalibrationLabel,
+    CalibrationSample,
+    Violation,
+    ViolationDay,
+    ViolationReview,
+)
 
 __all__ = [
     "MODES",
     "CalibrationItem",
+    "CalibrationLabel",
     "CalibrationSample",
     "ComparisonChange",
     "Evaluation",

@@ -14,10 +14,17 @@ from traces.models.traces import MODES, RunTrace
 
 
 class Violation(models.Model):
-    """A `fail` result, kept for review whatever its action.
+    """A finding: a guardrail revision failed a trace, kept for review whatever its action.
 
-    The trace's agent and flow and the guardrail's action and severity are copied here so
-    that violation history filters without joins.
+    One per (trace, revision) (`violation_per_trace_revision`): the same revision failing
+    the same trace again (another run, a re-evaluation, the runtime, another stage of the
+    turn) finds this violation and leaves it as it is, review and all; `result`,
+    `evaluation` and `mode` are of the result that found it first, and every later `fail`
+    result of the pair is linked to it by its trace and revision (a run's results list,
+    `GET violations?evaluation=`). A new
+    revision of the guardrail is a new finding. The trace's agent and flow and the
+    guardrail's action and severity are copied here so that violation history filters
+    without joins.
     """
 
     class State(models.TextChoices):
@@ -32,7 +39,10 @@ class Violation(models.Model):
     tenant = models.ForeignKey(
         Tenant, on_delete=models.PROTECT, related_name="violations", db_constraint=False, db_index=False
     )
-    trace = models.ForeignKey(RunTrace, on_delete=models.CASCADE, related_name="violations", db_constraint=False)
+    # The trace's index is the unique key's (its first column).
+    trace = models.ForeignKey(
+        RunTrace, on_delete=models.CASCADE, related_name="violations", db_constraint=False, db_index=False
+    )
     result = models.OneToOneField(
         EvaluationResult, on_delete=models.CASCADE, related_name="violation", db_constraint=False
     )
@@ -73,6 +83,11 @@ class Violation(models.Model):
     objects = TenantScopedQuerySet.as_manager()
 
     class Meta:
+        constraints = [
+            # The writers insert ON CONFLICT DO NOTHING and count only what they inserted
+            # in the daily roll-up: a finding found again is neither stored nor counted twice.
+            models.UniqueConstraint(fields=["trace", "revision"], name="violation_per_trace_revision")
+        ]
         indexes = [
             models.Index(fields=["tenant", "-created_at", "-id"], name="violation_tenant_time"),
             models.Index(fields=["tenant", "state", "-created_at"], name="violation_tenant_state"),
@@ -150,11 +165,14 @@ class ViolationDay(models.Model):
 
 
 class CalibrationSample(models.Model):
-    """Traces drawn from an llm-judge guardrail's recent verdicts for people to label.
+    """Traces drawn from a guardrail's recent verdicts (of any kind) for people to label.
 
     Stratified: about half from its `fail` results and half from its `pass` results of
-    `revision` (the judge being calibrated); `judge_model` names the model that judged them
-    (the most common one), so that figures are known to be of that judge only.
+    `revision` (the one being calibrated); `fails_total` and `passes_total` are how many of
+    each there were to draw from, so that recall weighs each stratum as it weighs in the
+    traces (0 in samples drawn before they were kept: the sample's own proportions). For an
+    llm-judge, `judge_model` names the model that judged them (the most common one), so
+    that figures are known to be of that judge only.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
@@ -162,6 +180,8 @@ class CalibrationSample(models.Model):
     revision = models.ForeignKey(GuardrailRevision, on_delete=models.PROTECT, related_name="+")
     judge_model = models.CharField(max_length=200, blank=True)
     size = models.PositiveIntegerField()
+    fails_total = models.PositiveIntegerField(default=0, help_text="the revision's recent fails drawn from")
+    passes_total = models.PositiveIntegerField(default=0, help_text="the revision's recent passes drawn from")
     created_by_label = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -197,3 +217,27 @@ class CalibrationItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id}: judge {self.judge_status}, people {self.label or '-'}"
+
+
+class CalibrationLabel(models.Model):
+    """One person's label of one trace of a calibration sample.
+
+    Several reviewers may label the same sample, each once per trace (`labeller` is the
+    person's user name, or an API key's label): agreement between people is read from
+    here. The item's own `label` is its first label, the people's verdict that the
+    guardrail is measured against.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    item = models.ForeignKey(CalibrationItem, on_delete=models.CASCADE, related_name="labels")
+    labeller = models.CharField(max_length=200)
+    label = models.CharField(max_length=10, choices=CalibrationItem.Label.choices)
+    labelled_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item", "labeller"], name="calibration_label_once")]
+
+    def __str__(self) -> str:
+        return f"{self.labeller}: {self.label} ({self.item_id})"

@@ -50,7 +50,8 @@ class CalibrateView(TenantScopedMixin, View):
 
 
 class LabelView(TenantScopedMixin, View):
-    """The labelling queue: the next unlabelled trace with the rubric, not the judge's verdict."""
+    """The labelling queue: the next trace the person has not labelled (each reviewer labels
+    the sample on their own), with the rubric, not the guardrail's verdict."""
 
     model = CalibrationSample
 
@@ -60,11 +61,12 @@ class LabelView(TenantScopedMixin, View):
 
     def get(self, request: HttpRequest, pk: int) -> HttpResponse:
         sample = self.sample(pk)
-        item = sample.items.filter(label="").select_related("trace").order_by("pk").first()
+        who = request.user.get_username()
+        item = calibration.left_for(sample, who).select_related("trace").first()
         if item is None:
             return HttpResponseRedirect(f"/guardrails/{sample.guardrail.guardrail_id}/#calibration")
         document = item.trace.document if isinstance(item.trace.document, dict) else {}
-        labelled = sample.items.exclude(label="").count()
+        labelled = sample.size - calibration.left_for(sample, who).count()
         return render(
             request,
             "traces/calibration_label.html",
@@ -96,4 +98,9 @@ def latest_calibration(request: HttpRequest, guardrail: Guardrail) -> dict[str, 
     """The newest sample of the guardrail in the current tenant, with its agreement."""
     samples = current_rows(request, CalibrationSample.objects)
     sample = samples.filter(guardrail=guardrail).select_related("guardrail", "revision").order_by("-pk").first()
-    return None if sample is None else calibration.sample_as_dict(sample)
+    if sample is None:
+        return None
+    return {
+        **calibration.sample_as_dict(sample),
+        "leftForMe": calibration.left_for(sample, request.user.get_username()).count(),
+    }

@@ -27,8 +27,8 @@ from guardrails.services import default_stages, guardrail_stages, revision_autho
 from guardrails.views import GuardrailPageMixin
 from kindgi_console.tenancy.scoping import current_rows, current_tenant
 from traces.judge import ledger
-from traces.models import EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation, ViolationDay
-from traces.review import quality
+from traces.models import CalibrationSample, EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation, ViolationDay
+from traces.review import calibration, quality
 from traces.review.calibration_views import can_label, latest_calibration
 
 PAGE_SIZE = 50
@@ -60,6 +60,12 @@ class GuardrailListView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         params = {name: self.request.GET.get(name, "").strip() for name in self.filters}
         after = self.request.GET.get("after", "")
+        if self.request.GET.get("sort") == "recall":
+            return {
+                **super().get_context_data(**kwargs),
+                **self.page_context(params, self.by_recall(self.filtered(params)), "", ""),
+                "sort": "recall",
+            }
         if self.request.GET.get("sort") == "precision":
             # A short list (guardrails, not traces): the first page by precision, without keyset.
             ranked = list(self.by_precision(self.filtered(params))[:PAGE_SIZE])
@@ -123,6 +129,22 @@ class GuardrailListView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
             .order_by(F("precision").asc(nulls_last=True), "guardrail_id")
         )
 
+    def by_recall(self, rows: Any) -> list[Any]:
+        """Worst calibrated recall first (guardrails never calibrated last), from the newest
+        calibration sample of each in the current tenant: the guardrails that miss the most
+        of what people fail. The first page, as by precision."""
+        figures = calibration.newest_agreements(self.rows(CalibrationSample))
+        ranked = []
+        for guardrail in rows:
+            found = figures.get(guardrail.pk)
+            recall, precision = (None, None) if found is None else (found.recall(), found.precision())
+            guardrail.recall = None if recall is None else recall[0]
+            guardrail.calibrated_precision = None if precision is None else precision[0]
+            guardrail.calibrated_labels = 0 if found is None else found.labelled
+            ranked.append(guardrail)
+        ranked.sort(key=lambda g: (g.recall is None, g.recall or 0.0, g.guardrail_id))
+        return ranked[:PAGE_SIZE]
+
     def open_violations(self) -> Any:
         """The current tenant's open violations of each guardrail, as one subquery."""
         counts = (
@@ -183,7 +205,7 @@ class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
         )
         return {
             **super().get_context_data(**kwargs),
-            "calibration": latest_calibration(self.request, guardrail) if guardrail.kind == "llm-judge" else None,
+            "calibration": latest_calibration(self.request, guardrail),
             "can_label": can_label(self.request),
             "shadow_stats": shadow_stats,
             "stage_choices": [(stage, stage in guardrail_stages(guardrail)) for stage in STAGES],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.http import Http404
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -21,6 +22,9 @@ from traces.models import CalibrationSample, Violation, ViolationDay
 from traces.review import quality
 from traces.review.calibration import sample_as_dict
 from traces.review.serializers import QUALITY_RESPONSE
+
+#: The newest samples read for the per-revision figures (a guardrail is calibrated a few times).
+MAX_SAMPLES = 50
 
 
 class GuardrailQualityView(GuardrailBaseView):
@@ -53,24 +57,37 @@ class GuardrailQualityView(GuardrailBaseView):
             violations = violations.filter(tenant__slug=request.query_params["tenant"])
             days = days.filter(tenant__slug=request.query_params["tenant"])
         overall, revisions = quality.rolled_up_quality(days, violations, since, until)
+        calibrated = self.calibrations(guardrail)
         return Response(
             {
                 "guardrail": guardrail.guardrail_id,
                 "since": since.isoformat() if since else None,
                 "until": until.isoformat() if until else None,
                 **overall.as_dict(),
-                "revisions": [item.as_dict() for item in revisions],
+                "revisions": [
+                    {**item.as_dict(), "calibration": calibrated.get(item.revision or 0)} for item in revisions
+                ],
                 "calibration": self.calibration(guardrail),
             }
         )
 
-    def calibration(self, guardrail: Guardrail) -> dict[str, Any] | None:
-        """The newest calibration sample of the guardrail the caller reads, with its agreement."""
+    def samples(self, guardrail: Guardrail) -> QuerySet[CalibrationSample]:
         samples = CalibrationSample.objects.for_caller(self.caller).filter(guardrail=guardrail)
         if self.request.query_params.get("tenant"):
             samples = samples.filter(tenant__slug=self.request.query_params["tenant"])
-        sample = samples.select_related("guardrail", "revision").order_by("-pk").first()
+        return samples.select_related("guardrail", "revision").order_by("-pk")
+
+    def calibration(self, guardrail: Guardrail) -> dict[str, Any] | None:
+        """The newest calibration sample of the guardrail the caller reads, with its agreement."""
+        sample = self.samples(guardrail).first()
         return None if sample is None else sample_as_dict(sample)
+
+    def calibrations(self, guardrail: Guardrail) -> dict[int, dict[str, Any]]:
+        """Per revision number, the agreement of its newest calibration sample."""
+        newest: dict[int, CalibrationSample] = {}
+        for sample in self.samples(guardrail)[:MAX_SAMPLES]:
+            newest.setdefault(sample.revision.number, sample)
+        return {number: sample_as_dict(sample)["agreement"] for number, sample in newest.items()}
 
     def moment(self, name: str) -> Any:
         raw = self.request.query_params.get(name)

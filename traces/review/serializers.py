@@ -109,15 +109,30 @@ QUALITY_RESPONSE = OpenApiResponse(
             **QUALITY_FIGURES,
             "revisions": {
                 "type": "array",
-                "items": {"type": "object", "properties": {"revision": {"type": "integer"}, **QUALITY_FIGURES}},
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "revision": {"type": "integer"},
+                        **QUALITY_FIGURES,
+                        "calibration": {
+                            "type": "object",
+                            "nullable": True,
+                            "description": "The agreement of the revision's newest calibration sample "
+                            "(as `calibration.agreement`), or null when it has none.",
+                        },
+                    },
+                },
             },
             "calibration": {
                 "type": "object",
                 "nullable": True,
-                "description": "The newest calibration sample (an "
-                "llm-judge against people's labels): accuracy, Cohen's kappa, false-positive and "
-                "false-negative rates with 95% intervals, the disagreeing traces; `stale` when the "
-                "guardrail has a newer revision.",
+                "description": "The newest calibration sample (the guardrail, of any kind, against "
+                "people's labels of a sample stratified over its passes and fails): `agreement` has "
+                "precision and recall (recall weighs the strata by `drawnFrom`), accuracy, Cohen's "
+                "kappa, false-positive and false-negative rates, with 95% intervals, and the "
+                "disagreeing traces; `people`: agreement between the reviewers who labelled it (Cohen's "
+                "kappa over the traces two of them labelled, with the traces they disagree on); `stale` "
+                "when the guardrail has a newer revision.",
             },
         },
     }

@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Case, CharField, IntegerField, OuterRef, QuerySet, Subquery, When
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan
 
 from kindgi_console import paging
 from kindgi_console.paging import BadCursor
-from traces.models import Evaluation, EvaluationResult
+from traces.models import Evaluation, EvaluationResult, Violation
 
 STATUSES = ("error", "fail", "pass", "skipped")  # in the order of the database's (and the list's)
 ORDER = ("status", "guardrail_id", "pk")
@@ -96,9 +96,26 @@ def results_page(results: RunResults, *, after: str | None, size: int = PAGE_SIZ
     return ResultPage(rows, encode_cursor(rows[-1]) if more else None)
 
 
+def finding_violation(column: str, output_field: Any) -> Case:
+    """A column of the violation of a result's finding (its trace and revision), for a `fail`
+    not in shadow: the one violation of the finding, whichever run or runtime found it first
+    (one look-up in the violations' unique key)."""
+    found = Violation.objects.filter(trace_id=OuterRef("trace_id"), revision_id=OuterRef("revision_id"))
+    return Case(
+        When(status=EvaluationResult.Status.FAIL, shadow=False, then=Subquery(found.values(column)[:1])),
+        default=None,
+        output_field=output_field,
+    )
+
+
 def _page_rows(results: QuerySet[EvaluationResult], count: int) -> list[EvaluationResult]:
     return list(
-        results.select_related("trace", "guardrail", "revision", "violation").only(
+        results.select_related("trace", "guardrail", "revision")
+        .annotate(
+            violation_pk=finding_violation("pk", IntegerField()),
+            violation_state=finding_violation("state", CharField()),
+        )
+        .only(
             "pk",
             "status",
             "reason",
@@ -110,8 +127,6 @@ def _page_rows(results: QuerySet[EvaluationResult], count: int) -> list[Evaluati
             "guardrail__guardrail_id",
             "revision__number",
             "revision__document",
-            "violation__id",
-            "violation__state",
         )[:count]
     )
 
@@ -119,7 +134,6 @@ def _page_rows(results: QuerySet[EvaluationResult], count: int) -> list[Evaluati
 def result_as_dict(result: EvaluationResult) -> dict[str, Any]:
     """A result as the API and the page show it: the trace, the guardrail and what it said."""
     document = result.revision.document
-    violation = getattr(result, "violation", None)
     return {
         "id": result.pk,
         "trace": result.trace.trace_id,
@@ -131,8 +145,8 @@ def result_as_dict(result: EvaluationResult) -> dict[str, Any]:
         "skipReason": result.skip_reason or None,
         "action": str(document.get("action", {}).get("on-violation", "")),
         "severity": document.get("severity"),
-        "violation": violation.pk if violation is not None else None,
-        "reviewState": violation.state if violation is not None else None,
+        "violation": getattr(result, "violation_pk", None),
+        "reviewState": getattr(result, "violation_state", None),
     }
 
 

@@ -8,9 +8,11 @@ grow with its size:
   document as JSON text parsed with orjson rather than as model instances;
 - on PostgreSQL the results go in with `COPY` into a temporary table, then one statement
   inserts them (skipping any stored before: results are unique per trace, revision and
-  run), inserts a violation for each new `fail` and returns the violations to count in
-  the chart's daily roll-up; on SQLite, multi-row INSERTs that return the new results do
-  the same in a few statements (as many rows in each as SQLite's limits allow).
+  run), inserts a violation for each new `fail` whose finding (trace, revision) has none
+  yet (one violation per finding: found again, it keeps its violation and its review) and
+  returns the violations it inserted to count in the chart's daily roll-up; on SQLite,
+  multi-row INSERTs that return the new results do the same in a few statements (as many
+  rows in each as SQLite's limits allow).
 
 Table and column names in the SQL here are the models' own; no input reaches them.
 """
@@ -120,8 +122,8 @@ def record_results(
     while_running: bool = False,
     fresh: bool = False,
 ) -> bool:
-    """Store each result, and a violation for each new `fail` not in shadow; a `skipped`
-    one only in a run (with why: `skip_reason`), for the run's results page.
+    """Store each result, and a violation for each new `fail` not in shadow whose finding
+    (trace, revision) has none yet; a `skipped` one only in a run (with why: `skip_reason`), for the run's results page.
 
     Repeating this for the same traces, revisions and run stores nothing twice. With
     `while_running` (a run's chunk), the batch is written only while the run is running

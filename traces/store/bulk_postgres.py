@@ -21,11 +21,15 @@ from traces.store import violation_days
 from traces.store.columns import RESULT, VIOLATION, ResultRow, names, violation_row
 
 LOAD_TABLE = "kindgi_result_load"
+#: The new fails' violations of a batch copied fresh, inserted from here skipping the findings stored.
+VIOLATION_LOAD_TABLE = "kindgi_violation_load"
 #: The loaded rows' columns: a ResultRow's, the results' columns and then what violations copy.
 LOADED = ResultRow._fields
 #: Up to this many results are written with one statement and no temporary table.
 FEW_ROWS = 64
-# The results not stored before, a violation for each new fail, and the violations counted
+# The results not stored before, a violation for each new fail whose finding (trace,
+# revision) has none yet (in key order: two writers of the same findings never wait on each
+# other crosswise; a finding stored before keeps its violation), and the violations counted
 # per (tenant, guardrail, severity) for the daily roll-up: one statement, reading the rows
 # from the loaded table (a large batch) or from a VALUES list (a few rows: POST evaluate).
 INSERT_RESULTS = """
@@ -39,6 +43,7 @@ WITH {values}new AS (
   SELECT {violation_values}
   FROM new n JOIN {load} l ON l.trace_id = n.trace_id AND l.revision_id = n.revision_id
   WHERE n.status = 'fail' AND NOT n.shadow
+  ORDER BY n.trace_id, n.revision_id
   ON CONFLICT DO NOTHING
   RETURNING tenant_id, guardrail_id, revision_id, severity
 )
@@ -68,13 +73,16 @@ class Statements(NamedTuple):
     value_row: str
     copy_results: str
     result_types: tuple[str, ...]
+    create_violation_load: str
     copy_violations: str
     violation_types: tuple[str, ...]
+    insert_violations: str
 
 
 @functools.cache
 def statements() -> Statements:
     definitions = ", ".join(f"{column} {loaded_type(column)}" for column in LOADED)
+    violations = ", ".join(f"{column} {VIOLATION.db_type(column, connection)}" for column in VIOLATION.columns)
     return Statements(
         create_load=f"CREATE TEMPORARY TABLE IF NOT EXISTS {LOAD_TABLE} ({definitions}) ON COMMIT DELETE ROWS",
         copy_load=f"COPY {LOAD_TABLE} ({names(LOADED)}) FROM STDIN",
@@ -83,8 +91,14 @@ def statements() -> Statements:
         # Fresh rows are copied in binary: nothing to format as text here, nothing to parse there.
         copy_results=f"COPY {RESULT.table} (id, {names(RESULT.columns)}) FROM STDIN (FORMAT BINARY)",
         result_types=("int8", *RESULT.copy_types(connection)),
-        copy_violations=f"COPY {VIOLATION.table} ({names(VIOLATION.columns)}) FROM STDIN (FORMAT BINARY)",
+        create_violation_load=f"CREATE TEMPORARY TABLE IF NOT EXISTS {VIOLATION_LOAD_TABLE} ({violations}) "
+        "ON COMMIT DELETE ROWS",
+        copy_violations=f"COPY {VIOLATION_LOAD_TABLE} ({names(VIOLATION.columns)}) FROM STDIN (FORMAT BINARY)",
         violation_types=VIOLATION.copy_types(connection),
+        # In key order, so that two writers of the same findings never wait on each other crosswise.
+        insert_violations=f"INSERT INTO {VIOLATION.table} ({names(VIOLATION.columns)}) "  # noqa: S608
+        f"SELECT {names(VIOLATION.columns)} FROM {VIOLATION_LOAD_TABLE} ORDER BY trace_id, revision_id "
+        "ON CONFLICT DO NOTHING RETURNING tenant_id, guardrail_id, revision_id, severity",
     )
 
 
@@ -127,10 +141,11 @@ def _as_is(text: Any) -> Any:
 
 def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
     """Results most likely not stored yet (a chunk's first attempt, an ingested batch): COPY
-    them, with keys taken from their sequence, and the violations of the fails straight
-    into their tables (no temporary table, no conflict checks). None when some were stored
-    first (a worker that took the chunk over, a redelivered task): the caller then inserts
-    skipping what is stored."""
+    them, with keys taken from their sequence, straight into their table (no temporary
+    table, no conflict checks), and the violations of the fails through a temporary table,
+    inserted skipping the findings stored before (another run, the runtime found them: they
+    keep their violation). None when some results were stored first (a worker that took the
+    chunk over, a redelivered task): the caller then inserts skipping what is stored."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(NEW_RESULT_KEYS, [len(rows)])
@@ -142,17 +157,25 @@ def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
                 write = copy.write_row
                 for key, row in zip(keys, rows, strict=True):
                     write((key, *row[: RESULT.width]))
-            failed = [
-                (key, row) for key, row in zip(keys, rows, strict=True) if row.status == "fail" and not row.shadow
-            ]
-            if failed:
-                with cursor.cursor.copy(sql.copy_violations) as copy:
-                    copy.set_types(sql.violation_types)
-                    for key, row in failed:
-                        copy.write_row(violation_row(row, key, row.created_at))
     except (IntegrityError, psycopg.IntegrityError):  # COPY speaks psycopg's errors, not Django's
         return None
-    counts = Counter((row.tenant_id, row.guardrail_id, row.revision_id, row.severity) for _, row in failed)
+    failed = [(key, row) for key, row in zip(keys, rows, strict=True) if row.status == "fail" and not row.shadow]
+    return _insert_new_violations(failed) if failed else []
+
+
+def _insert_new_violations(failed: list[tuple[int, ResultRow]]) -> list[tuple[Any, ...]]:
+    """Insert the violations of these (result key, row) fails unless their finding has one;
+    the inserted ones counted per (tenant, guardrail, revision, severity)."""
+    sql = statements()
+    with connection.cursor() as cursor:
+        cursor.execute(sql.create_violation_load)
+        with cursor.cursor.copy(sql.copy_violations) as copy:
+            copy.set_types(sql.violation_types)
+            for key, row in failed:
+                copy.write_row(violation_row(row, key, row.created_at))
+        cursor.execute(sql.insert_violations)
+        counts = Counter(tuple(found) for found in cursor.fetchall())
+        cursor.execute(f"TRUNCATE {VIOLATION_LOAD_TABLE}")
     return [(*key, n) for key, n in sorted(counts.items())]
 
 

@@ -1,5 +1,6 @@
 """Writing result rows on SQLite: multi-row INSERTs that return the new results (skipping
-any stored before), then the violations of the new fails, then the daily roll-up: a few
+any stored before), then the violations of the new fails (skipping the findings, trace and
+revision, that have one), then the daily roll-up of those inserted: a few
 statements per batch of thousands of rows, as on PostgreSQL.
 
 Table and column names in the SQL here are the models' own, and the columns each statement

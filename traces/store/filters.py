@@ -29,7 +29,7 @@ from kindgi_console.filters import (
     StrictFilterSet,
     UtcDateTimeFilter,
 )
-from traces.models import MODES, JudgeLedgerEntry, LedgerDay, RunTrace, Upload, Violation
+from traces.models import MODES, EvaluationResult, JudgeLedgerEntry, LedgerDay, RunTrace, Upload, Violation
 
 SEVERITIES = [(name, name) for name in ("info", "warn", "error", "critical")]
 
@@ -160,6 +160,19 @@ def selection_issues(selection: RunTraceFilter, prefix: str = "") -> list[Issue]
     return [Issue(f"{prefix}/{name}", str(errors[0])) for name, errors in selection.form.errors.items()]
 
 
+def found_by_run(evaluation_id: int) -> Exists:
+    """Whether a `fail` of run `evaluation_id` (not in shadow) is the violation's finding."""
+    return Exists(
+        EvaluationResult.objects.filter(
+            evaluation_id=evaluation_id,
+            trace_id=OuterRef("trace_id"),
+            revision_id=OuterRef("revision_id"),
+            status=EvaluationResult.Status.FAIL,
+            shadow=False,
+        )
+    )
+
+
 class ViolationFilter(StrictFilterSet):
     # Declared as Filter: the page's FilterSet gives them other kinds (or none).
     guardrail: django_filters.Filter = django_filters.CharFilter(field_name="guardrail__guardrail_id")
@@ -170,13 +183,18 @@ class ViolationFilter(StrictFilterSet):
     mode = django_filters.ChoiceFilter(choices=MODES)
     tenant: django_filters.Filter | None = django_filters.CharFilter(field_name="tenant__slug")
     state = django_filters.ChoiceFilter(choices=Violation.State.choices)
-    evaluation = IdFilter(field_name="evaluation_id", help_text="the run that found it")
+    evaluation = IdFilter(method="filter_evaluation", help_text="a run that found it (first or again)")
     since: django_filters.Filter = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
     until: django_filters.Filter = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Violation
         fields: list[str] = []
+
+    def filter_evaluation(self, violations: QuerySet[Violation], name: str, value: int) -> QuerySet[Violation]:
+        """The violations of the findings a run failed: those it stored first, and those
+        stored before it that it found again (one violation per trace and revision)."""
+        return violations.filter(found_by_run(value))
 
 
 ACTIONS = ("halt", "retry", "escalate", "log-only")
@@ -225,7 +243,7 @@ class ViolationPageFilter(PageFilterSet, ViolationFilter):
     action = django_filters.ChoiceFilter(choices=_pairs(ACTIONS), empty_label="Any", label="Action")
     state = django_filters.ChoiceFilter(choices=_pairs(tuple(Violation.State.values)), empty_label="Any", label="State")
     mode = django_filters.ChoiceFilter(choices=_pairs(MODES), empty_label="Any", label="Mode")
-    evaluation = IdFilter(field_name="evaluation_id", label="Run")
+    evaluation = IdFilter(method="filter_evaluation", label="Run")
     since = DayFilter(field_name="created_at", label="Since")
     until = DayFilter(field_name="created_at", end=True, label="Until")
     field_order = ("guardrail", "severity", "action", "state", "mode", "agent", "evaluation", "flow", "since", "until")
