@@ -131,7 +131,8 @@ class GuardrailToggleView(GuardrailPageMixin, View):
 
 
 class GuardrailShadowView(GuardrailPageMixin, View):
-    """Put an llm-judge guardrail in shadow (with a sampling rate), or promote it to enforced."""
+    """Put a guardrail in shadow (with a sampling rate), or promote its shadow revision to
+    enforced (audited as `guardrail.promote`)."""
 
     needs_author = True
 
@@ -144,15 +145,15 @@ class GuardrailShadowView(GuardrailPageMixin, View):
         raw = request.POST.get("sample_percent", "").strip()
         try:
             rate = float(raw) / 100 if raw else None
-            set_shadow(guardrail, *shadow_request({"shadow": shadow, "sampleRate": rate}, guardrail.kind))
+            set_shadow(guardrail, *shadow_request({"shadow": shadow, "sampleRate": rate}))
         except (ValueError, ApiError) as error:
             messages.error(request, f"Not changed: {getattr(error, 'detail', error)}")
             return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
         messages.success(
             request,
-            f"{guardrail.guardrail_id} is in shadow: judged and recorded, never halting, never a violation."
+            f"{guardrail.guardrail_id} is in shadow: evaluated and recorded, never halting, never a violation."
             if shadow
-            else f"{guardrail.guardrail_id} is enforced.",
+            else f"{guardrail.guardrail_id} revision {guardrail.revision} is enforced.",
         )
         return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
 

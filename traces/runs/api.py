@@ -344,8 +344,10 @@ class EvaluationEstimateView(ConsoleAPIView):
     def _guardrails(request: Request, tenant: Any) -> tuple[list[Any], list[str]]:
         """The enabled guardrails named (all when none is), and the names of no such one."""
         wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",") if name.strip()]
-        enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails(tenant)}
+        # A guardrail in shadow beside its enforced revision is both: each is evaluated.
+        enforced = [item.guardrail for item in enforced_guardrails(tenant)]
         if not wanted:
-            return list(enforced.values()), []
-        known = [enforced[name] for name in dict.fromkeys(wanted) if name in enforced]
-        return known, [name for name in dict.fromkeys(wanted) if name not in enforced]
+            return enforced, []
+        ids = {guardrail.id for guardrail in enforced}
+        known = [guardrail for guardrail in enforced if guardrail.id in wanted]
+        return known, [name for name in dict.fromkeys(wanted) if name not in ids]

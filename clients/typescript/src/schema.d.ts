@@ -410,7 +410,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * @description `POST guardrails/{id}/shadow`: put an llm-judge guardrail in shadow, or promote it.
+         * @description `POST guardrails/{id}/shadow`: put a guardrail in shadow, or promote its current
+         *     revision (audited as `guardrail.promote`), which stops the revision enforced beside it.
          *
          *     The console's state beside the document, like `enabled`: no revision, and the export
          *     still emits the 1.1.0 document unchanged.
@@ -4150,6 +4151,8 @@ export interface operations {
             query?: {
                 /** @description Switch the guardrail on or off (the console's switch, not part of the document). New guardrails are enabled. */
                 enabled?: boolean;
+                /** @description true: save the new revision in shadow (evaluated and recorded, never halting, never a violation); the revision enforced until now stays enforced beside it until the new one is promoted (`POST guardrails/{id}/shadow` with `shadow: false`). false: enforce the new revision at once. Absent: the guardrail keeps its state (one in shadow stays in shadow; a new one is enforced). */
+                shadow?: boolean;
                 /** @description The tenant the new guardrail belongs to (a tenant-bound key's own by default, or the only one a person authors for). A console admin naming none creates a console-wide guardrail. */
                 tenant?: string;
             };
@@ -4395,6 +4398,8 @@ export interface operations {
             query?: {
                 /** @description Switch the guardrail on or off (the console's switch, not part of the document). New guardrails are enabled. */
                 enabled?: boolean;
+                /** @description true: save the new revision in shadow (evaluated and recorded, never halting, never a violation); the revision enforced until now stays enforced beside it until the new one is promoted (`POST guardrails/{id}/shadow` with `shadow: false`). false: enforce the new revision at once. Absent: the guardrail keeps its state (one in shadow stays in shadow; a new one is enforced). */
+                shadow?: boolean;
             };
             header?: {
                 /** @description The ETag of the revision this change was made on (`"<id>@<revision>"`, as GET answers it; several may be listed, `*` matches any). When the guardrail's current revision is none of them, nothing is saved and the answer is 412 with the current revision. Without it, the document replaces whatever revision is current. */
@@ -5149,9 +5154,9 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
-                    /** @description In shadow, the share of matching traces judged; null: every one. */
+                    /** @description In shadow, the share of matching traces evaluated; null: every one. */
                     sampleRate?: number | null;
-                    /** @description true: in shadow; false: promoted to enforced. */
+                    /** @description true: the current revision in shadow, nothing enforced beside it (a guardrail already in shadow beside an enforced revision keeps it); false: the current revision promoted to enforced, the one beside it no longer enforced. */
                     shadow: boolean;
                 };
             };
@@ -5163,7 +5168,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description in shadow, the revision still enforced beside the current one; null: none */
+                        enforcedRevision?: number | null;
                         guardrail?: string;
+                        /** @description the current revision (in shadow when `shadow`) */
+                        revision?: number;
                         sampleRate?: number | null;
                         shadow?: boolean;
                     };

@@ -293,12 +293,14 @@ export function Editor({ config, initialDoc }) {
     if (!rawError) setRawText(formatJson(docRef.current));
   };
 
-  const saveOn = async (basis) => {
+  const saveOn = async (basis, inShadow = false) => {
     setSubmitted(true);
     setSaveState({ busy: true, message: "", errors: null });
     try {
       const headers = basis.ifMatch ? { "If-Match": basis.ifMatch } : undefined;
-      const { status, body } = await requestJson(config.saveUrl, { method: config.saveMethod, body: doc, headers });
+      // In shadow: the new revision is evaluated and recorded, never enforced until promoted.
+      const url = inShadow ? withParam(config.saveUrl, "shadow", "true") : config.saveUrl;
+      const { status, body } = await requestJson(url, { method: config.saveMethod, body: doc, headers });
       if (status === 412 && body && body.current) {
         // Someone saved since basis.revision: nothing was saved; show what they changed.
         setConflict(body);
@@ -322,6 +324,7 @@ export function Editor({ config, initialDoc }) {
     }
   };
   const save = () => saveOn(base);
+  const saveInShadow = () => saveOn(base, true);
   const overwrite = () => {
     // The author has seen the other revision and keeps theirs: it is made on that revision now.
     const next = { revision: conflict.current.revision, ifMatch: conflict.current.etag };
@@ -388,8 +391,19 @@ export function Editor({ config, initialDoc }) {
               <button type="submit" className="btn" disabled={Boolean(rawError)}>Preview impact</button>
             </form>
           ) : null}
+          {config.shadowState === "enforced" || config.shadowState === "new" ? (
+            <button
+              type="button"
+              className="btn"
+              onClick={saveInShadow}
+              disabled={saveState.busy || Boolean(rawError)}
+              title={config.shadowState === "new" ? "Evaluated and recorded, never enforced until promoted" : "The enforced revision stays enforced; this one runs in shadow beside it until promoted"}
+            >
+              Save in shadow
+            </button>
+          ) : null}
           <button type="button" className="btn btn--primary" onClick={save} disabled={saveState.busy || Boolean(rawError)}>
-            {saveState.busy ? "Saving…" : "Save guardrail"}
+            {saveState.busy ? "Saving…" : config.shadowState === "shadow" ? "Save in shadow" : "Save guardrail"}
           </button>
         </footer>
       </section>
@@ -398,4 +412,9 @@ export function Editor({ config, initialDoc }) {
       ) : null}
     </div>
   );
+}
+
+/** `url` with the query parameter `name=value` added. */
+function withParam(url, name, value) {
+  return `${url}${url.includes("?") ? "&" : "?"}${encodeURIComponent(name)}=${encodeURIComponent(value)}`;
 }

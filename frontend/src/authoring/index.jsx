@@ -14,6 +14,8 @@
  *   data-traces-url      GET  recent traces for Try it (optional); data-trace-url "/…/{id}" reads one
  *   data-cancel-url      a Cancel link (optional)
  *   data-csp-nonce       the page's CSP nonce, for the styles the JSON editor injects
+ *   data-shadow-state    "new", "enforced" (both offer "Save in shadow": `?shadow=true` on the
+ *                        save) or "shadow" (a save stays in shadow until promoted)
  * The initial document is the JSON of <script type="application/json" id="guardrail-initial">.
  */
 import { createRoot } from "react-dom/client";
@@ -50,6 +52,7 @@ function readConfig(element) {
     cancelUrl: data.cancelUrl || "",
     cspNonce: data.cspNonce || "",
     previewUrl: data.previewUrl || "",
+    shadowState: data.shadowState || "",
   };
 }
 
