@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
@@ -257,6 +258,7 @@ class GuardrailEditorView(GuardrailPageMixin, TemplateView):
             "initial": initial,
             "save_url": save_url,
             "save_method": "PUT" if guardrail else "POST",
+            "try_time_limit_s": settings.KINDGI_EVALUATE_TIME_LIMIT_S,
             # The revision the editor was opened on: its save sends it as If-Match, so that a
             # save after someone else's is refused (412) and shown, not applied over theirs.
             "if_match": f'"{guardrail.guardrail_id}@{guardrail.revision}"' if guardrail else "",

@@ -329,8 +329,13 @@ class EvaluationEstimateView(ConsoleAPIView):
         return Response({"tenant": tenant.slug, **estimate})
 
     def _tenant(self, request: Request) -> Any:
-        visible = self.caller.tenants("read")
-        slug = request.query_params.get("tenant")
+        return self.tenant_of(self.caller, request.query_params.get("tenant"))
+
+    @staticmethod
+    def tenant_of(caller: Any, slug: str | None) -> Any:
+        """The tenant to estimate for: the one named, or the caller's only one; 404 for a
+        tenant the caller may not read."""
+        visible = caller.tenants("read")
         if slug:
             visible = visible.filter(slug=slug)
         found = list(visible[:2])

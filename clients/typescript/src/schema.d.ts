@@ -488,6 +488,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/guardrails/preview/estimate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description `POST guardrails/preview/estimate`: what Preview impact and Try it of a draft would ask
+         *     judges (calls, cache hits, dollars at most), before either runs; starts nothing.
+         */
+        post: operations["guardrails_preview_estimate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/guardrails/previews/{id}": {
         parameters: {
             query?: never;
@@ -5679,6 +5699,160 @@ export interface operations {
                     "application/json": {
                         errors?: unknown[];
                     };
+                };
+            };
+            /** @description Too many requests from this caller: retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The database is unavailable: retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+        };
+    };
+    guardrails_preview_estimate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The unsaved draft, in the wire format of schema 1.1.0. */
+                    guardrail: Record<string, never>;
+                    /**
+                     * @default ci
+                     * @enum {string}
+                     */
+                    mode?: "ci" | "runtime";
+                    tenant?: string;
+                    /** @description The selection, as a run's filters (agent, flow, since, until, upload); without since, the last 7 days; at most 5000. */
+                    traces?: Record<string, never>;
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        preview?: {
+                            /** @description Judgements the cache will answer. */
+                            cached: number;
+                            /** @description Judge calls to pay (cache hits left out). */
+                            calls: number;
+                            /** @description Upper estimate, exact decimal string. */
+                            costUsd: string;
+                            /** @description Guardrail id -> why no judge model fits. */
+                            errors: {
+                                [key: string]: string;
+                            };
+                            /** @description True when the selection was larger than the sample. */
+                            extrapolated: boolean;
+                            /** @description Guardrail id -> the judge model it routes to. */
+                            models: {
+                                [key: string]: string;
+                            };
+                            /** @description Traces read to estimate. */
+                            sampled: number;
+                            tenant?: string;
+                            traces: number;
+                        };
+                        tenant?: string;
+                        try?: {
+                            /** @description Judgements the cache will answer. */
+                            cached: number;
+                            /** @description Judge calls to pay (cache hits left out). */
+                            calls: number;
+                            /** @description Upper estimate, exact decimal string. */
+                            costUsd: string;
+                            /** @description Guardrail id -> why no judge model fits. */
+                            errors: {
+                                [key: string]: string;
+                            };
+                            /** @description True when the selection was larger than the sample. */
+                            extrapolated: boolean;
+                            /** @description Guardrail id -> the judge model it routes to. */
+                            models: {
+                                [key: string]: string;
+                            };
+                            /** @description Traces read to estimate. */
+                            sampled: number;
+                            tenant?: string;
+                            traces: number;
+                        };
+                    };
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors?: unknown[];
+                    };
+                };
+            };
+            /** @description No credentials, or an unknown or revoked key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The caller lacks the scope or permission. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors?: unknown[];
+                    };
+                };
+            };
+            /** @description The body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
                 };
             };
             /** @description Too many requests from this caller: retry later. */

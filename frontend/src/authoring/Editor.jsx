@@ -13,6 +13,7 @@ import { validator } from "./validator.js";
 import { JsonCodeEditor } from "./JsonCodeEditor.jsx";
 import { FlagWidget, JsonField, OptionalDataControlsTemplate, RootObjectFieldTemplate, buttonTemplates } from "./widgets.jsx";
 import { TryPanel } from "./TryPanel.jsx";
+import { JudgeCost } from "./JudgeCost.jsx";
 
 const SERVER_CHECK_DELAY_MS = 600;
 const FORM_BEHAVIOUR = {
@@ -353,6 +354,7 @@ export function Editor({ config, initialDoc }) {
           {check && check.description ? (
             <p className="kg-check-note"><strong>{check.id}</strong>: {check.description}</p>
           ) : null}
+          <JudgeCost config={config} doc={doc} />
           {view === "json" ? (
             <RawJsonView text={rawText} error={rawError} errors={shownErrors} onChange={onRawChange} nonce={config.cspNonce} />
           ) : (
