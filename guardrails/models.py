@@ -46,10 +46,12 @@ class Guardrail(models.Model):
     `document` is the wire document (schema 1.1.0) exactly as authored, so that export and
     import round-trip; the other columns are copied from it for the pages to filter on.
     `enabled` is the console's switch, not part of the document; so are `shadow` (with its
-    sampling rate), `stages` (where a runtime's check of a turn applies it: None, its
-    check's defaults) and `on_error`, what an `error` does to the turn: `pass` (the turn goes
-    on) or `halt` (fail closed, for `halt` guardrails only). The export shows none of them:
-    the document stays 1.1.0. Deleting sets
+    sampling rate and `enforced_revision`: in shadow, the current revision is evaluated and
+    recorded but never halts nor makes a violation, while `enforced_revision`, when set, is
+    still enforced beside it until the shadow one is promoted), `stages` (where a runtime's
+    check of a turn applies it: None, its check's defaults) and `on_error`, what an `error`
+    does to the turn: `pass` (the turn goes on) or `halt` (fail closed, for `halt` guardrails
+    only). The export shows none of them: the document stays 1.1.0. Deleting sets
     `deleted_at`, so that results and violations keep naming their revision.
     """
 
@@ -70,10 +72,15 @@ class Guardrail(models.Model):
     on_violation = models.CharField(max_length=100)
     enabled = models.BooleanField(default=True)
     shadow = models.BooleanField(
-        default=False, help_text="evaluated and recorded, never halting and never a violation (llm-judge)"
+        default=False, help_text="its current revision is evaluated and recorded, never halting and never a violation"
     )
     shadow_sample_rate = models.FloatField(
-        null=True, blank=True, help_text="in shadow, the share of matching traces judged (none: every one)"
+        null=True, blank=True, help_text="in shadow, the share of matching traces evaluated (none: every one)"
+    )
+    enforced_revision = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="in shadow, the revision still enforced beside the shadow one until it is promoted (none: none)",
     )
     stages = models.JSONField(
         null=True,

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from guardrails import deployment
@@ -144,6 +144,7 @@ def save_guardrail(
     audit_verb: str | None = None,
     owner: Tenant | None = None,
     based_on: frozenset[int] | None = None,
+    shadow: bool | None = None,
 ) -> Guardrail:
     """Create or replace the guardrail of `document["id"]` and record the new revision.
 
@@ -157,6 +158,12 @@ def save_guardrail(
     change was made on; when the live guardrail's current revision is not one of them,
     nothing is saved and RevisionConflict is raised. The row is locked before it is
     compared, so that of two saves based on the same revision exactly one is applied.
+
+    `shadow` (the editor's "save in shadow"): True saves the new revision in shadow,
+    evaluated and recorded but never halting nor a violation; the revision enforced until
+    now stays enforced beside it until the new one is promoted (`promote`). False enforces
+    the new revision at once; None (the default) keeps the guardrail's state: a guardrail
+    in shadow stays in shadow.
     """
     guardrail = Guardrail.objects.select_for_update().filter(guardrail_id=document["id"]).first() or Guardrail(
         guardrail_id=document["id"], tenant=owner
@@ -169,6 +176,9 @@ def save_guardrail(
     if issues:
         raise OwnershipError(issues)
     before = audited_state(guardrail) if guardrail.pk and guardrail.deleted_at is None else None
+    was = shadow_state(guardrail) if before else None
+    if shadow is not None or before is None:
+        _shadow_on_save(guardrail, bool(shadow), enforced_until_now=guardrail.revision if before else None)
     now = timezone.now()
     guardrail.document = document
     guardrail.copy_columns()
@@ -188,7 +198,33 @@ def save_guardrail(
     )
     verb = audit_verb or ("update" if before else "create")
     audit.record(f"guardrail.{verb}", guardrail, before=before, after=audited_state(guardrail), actor=author)
+    if shadow_state(guardrail) != (was or shadow_state(Guardrail())):
+        audit.record(_shadow_verb(was, guardrail), guardrail, before=was, after=shadow_state(guardrail), actor=author)
     return guardrail
+
+
+def _shadow_on_save(guardrail: Guardrail, shadow: bool, enforced_until_now: int | None) -> None:
+    """The shadow state a save leaves: in shadow, the revision enforced until now (if any,
+    and not itself in shadow) stays enforced beside the new one; enforced, nothing beside."""
+    if not shadow:
+        guardrail.shadow, guardrail.enforced_revision = False, None
+        return
+    if not guardrail.shadow:
+        guardrail.enforced_revision = enforced_until_now
+    guardrail.shadow = True
+
+
+def shadow_state(guardrail: Guardrail) -> dict[str, Any]:
+    """What the audit log records of a guardrail's shadow state."""
+    return {
+        "shadow": guardrail.shadow,
+        "sampleRate": guardrail.shadow_sample_rate,
+        "enforcedRevision": guardrail.enforced_revision if guardrail.shadow else None,
+    }
+
+
+def _shadow_verb(before: dict[str, Any] | None, guardrail: Guardrail) -> str:
+    return "guardrail.promote" if before and before["shadow"] and not guardrail.shadow else "guardrail.shadow"
 
 
 def owner_slug(guardrail: Guardrail) -> str | None:
@@ -223,18 +259,27 @@ def set_enabled(guardrail: Guardrail, enabled: bool) -> None:
 
 @transaction.atomic
 def set_shadow(guardrail: Guardrail, shadow: bool, rate: float | None) -> None:
-    """Put a guardrail in shadow (judged on a share `rate` of traces, None: all) or promote
-    it to enforced: the console's state beside the document, no new revision. Audited as
-    `guardrail.shadow` or `guardrail.promote`; a request that changes nothing writes nothing."""
+    """Put a guardrail in shadow (evaluated on a share `rate` of traces, None: all) or
+    promote its current revision to enforced: the console's state beside the document, no
+    new revision. Putting an enforced guardrail in shadow enforces nothing beside it (a
+    guardrail in shadow beside an enforced revision keeps that one, with the new rate);
+    promoting stops enforcing the revision beside it. Audited as `guardrail.shadow` or
+    `guardrail.promote`; a request that changes nothing writes nothing."""
     locked = Guardrail.objects.select_for_update().get(pk=guardrail.pk)
-    before = {"shadow": locked.shadow, "sampleRate": locked.shadow_sample_rate}
-    after = {"shadow": shadow, "sampleRate": rate}
-    guardrail.shadow, guardrail.shadow_sample_rate = shadow, rate
+    before = shadow_state(locked)
+    enforced = locked.enforced_revision if shadow and locked.shadow else None
+    guardrail.shadow, guardrail.shadow_sample_rate, guardrail.enforced_revision = shadow, rate, enforced
+    after = shadow_state(guardrail)
     if before == after:
         return
-    guardrail.save(update_fields=["shadow", "shadow_sample_rate"])
-    verb = "promote" if before["shadow"] and not shadow else "shadow"
-    audit.record(f"guardrail.{verb}", guardrail, before=before, after=after)
+    guardrail.save(update_fields=["shadow", "shadow_sample_rate", "enforced_revision"])
+    audit.record(_shadow_verb(before, guardrail), guardrail, before=before, after=after)
+
+
+def promote(guardrail: Guardrail) -> None:
+    """Enforce a guardrail's shadow revision: it halts and makes violations from now on, and
+    the revision enforced beside it stops. Audited as `guardrail.promote`."""
+    set_shadow(guardrail, False, None)
 
 
 def set_fail_mode(guardrail: Guardrail, on_error: str) -> None:
@@ -278,15 +323,20 @@ def guardrail_stages(guardrail: Guardrail) -> list[str]:
 
 @dataclass(frozen=True)
 class Enforced:
-    """An enabled guardrail as the engine reads it, with the revision row results name."""
+    """An enabled guardrail as the engine reads it, with the revision row results name.
+
+    `in_shadow`: whether this revision runs in shadow; None reads the guardrail row's state
+    (a run's single pinned revision). A guardrail in shadow beside an enforced revision is
+    two items: the enforced revision (`in_shadow` False) and the shadow one (True)."""
 
     guardrail: EngineGuardrail
     revision: GuardrailRevision
+    in_shadow: bool | None = None
 
     @property
     def shadow(self) -> bool:
-        """In shadow: recorded, never halting, never a violation (the guardrail row's state)."""
-        return bool(self.revision.guardrail.shadow)
+        """In shadow: recorded, never halting, never a violation."""
+        return bool(self.revision.guardrail.shadow) if self.in_shadow is None else self.in_shadow
 
     @property
     def halts_on_error(self) -> bool:
@@ -325,24 +375,32 @@ def enforced_guardrails(tenant: Tenant | object | None = ...) -> list[Enforced]:
     With `tenant`, only those that apply to it: the console-wide ones and its own (None:
     the console-wide ones only), so that no answer names another tenant's guardrail.
     """
-    from django.db.models import Q
-
     revisions = (
-        GuardrailRevision.objects.filter(
-            guardrail__enabled=True, guardrail__deleted_at__isnull=True, number=F("guardrail__revision")
-        )
+        GuardrailRevision.objects.filter(guardrail__enabled=True, guardrail__deleted_at__isnull=True)
+        .filter(live_revisions())
         .select_related("guardrail__tenant")
-        .order_by("guardrail__guardrail_id")
+        .order_by("guardrail__guardrail_id", "number")
     )
     if tenant is not ...:
         owned = Q(guardrail__tenant=tenant) if isinstance(tenant, Tenant) else Q(pk__in=[])
         revisions = revisions.filter(Q(guardrail__tenant__isnull=True) | owned)
     enforced = [
-        Enforced(engine_guardrail(rev, enforced_document(rev.document, owner_slug(rev.guardrail))), rev)
+        Enforced(
+            engine_guardrail(rev, enforced_document(rev.document, owner_slug(rev.guardrail))),
+            rev,
+            in_shadow=rev.guardrail.shadow and rev.number == rev.guardrail.revision,
+        )
         for rev in revisions
     ]
     deployment.load_filesystem_checks(item.guardrail for item in enforced)
     return enforced
+
+
+def live_revisions(prefix: str = "guardrail__") -> Q:
+    """The revisions a guardrail evaluates: its current one, and in shadow the one still
+    enforced beside it (GuardrailRevision rows; `prefix` leads to the guardrail)."""
+    current = Q(number=F(f"{prefix}revision"))
+    return current | Q(**{f"{prefix}shadow": True}, number=F(f"{prefix}enforced_revision"))
 
 
 _ENGINE_GUARDRAILS: dict[int, EngineGuardrail] = {}

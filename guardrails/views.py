@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
@@ -131,7 +132,8 @@ class GuardrailToggleView(GuardrailPageMixin, View):
 
 
 class GuardrailShadowView(GuardrailPageMixin, View):
-    """Put an llm-judge guardrail in shadow (with a sampling rate), or promote it to enforced."""
+    """Put a guardrail in shadow (with a sampling rate), or promote its shadow revision to
+    enforced (audited as `guardrail.promote`)."""
 
     needs_author = True
 
@@ -144,15 +146,15 @@ class GuardrailShadowView(GuardrailPageMixin, View):
         raw = request.POST.get("sample_percent", "").strip()
         try:
             rate = float(raw) / 100 if raw else None
-            set_shadow(guardrail, *shadow_request({"shadow": shadow, "sampleRate": rate}, guardrail.kind))
+            set_shadow(guardrail, *shadow_request({"shadow": shadow, "sampleRate": rate}))
         except (ValueError, ApiError) as error:
             messages.error(request, f"Not changed: {getattr(error, 'detail', error)}")
             return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
         messages.success(
             request,
-            f"{guardrail.guardrail_id} is in shadow: judged and recorded, never halting, never a violation."
+            f"{guardrail.guardrail_id} is in shadow: evaluated and recorded, never halting, never a violation."
             if shadow
-            else f"{guardrail.guardrail_id} is enforced.",
+            else f"{guardrail.guardrail_id} revision {guardrail.revision} is enforced.",
         )
         return HttpResponseRedirect(reverse("guardrail-detail", args=[guardrail.guardrail_id]))
 
@@ -256,6 +258,7 @@ class GuardrailEditorView(GuardrailPageMixin, TemplateView):
             "initial": initial,
             "save_url": save_url,
             "save_method": "PUT" if guardrail else "POST",
+            "try_time_limit_s": settings.KINDGI_EVALUATE_TIME_LIMIT_S,
             # The revision the editor was opened on: its save sends it as If-Match, so that a
             # save after someone else's is refused (412) and shown, not applied over theirs.
             "if_match": f'"{guardrail.guardrail_id}@{guardrail.revision}"' if guardrail else "",

@@ -310,6 +310,13 @@ SECTIONS: dict[str, tuple[Variable, ...]] = {
             minimum=1,
         ),
         ENGINE.variable("KINDGI_API_KEY"),
+        V(
+            "KINDGI_DEMO_JUDGE",
+            "bool",
+            False,
+            "serve the demo's judge provider at `/demo-judge/v1/chat/completions` (`load_demo`'s judge models)",
+            shown="`DJANGO_DEBUG`",
+        ),
     ),
     "Alerts and e-mail": (
         V("KINDGI_ALERT_CHECK_SECONDS", "int", 60, "how often alert rules are evaluated", minimum=1),

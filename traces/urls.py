@@ -6,10 +6,11 @@ detail routes, whose `path` converter takes an id that may hold a "/" (ids store
 alphabet, console-limits.schema.json) and would otherwise take every longer path.
 """
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
 from guardrails import urls as guardrail_pages
 from guardrails.api import urls as guardrail_api
+from traces.demo import judge_endpoint
 from traces.ingest import urls as ingest
 from traces.ledger import urls as ledger
 from traces.review import urls as review
@@ -26,6 +27,8 @@ urlpatterns: Routes = [
     *runs.urlpatterns,
     *review.urlpatterns,
     *ledger.urlpatterns,
+    # The demo's judge provider (a 404 unless KINDGI_DEMO_JUDGE is on).
+    path(f"{judge_endpoint.PATH}/chat/completions", judge_endpoint.chat_completions, name="demo-judge"),
 ]
 
 #: Under api/v1/.

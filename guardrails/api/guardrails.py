@@ -26,6 +26,7 @@ from guardrails.api.serializers import (
     GUARDRAIL_BODY,
     IF_MATCH_PARAM,
     REVISION_CONFLICT_RESPONSE,
+    SHADOW_PARAM,
     TENANT_PARAM,
 )
 from guardrails.engine.types import Issue
@@ -56,12 +57,13 @@ def registered_document(payload: object) -> dict[str, Any]:
     return payload
 
 
-def enabled_flag(request: Request) -> bool | None:
-    raw = request.query_params.get("enabled")
+def enabled_flag(request: Request, name: str = "enabled") -> bool | None:
+    """A true/false query parameter (`enabled`, `shadow`); None when absent."""
+    raw = request.query_params.get(name)
     if raw is None:
         return None
     if raw.lower() not in ("true", "false", "1", "0"):
-        raise ApiError([Issue("/enabled", "enabled is true or false")])
+        raise ApiError([Issue(f"/{name}", f"{name} is true or false")])
     return raw.lower() in ("true", "1")
 
 
@@ -84,7 +86,8 @@ class GuardrailBaseView(ConsoleAPIView):
         owner: Any = None,
         based_on: frozenset[int] | None = None,
     ) -> Guardrail:
-        return save_guardrail(document, self.author(), enabled=enabled, owner=owner, based_on=based_on)
+        shadow = enabled_flag(self.request, "shadow")
+        return save_guardrail(document, self.author(), enabled=enabled, owner=owner, based_on=based_on, shadow=shadow)
 
 
 class GuardrailListView(GuardrailBaseView):
@@ -103,7 +106,7 @@ class GuardrailListView(GuardrailBaseView):
     @extend_schema(
         operation_id="guardrails_create",
         request=GUARDRAIL_BODY,
-        parameters=[ENABLED_PARAM, TENANT_PARAM, ETAG_HEADER],
+        parameters=[ENABLED_PARAM, SHADOW_PARAM, TENANT_PARAM, ETAG_HEADER],
         responses={201: DOCUMENT_RESPONSE, **error_responses(400, 401, 403, 409, 413, 415, 429)},
     )
     def post(self, request: Request) -> Response:
@@ -238,7 +241,7 @@ class GuardrailDetailView(GuardrailBaseView):
             "revision, the second is told instead of overwriting the first."
         ),
         request=GUARDRAIL_BODY,
-        parameters=[ENABLED_PARAM, IF_MATCH_PARAM, ETAG_HEADER],
+        parameters=[ENABLED_PARAM, SHADOW_PARAM, IF_MATCH_PARAM, ETAG_HEADER],
         responses={
             200: DOCUMENT_RESPONSE,
             412: REVISION_CONFLICT_RESPONSE,

@@ -149,19 +149,32 @@ ENABLED_PARAM = OpenApiParameter(
     description="Switch the guardrail on or off "
     "(the console's switch, not part of the document). New guardrails are enabled.",
 )
+SHADOW_PARAM = OpenApiParameter(
+    "shadow",
+    OpenApiTypes.BOOL,
+    description="true: save the new revision in shadow (evaluated and recorded, never halting, never a "
+    "violation); the revision enforced until now stays enforced beside it until the new one is promoted "
+    "(`POST guardrails/{id}/shadow` with `shadow: false`). false: enforce the new revision at once. "
+    "Absent: the guardrail keeps its state (one in shadow stays in shadow; a new one is enforced).",
+)
 SHADOW_BODY = {
     "application/json": {
         "type": "object",
         "required": ["shadow"],
         "additionalProperties": False,
         "properties": {
-            "shadow": {"type": "boolean", "description": "true: in shadow; false: promoted to enforced."},
+            "shadow": {
+                "type": "boolean",
+                "description": "true: the current revision in shadow, nothing enforced beside it (a guardrail "
+                "already in shadow beside an enforced revision keeps it); false: the current revision "
+                "promoted to enforced, the one beside it no longer enforced.",
+            },
             "sampleRate": {
                 "type": "number",
                 "nullable": True,
                 "exclusiveMinimum": 0,
                 "maximum": 1,
-                "description": "In shadow, the share of matching traces judged; null: every one.",
+                "description": "In shadow, the share of matching traces evaluated; null: every one.",
             },
         },
     }
@@ -171,8 +184,14 @@ SHADOW_RESPONSE = OpenApiResponse(
         "type": "object",
         "properties": {
             "guardrail": {"type": "string"},
+            "revision": {"type": "integer", "description": "the current revision (in shadow when `shadow`)"},
             "shadow": {"type": "boolean"},
             "sampleRate": {"type": "number", "nullable": True},
+            "enforcedRevision": {
+                "type": "integer",
+                "nullable": True,
+                "description": "in shadow, the revision still enforced beside the current one; null: none",
+            },
         },
     }
 )

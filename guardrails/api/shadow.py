@@ -12,7 +12,6 @@ from rest_framework.response import Response
 
 from guardrails.api.guardrails import GuardrailBaseView
 from guardrails.api.serializers import SHADOW_BODY, SHADOW_RESPONSE
-from guardrails.engine.judge import KIND as JUDGE_KIND
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail
 from guardrails.services import set_shadow
@@ -21,7 +20,8 @@ from kindgi_console.openapi import error_responses
 
 
 class GuardrailShadowView(GuardrailBaseView):
-    """`POST guardrails/{id}/shadow`: put an llm-judge guardrail in shadow, or promote it.
+    """`POST guardrails/{id}/shadow`: put a guardrail in shadow, or promote its current
+    revision (audited as `guardrail.promote`), which stops the revision enforced beside it.
 
     The console's state beside the document, like `enabled`: no revision, and the export
     still emits the 1.1.0 document unchanged.
@@ -43,18 +43,20 @@ class GuardrailShadowView(GuardrailBaseView):
             raise ApiError(
                 [Issue("", "a console-wide guardrail is changed only by console admins")], status.HTTP_403_FORBIDDEN
             )
-        shadow, rate = shadow_request(read_json_body(request), guardrail.kind)
+        shadow, rate = shadow_request(read_json_body(request))
         set_shadow(guardrail, shadow, rate)
         return Response(
             {
                 "guardrail": guardrail.guardrail_id,
+                "revision": guardrail.revision,
                 "shadow": guardrail.shadow,
                 "sampleRate": guardrail.shadow_sample_rate,
+                "enforcedRevision": guardrail.enforced_revision if guardrail.shadow else None,
             }
         )
 
 
-def shadow_request(body: object, kind: str) -> tuple[bool, float | None]:
+def shadow_request(body: object) -> tuple[bool, float | None]:
     """(shadow, sample rate) from a request body; ApiError naming the field otherwise."""
     if not isinstance(body, dict):
         raise ApiError([Issue("", "the body is an object: {shadow, sampleRate}")])
@@ -64,8 +66,6 @@ def shadow_request(body: object, kind: str) -> tuple[bool, float | None]:
     shadow = body.get("shadow")
     if not isinstance(shadow, bool):
         raise ApiError([Issue("/shadow", "shadow is true or false")])
-    if shadow and kind != JUDGE_KIND:
-        raise ApiError([Issue("/shadow", "only an llm-judge guardrail is put in shadow")])
     rate = body.get("sampleRate")
     if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= 1):
         raise ApiError([Issue("/sampleRate", "sampleRate is a number above 0 and at most 1, or null")])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from pprint import pformat
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from playwright.sync_api import Browser
@@ -22,6 +22,7 @@ from tests.browser.conftest import screenshot
 from traces import demo
 from traces.models import Evaluation, RunTrace, Upload, Violation
 
+Scheme = Literal["light", "dark"]
 AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
 
 # What spills out of a card: an element whose box passes its card's right edge while no
@@ -130,7 +131,7 @@ def demo_console(db: Any) -> None:
     demo.load(sizes={"acme": 200, "globex": 60})
 
 
-def signed_in_context(browser: Browser, live_server: Any, width: int, scheme: str = "light") -> Any:
+def signed_in_context(browser: Browser, live_server: Any, width: int, scheme: Scheme = "light") -> Any:
     # bypass_csp only lets the test inject axe-core; the console's own scripts obey the CSP.
     context = browser.new_context(
         base_url=live_server.url, viewport={"width": width, "height": 900}, bypass_csp=True, color_scheme=scheme
@@ -154,7 +155,7 @@ def settle(page: Any) -> None:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("width", "scheme"), [(1024, "light"), (1440, "light"), (1440, "dark")])
 def test_every_page_fits_its_cards_and_passes_axe(
-    browser: Browser, live_server: Any, demo_console: None, width: int, scheme: str
+    browser: Browser, live_server: Any, demo_console: None, width: int, scheme: Scheme
 ) -> None:
     """In the light theme at both widths, and in the dark one (the system's preference)."""
     context, page = signed_in_context(browser, live_server, width, scheme)

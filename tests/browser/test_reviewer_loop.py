@@ -85,7 +85,7 @@ def test_an_author_previews_an_edit_then_shadows_and_promotes_a_judge(
     assert Guardrail.objects.get(guardrail_id="no-refund-promises").shadow_sample_rate == 0.25
     screenshot(page, "judge-in-shadow")
     page.once("dialog", lambda dialog: dialog.accept())
-    page.get_by_role("button", name="Promote to enforced").click()
+    page.get_by_role("button", name="Promote revision 1 to enforced").click()
     page.get_by_role("heading", name="Enforced", exact=True).wait_for()
     assert not Guardrail.objects.get(guardrail_id="no-refund-promises").shadow
     assert page.script_errors == []

@@ -23,6 +23,7 @@ from django.db import connection  # noqa: E402
 from django.db.migrations.executor import MigrationExecutor  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from guardrails.services import enforced_guardrails  # noqa: E402
 from kindgi_console.tenancy.models import SCOPES, ApiKey, Tenant  # noqa: E402
 
 settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
@@ -55,6 +56,8 @@ def tenant_figures(client: Client, tenant: Tenant) -> dict[str, Any]:
     review = get(client, key, f"/api/v1/violations/{reviewed}") if reviewed else None
     ledger = get(client, key, "/api/v1/ledger")["groups"]
     guardrails = every(client, key, "/api/v1/guardrails?size=200")
+    enforced = enforced_guardrails()
+    ids = [item.guardrail.id for item in enforced]
     return {
         "traces": len({t["id"] for t in traces}),
         "violations": dict(sorted(Counter(v["state"] for v in violations).items())),
@@ -62,6 +65,8 @@ def tenant_figures(client: Client, tenant: Tenant) -> dict[str, Any]:
         "reviewed": review and [review["id"], review["state"], len(review["reviews"])],
         "ledger": [sum(g["calls"] + g["cacheHits"] for g in ledger), str(sum(Decimal(g["costUsd"]) for g in ledger))],
         "guardrails": sorted(g["id"] for g in guardrails),
+        # The guardrails the runtime evaluates in shadow, and whether each is its only revision.
+        "shadow": sorted([item.guardrail.id, ids.count(item.guardrail.id) == 1] for item in enforced if item.shadow),
     }
 
 

@@ -75,6 +75,8 @@ BEFORE = {
     "ledger": "SELECT t.slug, count(*), sum(l.cost_usd) FROM traces_judgeledgerentry l "
     "JOIN tenancy_tenant t ON t.id = l.tenant_id GROUP BY 1",
     "guardrails": "SELECT guardrail_id FROM guardrails_guardrail WHERE deleted_at IS NULL",
+    # Releases from before shadow have no such column: nothing of theirs is in shadow.
+    "shadow": "SELECT guardrail_id FROM guardrails_guardrail WHERE deleted_at IS NULL AND shadow",
 }
 FINDINGS = (
     "SELECT (SELECT count(*) FROM traces_violationreview), "
@@ -241,10 +243,16 @@ def figures_before(database: Database) -> dict[str, Any]:
     for slug, calls, cost in database.rows(BEFORE["ledger"]):
         tenant(slug)["ledger"] = [calls, cost]
     guardrails = sorted(row[0] for row in database.rows(BEFORE["guardrails"]))
+    try:
+        shadow = sorted(row[0] for row in database.rows(BEFORE["shadow"]))
+    except (psycopg.Error, sqlite3.Error):
+        shadow = []
     for data in tenants.values():
         data["violations"] = dict(sorted(data["violations"].items()))
         data["runs"].sort()
         data["guardrails"] = guardrails
+        # In shadow with nothing enforced beside it, as before the upgrade.
+        data["shadow"] = [[guardrail_id, True] for guardrail_id in shadow]
     return tenants
 
 

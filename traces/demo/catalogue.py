@@ -92,8 +92,11 @@ EXTRA_GUARDRAILS: list[dict[str, Any]] = [
     },
 ]
 
-#: Where the demo's judge models are served: a local OpenAI-compatible server (Ollama).
-DEMO_JUDGE_BASE_URL = "http://127.0.0.1:11434/v1"
+#: Where the demo's judge models are served: the console's own demo judge
+#: (traces.demo.judge_endpoint) on `make run`'s address; `runconsole` points them at its own.
+DEMO_JUDGE_BASE_URL = "http://127.0.0.1:8000/demo-judge/v1"
+#: Where demos loaded before the console served its own judge pointed them (Ollama).
+OLD_DEMO_JUDGE_BASE_URL = "http://127.0.0.1:11434/v1"
 #: The demo's judge model registrations, in the registry's wire shape. They are priced as
 #: hosted models of their size would be, so that the ledger has costs to show.
 DEMO_JUDGE_MODELS: list[dict[str, Any]] = [

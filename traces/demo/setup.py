@@ -11,8 +11,17 @@ from guardrails.models import Guardrail, JudgeModelRegistration
 from guardrails.services import Author, register_document, save_guardrail, set_shadow
 from kindgi_console.tenancy import changes
 from kindgi_console.tenancy.models import Membership, Tenant
-from traces.demo.catalogue import DEMO_JUDGE_MODELS, EXAMPLES, EXTRA_GUARDRAILS, PASSWORD, PEOPLE, TENANTS
-from traces.judge.registry import save_registration, validate_registration
+from traces.demo.catalogue import (
+    DEMO_JUDGE_MODELS,
+    EXAMPLES,
+    EXTRA_GUARDRAILS,
+    OLD_DEMO_JUDGE_BASE_URL,
+    PASSWORD,
+    PEOPLE,
+    TENANTS,
+)
+from traces.demo.judge_endpoint import PATH as DEMO_JUDGE_PATH
+from traces.judge.registry import registration_doc, save_registration, validate_registration
 
 
 def ensure_people() -> dict[str, User]:
@@ -79,3 +88,21 @@ def ensure_judge_models() -> dict[str, JudgeModelRegistration]:
         save_registration(doc)
     ids = [doc["id"] for doc in DEMO_JUDGE_MODELS]
     return {row.model_id: row for row in JudgeModelRegistration.objects.filter(model_id__in=ids)}
+
+
+def point_judges_at(console_url: str) -> list[str]:
+    """Point the demo's judge models at the demo judge of the console serving at `console_url`.
+
+    Only a demo model still served by a demo judge (or by the Ollama address of demos loaded
+    before) moves; one an admin pointed elsewhere is left alone. Returns the ids moved; each
+    move is a registration change in the audit log.
+    """
+    wanted = f"{console_url.rstrip('/')}/{DEMO_JUDGE_PATH}"
+    moved = []
+    rows = JudgeModelRegistration.objects.filter(model_id__in=[doc["id"] for doc in DEMO_JUDGE_MODELS])
+    for row in rows:
+        demo_served = row.base_url == OLD_DEMO_JUDGE_BASE_URL or row.base_url.endswith(f"/{DEMO_JUDGE_PATH}")
+        if demo_served and row.base_url != wanted:
+            save_registration({**registration_doc(row, console_fields=False), "baseUrl": wanted})
+            moved.append(row.model_id)
+    return sorted(moved)

@@ -33,7 +33,7 @@ from traces.store.columns import ResultRow
 # What selects the enforced guardrails, and each one's revision, last change, owner, shadow
 # state and stages: when these rows are the same as at the last read, so are the enforced guardrails.
 ENFORCED_STAMP = (
-    "SELECT id, revision, updated_at, tenant_id, shadow, shadow_sample_rate, stages, on_error "  # noqa: S608
+    "SELECT id, revision, updated_at, tenant_id, shadow, shadow_sample_rate, enforced_revision, stages, on_error "  # noqa: S608
     f"FROM {Guardrail._meta.db_table} "
     "WHERE enabled = %s AND deleted_at IS NULL ORDER BY id"
 )

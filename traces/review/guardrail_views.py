@@ -30,6 +30,7 @@ from traces.judge import ledger
 from traces.models import CalibrationSample, EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation, ViolationDay
 from traces.review import calibration, quality
 from traces.review.calibration_views import can_label, latest_calibration
+from traces.review.shadow import SHADOW_DAYS, shadow_comparison
 
 PAGE_SIZE = 50
 #: The guardrail page shows its judge spend over this many days.
@@ -198,16 +199,13 @@ class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
         overall, per_revision = quality.rolled_up_quality(
             self.rows(ViolationDay).filter(guardrail=guardrail), self.rows(Violation).filter(guardrail=guardrail), since
         )
-        shadow_stats = (
-            self.rows(EvaluationResult)
-            .filter(guardrail=guardrail, shadow=True, created_at__gte=timezone.now() - timedelta(days=30))
-            .aggregate(judged=Count("pk"), failing=Count("pk", filter=Q(status="fail")))
-        )
+        shadow_stats = shadow_comparison(self.rows(EvaluationResult), guardrail)
         return {
             **super().get_context_data(**kwargs),
             "calibration": latest_calibration(self.request, guardrail),
             "can_label": can_label(self.request),
             "shadow_stats": shadow_stats,
+            "shadow_days": SHADOW_DAYS,
             "stage_choices": [(stage, stage in guardrail_stages(guardrail)) for stage in STAGES],
             "default_stages": default_stages(guardrail.check_name),
             "quality": overall,

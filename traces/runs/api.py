@@ -329,8 +329,13 @@ class EvaluationEstimateView(ConsoleAPIView):
         return Response({"tenant": tenant.slug, **estimate})
 
     def _tenant(self, request: Request) -> Any:
-        visible = self.caller.tenants("read")
-        slug = request.query_params.get("tenant")
+        return self.tenant_of(self.caller, request.query_params.get("tenant"))
+
+    @staticmethod
+    def tenant_of(caller: Any, slug: str | None) -> Any:
+        """The tenant to estimate for: the one named, or the caller's only one; 404 for a
+        tenant the caller may not read."""
+        visible = caller.tenants("read")
         if slug:
             visible = visible.filter(slug=slug)
         found = list(visible[:2])
@@ -344,8 +349,10 @@ class EvaluationEstimateView(ConsoleAPIView):
     def _guardrails(request: Request, tenant: Any) -> tuple[list[Any], list[str]]:
         """The enabled guardrails named (all when none is), and the names of no such one."""
         wanted = [name.strip() for name in request.query_params.get("guardrails", "").split(",") if name.strip()]
-        enforced = {item.guardrail.id: item.guardrail for item in enforced_guardrails(tenant)}
+        # A guardrail in shadow beside its enforced revision is both: each is evaluated.
+        enforced = [item.guardrail for item in enforced_guardrails(tenant)]
         if not wanted:
-            return list(enforced.values()), []
-        known = [enforced[name] for name in dict.fromkeys(wanted) if name in enforced]
-        return known, [name for name in dict.fromkeys(wanted) if name not in enforced]
+            return enforced, []
+        ids = {guardrail.id for guardrail in enforced}
+        known = [guardrail for guardrail in enforced if guardrail.id in wanted]
+        return known, [name for name in dict.fromkeys(wanted) if name not in ids]

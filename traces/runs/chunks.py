@@ -304,9 +304,23 @@ def claim_chunk(chunk_id: int) -> EvaluationChunk | None:
 
 
 def run_targets(run: Evaluation) -> list[Enforced]:
-    """The run's pinned revisions as the engine reads them."""
-    revisions = run.revisions.select_related("guardrail").order_by("guardrail__guardrail_id")
-    return [Enforced(engine_guardrail(revision), revision) for revision in revisions]
+    """The run's pinned revisions as the engine reads them. Of a guardrail pinned at two
+    revisions (in shadow beside an enforced one when the run was made), the newer is the
+    shadow one; a guardrail pinned once follows the guardrail's shadow state."""
+    revisions = list(run.revisions.select_related("guardrail").order_by("guardrail__guardrail_id", "number"))
+    newest: dict[int, int] = {}
+    pinned: dict[int, int] = {}
+    for revision in revisions:
+        newest[revision.guardrail_id] = revision.number
+        pinned[revision.guardrail_id] = pinned.get(revision.guardrail_id, 0) + 1
+    return [
+        Enforced(
+            engine_guardrail(revision),
+            revision,
+            in_shadow=None if pinned[revision.guardrail_id] == 1 else revision.number == newest[revision.guardrail_id],
+        )
+        for revision in revisions
+    ]
 
 
 def evaluate_batch(

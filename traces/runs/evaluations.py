@@ -23,11 +23,12 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 
 from guardrails.engine.types import Guardrail as EngineGuardrail
 from guardrails.engine.types import Issue, IssuesError, Mode
 from guardrails.models import Guardrail, GuardrailRevision
+from guardrails.services import live_revisions
 from kindgi_console import tasking
 from kindgi_console.tenancy.models import Tenant
 from traces.judge.estimate import estimate_run
@@ -65,7 +66,8 @@ class RunRequest:
 
 def pinned_revisions(guardrail_ids: Sequence[str], tenant: Tenant) -> list[GuardrailRevision]:
     """The current revision of each named guardrail, or of every enabled one, among those
-    that apply to the run's tenant (console-wide, or its own: never another tenant's).
+    that apply to the run's tenant (console-wide, or its own: never another tenant's); of a
+    guardrail in shadow beside an enforced revision, both (`run_targets` tells them apart).
 
     Raises RunRequestError naming an id that is no (live) guardrail of the tenant.
     """
@@ -74,12 +76,10 @@ def pinned_revisions(guardrail_ids: Sequence[str], tenant: Tenant) -> list[Guard
             raise RunRequestError([Issue(f"/guardrails/{index}", "the NUL character is not allowed")])
     revisions = (
         GuardrailRevision.objects.filter(
-            guardrail__deleted_at__isnull=True,
-            number=F("guardrail__revision"),
-            guardrail__in=Guardrail.objects.applying_to(tenant.pk),
+            live_revisions(), guardrail__deleted_at__isnull=True, guardrail__in=Guardrail.objects.applying_to(tenant.pk)
         )
         .select_related("guardrail")
-        .order_by("guardrail__guardrail_id")
+        .order_by("guardrail__guardrail_id", "number")
     )
     if not guardrail_ids:
         return list(revisions.filter(guardrail__enabled=True))
@@ -129,7 +129,7 @@ def create_run(request: RunRequest) -> Evaluation:
     with transaction.atomic():
         run = Evaluation.objects.create(
             tenant=request.tenant,
-            guardrails=[revision.guardrail.guardrail_id for revision in revisions],
+            guardrails=list(dict.fromkeys(revision.guardrail.guardrail_id for revision in revisions)),
             trace_filters=filters,
             mode=request.mode,
             started_by=request.started_by,

@@ -13,11 +13,14 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from guardrails.engine.types import Issue
 from kindgi_console import idempotency
-from kindgi_console.api import ConsoleAPIView, body_tenant, caller_authors, object_body, read_json_body
+from kindgi_console.api import ApiError, ConsoleAPIView, body_tenant, caller_authors, object_body, read_json_body
 from traces.ingest.serializers import ERRORS
 from traces.models import GuardrailPreview
 from traces.runs import previews
+from traces.runs.api import EvaluationEstimateView
+from traces.runs.serializers import ESTIMATE_SCHEMA
 
 PREVIEW_SCHEMA = OpenApiResponse(
     {
@@ -96,6 +99,45 @@ class PreviewStartView(ConsoleAPIView):
         )
         preview = GuardrailPreview.objects.select_related("tenant", "current").get(pk=preview.pk)
         return Response(previews.preview_as_dict(preview), status=202)
+
+
+ESTIMATE_BODY = {
+    "application/json": {
+        **START_BODY["application/json"],
+        "description": "The draft and the selection a preview would take (nothing is started).",
+    }
+}
+
+
+class PreviewEstimateView(ConsoleAPIView):
+    """`POST guardrails/preview/estimate`: what Preview impact and Try it of a draft would ask
+    judges (calls, cache hits, dollars at most), before either runs; starts nothing."""
+
+    queryset = GuardrailPreview.objects.all()
+    scopes = {"POST": "read"}
+    filter_backends: list[Any] = []
+
+    @extend_schema(
+        operation_id="guardrails_preview_estimate",
+        request=ESTIMATE_BODY,
+        responses={
+            200: OpenApiResponse(
+                {
+                    "type": "object",
+                    "properties": {"tenant": {"type": "string"}, "preview": ESTIMATE_SCHEMA, "try": ESTIMATE_SCHEMA},
+                }
+            ),
+            400: ERRORS,
+            404: ERRORS,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        body = object_body(read_json_body(request), FIELDS, "the body is an object: {guardrail, traces}")
+        tenant = EvaluationEstimateView.tenant_of(self.caller, body_tenant(body))
+        mode = body.get("mode", "ci")
+        if mode not in ("ci", "runtime"):
+            raise ApiError([Issue("/mode", "mode is ci or runtime")])
+        return Response(previews.draft_estimate(tenant, body.get("guardrail"), body.get("traces"), mode))
 
 
 class PreviewDetailView(ConsoleAPIView):

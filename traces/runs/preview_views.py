@@ -81,11 +81,25 @@ class PreviewCreateView(TenantScopedMixin, View):
                 "draft": draft,
                 "filters": filters,
                 "errors": errors,
+                "judge_estimate": self.estimate(request, draft, filters),
                 "days": previews.PREVIEW_DAYS,
                 "most": previews.PREVIEW_MAX,
                 "nav_active": "guardrails",
             },
         )
+
+    def estimate(self, request: HttpRequest, draft: str, filters: dict[str, str]) -> dict[str, Any] | None:
+        """The judge cost estimate of the preview about to start (None: no valid draft yet)."""
+        if not draft.strip() or len(draft) > MAX_DRAFT or self.tenant is None:
+            return None
+        try:
+            document = json.loads(draft)
+            chosen = {name: value for name, value in filters.items() if value}
+            mode = cast(Mode, request.POST.get("mode", "ci") if request.method == "POST" else "ci")
+            estimate: dict[str, Any] = previews.draft_estimate(self.tenant, document, chosen, mode)["preview"]
+        except (ValueError, RunRequestError):
+            return None
+        return estimate
 
 
 class PreviewDetailView(TenantScopedMixin, View):

@@ -10,11 +10,13 @@ guardrail has no current revision: every failure is new), *no longer fails* the 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any, cast
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
@@ -87,6 +89,28 @@ def judge_estimate(tenant: Tenant, draft: EngineGuardrail, filters: dict[str, An
     return Decimal(str(estimate_run([draft], traces, tenant, mode=mode)["costUsd"]))
 
 
+def draft_estimate(tenant: Tenant, draft: object, filters: object = None, mode: Mode = "ci") -> dict[str, Any]:
+    """What a draft about to run will ask judges, as New evaluation's estimate says it
+    (traces.judge.estimate.estimate_run): `preview`, of Preview impact over the selection
+    (the draft and its current revision over the newest PREVIEW_MAX traces), and `try`,
+    of Try it on the selection's newest trace. Raises RunRequestError naming the field."""
+    registration = register_document(draft)
+    if registration.guardrail is None:
+        raise RunRequestError([Issue("/guardrail" + i.path, i.message) for i in registration.errors])
+    chosen = preview_filters(filters, tenant)
+    selected = selected_traces(tenant.pk, chosen)
+    newest = selected.order_by("-received_at", "-pk").values("pk")
+    judged = [registration.guardrail]
+    current = current_revision(registration.guardrail.id)
+    if current is not None:
+        judged.append(EngineGuardrail(document=current.document, revision=current.number))
+    return {
+        "tenant": tenant.slug,
+        "preview": estimate_run(judged, selected.filter(pk__in=newest[:PREVIEW_MAX]), tenant, mode=mode),
+        "try": estimate_run([registration.guardrail], selected.filter(pk__in=newest[:1]), tenant, mode=mode),
+    }
+
+
 def preview_filters(raw: object, tenant: Tenant) -> dict[str, Any]:
     """A run's filters under `/traces`; without `since` (and without an upload), the last week."""
     try:
@@ -134,9 +158,32 @@ def run_preview(preview_id: int) -> None:
         raise
 
 
+class PreviewStopped(Exception):
+    """A preview that cannot go on: its judge cannot be reached, or its time ran out."""
+
+
+#: Traces in a row whose judge call could not reach the provider that stop a preview.
+UNREACHABLE_IN_A_ROW = 3
+#: Words of a judge call's error that say the provider was not reached (the judge client's
+#: transport faults, the circuit's refusal, a deadline that passed waiting for an answer).
+UNREACHABLE = ("could not reach", "timed out", "provider unavailable", "time limit")
+
+
+def preview_time_limit() -> float:
+    """Seconds a preview may take in all: its task's soft limit, less a margin to record why."""
+    return max(1.0, float(settings.CELERY_TASK_SOFT_TIME_LIMIT) - 5.0)
+
+
+def unreachable(result: Result | None) -> bool:
+    """Whether a result is a judge call that did not reach its provider."""
+    reason = (result.reason or "") if result is not None and result.status == "error" else ""
+    return reason.startswith("judge call failed") and any(words in reason for words in UNREACHABLE)
+
+
 def _evaluate(preview: GuardrailPreview) -> None:
     pks = list(preview_traces(preview).values_list("pk", flat=True))
     GuardrailPreview.objects.filter(pk=preview.pk).update(total=len(pks))
+    until = time.monotonic() + preview_time_limit()
     draft = EngineGuardrail(document=preview.draft)
     current = (
         EngineGuardrail(document=preview.current.document, revision=preview.current.number)
@@ -146,7 +193,19 @@ def _evaluate(preview: GuardrailPreview) -> None:
     tally = Tally()
     for start in range(0, len(pks), BATCH):
         rows = list(RunTrace.objects.filter(pk__in=pks[start : start + BATCH]).select_related("tenant"))
-        _evaluate_batch(preview, draft, current, rows, tally)
+        try:
+            _evaluate_batch(preview, draft, current, rows, tally, until)
+        except PreviewStopped as stopped:
+            GuardrailPreview.objects.filter(pk=preview.pk).update(
+                status=GuardrailPreview.Status.FAILED,
+                done=start + tally.seen_in_batch,
+                counts=tally.counts,
+                changes=tally.changes,
+                judge_cost_usd=tally.cost,
+                error=str(stopped)[:2000],
+                finished_at=timezone.now(),
+            )
+            return
         GuardrailPreview.objects.filter(pk=preview.pk).update(done=start + len(rows))
     GuardrailPreview.objects.filter(pk=preview.pk).update(
         status=GuardrailPreview.Status.SUCCEEDED,
@@ -164,6 +223,8 @@ class Tally:
         self.counts: dict[str, int] = dict.fromkeys(KINDS, 0)
         self.changes: dict[str, list[dict[str, Any]]] = {"newly_failing": [], "no_longer_failing": []}
         self.cost = Decimal(0)
+        self.seen_in_batch = 0
+        self.unreachable_in_a_row = 0
 
     def add(self, trace: RunTrace, after: Result, before: Result | None) -> None:
         failing_now, failing_before = after.status == "fail", before is not None and before.status == "fail"
@@ -198,15 +259,40 @@ def _evaluate_batch(
     current: EngineGuardrail | None,
     rows: list[RunTrace],
     tally: Tally,
+    until: float,
 ) -> None:
+    """Evaluate a batch of the preview's traces, by `until` (a time.monotonic() instant).
+
+    Raises PreviewStopped when the time is up, or when the judge of UNREACHABLE_IN_A_ROW
+    traces in a row could not be reached: each would only wait out its own time limit.
+    """
     engine = deployment.engine()
-    with evaluation_services(preview.tenant, preview=preview) as services:
+    tally.seen_in_batch = 0
+    with evaluation_services(preview.tenant, preview=preview, until=until) as services:
         services.know_traces(rows)
         for row in rows:
+            if time.monotonic() >= until:
+                raise PreviewStopped(
+                    f"the preview ran out of its time limit ({preview_time_limit():.0f} s) before judging every "
+                    "trace: pick fewer traces (a shorter period, an agent or a flow)"
+                )
             context = services.context(row.document, cast(Mode, preview.mode))
             after = evaluate_guardrail(draft, row.document, context, engine=engine)
             before = evaluate_guardrail(current, row.document, context, engine=engine) if current else None
             tally.add(row, after, before)
+            tally.seen_in_batch += 1
+            _stop_if_unreachable(tally, after, before)
+
+
+def _stop_if_unreachable(tally: Tally, after: Result, before: Result | None) -> None:
+    failed = next((r for r in (after, before) if unreachable(r)), None)
+    tally.unreachable_in_a_row = tally.unreachable_in_a_row + 1 if failed is not None else 0
+    if failed is not None and tally.unreachable_in_a_row >= UNREACHABLE_IN_A_ROW:
+        reason = (failed.reason or "").removeprefix("judge call failed: ")
+        raise PreviewStopped(
+            f"the judge could not be reached ({reason}) for {UNREACHABLE_IN_A_ROW} traces in a row, so the "
+            "preview stopped: check the judge model's address on the judge models page"
+        )
 
 
 def preview_as_dict(preview: GuardrailPreview) -> dict[str, Any]:

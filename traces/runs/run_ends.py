@@ -120,12 +120,15 @@ def run_summary(evaluation_id: int) -> dict[str, dict[str, int]]:
     )
     summary = {name: dict.fromkeys(STATUSES, 0) for name in sorted(names.values())}
     # Counted by the guardrail's key, named after: a join per result cost twice the count.
-    counts = list(
+    grouped = list(
         EvaluationResult.objects.filter(evaluation_id=evaluation_id)
-        .values_list("guardrail_id", "status")
+        .values_list("guardrail_id", "shadow", "status")
         .annotate(n=Count("id"))
         .order_by()
     )
+    # A guardrail evaluated in shadow beside its enforced revision counts what is enforced.
+    enforced = {pk for pk, shadow, _, _ in grouped if not shadow}
+    counts = [(pk, status, n) for pk, shadow, status, n in grouped if not shadow or pk not in enforced]
     unnamed = {pk for pk, _, _ in counts} - set(names)
     if unnamed:  # a run whose revisions were unlinked since (not done by the console)
         names.update(Guardrail.objects.filter(pk__in=unnamed).values_list("pk", "guardrail_id"))

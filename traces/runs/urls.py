@@ -43,5 +43,8 @@ api_urlpatterns = [
 guardrail_api_urlpatterns = [
     path("guardrails/try", try_api.GuardrailTryView.as_view(), name="api-guardrail-try"),
     path("guardrails/preview", preview_api.PreviewStartView.as_view(), name="api-guardrail-preview"),
+    path(
+        "guardrails/preview/estimate", preview_api.PreviewEstimateView.as_view(), name="api-guardrail-preview-estimate"
+    ),
     path("guardrails/previews/<int:pk>", preview_api.PreviewDetailView.as_view(), name="api-guardrail-preview-read"),
 ]

@@ -315,20 +315,27 @@ def result_rows(
     evaluation_id: int | None,
     stage: tuple[str, int] = ("", 0),
 ) -> list[ResultRow]:
-    targets = {item.guardrail.id: _target(item) for item in enforced}
-    shadows = {item.guardrail.id for item in enforced if item.shadow}
+    # By guardrail and revision: a guardrail in shadow beside its enforced revision gives a
+    # result of each; a guardrail evaluated at one revision is found by its id alone.
+    targets: dict[tuple[str, int | None], tuple[tuple[int, int, str, str], bool] | None] = {}
+    for item in enforced:
+        targets[(item.guardrail.id, item.guardrail.revision)] = (_target(item), item.shadow)
+        key = (item.guardrail.id, None)
+        targets[key] = None if key in targets else (_target(item), item.shadow)
     now = timezone.now()
     rows = []
     for trace, results in items:
         for result in results:
-            if result.guardrail not in targets or (result.status == "skipped" and evaluation_id is None):
+            found = targets.get((result.guardrail, result.revision)) or targets.get((result.guardrail, None))
+            if found is None or (result.status == "skipped" and evaluation_id is None):
                 continue
+            target, shadow = found
             skip, details = _stored_details(result.status, result.details)
             rows.append(
                 ResultRow(
                     trace.tenant_id,
                     trace.pk,
-                    *targets[result.guardrail][:2],
+                    *target[:2],
                     evaluation_id,
                     mode,
                     result.status,
@@ -337,9 +344,9 @@ def result_rows(
                     details,
                     now,
                     skip,
-                    result.guardrail in shadows,
+                    shadow,
                     *stage,
-                    *targets[result.guardrail][2:],
+                    *target[2:],
                     trace.agent or "",
                     trace.flow or "",
                 )

@@ -410,7 +410,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * @description `POST guardrails/{id}/shadow`: put an llm-judge guardrail in shadow, or promote it.
+         * @description `POST guardrails/{id}/shadow`: put a guardrail in shadow, or promote its current
+         *     revision (audited as `guardrail.promote`), which stops the revision enforced beside it.
          *
          *     The console's state beside the document, like `enabled`: no revision, and the export
          *     still emits the 1.1.0 document unchanged.
@@ -481,6 +482,26 @@ export interface paths {
         put?: never;
         /** @description `POST guardrails/preview`: 202 and the preview to read; reviewers may start one. */
         post: operations["guardrails_preview"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/guardrails/preview/estimate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description `POST guardrails/preview/estimate`: what Preview impact and Try it of a draft would ask
+         *     judges (calls, cache hits, dollars at most), before either runs; starts nothing.
+         */
+        post: operations["guardrails_preview_estimate"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4163,6 +4184,8 @@ export interface operations {
             query?: {
                 /** @description Switch the guardrail on or off (the console's switch, not part of the document). New guardrails are enabled. */
                 enabled?: boolean;
+                /** @description true: save the new revision in shadow (evaluated and recorded, never halting, never a violation); the revision enforced until now stays enforced beside it until the new one is promoted (`POST guardrails/{id}/shadow` with `shadow: false`). false: enforce the new revision at once. Absent: the guardrail keeps its state (one in shadow stays in shadow; a new one is enforced). */
+                shadow?: boolean;
                 /** @description The tenant the new guardrail belongs to (a tenant-bound key's own by default, or the only one a person authors for). A console admin naming none creates a console-wide guardrail. */
                 tenant?: string;
             };
@@ -4408,6 +4431,8 @@ export interface operations {
             query?: {
                 /** @description Switch the guardrail on or off (the console's switch, not part of the document). New guardrails are enabled. */
                 enabled?: boolean;
+                /** @description true: save the new revision in shadow (evaluated and recorded, never halting, never a violation); the revision enforced until now stays enforced beside it until the new one is promoted (`POST guardrails/{id}/shadow` with `shadow: false`). false: enforce the new revision at once. Absent: the guardrail keeps its state (one in shadow stays in shadow; a new one is enforced). */
+                shadow?: boolean;
             };
             header?: {
                 /** @description The ETag of the revision this change was made on (`"<id>@<revision>"`, as GET answers it; several may be listed, `*` matches any). When the guardrail's current revision is none of them, nothing is saved and the answer is 412 with the current revision. Without it, the document replaces whatever revision is current. */
@@ -5164,9 +5189,9 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
-                    /** @description In shadow, the share of matching traces judged; null: every one. */
+                    /** @description In shadow, the share of matching traces evaluated; null: every one. */
                     sampleRate?: number | null;
-                    /** @description true: in shadow; false: promoted to enforced. */
+                    /** @description true: the current revision in shadow, nothing enforced beside it (a guardrail already in shadow beside an enforced revision keeps it); false: the current revision promoted to enforced, the one beside it no longer enforced. */
                     shadow: boolean;
                 };
             };
@@ -5178,7 +5203,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description in shadow, the revision still enforced beside the current one; null: none */
+                        enforcedRevision?: number | null;
                         guardrail?: string;
+                        /** @description the current revision (in shadow when `shadow`) */
+                        revision?: number;
                         sampleRate?: number | null;
                         shadow?: boolean;
                     };
@@ -5685,6 +5714,160 @@ export interface operations {
                     "application/json": {
                         errors?: unknown[];
                     };
+                };
+            };
+            /** @description Too many requests from this caller: retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The database is unavailable: retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+        };
+    };
+    guardrails_preview_estimate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The unsaved draft, in the wire format of schema 1.1.0. */
+                    guardrail: Record<string, never>;
+                    /**
+                     * @default ci
+                     * @enum {string}
+                     */
+                    mode?: "ci" | "runtime";
+                    tenant?: string;
+                    /** @description The selection, as a run's filters (agent, flow, since, until, upload); without since, the last 7 days; at most 5000. */
+                    traces?: Record<string, never>;
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        preview?: {
+                            /** @description Judgements the cache will answer. */
+                            cached: number;
+                            /** @description Judge calls to pay (cache hits left out). */
+                            calls: number;
+                            /** @description Upper estimate, exact decimal string. */
+                            costUsd: string;
+                            /** @description Guardrail id -> why no judge model fits. */
+                            errors: {
+                                [key: string]: string;
+                            };
+                            /** @description True when the selection was larger than the sample. */
+                            extrapolated: boolean;
+                            /** @description Guardrail id -> the judge model it routes to. */
+                            models: {
+                                [key: string]: string;
+                            };
+                            /** @description Traces read to estimate. */
+                            sampled: number;
+                            tenant?: string;
+                            traces: number;
+                        };
+                        tenant?: string;
+                        try?: {
+                            /** @description Judgements the cache will answer. */
+                            cached: number;
+                            /** @description Judge calls to pay (cache hits left out). */
+                            calls: number;
+                            /** @description Upper estimate, exact decimal string. */
+                            costUsd: string;
+                            /** @description Guardrail id -> why no judge model fits. */
+                            errors: {
+                                [key: string]: string;
+                            };
+                            /** @description True when the selection was larger than the sample. */
+                            extrapolated: boolean;
+                            /** @description Guardrail id -> the judge model it routes to. */
+                            models: {
+                                [key: string]: string;
+                            };
+                            /** @description Traces read to estimate. */
+                            sampled: number;
+                            tenant?: string;
+                            traces: number;
+                        };
+                    };
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors?: unknown[];
+                    };
+                };
+            };
+            /** @description No credentials, or an unknown or revoked key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The caller lacks the scope or permission. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors?: unknown[];
+                    };
+                };
+            };
+            /** @description The body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
                 };
             };
             /** @description Too many requests from this caller: retry later. */

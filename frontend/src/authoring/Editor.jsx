@@ -14,6 +14,7 @@ import { JsonCodeEditor } from "./JsonCodeEditor.jsx";
 import { FlagWidget, JsonField, OptionalDataControlsTemplate, RootObjectFieldTemplate, buttonTemplates } from "./widgets.jsx";
 import { TryPanel } from "./TryPanel.jsx";
 import { RuntimeSettings, runtimeProblems, saveRuntime, useRuntime } from "./Runtime.jsx";
+import { JudgeCost } from "./JudgeCost.jsx";
 
 const SERVER_CHECK_DELAY_MS = 600;
 const FORM_BEHAVIOUR = {
@@ -295,7 +296,7 @@ export function Editor({ config, initialDoc, initialRuntime }) {
     if (!rawError) setRawText(formatJson(docRef.current));
   };
 
-  const saveOn = async (basis) => {
+  const saveOn = async (basis, inShadow = false) => {
     setSubmitted(true);
     const runtimeErrors = runtimeProblems(runtime, doc);
     if (runtimeErrors.length) {
@@ -305,11 +306,14 @@ export function Editor({ config, initialDoc, initialRuntime }) {
     setSaveState({ busy: true, message: "", errors: null });
     try {
       const headers = basis.ifMatch ? { "If-Match": basis.ifMatch } : undefined;
-      // An edit that changes only the runtime settings makes no new revision of the document.
-      const unchanged = config.saveMethod === "PUT" && !conflict && deepEqual(doc, initialDoc);
+      // An edit that changes only the runtime settings makes no new revision of the document
+      // (unless it is saved in shadow: that makes the shadow revision).
+      const unchanged = config.saveMethod === "PUT" && !conflict && !inShadow && deepEqual(doc, initialDoc);
+      // In shadow: the new revision is evaluated and recorded, never enforced until promoted.
+      const url = inShadow ? withParam(config.saveUrl, "shadow", "true") : config.saveUrl;
       const { status, body } = unchanged
         ? { status: 200, body: { id: doc.id } }
-        : await requestJson(config.saveUrl, { method: config.saveMethod, body: doc, headers });
+        : await requestJson(url, { method: config.saveMethod, body: doc, headers });
       if (status === 412 && body && body.current) {
         // Someone saved since basis.revision: nothing was saved; show what they changed.
         setConflict(body);
@@ -342,6 +346,7 @@ export function Editor({ config, initialDoc, initialRuntime }) {
     }
   };
   const save = () => saveOn(base);
+  const saveInShadow = () => saveOn(base, true);
   const overwrite = () => {
     // The author has seen the other revision and keeps theirs: it is made on that revision now.
     const next = { revision: conflict.current.revision, ifMatch: conflict.current.etag };
@@ -370,6 +375,7 @@ export function Editor({ config, initialDoc, initialRuntime }) {
           {check && check.description ? (
             <p className="kg-check-note"><strong>{check.id}</strong>: {check.description}</p>
           ) : null}
+          <JudgeCost config={config} doc={doc} />
           {view === "json" ? (
             <RawJsonView text={rawText} error={rawError} errors={shownErrors} onChange={onRawChange} nonce={config.cspNonce} />
           ) : (
@@ -411,8 +417,19 @@ export function Editor({ config, initialDoc, initialRuntime }) {
               <button type="submit" className="btn" disabled={Boolean(rawError)}>Preview impact</button>
             </form>
           ) : null}
+          {config.shadowState === "enforced" || config.shadowState === "new" ? (
+            <button
+              type="button"
+              className="btn"
+              onClick={saveInShadow}
+              disabled={saveState.busy || Boolean(rawError)}
+              title={config.shadowState === "new" ? "Evaluated and recorded, never enforced until promoted" : "The enforced revision stays enforced; this one runs in shadow beside it until promoted"}
+            >
+              Save in shadow
+            </button>
+          ) : null}
           <button type="button" className="btn btn--primary" onClick={save} disabled={saveState.busy || Boolean(rawError)}>
-            {saveState.busy ? "Saving…" : "Save guardrail"}
+            {saveState.busy ? "Saving…" : config.shadowState === "shadow" ? "Save in shadow" : "Save guardrail"}
           </button>
         </footer>
       </section>
@@ -421,4 +438,9 @@ export function Editor({ config, initialDoc, initialRuntime }) {
       ) : null}
     </div>
   );
+}
+
+/** `url` with the query parameter `name=value` added. */
+function withParam(url, name, value) {
+  return `${url}${url.includes("?") ? "&" : "?"}${encodeURIComponent(name)}=${encodeURIComponent(value)}`;
 }

@@ -158,8 +158,13 @@ export function TryPanel({ config, doc, onGuardrailErrors }) {
     setBusy(true);
     setProblems([]);
     setResult(null);
+    // The server ends a try within its time limit; should its answer still not come (a proxy
+    // holding the request), the panel stops waiting a little after and says why.
+    const controller = new AbortController();
+    const limit = config.tryTimeLimitS || 0;
+    const timer = limit ? window.setTimeout(() => controller.abort(), (limit + 10) * 1000) : 0;
     try {
-      const { status, body } = await requestJson(config.tryUrl, { method: "POST", body: { guardrail: doc, trace, mode } });
+      const { status, body } = await requestJson(config.tryUrl, { method: "POST", body: { guardrail: doc, trace, mode }, signal: controller.signal });
       if (status >= 400) {
         const errors = (body && body.errors) || [];
         onGuardrailErrors(errors.filter((error) => !String(error.path || "").startsWith("/trace")));
@@ -168,8 +173,13 @@ export function TryPanel({ config, doc, onGuardrailErrors }) {
         setResult((body && (body.result || (Array.isArray(body.results) && body.results[0]))) || body || {});
       }
     } catch (failure) {
-      setProblems([failure.message]);
+      setProblems([
+        failure.name === "AbortError"
+          ? `No answer within ${limit + 10} s: the judge or the console could not be reached. Nothing was saved.`
+          : failure.message,
+      ]);
     } finally {
+      window.clearTimeout(timer);
       setBusy(false);
     }
   };

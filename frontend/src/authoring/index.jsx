@@ -14,6 +14,11 @@
  *   data-traces-url      GET  recent traces for Try it (optional); data-trace-url "/…/{id}" reads one
  *   data-cancel-url      a Cancel link (optional)
  *   data-csp-nonce       the page's CSP nonce, for the styles the JSON editor injects
+ *   data-estimate-url    POST {guardrail, tenant} -> {preview, try}: the judge cost estimate of an llm-judge draft
+ *   data-tenant          the tenant the editor works in (its estimate's), when there is one
+ *   data-try-time-limit-s  seconds Try it may take on the server; the panel stops waiting a little after
+ *   data-shadow-state    "new", "enforced" (both offer "Save in shadow": `?shadow=true` on the
+ *                        save) or "shadow" (a save stays in shadow until promoted)
  * The initial document is the JSON of <script type="application/json" id="guardrail-initial">; the
  * console's runtime state beside it, that of id="guardrail-runtime": {stages (null: the check's
  * defaults), onError, stagesUrl, failModeUrl ("__id__" replaced by the saved guardrail's id)}.
@@ -52,6 +57,10 @@ function readConfig(element) {
     cancelUrl: data.cancelUrl || "",
     cspNonce: data.cspNonce || "",
     previewUrl: data.previewUrl || "",
+    shadowState: data.shadowState || "",
+    estimateUrl: data.estimateUrl || "",
+    tenant: data.tenant || "",
+    tryTimeLimitS: data.tryTimeLimitS ? Number(data.tryTimeLimitS) : 0,
   };
 }
 

@@ -1,6 +1,8 @@
 // The new-run form recomputes its trace count and judge cost estimate as boxes and filters
 // change: it asks the same page with the form as a query string (GET never starts a run)
-// and swaps in the parts that depend on the selection.
+// and swaps in the parts that depend on the selection. A form that posts (the preview form,
+// whose draft is too long for a URL) is posted without its submit button, which shows it
+// again filled in and starts nothing (data-live-estimate-method="post").
 const PARTS = ["[data-judge-estimate]", "[data-selected-traces]"];
 
 function query(form) {
@@ -11,9 +13,16 @@ function query(form) {
   return params;
 }
 
+function ask(form) {
+  const headers = { Accept: "text/html" };
+  if (form.dataset.liveEstimateMethod === "post") {
+    return fetch(form.dataset.liveEstimate, { method: "POST", body: new FormData(form), credentials: "same-origin", headers });
+  }
+  return fetch(`${form.dataset.liveEstimate}?${query(form)}`, { credentials: "same-origin", headers });
+}
+
 async function refresh(form) {
-  const url = `${form.dataset.liveEstimate}?${query(form)}`;
-  const answer = await fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } });
+  const answer = await ask(form);
   if (!answer.ok) return;
   const page = new DOMParser().parseFromString(await answer.text(), "text/html");
   for (const selector of PARTS) {

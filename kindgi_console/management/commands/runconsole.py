@@ -21,8 +21,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
+from kindgi_console.audit.log import acting_as
 from kindgi_console.workers import worker_command
+from traces import demo
 
 DEMO_LOGINS = ("admin", "author", "acme-reviewer", "globex-reviewer")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -46,8 +49,9 @@ class Command(BaseCommand):
         refuse_busy_address(addrport)
         if options["check_address"]:
             return
+        moved = point_demo_judges(addrport) if settings.KINDGI_DEMO_JUDGE else []
         supervisor = None if options["no_worker"] else WorkerSupervisor(self.stderr)
-        self._print_banner(addrport, supervisor is not None)
+        self._print_banner(addrport, supervisor is not None, moved)
         # A SIGTERM (a service manager, `kill`) ends the server through `finally`, which
         # stops the worker too; a SIGKILL is covered by the worker's parent-death signal.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -59,18 +63,38 @@ class Command(BaseCommand):
             if supervisor is not None:
                 supervisor.stop()
 
-    def _print_banner(self, addrport: str, with_worker: bool) -> None:
-        host, _, port = addrport.rpartition(":")
-        address = f"http://{host or '127.0.0.1'}:{port}/"
+    def _print_banner(self, addrport: str, with_worker: bool, moved: list[str]) -> None:
+        address = console_url(addrport) + "/"
         broker = settings.CELERY_BROKER_URL.split("@")[-1]
         lines = [
             "",
             f"Kindgi Console is at {address}",
             f"Sign in as {', '.join(DEMO_LOGINS)} with the password '{DEMO_PASSWORD}' (demo data, local use only).",
             f"Background worker: {'running on ' + broker if with_worker else 'not started'}.",
-            "",
         ]
+        if settings.KINDGI_DEMO_JUDGE:
+            lines.append(f"Demo judge (KINDGI_DEMO_JUDGE): {address}demo-judge/v1/chat/completions")
+        if moved:
+            lines.append(f"Demo judge models now served there: {', '.join(moved)}.")
+        lines.append("")
         self.stdout.write("\n".join(lines))
+
+
+def console_url(addrport: str) -> str:
+    """The console's own address for `addrport`, as other processes on this machine reach it."""
+    host, _, port = addrport.rpartition(":")
+    host = host or "127.0.0.1"
+    return f"http://{'127.0.0.1' if host in ('0.0.0.0', '0') else host}:{port}"  # noqa: S104 - not a bind
+
+
+def point_demo_judges(addrport: str) -> list[str]:
+    """Point the demo's judge models at this console's demo judge; nothing when the demo's
+    tables are not there yet (a database not migrated is migrate's to report)."""
+    try:
+        with acting_as("command:runconsole"):
+            return demo.point_judges_at(console_url(addrport))
+    except DatabaseError:
+        return []
 
 
 def refuse_busy_address(addrport: str) -> None:
