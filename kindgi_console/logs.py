@@ -7,26 +7,29 @@
 in JSON, logs one line for it on the `kindgi.access` logger: request id, method, route,
 status, duration, tenant and key prefix. The probes (`/healthz`, `/readyz`, `/metrics`)
 are counted but logged at DEBUG only: a supervisor polling them every few seconds would
-otherwise fill the log. `JsonLines` formats every log record of the process as one JSON
-object a line; `log_task` (connected to Celery's task signals in `traces/store/tasks.py`)
-writes one line per task: its id, name, state and duration.
+otherwise fill the log (`kindgi_console.log_format.JsonLines` formats each record as one
+JSON object a line). `task_ended` (connected to Celery's task signals in
+`traces/store/processes.py`) writes one line per task: its id, name, state and duration,
+and the id and tenant of the request that sent it (message headers added as it is
+published, `mark_sent_task`).
 """
 
 from __future__ import annotations
 
-import json
+import contextvars
 import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from kindgi_console import instruments
+from kindgi_console.log_format import FIELDS
+from kindgi_console.tenancy.scoping import SESSION_TENANT
 
 access = logging.getLogger("kindgi.access")
 tasks = logging.getLogger("kindgi.task")
@@ -37,29 +40,14 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 PROBES = frozenset({"healthz", "readyz", "healthz-workers", "metrics"})
 #: A request id the client may choose: a short token, nothing that could forge a log line.
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
-#: What a record carries beyond the message, in its `kindgi` extra, as JSON fields.
-FIELDS = "kindgi"
+#: The message headers that carry the sending request's id and tenant to a task's line.
+REQUEST_HEADER, TENANT_HEADER = "kindgi_request_id", "kindgi_tenant"
+#: The request this thread is answering: the tasks it sends carry its id and tenant.
+answering: contextvars.ContextVar[HttpRequest | None] = contextvars.ContextVar("answering", default=None)
 
 
 def json_logs() -> bool:
     return bool(settings.KINDGI_LOG_FORMAT == "json")
-
-
-class JsonLines(logging.Formatter):
-    """One JSON object per record: time, level, logger, message, the record's `kindgi`
-    fields, and the exception's traceback when there is one."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        line.update(getattr(record, FIELDS, None) or {})
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str)
 
 
 def route_of(request: HttpRequest) -> str:
@@ -89,7 +77,11 @@ class ObserveRequests:
         started = time.perf_counter()
         request_id = request_id_of(request)
         request.META["KINDGI_REQUEST_ID"] = request_id
-        response = self.get_response(request)
+        token = answering.set(request)
+        try:
+            response = self.get_response(request)
+        finally:
+            answering.reset(token)
         seconds = time.perf_counter() - started
         route = route_of(request)
         method = request.method if request.method in METHODS else "other"
@@ -109,14 +101,19 @@ class ObserveRequests:
         return response
 
 
+def tenant_of(request: HttpRequest) -> str | None:
+    """The tenant a request acts for: its key's, else the signed-in person's current one."""
+    key = getattr(request, "kindgi_api_key", None)
+    if key is not None and key.tenant_id is not None:
+        return str(key.tenant.slug if type(key).tenant.is_cached(key) else key.tenant_id)
+    session = getattr(request, "session", None)
+    return None if session is None else session.get(SESSION_TENANT)
+
+
 def fields_of(request: HttpRequest, response: HttpResponse, seconds: float, route: str) -> dict[str, Any]:
     """A request's line: its id, what was asked, how it was answered, and by whom."""
     key = getattr(request, "kindgi_api_key", None)
-    tenant: str | None = None
-    if key is not None and key.tenant_id is not None:
-        tenant = key.tenant.slug if type(key).tenant.is_cached(key) else str(key.tenant_id)
-    elif hasattr(request, "session"):
-        tenant = request.session.get("tenant")
+    tenant = tenant_of(request)
     user = getattr(request, "user", None)
     return {
         "request_id": request.META["KINDGI_REQUEST_ID"],
@@ -131,6 +128,14 @@ def fields_of(request: HttpRequest, response: HttpResponse, seconds: float, rout
     }
 
 
+def mark_sent_task(headers: MutableMapping[str, Any]) -> None:
+    """A task sent while answering a request carries the request's id and tenant."""
+    request = answering.get()
+    if request is not None:
+        headers[REQUEST_HEADER] = request.META.get("KINDGI_REQUEST_ID")
+        headers[TENANT_HEADER] = tenant_of(request)
+
+
 _task_started: dict[str, float] = {}
 
 
@@ -138,11 +143,19 @@ def task_started(task_id: str) -> None:
     _task_started[task_id] = time.perf_counter()
 
 
-def task_ended(task_id: str, name: str, state: str) -> None:
-    """A task's line (in JSON): its id, name, final state and duration."""
+def task_ended(task_id: str, name: str, state: str, sent_by: Any = None) -> None:
+    """A task's line (in JSON): its id, name, final state and duration, and the id and tenant
+    of the request that sent it (`sent_by`: the task's request, which carries its headers)."""
     started = _task_started.pop(task_id, None)
     if not json_logs():
         return
     duration_ms = None if started is None else round((time.perf_counter() - started) * 1000, 3)
-    line = {"task_id": task_id, "task": name, "state": state, "duration_ms": duration_ms}
+    line = {
+        "task_id": task_id,
+        "task": name,
+        "state": state,
+        "duration_ms": duration_ms,
+        "request_id": getattr(sent_by, REQUEST_HEADER, None),
+        "tenant": getattr(sent_by, TENANT_HEADER, None),
+    }
     tasks.info("%s %s", name, state, extra={FIELDS: line})

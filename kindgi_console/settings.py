@@ -468,7 +468,7 @@ if KINDGI_LOG_FORMAT not in ("text", "json"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "kindgi_console.logs.JsonLines"}},
+    "formatters": {"json": {"()": "kindgi_console.log_format.JsonLines"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", **({"formatter": "json"} if KINDGI_LOG_FORMAT == "json" else {})}
     },

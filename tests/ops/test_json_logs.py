@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from kindgi_console.logs import JsonLines
+from kindgi_console.log_format import JsonLines
 
 
 def test_a_record_is_one_json_line_with_its_fields_and_traceback() -> None:

@@ -1,6 +1,7 @@
 """A real Celery worker counts what it evaluates in the machine's metrics (its files sit
 beside the web processes', and /metrics sums them all), and with KINDGI_LOG_FORMAT=json it
-logs one JSON line per task: its id, name, state and duration."""
+logs one JSON line per task: its id, name, state and duration, and the id and tenant of
+the request that sent it."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def test_a_worker_s_evaluations_are_in_the_scrape_and_its_tasks_in_the_log(
     worker = Worker("counted", tmp_path, concurrency=1, roles=["runtime"], KINDGI_LOG_FORMAT="json")
     try:
         traces = {"traces": [make_trace(f"run-{index}") for index in range(5)]}
-        assert api(acme_key).post("/api/v1/traces", traces, format="json").status_code in (200, 201, 207)
+        sent = api(acme_key).post("/api/v1/traces", traces, format="json", HTTP_X_REQUEST_ID="ingest-1")
+        assert sent.status_code in (200, 201, 207)
         wait_for(
             lambda: EvaluationResult.objects.filter(mode="runtime").count() == 5, 60, "the runtime results", worker
         )
@@ -45,3 +47,4 @@ def test_a_worker_s_evaluations_are_in_the_scrape_and_its_tasks_in_the_log(
     assert evaluated["state"] == "SUCCESS"
     assert evaluated["task_id"]
     assert evaluated["duration_ms"] > 0
+    assert (evaluated["request_id"], evaluated["tenant"]) == ("ingest-1", "acme")  # the request that sent it

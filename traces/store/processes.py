@@ -11,7 +11,7 @@ import os
 import socket
 from typing import Any
 
-from celery.signals import beat_init, task_postrun, task_prerun, worker_process_shutdown
+from celery.signals import beat_init, before_task_publish, task_postrun, task_prerun, worker_process_shutdown
 from prometheus_client import multiprocess
 
 from kindgi_console import logs
@@ -24,6 +24,12 @@ def beat_heartbeat(**_: Any) -> None:
     heartbeat.start(f"{heartbeat.BEAT_PREFIX}{socket.gethostname()}")
 
 
+@before_task_publish.connect  # type: ignore[untyped-decorator]  # Celery's signals have no types
+def carry_the_request(headers: Any = None, **_: Any) -> None:
+    if headers is not None:
+        logs.mark_sent_task(headers)
+
+
 @task_prerun.connect  # type: ignore[untyped-decorator]  # Celery's signals have no types
 def task_started(task_id: str = "", **_: Any) -> None:
     logs.task_started(task_id)
@@ -31,7 +37,7 @@ def task_started(task_id: str = "", **_: Any) -> None:
 
 @task_postrun.connect  # type: ignore[untyped-decorator]  # Celery's signals have no types
 def task_ended(task_id: str = "", task: Any = None, state: str | None = None, **_: Any) -> None:
-    logs.task_ended(task_id, getattr(task, "name", "?"), state or "?")
+    logs.task_ended(task_id, getattr(task, "name", "?"), state or "?", getattr(task, "request", None))
 
 
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]  # Celery's signals have no types
