@@ -17,13 +17,20 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kindgi_console.tenancy.models import ApiKey, Tenant
 from tests.conftest import make_trace
-from tests.traces.workers import free_port, serving
+from tests.traces.workers import free_port, serving, wait_for
 from tests.traces.workers import test_database_url as database_url_of_this_test
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 REQUESTS = 24
+
+
+def healthy(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def requests_counted(text: str, route: str, method: str) -> float:
@@ -56,6 +63,8 @@ def test_a_scrape_sums_the_requests_of_every_gunicorn_worker(tmp_path: Path) -> 
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     base = f"http://127.0.0.1:{port}"
     with serving(process, port, 60, "gunicorn"):
+        # The socket listens before the workers have loaded the application (slow on a busy machine)
+        wait_for(lambda: healthy(base), 120, "gunicorn's workers to answer")
         for index in range(REQUESTS):  # a connection each: gunicorn's workers share them out
             answer = httpx.post(
                 f"{base}/api/v1/evaluate?store=false",
