@@ -50,6 +50,10 @@ logger = logging.getLogger(__name__)
 _migrated = False
 
 
+class NotReady(RuntimeError):
+    """A part that answers but is not ready; its message says why, and may be shown to anyone."""
+
+
 def probe_answer(body: dict[str, Any], status: int) -> JsonResponse:
     response = JsonResponse(body, status=status)
     add_never_cache_headers(response)
@@ -75,7 +79,7 @@ def check_migrations() -> None:
     executor = MigrationExecutor(connection)
     pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
     if pending:
-        raise RuntimeError(f"{len(pending)} migrations not applied (first {pending[0][0]}): run manage.py migrate")
+        raise NotReady(f"{len(pending)} migrations not applied (first {pending[0][0]}): run manage.py migrate")
     _migrated = True
 
 
@@ -90,13 +94,13 @@ def check_broker() -> None:
         return
     folder = str(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])
     if not os.access(folder, os.W_OK):
-        raise RuntimeError(f"the filesystem broker's folder {folder} cannot be written")
+        raise NotReady(f"the filesystem broker's folder {folder} cannot be written")
 
 
 def check_cache() -> None:
     cache.set("readyz", "1", timeout=30)
     if cache.get("readyz") != "1":
-        raise RuntimeError("the cache did not keep what was written")
+        raise NotReady("the cache did not keep what was written")
 
 
 CHECKS: dict[str, Callable[[], None]] = {
@@ -105,6 +109,14 @@ CHECKS: dict[str, Callable[[], None]] = {
     "broker": check_broker,
     "cache": check_cache,
 }
+
+
+def why_not_ready(error: Exception) -> str:
+    """What the anonymous answer says of a failed part: our own reason, or only the error's
+    type (a driver's message names hosts and users, which are not for anyone to read)."""
+    if isinstance(error, NotReady):
+        return f"{type(error).__name__}: {error}"
+    return type(error).__name__
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
@@ -116,7 +128,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
         try:
             check()
         except Exception as error:  # every fault of a part is that part's failure, named
-            checks[part] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".strip()
+            checks[part] = why_not_ready(error)
             logger.debug("readiness: %s failed", part, exc_info=True)
         else:
             checks[part] = "ok"
