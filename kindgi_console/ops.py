@@ -148,8 +148,11 @@ def workers(request: HttpRequest) -> JsonResponse:
 def heartbeats(request: HttpRequest) -> JsonResponse:
     rows = WorkerHeartbeat.objects.order_by("hostname")
     wanted = request.GET.get("hostname")
+    if wanted is not None and ("\x00" in wanted or len(wanted) > 255):
+        issue = {"path": "/hostname", "message": "a worker's name: at most 255 characters, no NUL"}
+        return probe_answer({"errors": [issue]}, 400)
     if wanted is not None:
-        rows = rows.filter(hostname=wanted[:255])
+        rows = rows.filter(hostname=wanted)
     now, quiet = timezone.now(), heartbeat.quiet_since()
     found = [
         {
@@ -164,7 +167,7 @@ def heartbeats(request: HttpRequest) -> JsonResponse:
     ]
     problems = [f"{item['hostname']} missed three heartbeats" for item in found if not item["alive"]]
     if wanted is not None and not found:
-        problems.append(f"no heartbeat from {wanted[:255]}")
+        problems.append(f"no heartbeat from {wanted}")
     for kind in ("worker", "beat") if wanted is None else ():
         if not any(item["kind"] == kind for item in found):
             problems.append(f"no {kind} has a heartbeat")

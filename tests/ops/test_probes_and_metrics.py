@@ -125,6 +125,13 @@ def test_a_worker_that_missed_three_beats_is_a_503_naming_it(client: Client) -> 
     assert one.status_code == 200  # a supervisor of that one worker leaves it running
 
 
+def test_a_bad_hostname_is_a_400_naming_the_parameter(client: Client) -> None:
+    for bad in ("run\x00s@host", "x" * 256):
+        answer = client.get("/healthz/workers", {"hostname": bad})
+        assert answer.status_code == 400
+        assert answer.json()["errors"][0]["path"] == "/hostname"
+
+
 def test_no_beat_is_a_503(client: Client) -> None:
     beating("runtime@host", 1)
 
