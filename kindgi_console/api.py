@@ -161,6 +161,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         if key is None:
             raise exceptions.AuthenticationFailed("unknown or revoked API key")
         key.touch()
+        request._request.kindgi_api_key = key  # type: ignore[attr-defined]  # the request's log line names its prefix (kindgi_console.logs)
         from django.contrib.auth.models import AnonymousUser
 
         return AnonymousUser(), key

@@ -121,6 +121,21 @@ SECTIONS: dict[str, tuple[Variable, ...]] = {
             "addresses or networks of the proxies whose `X-Forwarded-For` names the client "
             "(sign-in limit); none: the header is ignored",
         ),
+        V(
+            "KINDGI_METRICS_ALLOWED_NETWORKS",
+            "list",
+            (),
+            "addresses or networks (CIDR) that may read `/metrics` without a key (the peer's address, "
+            "or the client's behind `KINDGI_TRUSTED_PROXIES`); elsewhere a console-wide key with the `metrics` scope",
+            shown="none",
+        ),
+        V(
+            "KINDGI_LOG_FORMAT",
+            "text",
+            "text",
+            "`json`: every log record as one JSON object a line, and one line per request and per task "
+            "(request id, tenant, key prefix, status, duration); `text`: plain lines",
+        ),
     ),
     "Background work": (
         V(

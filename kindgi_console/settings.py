@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
+import socket
 from pathlib import Path
 
 import dj_database_url
@@ -60,6 +62,8 @@ INSTALLED_APPS = [
 
 # The API's requests skip what only pages need (kindgi_console.middleware): static files, messages.
 MIDDLEWARE = [
+    "kindgi_console.logs.ObserveRequests",  # first: times and counts every request, whatever answers it
+    "kindgi_console.ops.Probes",  # /healthz, /readyz, /healthz/workers, /metrics: before the host check and HTTPS
     "kindgi_console.errors.ApiErrorsMiddleware",
     "kindgi_console.middleware.ApiRequiresHttps",  # before SecurityMiddleware: /api/ never redirects
     "django.middleware.security.SecurityMiddleware",
@@ -242,6 +246,23 @@ for _proxy in KINDGI_TRUSTED_PROXIES:
         from django.core.exceptions import ImproperlyConfigured
 
         raise ImproperlyConfigured(f"KINDGI_TRUSTED_PROXIES: {_error}") from None
+
+# /metrics (kindgi_console.ops): readable from these networks without a key. Every process of
+# this machine writes its counts to files in PROMETHEUS_MULTIPROC_DIR (prometheus-client's
+# multi-process mode; set before prometheus_client is imported), one folder per host so
+# that machines sharing KINDGI_VAR_DIR never write one another's files.
+KINDGI_METRICS_ALLOWED_NETWORKS = items("KINDGI_METRICS_ALLOWED_NETWORKS")
+for _network in KINDGI_METRICS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as _error:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"KINDGI_METRICS_ALLOWED_NETWORKS: {_error}") from None
+KINDGI_METRICS_DIR = VAR_DIR / "metrics" / socket.gethostname()
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(KINDGI_METRICS_DIR)
+with contextlib.suppress(OSError):
+    KINDGI_METRICS_DIR.mkdir(parents=True, exist_ok=True)
 
 # Celery: Redis in a deployment; a broker on the local filesystem when nothing is set.
 CELERY_BROKER_URL = text("CELERY_BROKER_URL")
@@ -439,9 +460,19 @@ KINDGI_JUDGE_CIRCUIT_COOLDOWN_S = whole("KINDGI_JUDGE_CIRCUIT_COOLDOWN_S")
 # The demo's own judge provider (traces.demo.judge_endpoint), on by default while debug is.
 KINDGI_DEMO_JUDGE = flag("KINDGI_DEMO_JUDGE", DEBUG)
 
+# KINDGI_LOG_FORMAT=json: one JSON object a line, and a line per request and per task
+# (kindgi_console.logs); text: the records as they are.
+KINDGI_LOG_FORMAT = text("KINDGI_LOG_FORMAT")
+if KINDGI_LOG_FORMAT not in ("text", "json"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"KINDGI_LOG_FORMAT: {KINDGI_LOG_FORMAT!r} is not text or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "kindgi_console.log_format.JsonLines"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", **({"formatter": "json"} if KINDGI_LOG_FORMAT == "json" else {})}
+    },
     "root": {"handlers": ["console"], "level": text("KINDGI_LOG_LEVEL")},
 }

@@ -11,6 +11,7 @@ import copy
 import io
 import json
 import os
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,9 +30,13 @@ from tests.fakeproviders import FakeProvider
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """In CI (KINDGI_REQUIRE_SERVICES=1) the suite must run on PostgreSQL and Redis: stop at once otherwise."""
+    from django.conf import settings
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the process's own var folder: last session's metrics files go
+        shutil.rmtree(settings.KINDGI_METRICS_DIR, ignore_errors=True)
+        settings.KINDGI_METRICS_DIR.mkdir(parents=True, exist_ok=True)
     if os.environ.get("KINDGI_REQUIRE_SERVICES") != "1":
         return
-    from django.conf import settings
 
     database = settings.DATABASES["default"]["ENGINE"]
     broker = settings.CELERY_BROKER_URL

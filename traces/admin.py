@@ -4,7 +4,15 @@ from django.contrib import admin
 
 from kindgi_console.audit.admin import AuditedAdmin
 from traces.ledger import judge_admin  # noqa: F401  (registers the judge's admin)
-from traces.models import Evaluation, EvaluationResult, JudgeLedgerEntry, RetentionPolicy, RunTrace, Violation
+from traces.models import (
+    Evaluation,
+    EvaluationResult,
+    JudgeLedgerEntry,
+    RetentionPolicy,
+    RunTrace,
+    Violation,
+    WorkerHeartbeat,
+)
 
 
 @admin.register(RunTrace)
@@ -70,3 +78,15 @@ class RetentionPolicyAdmin(AuditedAdmin):
 
     list_display = ["tenant", "days", "updated_at"]
     list_select_related = ["tenant"]
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(admin.ModelAdmin[WorkerHeartbeat]):
+    """The heartbeats /healthz/workers reads: deleting the row of a process retired for good
+    ends its 503 (a worker that stops cleanly removes its own)."""
+
+    list_display = ["hostname", "pid", "seen_at"]
+    readonly_fields = ["hostname", "pid", "seen_at"]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False

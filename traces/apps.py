@@ -15,7 +15,7 @@ class TracesConfig(AppConfig):
         from traces.ingest import outbox, uploads  # noqa: F401
         from traces.models import JudgeLedgerEntry, Violation
         from traces.runs import chunks, evaluations  # noqa: F401
-        from traces.store import signals
+        from traces.store import processes, signals  # noqa: F401  (processes: Celery's signals)
 
         post_delete.connect(_entry_deleted, sender=JudgeLedgerEntry, dispatch_uid="ledger_days")
         post_delete.connect(_violation_deleted, sender=Violation, dispatch_uid="violation_days")

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 ROLES = ("reviewer", "author", "admin")
 #: What an API key may be allowed to do.
 SCOPES = ("ingest", "evaluate", "read", "review", "author", "audit")
+#: Scopes of the console's operator, only for a key bound to no tenant (made with
+#: `create_api_key`, never on a tenant's pages): `metrics` reads /metrics.
+OPERATOR_SCOPES = ("metrics",)
 #: The role a user needs for what a key needs the scope of the same name for. `review`
 #: (moving violations through their review states) is what a reviewer is for; a key needs
 #: the scope explicitly, `read` alone does not allow it.

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.traces.workers import free_port, serving
+from tests.traces.workers import free_port, serving, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -45,7 +45,16 @@ def production_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         stderr=(folder / "gunicorn.log").open("wb"),
     )
     with serving(process, port, 60, "gunicorn with production settings"):
+        # The socket listens before the worker has loaded the application (seconds on a busy machine)
+        wait_for(lambda: answers_http(f"http://127.0.0.1:{port}"), 120, "gunicorn's worker to answer")
         yield f"http://127.0.0.1:{port}"
+
+
+def answers_http(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def test_plain_http_to_the_api_is_a_json_403_saying_why(production_console: str) -> None:

@@ -25,6 +25,7 @@ import dj_database_url
 import httpx
 import pytest
 from django.conf import settings
+from prometheus_client.parser import text_string_to_metric_families
 
 from kindgi_console.env import DECLARATION
 from tests.traces.workers import answers, free_port, serving
@@ -258,6 +259,7 @@ def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
     assert all(process.poll() is None for process in deployment.processes), "a process of the deployment exited"
     _documented_edges(proxy)
     _people_are_there(deployment)
+    _an_operator_can_watch_it(deployment)
 
 
 def _answers_a_page(proxy: Proxy) -> bool:
@@ -342,3 +344,35 @@ def _people_are_there(deployment: Deployment) -> None:
             "JOIN tenancy_membership m ON m.user_id = u.id JOIN tenancy_tenant t ON t.id = m.tenant_id"
         ).fetchall()
     assert rows == [("admin", True, "acme", "admin")]
+
+
+def _an_operator_can_watch_it(deployment: Deployment) -> None:
+    """docs/operations.md on the deployment: the probes over plain HTTP to gunicorn's own
+    address (what a load balancer sends), every worker and beat alive, and the requests the
+    README made counted in /metrics under a console-wide key with the metrics scope."""
+    direct = f"http://127.0.0.1:{deployment.web_port}"
+    assert httpx.get(f"{direct}/healthz").status_code == 200
+    ready = httpx.get(f"{direct}/readyz", timeout=10)
+    assert ready.status_code == 200, ready.text
+    wait_for(
+        lambda: httpx.get(f"{direct}/healthz/workers", timeout=10).status_code == 200,
+        60,
+        "every worker's and beat's heartbeat",
+        deployment.folder,
+    )
+    kinds = [item["kind"] for item in httpx.get(f"{direct}/healthz/workers").json()["processes"]]
+    assert sorted(kinds) == ["beat"] + ["worker"] * 4
+    deployment.run([".venv/bin/python", "manage.py", "create_api_key", "--scopes", "metrics", "--name", "prometheus"])
+    key = deployment.outputs["create_api_key"].strip().splitlines()[-1]
+    scraped = httpx.get(f"{direct}/metrics", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    assert scraped.status_code == 200, scraped.text
+    counted = {
+        (sample.labels["route"], sample.labels["method"], sample.labels["status"]): sample.value
+        for family in text_string_to_metric_families(scraped.text)
+        if family.name == "kindgi_http_requests"
+        for sample in family.samples
+        if sample.name == "kindgi_http_requests_total"
+    }
+    assert counted[("api-traces", "POST", "2xx")] == 1  # the README's batch (the other tenant's was a 403)
+    assert counted[("api-guardrails", "POST", "2xx")] == 1
+    assert counted[("api-evaluations", "POST", "2xx")] == 1

@@ -72,3 +72,15 @@ def test_the_commands_exit_1_with_a_message(capsys: pytest.CaptureFixture[str]) 
         execute_from_command_line(["manage.py", "create_api_key", "--scopes", "nope"])
     assert exit_info.value.code == 1
     assert "unknown scope 'nope'" in capsys.readouterr().err
+
+
+def test_a_key_for_no_tenant_may_read_the_metrics() -> None:
+    run("create_api_key", "--scopes", "metrics", "--name", "prometheus")
+    key = ApiKey.objects.get()
+    assert (key.tenant, key.scopes) == (None, ["metrics"])
+
+
+def test_a_tenant_s_key_never_reads_the_metrics(acme: Tenant) -> None:
+    with pytest.raises(CommandError, match="the metrics scope is the operator's"):
+        run("create_api_key", "--tenant", "acme", "--scopes", "read,metrics")
+    assert not ApiKey.objects.exists()

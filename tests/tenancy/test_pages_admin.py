@@ -403,3 +403,11 @@ def test_the_members_page_has_one_tenant_selector(client: Any, ada: Any, acme: T
     page = signed_in(client, ada).get("/manage/members/").content.decode()
     assert page.count('name="tenant" data-tenant-switcher') + page.count("data-tenant-switcher") >= 1
     assert 'id="member-tenant"' not in page
+
+
+def test_a_tenant_admin_cannot_make_a_key_that_reads_the_metrics(client: Any, ada: Any) -> None:
+    signed_in(client, ada)
+    response = client.post("/manage/api-keys/", {"action": "create", "tenant": "acme", "scopes": ["metrics"]})
+    assert response.status_code == 400
+    assert set(response.context["form"]["errors"]) == {"scopes"}
+    assert not ApiKey.objects.exists()

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from guardrails.engine.stages import STAGES, Stage, stage_step
 from guardrails.engine.types import Issue, Result, TurnVerdict
-from kindgi_console import deadline
+from kindgi_console import deadline, instruments
 from kindgi_console.api import ApiError, ConsoleAPIView, read_json_body, ridden
 from kindgi_console.openapi import ERRORS_SCHEMA, error_responses
 from kindgi_console.renderers import ORJSONRenderer
@@ -188,8 +188,10 @@ class EvaluateView(ConsoleAPIView):
             raise ApiError([Issue("/toolCalls", "at stage tool-call the proposed call is the last of toolCalls")])
         deadline.check("reading the trace")
         enforced = enforced_now(item.tenant or self._named_tenant(item.document), ridden(request))
+        started = time.perf_counter()
         with evaluation_services(item.tenant, until=until) as services:
             verdict = runtime_verdict(item.document, enforced, services, deadline=until, stage=stage)
+        count_verdict(verdict, stage, time.perf_counter() - started)
         answer: dict[str, Any] = {
             "turn": verdict.turn,
             "reason": verdict.reason,
@@ -264,3 +266,10 @@ def halted_by(verdict: TurnVerdict) -> str | None:
         if result.status == "fail" and result.action == "halt" and not result.details.get("shadow"):
             return result.guardrail
     return None
+
+
+def count_verdict(verdict: TurnVerdict, stage: str, seconds: float) -> None:
+    """The verdict and each of its evaluations, in the console's metrics."""
+    erred = any(result.status == "error" for result in verdict.results)
+    instruments.count_verdict(stage, verdict.turn, erred, seconds)
+    instruments.count_evaluations(((result.guardrail, result.status) for result in verdict.results), "runtime")

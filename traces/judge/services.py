@@ -34,6 +34,7 @@ from guardrails.engine.types import Context, Guardrail, Mode, Trace
 from guardrails.models import Guardrail as GuardrailRow
 from guardrails.models import GuardrailRevision, JudgeCacheEntry, JudgeClaim
 from guardrails.redaction import redact_secrets
+from kindgi_console import instruments
 from kindgi_console.tenancy.models import Tenant
 from traces.judge import ledger
 from traces.judge.circuit import judge_circuit
@@ -64,6 +65,15 @@ def outcome_text(outcome: JudgeOutcome | None) -> str:
     if outcome.score is not None:
         return f"{outcome.score:g}"
     return "error"
+
+
+def outcome_class(outcome: JudgeOutcome | None) -> str:
+    """The outcome as a metric's label (a few values): pass, fail, score or error."""
+    if outcome is None:
+        return "error"
+    if outcome.verdict is not None:
+        return outcome.verdict.lower()
+    return "score" if outcome.score is not None else "error"
 
 
 @dataclass
@@ -130,6 +140,7 @@ class ConsoleJudgeServices:
     def record(self, call: JudgeCall, guardrail: Guardrail, trace: Trace, context: Context) -> None:
         outcome = call.outcome or JudgeOutcome()
         self._last.model = call.model_id  # the strategy caches a call's outcome right after
+        instruments.count_judge_call(call.model_id, outcome_class(call.outcome), call.latency_ms, call.cost_usd)
         self._write(
             guardrail,
             trace,

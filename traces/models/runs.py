@@ -46,7 +46,11 @@ class Evaluation(Progress, Job):
     objects = TenantScopedQuerySet.as_manager()
 
     class Meta:
-        indexes = [models.Index(fields=["tenant", "-created_at", "-id"], name="evaluation_tenant")]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at", "-id"], name="evaluation_tenant"),
+            # /metrics counts the queued, running and lately failed runs at each scrape
+            models.Index(fields=["status", "created_at"], name="evaluation_status_time"),
+        ]
 
     def __str__(self) -> str:
         return f"evaluation {self.pk} ({self.status})"

@@ -106,7 +106,11 @@ class Upload(Progress, LeasedJob):
     objects = TenantScopedQuerySet.as_manager()
 
     class Meta:
-        indexes = [models.Index(fields=["tenant", "-created_at", "-id"], name="upload_tenant")]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at", "-id"], name="upload_tenant"),
+            # /metrics counts the queued, running and lately failed uploads at each scrape
+            models.Index(fields=["status", "created_at"], name="upload_status_time"),
+        ]
 
     def __str__(self) -> str:
         return f"upload {self.pk} {self.original_name} ({self.status})"

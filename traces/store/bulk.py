@@ -35,6 +35,7 @@ from django.utils import timezone
 from guardrails.engine.evaluate import Engine, Plan
 from guardrails.engine.types import Context, Mode, Result
 from guardrails.services import Enforced
+from kindgi_console import instruments
 from traces.judge.services import EvaluationServices
 from traces.models import Evaluation, EvaluationChunk, RunTrace
 from traces.store.bulk_postgres import write_with_copy
@@ -224,6 +225,8 @@ def evaluate_rows(
                     ),
                 )
             )
+    ids = {guardrail_pk: item.guardrail.id for _, guardrail_pk, *_, item in targets}
+    instruments.count_evaluations(((ids[row[2]], row[6]) for row in rows), mode)
     return rows
 
 

@@ -19,21 +19,29 @@ from traces.models import WorkerHeartbeat
 
 logger = logging.getLogger(__name__)
 
+#: The host name of beat's row (`beat@<host>`); every other row is a worker's.
+BEAT_PREFIX = "beat@"
+
 
 def beat(hostname: str, pid: int) -> None:
     WorkerHeartbeat.objects.update_or_create(hostname=hostname, defaults={"pid": pid, "seen_at": timezone.now()})
 
 
 def last_seen() -> datetime | None:
-    seen: datetime | None = WorkerHeartbeat.objects.aggregate(last=Max("seen_at"))["last"]
+    workers = WorkerHeartbeat.objects.exclude(hostname__startswith=BEAT_PREFIX)
+    seen: datetime | None = workers.aggregate(last=Max("seen_at"))["last"]
     return seen
+
+
+def quiet_since() -> datetime:
+    """A process whose row is older than this has missed three beats: it is stuck or gone."""
+    return timezone.now() - timedelta(seconds=3 * settings.KINDGI_WORKER_HEARTBEAT_SECONDS)
 
 
 def worker_missing() -> dict[str, datetime | None] | None:
     """`{"last_seen": …}` when no worker has beaten lately (three beats missed), else None."""
     seen = last_seen()
-    quiet = timedelta(seconds=3 * settings.KINDGI_WORKER_HEARTBEAT_SECONDS)
-    if seen is not None and seen >= timezone.now() - quiet:
+    if seen is not None and seen >= quiet_since():
         return None
     return {"last_seen": seen}
 
