@@ -28,6 +28,7 @@ import jwt
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import SuspiciousOperation, ValidationError
 from django.db import transaction
@@ -228,6 +229,10 @@ class SSOBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
     @property
     def OIDC_OP_JWKS_ENDPOINT(self) -> str:
         return endpoint("jwks_uri")
+
+    def get_user(self, user_id: Any) -> Any:
+        """The session's user, as Django's own backend gives it: none once the account is turned off."""
+        return ModelBackend.get_user(self, user_id)
 
     def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Any:
         # Only the callback view's call (it passes the session's nonce); never a password form's.

@@ -40,3 +40,13 @@ def test_an_oversized_callback_is_refused_before_anything_is_read(client, settin
     answer = client.get("/oidc/authenticate/")
     assert answer.status_code == 503
     assert b"cannot be reached" in answer.content
+
+
+@pytest.mark.django_db
+def test_a_single_sign_on_session_ends_when_the_account_is_turned_off(client, settings):
+    settings.AUTHENTICATION_BACKENDS = ["kindgi_console.tenancy.sso.SSOBackend"]
+    jo = User.objects.create_user("jo")
+    client.force_login(jo, backend="kindgi_console.tenancy.sso.SSOBackend")
+    assert client.get("/login/").status_code == 302  # signed in: the sign-in page sends on
+    User.objects.filter(pk=jo.pk).update(is_active=False)
+    assert client.get("/login/").status_code == 200  # signed out
