@@ -137,6 +137,59 @@ SECTIONS: dict[str, tuple[Variable, ...]] = {
             "(request id, tenant, key prefix, status, duration); `text`: plain lines",
         ),
     ),
+    "Single sign-on": (
+        V(
+            "KINDGI_OIDC_ISSUER",
+            "text",
+            "",
+            "the OpenID Connect provider's issuer URL (its endpoints are read from "
+            "`ISSUER/.well-known/openid-configuration` unless given below); with `KINDGI_OIDC_CLIENT_ID`, "
+            "the sign-in page offers single sign-on",
+            shown="none (no single sign-on)",
+        ),
+        V("KINDGI_OIDC_CLIENT_ID", "text", "", "the console's client id at the provider"),
+        V("KINDGI_OIDC_CLIENT_SECRET", "text", "", "the console's client secret at the provider"),
+        V("KINDGI_OIDC_SCOPES", "text", "openid email profile", "the scopes asked for (space-separated)"),
+        V("KINDGI_OIDC_PROVIDER_NAME", "text", "single sign-on", "the provider as the sign-in button names it"),
+        V(
+            "KINDGI_OIDC_GROUPS_CLAIM",
+            "text",
+            "groups",
+            "the claim (ID token or userinfo) that lists the person's groups",
+        ),
+        V(
+            "KINDGI_OIDC_GROUPS",
+            "text",
+            "",
+            'which groups grant which tenant and role: JSON `{"group": {"tenant": "acme", "role": '
+            '"reviewer"}}` (a list of such objects grants several), or `group=tenant:role,...`',
+            shown="none (single sign-on grants nothing, so makes no account)",
+        ),
+        V(
+            "KINDGI_OIDC_USERNAME_CLAIM",
+            "text",
+            "preferred_username",
+            "the claim an account made at the first sign-in is named after (else the e-mail, else the subject)",
+        ),
+        V("KINDGI_OIDC_SIGN_ALGO", "text", "RS256", "the ID token's signing algorithm (RS256, ES256, ...)"),
+        V(
+            "KINDGI_OIDC_AUTHORIZATION_ENDPOINT",
+            "text",
+            "",
+            "the provider's authorization endpoint",
+            shown="discovered",
+        ),
+        V("KINDGI_OIDC_TOKEN_ENDPOINT", "text", "", "the provider's token endpoint", shown="discovered"),
+        V("KINDGI_OIDC_USERINFO_ENDPOINT", "text", "", "the provider's userinfo endpoint", shown="discovered"),
+        V("KINDGI_OIDC_JWKS_URI", "text", "", "the provider's signing keys (JWKS)", shown="discovered"),
+        V("KINDGI_OIDC_TIMEOUT_S", "int", 10, "seconds a call to the provider may take", minimum=1),
+        V(
+            "KINDGI_PASSWORD_SIGNIN",
+            "bool",
+            True,
+            "`false`: passwords no longer sign in (the sign-in page, the admin's), only single sign-on does",
+        ),
+    ),
     "Background work": (
         V(
             "KINDGI_BROKER_POLL_MS",

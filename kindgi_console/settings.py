@@ -21,6 +21,7 @@ import django_stubs_ext
 from csp.constants import NONCE
 
 from kindgi_console.env import flag, items, text, whole
+from kindgi_console.tenancy.sso_groups import parse_groups
 
 # Generic Django classes (ModelAdmin[Model], QuerySet[Model]...) subscriptable at run time,
 # as their type annotations write them.
@@ -263,6 +264,45 @@ KINDGI_METRICS_DIR = VAR_DIR / "metrics" / socket.gethostname()
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(KINDGI_METRICS_DIR)
 with contextlib.suppress(OSError):
     KINDGI_METRICS_DIR.mkdir(parents=True, exist_ok=True)
+# Single sign-on with OpenID Connect (kindgi_console.tenancy.sso, mozilla-django-oidc): on when
+# an issuer and a client id are set. The groups claim grants tenants and roles through
+# KINDGI_OIDC_GROUPS; KINDGI_PASSWORD_SIGNIN=false leaves single sign-on the only way in.
+KINDGI_OIDC_ISSUER = text("KINDGI_OIDC_ISSUER").rstrip("/")
+KINDGI_OIDC_CLIENT_ID = text("KINDGI_OIDC_CLIENT_ID")
+KINDGI_OIDC_PROVIDER_NAME = text("KINDGI_OIDC_PROVIDER_NAME")
+KINDGI_OIDC_GROUPS_CLAIM = text("KINDGI_OIDC_GROUPS_CLAIM")
+KINDGI_OIDC_GROUPS = parse_groups(text("KINDGI_OIDC_GROUPS"))
+KINDGI_OIDC_USERNAME_CLAIM = text("KINDGI_OIDC_USERNAME_CLAIM")
+KINDGI_OIDC_ENDPOINTS = {
+    "authorization_endpoint": text("KINDGI_OIDC_AUTHORIZATION_ENDPOINT"),
+    "token_endpoint": text("KINDGI_OIDC_TOKEN_ENDPOINT"),
+    "userinfo_endpoint": text("KINDGI_OIDC_USERINFO_ENDPOINT"),
+    "jwks_uri": text("KINDGI_OIDC_JWKS_URI"),
+}
+KINDGI_PASSWORD_SIGNIN = flag("KINDGI_PASSWORD_SIGNIN")
+# What mozilla-django-oidc reads; the endpoints come from discovery (tenancy.sso.endpoint).
+OIDC_RP_CLIENT_ID = KINDGI_OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = text("KINDGI_OIDC_CLIENT_SECRET")
+OIDC_RP_SCOPES = text("KINDGI_OIDC_SCOPES")
+OIDC_RP_SIGN_ALGO = text("KINDGI_OIDC_SIGN_ALGO")
+OIDC_TIMEOUT = whole("KINDGI_OIDC_TIMEOUT_S")
+OIDC_USE_PKCE = True
+OIDC_REDIRECT_FIELD_NAME = "next"
+LOGIN_REDIRECT_URL_FAILURE = "/login/"
+if bool(KINDGI_OIDC_ISSUER) != bool(KINDGI_OIDC_CLIENT_ID):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("KINDGI_OIDC_ISSUER and KINDGI_OIDC_CLIENT_ID are set together (single sign-on)")
+if not KINDGI_PASSWORD_SIGNIN and not KINDGI_OIDC_CLIENT_ID:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("KINDGI_PASSWORD_SIGNIN=false needs single sign-on (KINDGI_OIDC_ISSUER, ...)")
+# Passwords sign in through ModelBackend only while they are allowed: turned off, the sessions
+# they opened end too (Django drops a session whose backend is no longer listed).
+AUTHENTICATION_BACKENDS = [
+    *(["kindgi_console.tenancy.sso.SSOBackend"] if KINDGI_OIDC_CLIENT_ID else []),
+    *(["django.contrib.auth.backends.ModelBackend"] if KINDGI_PASSWORD_SIGNIN else []),
+]
 
 # Celery: Redis in a deployment; a broker on the local filesystem when nothing is set.
 CELERY_BROKER_URL = text("CELERY_BROKER_URL")

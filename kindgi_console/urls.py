@@ -8,7 +8,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from kindgi_console.api import json_not_found
 from kindgi_console.audit.api import AuditListView
 from kindgi_console.overview import OverviewView
-from kindgi_console.tenancy.signin import SignInView, ThrottledAdminAuthenticationForm
+from kindgi_console.tenancy.signin import SignInView, ThrottledAdminAuthenticationForm, admin_sign_in
+from kindgi_console.tenancy.sso import SSOCallbackView, SSOStartView
 from kindgi_console.tenancy.views import switch_tenant
 from traces import urls as trace_routes
 
@@ -29,8 +30,11 @@ urlpatterns = [
     path("", include("kindgi_console.tenancy.urls")),
     path("", include("kindgi_console.audit.urls")),
     path("", include("alerts.urls")),
+    path("admin/login/", admin_sign_in),  # before the admin's own: refused when passwords are off
     path("admin/", admin.site.urls),
     path("login/", SignInView.as_view(), name="login"),
+    path("oidc/authenticate/", SSOStartView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", SSOCallbackView.as_view(), name="oidc_authentication_callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch-tenant/", switch_tenant, name="switch-tenant"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -30,9 +30,11 @@ def create_tenant(slug: str, name: str, admin: Any = None) -> Tenant:
 
 
 @transaction.atomic
-def add_member(user: Any, tenant: Tenant, role: str) -> Membership:
-    membership = Membership.objects.create(user=user, tenant=tenant, role=role)
-    audit.record("member.add", membership, after={"role": role}, **_member(membership))
+def add_member(user: Any, tenant: Tenant, role: str, *, sso: bool = False) -> Membership:
+    """A new membership; `sso`: granted by single sign-on's group mapping, which manages it from now on."""
+    membership = Membership.objects.create(user=user, tenant=tenant, role=role, sso=sso)
+    after = {"role": role, **({"sso": True} if sso else {})}
+    audit.record("member.add", membership, after=after, **_member(membership))
     return membership
 
 

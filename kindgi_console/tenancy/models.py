@@ -86,12 +86,35 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices, default=Role.REVIEWER)
+    sso = models.BooleanField(
+        default=False,
+        help_text="granted by single sign-on's group mapping, which changes or removes it at each sign-in; "
+        "a membership granted by hand is never touched by it",
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="membership_user_tenant")]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant} ({self.role})"
+
+
+class SSOIdentity(models.Model):
+    """The account an OpenID Connect subject signs in to: the provider's `sub`, never the e-mail,
+    which the person may be able to change at the provider."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identity")
+    issuer = models.CharField(max_length=300)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "single sign-on identity"
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_issuer_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.issuer} {self.subject})"
 
 
 class ApiKeyQuerySet(models.QuerySet["ApiKey"]):

@@ -25,8 +25,12 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.http import urlencode
 
+from kindgi_console.audit import log as audit
 from kindgi_console.proxies import client_address
 from kindgi_console.throttling import CACHE_DOWN
 
@@ -127,10 +131,34 @@ class ThrottledAdminAuthenticationForm(ThrottledFormMixin, AdminAuthenticationFo
 
 
 class SignInView(auth_views.LoginView):
-    """Django's sign-in page with `ThrottledAuthenticationForm`; 429 while blocked."""
+    """Django's sign-in page with `ThrottledAuthenticationForm`; 429 while blocked.
+
+    With single sign-on it also offers "Sign in with <provider>"; with `KINDGI_PASSWORD_SIGNIN`
+    off it offers only that, and refuses a posted password form (403) before reading it.
+    """
 
     authentication_form = ThrottledAuthenticationForm
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context: dict[str, Any] = super().get_context_data(**kwargs)
+        context["sso_enabled"] = bool(settings.KINDGI_OIDC_ISSUER and settings.KINDGI_OIDC_CLIENT_ID)
+        context["sso_name"] = settings.KINDGI_OIDC_PROVIDER_NAME
+        context["password_signin"] = settings.KINDGI_PASSWORD_SIGNIN
+        return context
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not settings.KINDGI_PASSWORD_SIGNIN:
+            refused = self.render_to_response(self.get_context_data(password_refused=True))
+            refused.status_code = 403
+            return refused
+        response: HttpResponse = super().post(request, *args, **kwargs)
+        return response
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        record_sign_in(form.get_user(), "password")
+        return response
 
     def form_invalid(self, form: Any) -> HttpResponse:
         response = super().form_invalid(form)
@@ -138,3 +166,22 @@ class SignInView(auth_views.LoginView):
             response.status_code = 429
             response["Retry-After"] = str(settings.KINDGI_SIGNIN_WINDOW_S)
         return response
+
+
+def record_sign_in(user: Any, method: str) -> None:
+    """A sign-in in the audit log (the console's, not a tenant's): who, and how."""
+    with transaction.atomic():
+        audit.record(
+            "user.signin", user, after={"method": method}, tenant=None, object_id=user.get_username(), actor=user
+        )
+
+
+def admin_sign_in(request: HttpRequest) -> HttpResponse:
+    """The admin site's sign-in: the console's page when passwords are turned off."""
+    if not settings.KINDGI_PASSWORD_SIGNIN:
+        target = request.GET.get("next") or reverse("admin:index")
+        return HttpResponseRedirect(f"{reverse('login')}?{urlencode({'next': target})}")
+    from django.contrib import admin
+
+    response: HttpResponse = admin.site.login(request)
+    return response

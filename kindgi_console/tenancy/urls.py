@@ -1,9 +1,21 @@
 """The admin pages of tenants, members and API keys."""
 
+from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from kindgi_console.tenancy import admin_pages
+
+
+class InvitationAcceptView(auth_views.PasswordResetConfirmView):
+    """The chosen password signs the person in, while passwords sign in (`KINDGI_PASSWORD_SIGNIN`)."""
+
+    post_reset_login_backend = "django.contrib.auth.backends.ModelBackend"
+
+    @property
+    def post_reset_login(self) -> bool:  # type: ignore[override]
+        return bool(settings.KINDGI_PASSWORD_SIGNIN)
+
 
 urlpatterns = [
     path("manage/tenants/", admin_pages.TenantListView.as_view(), name="tenant-list"),
@@ -12,9 +24,7 @@ urlpatterns = [
     # An invitation's link: choose a password (Django's reset token: it works once), then in.
     path(
         "invitation/<uidb64>/<token>/",
-        auth_views.PasswordResetConfirmView.as_view(
-            template_name="registration/invitation_accept.html", post_reset_login=True, success_url="/"
-        ),
+        InvitationAcceptView.as_view(template_name="registration/invitation_accept.html", success_url="/"),
         name="invitation-accept",
     ),
 ]
