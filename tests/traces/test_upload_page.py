@@ -5,6 +5,8 @@ server for the retry, in that person's session only."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from typing import Any
 
 import pytest
@@ -91,3 +93,15 @@ def test_a_kept_file_is_its_uploaders_alone(client: Any, alice: Any, charlie: An
     assert answer.status_code == 200 and "Choose a file of traces." in answer.content.decode()
     assert "Kept from your last try" not in client.get("/uploads/new/").content.decode()
     assert not Upload.objects.exists() and HeldFile.storage().exists(stored)
+
+
+def test_a_file_kept_over_a_day_is_let_go_when_another_is_kept(client: Any, alice: Any, charlie: Any) -> None:
+    client.force_login(alice)
+    client.post("/uploads/new/", {"file": trace_file(), "tenant": "nowhere"})
+    old = client.session[HELD_UPLOAD]["stored"]
+    path = HeldFile.storage().path(old)
+    day_ago = time.time() - 25 * 3600
+    os.utime(path, (day_ago, day_ago))
+    client.force_login(charlie)
+    client.post("/uploads/new/", {"file": trace_file(), "tenant": "nowhere"})
+    assert not HeldFile.storage().exists(old) and HeldFile.storage().exists(client.session[HELD_UPLOAD]["stored"])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from django.core.files import File
@@ -11,6 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.generic import DetailView, FormView, ListView
 
 from kindgi_console.paging import keyset_page
@@ -49,6 +52,7 @@ def writable_tenants(user: Any) -> list[Tenant]:
 #: The session's file kept from a refused try: `{"name", "size", "stored"}`.
 HELD_UPLOAD = "kindgi_held_upload"
 HELD_DIR = "held-uploads"
+HELD_FOR = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -75,9 +79,24 @@ class HeldFile:
         return held
 
     @classmethod
+    def drop_stale(cls, now: datetime) -> None:
+        """Let go of the files kept longer than HELD_FOR (their retry never came), a bounded few."""
+        storage = cls.storage()
+        if not storage.exists(HELD_DIR):
+            return
+        folders, _ = storage.listdir(HELD_DIR)
+        for folder in folders[:200]:
+            place = f"{HELD_DIR}/{folder}"
+            for name in storage.listdir(place)[1][:10]:
+                with contextlib.suppress(OSError):
+                    if now - storage.get_modified_time(f"{place}/{name}") > HELD_FOR:
+                        storage.delete(f"{place}/{name}")
+
+    @classmethod
     def keep(cls, request: HttpRequest, file: Any) -> HeldFile | None:
         """Store `file` in place of the session's earlier kept file; None when there is no space."""
         cls.drop(request)
+        cls.drop_stale(timezone.now())
         name = (file.name or "traces.jsonl").rsplit("/", 1)[-1][:200]
         try:
             stored = cls.storage().save(f"{HELD_DIR}/{secrets.token_hex(16)}/{name}", file)
