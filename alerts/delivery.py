@@ -123,6 +123,32 @@ def send(delivery: Delivery, at: datetime) -> Answer:
     return post(channel.url, body, signed_headers(channel.secret, delivery.msg_id, at, body))
 
 
+def send_test(channel: Channel, by: str) -> Answer:
+    """One test message to `channel` now, sent as its alerts are (the same signing, address
+    checks and deadline), recorded nowhere: a webhook gets `{"type": "alert.test"}`, signed
+    with the channel's secret, Slack and e-mail a line of text."""
+    at = timezone.now()
+    tenant = channel.tenant.slug
+    text = f"Test message from Kindgi Console ({tenant}), sent by {by} to channel {channel.name}"
+    if channel.kind == Channel.Kind.EMAIL:
+        try:
+            sent = send_mail(f"[Kindgi] {text}"[:150], text, None, channel.emails)
+        except Exception as error:  # the e-mail backend's own errors (SMTP, sockets) vary
+            return Answer(False, None, f"{type(error).__name__}: {error}"[:ANSWER_CHARS])
+        return Answer(bool(sent), None, f"sent to {len(channel.emails)} address(es)")
+    if channel.kind == Channel.Kind.SLACK:
+        return post(channel.url, orjson.dumps({"text": text}), {})
+    body = orjson.dumps(
+        {
+            "type": "alert.test",
+            "timestamp": at.isoformat(),
+            "data": {"tenant": tenant, "channel": {"id": channel.pk, "name": channel.name}, "sentBy": by},
+        }
+    )
+    msg_id = f"msg_test_{channel.pk}_{int(at.timestamp() * 1000)}"
+    return post(channel.url, body, signed_headers(channel.secret, msg_id, at, body))
+
+
 def signed_headers(secret: str, msg_id: str, at: datetime, body: bytes) -> dict[str, str]:
     """The Standard Webhooks headers: id, timestamp and `v1,<base64 HMAC-SHA256>`."""
     signature = Webhook(secret).sign(msg_id, at, body.decode())

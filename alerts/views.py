@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views import View
 
-from alerts import services
+from alerts import delivery, services
 from alerts.models import AlertRule, Channel, Delivery, DeliveryAttempt, Firing
 from alerts.rules import PARAMS_SCHEMAS
 from kindgi_console.tenancy.models import Tenant
@@ -32,6 +32,21 @@ PARAMS_EXAMPLES = {
     "precision": {"guardrail": "no-refund-promises", "threshold": 0.8, "minReviewed": 10, "windowDays": 30},
 }
 MAX_PARAMS_CHARS = 4000
+MAX_FIELD_CHARS = 200
+#: The label and one line of help of each parameter, on the rule form.
+PARAM_LABELS = {
+    "threshold": ("Threshold", "Fires above this many violations in the window (precision: under this, 0 to 1)."),
+    "windowDays": ("Window (days)", "The last N days, today included."),
+    "factor": ("Factor", "Or fires over this many times the window just before."),
+    "minCount": ("At least", "With the factor: fire only from this many violations."),
+    "guardrail": ("Guardrail", "Only this guardrail's (its id); all when empty."),
+    "severity": ("Severity", "Only violations of this severity."),
+    "action": ("Action", "Only violations whose on-violation is this action."),
+    "period": ("Period", "Today, or this calendar month."),
+    "amountUsd": ("Amount (USD)", "Fires when judge spend goes over this amount."),
+    "overBudgetCalls": ("Calls over budget", "Or fires on more than this many judge calls over their budget."),
+    "minReviewed": ("Reviewed at least", "Fires only once this many of its violations were reviewed (10 by default)."),
+}
 
 
 class AlertPageMixin(LoginRequiredMixin):
@@ -70,17 +85,83 @@ class AlertPageMixin(LoginRequiredMixin):
         return self.tenant
 
 
-def rule_body(post: Any) -> dict[str, Any]:
-    """The rule form as the API's JSON object (params as JSON text, bounded)."""
-    raw = post.get("params", "")[:MAX_PARAMS_CHARS] or "{}"
+def param_fields(kind: str, params: Any) -> list[dict[str, Any]]:
+    """The fields of a rule kind's parameters (from its params schema), holding `params`."""
+    schema = PARAMS_SCHEMAS.get(kind, {})
+    required = set(schema.get("required", []))
+    values = params if isinstance(params, dict) else {}
+    fields = []
+    for name, prop in schema.get("properties", {}).items():
+        label, help_text = PARAM_LABELS.get(name, (name, ""))
+        value = values.get(name, "")
+        fields.append(
+            {
+                "name": name,
+                "input": f"{kind}.{name}",
+                "id": f"rule-{kind}-{name}",
+                "label": label,
+                "help": help_text,
+                "choices": prop.get("enum"),
+                "number": prop.get("type") in ("integer", "number"),
+                "step": "1" if prop.get("type") == "integer" else "any",
+                "required": name in required,
+                "value": "" if value is None else str(value),
+            }
+        )
+    return fields
+
+
+def rule_kinds(current_kind: str, params: Any) -> list[dict[str, Any]]:
+    """Each rule kind with its parameter fields; the current kind's hold `params`."""
+    return [
+        {"value": value, "label": label, "fields": param_fields(value, params if value == current_kind else {})}
+        for value, label in AlertRule.Kind.choices
+    ]
+
+
+def _typed(raw: str, prop: dict[str, Any]) -> Any:
+    """A field's text as its JSON type; text that is not a number stays text (the check names it)."""
+    kind = prop.get("type")
     try:
-        params = json.loads(raw)
+        if kind == "integer":
+            return int(raw)
+        if kind == "number":
+            number = float(raw)
+            return int(number) if number.is_integer() and "." not in raw else number
     except ValueError:
-        params = raw  # reported as "/params: not an object" by the check
-    channels = [int(pk) for pk in post.getlist("channels") if pk.isdigit()]
+        return raw
+    return raw
+
+
+def params_of(post: Any, kind: str) -> Any:
+    """The rule's params: the raw JSON of `params` (the API's shape, still accepted), or the
+    chosen kind's fields (`kind.name`, each bounded), empty ones left out."""
+    if "params" in post:
+        raw = post.get("params", "")[:MAX_PARAMS_CHARS] or "{}"
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw  # reported as "/params: not an object" by the check
+    params: dict[str, Any] = {}
+    for name, prop in PARAMS_SCHEMAS.get(kind, {}).get("properties", {}).items():
+        raw = post.get(f"{kind}.{name}", "")[:MAX_FIELD_CHARS].strip()
+        if raw:
+            params[name] = _typed(raw, prop)
+    return params
+
+
+def posted_channels(post: Any) -> set[int]:
+    return {int(pk) for pk in post.getlist("channels")[:1000] if pk.isdigit()}
+
+
+def rule_body(post: Any) -> dict[str, Any]:
+    """The rule form as the API's JSON object."""
+    kind = post.get("kind", "")
+    params = params_of(post, kind)
+    channels = sorted(posted_channels(post))
     return {
         "name": post.get("name", ""),
-        "kind": post.get("kind", ""),
+        "kind": kind,
         "params": params,
         "channels": channels,
         "enabled": post.get("enabled") == "on",
@@ -112,11 +193,21 @@ class AlertListView(AlertPageMixin, View):
             "channel_kinds": Channel.Kind.choices,
             "examples": json.dumps(PARAMS_EXAMPLES),
             "schemas": PARAMS_SCHEMAS,
+            "rule_kinds": self.form_kinds(extra.get("rule_form")),
+            "chosen": posted_channels(extra["rule_form"]) if extra.get("rule_form") else set(),
             "may_write": self.may_write(),
             "nav_active": "alerts",
             **extra,
         }
         return render(request, self.template_name, context, status=400 if extra.get("issues") else 200)
+
+    @staticmethod
+    def form_kinds(posted: Any) -> list[dict[str, Any]]:
+        """The new-rule form's kinds: empty (a violations example's shape), or as posted."""
+        if posted is None:
+            return rule_kinds("violations", {"severity": "critical", "windowDays": 1, "factor": 10, "minCount": 5})
+        kind = posted.get("kind", "")
+        return rule_kinds(kind, params_of(posted, kind))
 
     def post(self, request: HttpRequest) -> HttpResponse:
         tenant = self.require_write()
@@ -166,10 +257,17 @@ class AlertRuleView(AlertPageMixin, View):
 
     def get(self, request: HttpRequest, pk: int, **extra: Any) -> HttpResponse:
         rule = self.rule(pk)
+        posted = extra.pop("rule_form", None)
+        kind = posted.get("kind", "") if posted is not None else rule.kind
         context = {
             "rule": rule,
             "params": json.dumps(rule.params, indent=2),
-            "rule_channels": {c.pk for c in rule.channels.all()},
+            "rule_kind": kind,
+            "form_name": posted.get("name", "") if posted is not None else rule.name,
+            "form_enabled": posted.get("enabled") == "on" if posted is not None else rule.enabled,
+            "rule_kinds": rule_kinds(kind, params_of(posted, kind) if posted is not None else rule.params),
+            # After a refused save, the ticks the author made, not the stored ones.
+            "rule_channels": posted_channels(posted) if posted is not None else {c.pk for c in rule.channels.all()},
             "channels": self.rows(Channel).order_by("name"),
             "kinds": AlertRule.Kind.choices,
             "firings": rule.firings.order_by("-fired_at", "-pk")[:50],
@@ -188,10 +286,28 @@ class AlertRuleView(AlertPageMixin, View):
             return HttpResponseRedirect(reverse("alert-list"))
         checked = services.check_rule(rule_body(request.POST), tenant, rule)
         if checked.issues:
-            return self.get(request, pk, issues=checked.issues)
+            return self.get(request, pk, issues=checked.issues, rule_form=request.POST)
         services.save_rule(tenant, checked.fields, self.caller, rule)
         messages.success(request, f"Rule {rule.name} saved.")
         return HttpResponseRedirect(reverse("alert-rule", args=[rule.pk]))
+
+
+class ChannelTestView(AlertPageMixin, View):
+    """`POST`: send a test message to one channel now, through the delivery path's own
+    sending (signed webhook, Slack text, e-mail), and say what the receiver answered."""
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        channel = self.rows(Channel, "author").filter(pk=pk).first()
+        if channel is None:
+            raise Http404("no such channel")
+        self.require_write()
+        answer = delivery.send_test(channel, self.request.user.get_username())
+        status = f"HTTP {answer.status}: " if answer.status else ""
+        if answer.ok:
+            messages.success(request, f"Test sent to {channel.name}: {status}{answer.text or 'delivered'}".strip())
+        else:
+            messages.error(request, f"The test to {channel.name} failed: {status}{answer.text}".strip())
+        return HttpResponseRedirect(reverse("alert-list") + "#channels-title")
 
 
 class FiringView(AlertPageMixin, View):

@@ -35,6 +35,8 @@ def console_context(request: HttpRequest) -> dict[str, Any]:
         "current_tenant": tenant,
         "tenant_choices": request._kindgi_choices,  # type: ignore[attr-defined]
         "is_console_admin": administers_any(request.user),
+        # Asked only by the pages that show it (the navigation's Uploads): a template calls it.
+        "may_upload": lambda: Caller(user=request.user).tenants("ingest").exists(),
     }
 
 

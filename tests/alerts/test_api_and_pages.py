@@ -13,6 +13,7 @@ from alerts.models import AlertRule, Channel, Delivery
 from alerts.rules import Observation
 from alerts.services import save_channel, save_rule
 from kindgi_console.tenancy.models import ApiKey
+from tests.alerts.receiver import Receiver
 from tests.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
@@ -204,7 +205,8 @@ def test_an_author_adds_edits_and_deletes_a_rule_on_the_pages(alice: Any, acme: 
     assert answer.status_code == 302
     rule = AlertRule.objects.get()
     detail = client.get(f"/alerts/rules/{rule.pk}/")
-    assert detail.status_code == 200 and b"&quot;amountUsd&quot;: 20" in detail.content
+    field = b'name="spend.amountUsd" type="number" step="any" inputmode="decimal" maxlength="200" value="20"'
+    assert detail.status_code == 200 and field in detail.content
     bad = client.post(f"/alerts/rules/{rule.pk}/", {"name": "spend", "kind": "spend", "params": '{"amountUsd": -1}'})
     assert bad.status_code == 400 and "/params/amountUsd" in bad.content.decode()
     client.post(f"/alerts/rules/{rule.pk}/", {"name": "spend", "kind": "spend", "params": '{"amountUsd": 30}'})
@@ -249,3 +251,100 @@ def test_a_name_taken_in_the_tenant_is_a_400_naming_it_and_replacing_keeps_its_o
     other = api(charlie).post("/api/v1/alert-rules", {**RULE, "tenant": "globex"}, format="json")
     assert other.status_code == 201  # names are per tenant
     assert AlertRule.objects.count() == 2 and Channel.objects.count() == 1
+
+
+def test_each_rule_kind_has_its_fields_and_a_refused_save_keeps_the_ticks(alice: Any, acme: Any) -> None:
+    client = signed_in(alice)
+    mail = save_channel(acme, {"name": "mail", "kind": "email", "emails": ["ops@example.org"]}, "fixture")
+    hook = save_channel(acme, {"name": "hook", "kind": "webhook", "url": "https://hooks.example.org/a"}, "fixture")
+    page = client.get("/alerts/").content.decode()
+    fields = ("violations.threshold", "violations.windowDays", "spend.amountUsd", "spend.period", "precision.threshold")
+    for field in fields:
+        assert f'name="{field}"' in page, field
+    assert 'name="params"' not in page  # no raw JSON box
+    refused = client.post(
+        "/alerts/",
+        {
+            "action": "add-rule",
+            "name": "spend",
+            "kind": "spend",
+            "spend.amountUsd": "-1",
+            "spend.period": "month",
+            "channels": [str(hook.pk)],
+            "enabled": "on",
+        },
+    )
+    body = refused.content.decode()
+    assert refused.status_code == 400 and "/params/amountUsd" in body
+    assert f'value="{hook.pk}" checked' in body and f'value="{mail.pk}" checked' not in body
+    assert 'name="spend.amountUsd" type="number" step="any" inputmode="decimal" maxlength="200" value="-1"' in body
+    assert '<option value="month" selected>' in body and '<option value="spend" selected>' in body
+    created = client.post(
+        "/alerts/",
+        {
+            "action": "add-rule",
+            "name": "spend",
+            "kind": "spend",
+            "spend.amountUsd": "20.5",
+            "spend.period": "month",
+            "violations.threshold": "7",  # another kind's field: not this rule's
+            "channels": [str(hook.pk)],
+            "enabled": "on",
+        },
+    )
+    assert created.status_code == 302
+    rule = AlertRule.objects.get()
+    assert rule.params == {"amountUsd": 20.5, "period": "month"}
+    # The rule page: the same fields hold its values; a refused edit keeps the new ticks.
+    edit = client.post(
+        f"/alerts/rules/{rule.pk}/",
+        {"name": "spend", "kind": "violations", "violations.windowDays": "x", "channels": [str(mail.pk)]},
+    )
+    body = edit.content.decode()
+    assert edit.status_code == 400 and "/params/windowDays" in body
+    assert f'value="{mail.pk}" checked' in body and f'value="{hook.pk}" checked' not in body
+    saved = client.post(
+        f"/alerts/rules/{rule.pk}/",
+        {"name": "spend", "kind": "violations", "violations.threshold": "5", "violations.windowDays": "2"},
+    )
+    assert saved.status_code == 302
+    rule.refresh_from_db()
+    assert (rule.kind, rule.params) == ("violations", {"threshold": 5, "windowDays": 2})
+
+
+def test_send_a_test_reaches_the_channels_receiver_signed_and_says_what_it_answered(alice: Any, acme: Any) -> None:
+    client = signed_in(alice)
+    with Receiver(statuses=[204, 500]) as receiver:
+        hook = save_channel(acme, {"name": "hook", "kind": "webhook", "url": receiver.url}, "fixture")
+        receiver.secret = hook.secret
+        answer = client.post(f"/alerts/channels/{hook.pk}/test/", follow=True)
+        assert answer.status_code == 200
+        assert "Test sent to hook: HTTP 204" in answer.content.decode()
+        (received,) = receiver.requests
+        assert received.verified and received.json["type"] == "alert.test"
+        assert received.json["data"]["tenant"] == "acme" and received.json["data"]["sentBy"] == "alice"
+        failed = client.post(f"/alerts/channels/{hook.pk}/test/", follow=True).content.decode()
+        assert "The test to hook failed: HTTP 500" in failed
+        assert len(receiver.requests) == 2
+    assert not Delivery.objects.exists()  # a test is not an alert: no delivery, no firing
+    page = client.get("/alerts/").content.decode()
+    assert f'action="/alerts/channels/{hook.pk}/test/"' in page and "Send a test" in page
+
+
+def test_a_test_to_an_email_channel_goes_through_the_mail_backend(alice: Any, acme: Any, mailoutbox: Any) -> None:
+    mail = save_channel(acme, {"name": "mail", "kind": "email", "emails": ["ops@example.org"]}, "fixture")
+    answer = signed_in(alice).post(f"/alerts/channels/{mail.pk}/test/", follow=True).content.decode()
+    assert "Test sent to mail: sent to 1 address(es)" in answer
+    assert [m.to for m in mailoutbox] == [["ops@example.org"]] and "Test message" in mailoutbox[0].subject
+
+
+def test_another_tenants_user_and_a_reviewer_cannot_send_a_test_on_acmes_channel(
+    charlie: Any, bob: Any, acme: Any
+) -> None:
+    with Receiver() as receiver:
+        hook = save_channel(acme, {"name": "hook", "kind": "webhook", "url": receiver.url}, "fixture")
+        assert signed_in(charlie).post(f"/alerts/channels/{hook.pk}/test/").status_code == 404
+        assert signed_in(bob).post(f"/alerts/channels/{hook.pk}/test/").status_code == 404
+        assert signed_in(charlie).get(f"/alerts/channels/{hook.pk}/test/").status_code in (404, 405)
+        assert receiver.requests == []
+    assert "Send a test" not in signed_in(bob).get("/alerts/").content.decode()

@@ -19,7 +19,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from guardrails.models import Guardrail
 from guardrails.services import Author, save_guardrail
 from kindgi_console.tenancy.models import ApiKey, Tenant
-from tests.conftest import make_guardrail, make_trace
+from tests.conftest import make_guardrail, make_trace, member
 from traces.models import Evaluation
 
 URL = "/api/v1/guardrails"
@@ -346,3 +346,20 @@ def test_import_refuses_a_current_tenant_the_person_only_reviews(client: Any, al
     client.post("/switch-tenant/", {"tenant": "globex"})
     response = client.post("/guardrails/import/", {"files": [upload(make_guardrail())]})
     assert response.status_code == 403 and not Guardrail.objects.exists()
+
+
+def test_an_author_opening_a_console_wide_guardrails_edit_page_reads_who_changes_it(
+    owned: None, alice: Any, dana: Any, client: Any
+) -> None:
+    """Not "ask an author or an admin of this tenant": no tenant role changes it."""
+    for user in (alice, dana):
+        response = signed_in(client, user).get("/guardrails/console-rule/edit/")
+        assert response.status_code == 403
+        page = response.content.decode()
+        assert "A console admin changes console-wide guardrails" in page
+        assert "Ask an author or an admin of this tenant" not in page
+    # Any other refusal keeps its own advice.
+    rita = member("rita", Tenant.objects.get(slug="acme"), "reviewer")
+    response = signed_in(client, rita).get("/guardrails/new/")
+    assert response.status_code == 403
+    assert "Ask an author or an admin of this tenant" in response.content.decode()

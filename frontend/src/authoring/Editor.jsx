@@ -11,7 +11,7 @@ import { advancedFields, composeSchema, composeUiSchema, findCheck } from "./sch
 import { deepEqual, errorsToErrorSchema, formatJson, parseDocument, pointerTokens, pruneFormData, withOpenSections } from "./document.js";
 import { validator } from "./validator.js";
 import { JsonCodeEditor } from "./JsonCodeEditor.jsx";
-import { FlagWidget, JsonField, OptionalDataControlsTemplate, RootObjectFieldTemplate, buttonTemplates } from "./widgets.jsx";
+import { ChoiceOrOtherWidget, FlagWidget, JsonField, OptionalDataControlsTemplate, RootObjectFieldTemplate, buttonTemplates } from "./widgets.jsx";
 import { TryPanel } from "./TryPanel.jsx";
 import { RuntimeSettings, runtimeProblems, saveRuntime, useRuntime } from "./Runtime.jsx";
 import { JudgeCost } from "./JudgeCost.jsx";
@@ -24,7 +24,7 @@ const FORM_BEHAVIOUR = {
   mergeDefaultsIntoFormData: "useDefaultIfFormDataUndefined",
 };
 const fields = { json: JsonField };
-const widgets = { flag: FlagWidget };
+const widgets = { flag: FlagWidget, choiceOrOther: ChoiceOrOtherWidget };
 const templates = { ButtonTemplates: buttonTemplates, OptionalDataControlsTemplate, ObjectFieldTemplate: RootObjectFieldTemplate };
 
 function useRegistry(config) {
@@ -221,6 +221,21 @@ function useTouched() {
   return [touched, touch];
 }
 
+/** The sections whose "+ Add" the author pressed (DOM ids): open while still empty, never `{}` in the document. */
+function useOpenedSections() {
+  const [opened, setOpened] = useState(() => new Set());
+  const setSection = useCallback((id, open) => {
+    setOpened((current) => {
+      if (current.has(id) === open) return current;
+      const next = new Set(current);
+      if (open) next.add(id);
+      else [...next].filter((other) => other === id || other.startsWith(`${id}_`)).forEach((other) => next.delete(other));
+      return next;
+    });
+  }, []);
+  return [opened, setSection];
+}
+
 export function Editor({ config, initialDoc, initialRuntime }) {
   const registry = useRegistry(config);
   const [runtime, setRuntime, runtimeStart] = useRuntime(initialRuntime);
@@ -247,7 +262,8 @@ export function Editor({ config, initialDoc, initialRuntime }) {
   );
   const advanced = useMemo(() => (schema ? advancedFields(schema, doc.kind, check) : []), [schema, doc.kind, check]);
   const uiSchema = useMemo(() => schema && composeUiSchema(schema, advanced), [schema, advanced]);
-  const formData = useMemo(() => (schema ? withOpenSections(doc, schema, schema) : doc), [doc, schema]);
+  const [opened, setSection] = useOpenedSections();
+  const formData = useMemo(() => (schema ? withOpenSections(doc, schema, schema, opened) : doc), [doc, schema, opened]);
   const allErrors = useMemo(() => {
     const client = schema ? clientErrors(validator, schema, doc) : [];
     return mergeErrors(client, saveState.errors || server.errors);
@@ -255,7 +271,7 @@ export function Editor({ config, initialDoc, initialRuntime }) {
   const shownErrors = useMemo(() => visibleErrors(allErrors, touched, submitted), [allErrors, touched, submitted]);
   const extraErrors = useMemo(() => errorsToErrorSchema(shownErrors), [shownErrors]);
   const advancedWithErrors = shownErrors.some((error) => advanced.includes(pointerTokens(error.path)[0]));
-  const formContext = useMemo(() => ({ openAdvanced: advancedWithErrors }), [advancedWithErrors]);
+  const formContext = useMemo(() => ({ openAdvanced: advancedWithErrors, setSection }), [advancedWithErrors, setSection]);
   const unplaced = shownErrors.filter((error) => !pointerTokens(error.path).length || !(schema && schema.properties && pointerTokens(error.path)[0] in schema.properties));
 
   const replaceDoc = useCallback((next) => {

@@ -19,11 +19,14 @@ const isEmpty = (value) =>
   value === "" || (Array.isArray(value) && value.length === 0) || (isPlainObject(value) && Object.keys(value).length === 0);
 
 /**
- * Drops `undefined` members, and empty strings and arrays that the form created, from
- * `next`; an empty value that `previous` already held at the same place (the author wrote
- * it, in the JSON view or an imported file) stays, so that a document round-trips.
- * An empty object stays too: the form only creates one when the author opens a section
- * ("+ Add" on Budget or Scope), and dropping it would close the section again.
+ * Drops `undefined` members, and the empty strings, arrays and objects that the form created,
+ * from `next` (an object left empty once its own empty members are gone goes too): the form
+ * fills in `{}` for sections nobody opened (`action.retry`, `limits`, `needsSpec`…) whenever
+ * the kind or the check changes, and an empty `limits` or `retry` is not even valid.
+ * An empty value that `previous` already held at the same place (the author wrote it, in the
+ * JSON view or an imported file) stays, so that a document round-trips. A section the author
+ * opens ("+ Add") stays open through the editor's own record of it (`withOpenSections`), not
+ * through an empty object in the document.
  */
 export function pruneFormData(next, previous) {
   if (Array.isArray(next)) {
@@ -35,7 +38,7 @@ export function pruneFormData(next, previous) {
     if (value === undefined) continue;
     const before = isPlainObject(previous) ? previous[key] : undefined;
     const cleaned = pruneFormData(value, before);
-    if (isEmpty(cleaned) && !isPlainObject(cleaned) && !deepEqual(cleaned, before)) continue;
+    if (isEmpty(cleaned) && !deepEqual(cleaned, before)) continue;
     out[key] = cleaned;
   }
   return out;
@@ -95,22 +98,30 @@ export function parseDocument(text) {
 export const formatJson = (value) => JSON.stringify(value, null, 2);
 
 /**
- * The document as the form should draw it: the form takes an empty object for a closed
- * section, so each empty object the document holds (a section the author opened) is handed
- * to it with its first field present but unset, which keeps the section open.
+ * The document as the form should draw it: the form takes a missing or empty object for a
+ * closed section, so each section the author opened (`opened`: the DOM ids, `root_budget`,
+ * of the sections whose "+ Add" they pressed) is handed to it with its first field present
+ * but unset, which keeps it open while nothing is filled in; so is an empty object the
+ * document itself holds (written in the JSON view).
  */
-export function withOpenSections(value, schema, root, depth = 0) {
+export function withOpenSections(value, schema, root, opened = new Set(), id = "root", depth = 0) {
   if (!isPlainObject(value) || depth > 8 || !schema) return value;
   const node = resolveRef(root, schema);
   const variant = node && [...(node.oneOf || []), ...(node.anyOf || [])].map((item) => resolveRef(root, item)).find((item) => item && item.properties);
   const props = node && (node.properties || (variant && variant.properties));
   if (!props) return value;
   const keys = Object.keys(value);
-  if (!keys.length) {
-    const first = Object.keys(props)[0];
-    return first ? { [first]: undefined } : value;
-  }
   const out = {};
-  for (const key of keys) out[key] = props[key] ? withOpenSections(value[key], props[key], root, depth + 1) : value[key];
+  if (!keys.length && depth > 0) {
+    const first = Object.keys(props)[0];
+    if (!first) return value;
+    out[first] = undefined;
+  }
+  for (const key of keys) out[key] = props[key] ? withOpenSections(value[key], props[key], root, opened, `${id}_${key}`, depth + 1) : value[key];
+  for (const [key, prop] of Object.entries(props)) {
+    if (out[key] !== undefined || !opened.has(`${id}_${key}`)) continue;
+    const resolved = resolveRef(root, prop);
+    if (resolved && (resolved.type === "object" || resolved.properties)) out[key] = withOpenSections({}, prop, root, opened, `${id}_${key}`, depth + 1);
+  }
   return out;
 }

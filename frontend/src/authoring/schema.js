@@ -273,6 +273,8 @@ function uiForObject(root, schema, depth) {
     } else if (prop.type === "object" && prop.properties) {
       const nested = uiForObject(root, prop, depth + 1);
       if (Object.keys(nested).length) ui[name] = nested;
+    } else if (prop.type === "string" && name === "on-violation" && Array.isArray(prop.examples) && prop.examples.length) {
+      ui[name] = { "ui:widget": "choiceOrOther" };
     } else if (prop.type === "string" && /description|rubric|prompt/i.test(name)) {
       ui[name] = { "ui:widget": "textarea", "ui:options": { rows: 3 } };
     }

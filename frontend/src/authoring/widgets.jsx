@@ -91,6 +91,64 @@ export function FlagWidget({ id, value, onChange, label, disabled, readonly, sch
   );
 }
 
+const OTHER = "__other__";
+
+/**
+ * A choice of the values a schema lists as `examples` (the five actions of on-violation),
+ * with "Another action…" for an open string: a text box for a custom name.
+ */
+export function ChoiceOrOtherWidget({ id, value, onChange, onBlur, onFocus, schema, disabled, readonly, rawErrors = [] }) {
+  const choices = Array.isArray(schema.examples) ? schema.examples : [];
+  const known = value === undefined || value === "" || choices.includes(value);
+  const [other, setOther] = useState(!known);
+  useEffect(() => {
+    if (!known) setOther(true);
+  }, [known]);
+  const selected = other ? OTHER : value === undefined ? "" : value;
+  const choose = (event) => {
+    const next = event.target.value;
+    if (next === OTHER) {
+      setOther(true);
+      onChange(choices.includes(value) ? undefined : value);
+    } else {
+      setOther(false);
+      onChange(next === "" ? undefined : next);
+    }
+  };
+  return (
+    <div className="kg-choice-other">
+      <select
+        id={id}
+        className="form-control"
+        value={selected}
+        disabled={disabled || readonly}
+        onChange={choose}
+        onBlur={() => onBlur && onBlur(id, value)}
+        onFocus={() => onFocus && onFocus(id, value)}
+        aria-invalid={rawErrors.length ? "true" : undefined}
+      >
+        <option value="">Choose…</option>
+        {choices.map((choice) => <option key={choice} value={choice}>{choice}</option>)}
+        <option value={OTHER}>Another action…</option>
+      </select>
+      {other ? (
+        <label className="kg-choice-other__custom" htmlFor={`${id}__custom`}>
+          <span>Custom action</span>
+          <input
+            id={`${id}__custom`}
+            className="form-control"
+            type="text"
+            value={value === undefined ? "" : value}
+            disabled={disabled || readonly}
+            onChange={(event) => onChange(event.target.value === "" ? undefined : event.target.value)}
+            onBlur={() => onBlur && onBlur(id, value)}
+          />
+        </label>
+      ) : null}
+    </div>
+  );
+}
+
 function TextButton({ label, kind = "secondary", className = "", onClick, disabled, id, title }) {
   return (
     <button
@@ -107,18 +165,33 @@ function TextButton({ label, kind = "secondary", className = "", onClick, disabl
   );
 }
 
-/** "+ Add" / "Remove" for an optional object, in place of rjsf's icon buttons. */
-export function OptionalDataControlsTemplate({ id, label, onAddClick, onRemoveClick }) {
+const sectionId = (controlId) => String(controlId || "").replace(/__optional(Add|Remove|Msg)$/, "");
+
+/**
+ * "+ Add" / "Remove" for an optional object, in place of rjsf's icon buttons. Both tell the
+ * editor (`formContext.setSection`), which keeps an added section open while it is empty
+ * without writing an empty object into the document, and closes it for good on Remove.
+ */
+export function OptionalDataControlsTemplate({ id, label, onAddClick, onRemoveClick, registry }) {
+  const setSection = (registry && registry.formContext && registry.formContext.setSection) || (() => {});
   if (onAddClick) {
+    const add = () => {
+      setSection(sectionId(id), true);
+      onAddClick();
+    };
     return (
-      <button type="button" id={id} className="rjsf-add-optional-data" onClick={onAddClick} title={label}>
+      <button type="button" id={id} className="rjsf-add-optional-data" onClick={add} title={label}>
         + Add
       </button>
     );
   }
   if (onRemoveClick) {
+    const remove = () => {
+      setSection(sectionId(id), false);
+      onRemoveClick();
+    };
     return (
-      <button type="button" id={id} className="rjsf-remove-optional-data" onClick={onRemoveClick} title={label}>
+      <button type="button" id={id} className="rjsf-remove-optional-data" onClick={remove} title={label}>
         Remove
       </button>
     );

@@ -19,6 +19,8 @@
  *                             [data-copy-text="…"] copies that text.
  *   [data-confirm="message"]  asks before a form submits or a link is followed.
  *   [data-dismiss]            a button that removes its closest [data-dismissable] element.
+ *   [data-kind-switch]        a select whose form shows only the fieldset [data-for-kind] of the
+ *                             chosen value (the others are hidden and their fields disabled).
  *   [data-shortcut="j"]       pressing j (outside text boxes) clicks it, or focuses a text box.
  * And always: a table or code block whose content scrolls inside it (a wide table on a narrow
  * window, a long document) can be reached and scrolled from the keyboard (tabindex 0) while,
@@ -264,12 +266,26 @@ function watchScrollableRegions() {
   });
 }
 
+function enableKindSwitch(select) {
+  const form = select.form || document;
+  const show = () => {
+    form.querySelectorAll("[data-for-kind]").forEach((fieldset) => {
+      const shown = fieldset.getAttribute("data-for-kind") === select.value;
+      fieldset.hidden = !shown;
+      fieldset.disabled = !shown;
+    });
+  };
+  select.addEventListener("change", show);
+  show();
+}
+
 function enhance(root = document) {
   root.querySelectorAll("[data-progress-url]").forEach(watchProgress);
   root.querySelectorAll("[data-select-all]").forEach(enableSelectAll);
   root.querySelectorAll("[data-auto-submit], [data-tenant-switcher]").forEach(enableAutoSubmit);
   root.querySelectorAll("[data-copy-target], [data-copy-text]").forEach(enableCopy);
   root.querySelectorAll("[data-dismiss]").forEach(enableDismiss);
+  root.querySelectorAll("[data-kind-switch]").forEach(enableKindSwitch);
 }
 
 enableConfirm();
