@@ -4,11 +4,16 @@ The commands are read from the README's fenced blocks (`<!-- walkthrough:setup -
 `<!-- walkthrough:use -->`) and run as written, on a PostgreSQL database and a redis-server of
 the test's own; only host names, ports, the database name and the folder are replaced. The
 test then plays the TLS proxy: it forwards each `curl` of the README to gunicorn with the
-`Host` and `X-Forwarded-Proto` headers a proxy sends.
+`Host` and `X-Forwarded-Proto` headers a proxy sends. The processes are those the systemd
+units of deploy/systemd and the services of deploy/compose.yaml run (test_systemd_units.py,
+test_container.py hold them to this block); on them the test waits on /readyz, ingests,
+evaluates, scrapes /metrics for the requests it made, and signs a person in through a real
+OpenID provider (tests/oidc_provider) into the tenant and role its groups grant.
 """
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shlex
@@ -28,6 +33,7 @@ from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from kindgi_console.env import DECLARATION
+from tests.oidc_provider.server import Provider
 from tests.traces.workers import answers, free_port, serving
 
 pytestmark = pytest.mark.services
@@ -231,8 +237,35 @@ class Proxy:
         return re.sub(r"\$([A-Z_]+)", lambda m: self.variables[m.group(1)], word)
 
 
-def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
+SSO_CLIENT_ID, SSO_CLIENT_SECRET = "kindgi-console", "deployment-test-secret"
+
+
+@pytest.fixture
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+    """The company's OpenID provider (tests/oidc_provider), where ada is in the ops group."""
+    with Provider(tmp_path_factory.mktemp("oidc-provider")).running() as running:
+        running.fixture(
+            client={
+                "id": SSO_CLIENT_ID,
+                "secret": SSO_CLIENT_SECRET,
+                "redirect_uri": f"https://{PUBLIC_HOST}/oidc/callback/",
+            },
+            users=[{"username": "ada", "password": "pw-ada", "email": "ada@example.com", "groups": ["ops"]}],
+        )
+        yield running
+
+
+def test_a_deployer_can_follow_the_readme(deployment: Deployment, provider: Provider) -> None:
     setup = commands(fenced_block("walkthrough:setup"))
+    # Single sign-on, as the README's "Single sign-on" says: the provider's ops group
+    # administers acme.
+    deployment.environ.update(
+        KINDGI_OIDC_ISSUER=provider.issuer,
+        KINDGI_OIDC_CLIENT_ID=SSO_CLIENT_ID,
+        KINDGI_OIDC_CLIENT_SECRET=SSO_CLIENT_SECRET,
+        KINDGI_OIDC_SCOPES="openid email profile groups",
+        KINDGI_OIDC_GROUPS="ops=acme:admin",
+    )
     assert {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_DEBUG", "DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS"} <= {
         word.partition("=")[0] for words in setup if words[0] == "export" for word in words[1:]
     }
@@ -260,6 +293,7 @@ def test_a_deployer_can_follow_the_readme(deployment: Deployment) -> None:
     _documented_edges(proxy)
     _people_are_there(deployment)
     _an_operator_can_watch_it(deployment)
+    _a_person_signs_in_through_the_provider(deployment, provider)
 
 
 def _answers_a_page(proxy: Proxy) -> bool:
@@ -376,3 +410,82 @@ def _an_operator_can_watch_it(deployment: Deployment) -> None:
     assert counted[("api-traces", "POST", "2xx")] == 1  # the README's batch (the other tenant's was a 403)
     assert counted[("api-guardrails", "POST", "2xx")] == 1
     assert counted[("api-evaluations", "POST", "2xx")] == 1
+
+
+class Browser:
+    """What a browser does behind the TLS proxy: the console's cookies (Secure ones: the
+    proxy's side is HTTPS) sent back to it, the provider's to the provider, redirects followed."""
+
+    def __init__(self, web_port: int) -> None:
+        self.console = httpx.Client(
+            base_url=f"http://127.0.0.1:{web_port}",
+            timeout=30,
+            headers={"Host": PUBLIC_HOST, "X-Forwarded-Proto": "https"},
+        )
+        self.elsewhere = httpx.Client(timeout=30)
+        self.cookies: dict[str, str] = {}
+
+    def get(self, url: str, **options: Any) -> httpx.Response:
+        if url.startswith(f"https://{PUBLIC_HOST}") or url.startswith("/"):
+            path = url.removeprefix(f"https://{PUBLIC_HOST}")
+            cookie = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
+            response = self.console.get(path, headers={"Cookie": cookie} if cookie else {}, **options)
+            for header in response.headers.get_list("set-cookie"):
+                name, _, rest = header.partition("=")
+                self.cookies[name.strip()] = rest.split(";", 1)[0]
+            return response
+        return self.elsewhere.get(url, **options)
+
+    def follow(self, response: httpx.Response, limit: int = 10) -> httpx.Response:
+        for _ in range(limit):
+            if response.status_code not in (301, 302, 303, 307):
+                return response
+            location = response.headers["Location"]
+            if location.startswith("/"):
+                url = response.request.url
+                base = (
+                    f"https://{PUBLIC_HOST}" if self.at_console(response) else f"{url.scheme}://{url.netloc.decode()}"
+                )
+                location = base + location
+            response = self.get(location)
+        raise AssertionError(f"more than {limit} redirects")
+
+    @staticmethod
+    def at_console(response: httpx.Response) -> bool:
+        return response.request.headers.get("Host") == PUBLIC_HOST
+
+
+def _a_person_signs_in_through_the_provider(deployment: Deployment, provider: Provider) -> None:
+    """The sign-in page offers the provider; ada signs in there and lands in acme as its admin,
+    an account made at that first sign-in because the ops group grants it."""
+    browser = Browser(deployment.web_port)
+    login = browser.get("/login/")
+    assert login.status_code == 200
+    start = re.search(r'href="([^"]*oidc/authenticate[^"]*)"', login.text)
+    assert start, "the sign-in page offers single sign-on"
+    at_provider = browser.follow(browser.get(html.unescape(start.group(1))))
+    assert at_provider.request.url.host == "127.0.0.1" and "/accounts/login/" in str(at_provider.request.url)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', at_provider.text)
+    nxt = re.search(r'name="next" value="([^"]*)"', at_provider.text)
+    assert token and nxt
+    signed = browser.elsewhere.post(
+        str(at_provider.request.url),
+        data={
+            "username": "ada",
+            "password": "pw-ada",
+            "csrfmiddlewaretoken": token.group(1),
+            "next": html.unescape(nxt.group(1)),
+        },
+        headers={"Referer": str(at_provider.request.url)},
+    )
+    back = browser.follow(signed)
+    assert back.status_code == 200 and browser.at_console(back), (back.status_code, back.text[:500])
+    assert "ada" in back.text and "Acme Corp" in back.text
+    import psycopg
+
+    with psycopg.connect(deployment.environ["DATABASE_URL"]) as connection:
+        rows = connection.execute(
+            "SELECT t.slug, m.role, m.sso FROM auth_user u JOIN tenancy_membership m ON m.user_id = u.id "
+            "JOIN tenancy_tenant t ON t.id = m.tenant_id WHERE u.username = 'ada'"
+        ).fetchall()
+    assert rows == [("acme", "admin", True)]
