@@ -236,7 +236,21 @@ def tenant_choices(user: Any) -> list[Tenant]:
         return []
     if user.is_superuser:
         return list(Tenant.objects.order_by("slug"))
-    return [m.tenant for m in Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug")]
+    chosen = []
+    for membership in Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug"):
+        membership.tenant.member_role = membership.role  # type: ignore[attr-defined]  # what the page may offer
+        chosen.append(membership.tenant)
+    return chosen
+
+
+def may_in_any(request: HttpRequest, scope: str) -> bool:
+    """Whether the signed-in person may do `scope` in one of their tenants, from the tenants
+    the page has already read (no query of its own)."""
+    if request.user.is_superuser:
+        return True
+    current_tenant(request)
+    roles = roles_at_least(ROLE_FOR_SCOPE[scope])
+    return any(getattr(tenant, "member_role", None) in roles for tenant in request._kindgi_choices)  # type: ignore[attr-defined]
 
 
 def current_tenant(request: HttpRequest) -> Tenant | None:

@@ -22,6 +22,7 @@ from kindgi_console.tenancy.scoping import (
     administers_any,
     current_rows,
     current_tenant,
+    may_in_any,
     tenant_choices,
 )
 
@@ -36,7 +37,7 @@ def console_context(request: HttpRequest) -> dict[str, Any]:
         "tenant_choices": request._kindgi_choices,  # type: ignore[attr-defined]
         "is_console_admin": administers_any(request.user),
         # Asked only by the pages that show it (the navigation's Uploads): a template calls it.
-        "may_upload": lambda: Caller(user=request.user).tenants("ingest").exists(),
+        "may_upload": lambda: may_in_any(request, "ingest"),
     }
 
 

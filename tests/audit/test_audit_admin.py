@@ -37,7 +37,13 @@ def test_admin_changes_deletions_and_the_revoke_action_are_audited(root_client: 
         (
             "membership.admin-delete",
             "root",
-            {"id": [membership.pk, None], "role": ["admin", None], "tenant": [acme.pk, None], "user": [alice.pk, None]},
+            {
+                "id": [membership.pk, None],
+                "role": ["admin", None],
+                "sso": [False, None],
+                "tenant": [acme.pk, None],
+                "user": [alice.pk, None],
+            },
         ),
     ]
     assert not Membership.objects.exists() and ApiKey.objects.get().revoked
