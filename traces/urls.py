@@ -33,6 +33,7 @@ urlpatterns: Routes = [
 
 #: Under api/v1/.
 api_urlpatterns: Routes = [
+    *ingest.runtime_api_urlpatterns,  # POST evaluate first: the runtime path
     *runs.guardrail_api_urlpatterns,
     *review.guardrail_api_urlpatterns,
     *guardrail_api.urlpatterns,
