@@ -13,9 +13,7 @@ urlpatterns = [
 
 #: Under api/v1/, first of all its routes: a runtime calls it before every agent turn, and
 #: no other route of api/v1/ matches "evaluate" (resolving it then tries no other pattern).
-runtime_api_urlpatterns = [
-    path("evaluate", api.EvaluateView.as_view(), name="api-evaluate"),
-]
+runtime_api_urlpatterns = [path("evaluate", api.EvaluateView.as_view(), name="api-evaluate")]
 
 api_urlpatterns = [
     path("otlp/v1/traces", OtlpTracesView.as_view(), name="api-otlp-traces"),
