@@ -16,6 +16,7 @@ request through (the throttle must not turn a stored trace into an error).
 
 from __future__ import annotations
 
+import abc
 import logging
 import math
 import time
@@ -92,18 +93,21 @@ def _take_read_and_written(backend: BaseCache, key: str, capacity: int, refill: 
     return wait
 
 
-class TokenBucketThrottle(BaseThrottle):
+class TokenBucketThrottle(BaseThrottle, abc.ABC):
     """A throttle whose rate (`rate_for`) is a token bucket per caller (`get_cache_key`) in
-    the default cache; DRF answers a refusal 429 with `Retry-After` (`wait`, rounded up)."""
+    the default cache; DRF answers a refusal 429 with `Retry-After` (`wait`, rounded up).
+    Abstract: a subclass says whose bucket a request takes from, and at which rate."""
 
     def __init__(self) -> None:
         self._wait: float | None = None
 
+    @abc.abstractmethod
     def rate_for(self, request: Request) -> str | None:
-        raise NotImplementedError
+        """`N/second|minute|hour|day` for this request, or None: not throttled."""
 
+    @abc.abstractmethod
     def get_cache_key(self, request: Request, view: Any) -> str | None:
-        raise NotImplementedError
+        """The caller's bucket, or None: not throttled."""
 
     def allow_request(self, request: Request, view: Any) -> bool:
         rate = self.rate_for(request)
