@@ -4,6 +4,7 @@ pre-commit hook (.pre-commit-hooks.yaml) with the real pre-commit in a temporary
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -163,6 +164,20 @@ def test_the_action_writes_the_job_summary_annotations_and_junit_against_a_basel
     assert runner.outputs["run"]["status"] == "0"
     assert runner.summary.startswith("## Guardrails: PASSED\n")
     assert "| `refund-answers-cite-policy` | log-only | no | 3 | 3 | 0 | 6 | 0 | 0 |" in runner.summary
+
+    # With a labelled set, a labelled case given the wrong verdict blocks, whatever block-on says.
+    (runner.workspace / "labels").mkdir()
+    case = {"guardrail": "support-never-deletes-accounts", "expected": "fail"}
+    trace = {"id": "l1", "agent": "support-bot", "output": "hi"}
+    (runner.workspace / "labels" / "deletes.jsonl").write_text(json.dumps({**case, "trace": trace}) + "\n")
+    runner.inputs |= {"labels": "labels/*.jsonl"}
+    runner.files["GITHUB_STEP_SUMMARY"].write_text("", encoding="utf-8")
+    assert runner.run_action(skip_install=True) == 1
+    assert "### Labelled set (`labels/deletes.jsonl`)" in runner.summary
+    assert (
+        "::error file=labels/deletes.jsonl,line=1,title=support-never-deletes-accounts%3A labelled case l1 wrong"
+        "::expected fail, got pass"
+    ) in runner.stdout
 
 
 def gitlab_script(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -5,6 +5,7 @@ what manage.py's report, on the examples and on 20,000 traces, with the same exi
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -84,6 +85,30 @@ def test_guardrail_validate_reports_exactly_what_manage_py_reports(installed: Pa
         ours = run([str(installed / "bin" / "guardrail-validate"), *argv])
         assert ours == manage_py("validate_guardrail", *argv)
         assert ours[0] == status
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "junit", "markdown"])
+def test_labelled_sets_report_exactly_what_manage_py_reports(installed: Path, tmp_path: Path, fmt: str) -> None:
+    deletes = {"id": "a", "agent": "support-bot", "toolCalls": [{"id": "c1", "name": "delete_account"}]}
+    guardrail = "support-never-deletes-accounts"
+    cases = [
+        {"guardrail": guardrail, "expected": "fail", "trace": deletes},
+        {"guardrail": guardrail, "expected": "fail", "trace": {"id": "b", "agent": "support-bot", "output": "hi"}},
+        {"guardrail": "unknown", "expected": "fail", "trace": {"id": "c"}},
+        {"guardrail": guardrail, "expected": "later", "trace": {"id": "d"}},
+    ]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(case) + "\n" for case in cases), encoding="utf-8")
+    argv = ["--guardrails", *EXAMPLE_GUARDRAILS, "--traces", EXAMPLE_TRACES, "--labels", str(labels), "--format", fmt]
+    ours = run([str(installed / "bin" / "guardrail-ci"), *argv])
+    assert ours == manage_py("guardrail_ci", *argv)
+    assert ours[0] == 2 and b"labels.jsonl:4: /expected: must be pass or fail" in ours[2]
+    shown = {
+        "text": b"labelled set: 2 cases, 1 wrong",
+        "json": b'"cases":2,"wrong":1',
+        "junit": b"labels: " + guardrail.encode(),
+    }
+    assert shown.get(fmt, b"### Labelled set") in ours[1]
 
 
 def test_bad_input_gives_2_and_the_same_report(installed: Path, tmp_path: Path) -> None:

@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from guardrails.engine.statistics import wilson
 from guardrails.services import Author, save_guardrail
 from kindgi_console.tenancy.scoping import Caller
 from tests.conftest import make_guardrail, signed_in
 from tests.traces.test_evaluations import run_for, store_traces
 from traces.models import RunTrace, Violation, ViolationDay
 from traces.review import workflow as reviewing
-from traces.review.quality import midnight, quality_of, rolled_up_quality, wilson
+from traces.review.quality import midnight, quality_of, rolled_up_quality
 from traces.store import retention, violation_days
 
 URL = "/api/v1/guardrails/no-refunds/quality"

@@ -241,7 +241,8 @@ class GuardrailPreview(Progress, Job):
     What an author learns before saving: which traces the draft newly fails, which it no
     longer fails, how many are unchanged. Read like a run (status, done / total) while a
     worker evaluates it; nothing is stored as a result or a violation. `changes` keeps the
-    first PREVIEW_LISTED traces of each kind; judge calls are in the ledger under this
+    first PREVIEW_LISTED traces of each kind, and under `labelled_set` how the draft and the
+    revision do on the guardrail's labelled set (traces.runs.preview_labels); judge calls are in the ledger under this
     preview (`JudgeLedgerEntry.preview`), and `judge_cost_usd` sums what they cost.
     """
 

@@ -31,11 +31,11 @@ from django.db.models import Count, F, QuerySet
 from django.utils import timezone
 
 from guardrails.engine.judge import KIND as JUDGE_KIND
+from guardrails.engine.statistics import wilson
 from guardrails.engine.types import Issue
 from guardrails.models import Guardrail, GuardrailRevision
 from kindgi_console.tenancy.models import Tenant
 from traces.models import CalibrationItem, CalibrationLabel, CalibrationSample, EvaluationResult
-from traces.review.quality import wilson
 from traces.runs.evaluations import RunRequestError
 
 MAX_SIZE = 200

@@ -27,10 +27,19 @@ from guardrails.services import default_stages, guardrail_stages, revision_autho
 from guardrails.views import GuardrailPageMixin
 from kindgi_console.tenancy.scoping import current_rows, current_tenant
 from traces.judge import ledger
-from traces.models import CalibrationSample, EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation, ViolationDay
+from traces.models import (
+    CalibrationItem,
+    CalibrationSample,
+    EvaluationResult,
+    JudgeLedgerEntry,
+    LedgerDay,
+    Violation,
+    ViolationDay,
+)
 from traces.review import calibration, quality
 from traces.review.calibration_views import can_label, latest_calibration
 from traces.review.shadow import SHADOW_DAYS, shadow_comparison
+from traces.store import labelled_set
 
 PAGE_SIZE = 50
 #: The guardrail page shows its judge spend over this many days.
@@ -200,6 +209,7 @@ class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
             self.rows(ViolationDay).filter(guardrail=guardrail), self.rows(Violation).filter(guardrail=guardrail), since
         )
         shadow_stats = shadow_comparison(self.rows(EvaluationResult), guardrail)
+        tenant = current_tenant(self.request)
         return {
             **super().get_context_data(**kwargs),
             "calibration": latest_calibration(self.request, guardrail),
@@ -224,8 +234,16 @@ class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
             "spend": spend,
             "spend_days": SPEND_DAYS,
             "spend_url": f"{reverse('ledger')}?{urlencode({'guardrail': guardrail.guardrail_id})}",
-            "tenant": current_tenant(self.request),
+            "tenant": tenant,
+            "labelled_count": labelled_set.count(self.rows(CalibrationItem), self.rows(Violation), guardrail),
+            "labelled_set_url": labelled_set_url(guardrail.guardrail_id, tenant.slug if tenant else ""),
         }
+
+
+def labelled_set_url(guardrail_id: str, tenant: str) -> str:
+    """The export of the guardrail's labelled set, of the page's tenant."""
+    url = reverse("api-guardrail-labelled-set", args=[guardrail_id])
+    return f"{url}?{urlencode({'tenant': tenant})}" if tenant else url
 
 
 #: The periods the quality section offers, in days (0: every violation).

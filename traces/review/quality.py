@@ -5,9 +5,9 @@ marked false positive, precision (1 - false positives / reviewed) with its 95% W
 interval, and review coverage (reviewed / violations). Always of the violations the caller
 may read in one tenant, so that one tenant's reviews never show in another's figures.
 
-The Wilson score interval is a few lines of arithmetic (Wilson 1927; Agresti & Coull 1998):
-unlike the normal approximation it stays inside [0, 1] and behaves with few reviews, which
-is the common case here; a statistics package for this one formula is not worth its weight.
+The interval is Wilson's (guardrails.engine.statistics: unlike the normal approximation it
+stays inside [0, 1] and behaves with few reviews, the common case here), the one the
+calibration and the labelled sets use too.
 
 Two ways to the same figures: `quality_of` counts the violations it is given (any filter),
 `rolled_up_quality` reads the daily roll-up that the violation writers and the review keep
@@ -18,7 +18,6 @@ the API and the guardrail list's sort read the roll-up.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -28,22 +27,11 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
+from guardrails.engine.statistics import wilson
 from traces.models import Violation, ViolationDay
 
-Z95 = 1.959963984540054
 REVIEWED = Q(state__in=[Violation.State.ACKNOWLEDGED, Violation.State.RESOLVED, Violation.State.FALSE_POSITIVE])
 FALSE_POSITIVE = Q(state=Violation.State.FALSE_POSITIVE)
-
-
-def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float] | None:
-    """The Wilson score interval of successes / trials (None without trials)."""
-    if trials <= 0:
-        return None
-    p = successes / trials
-    denominator = 1 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denominator
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass(frozen=True)

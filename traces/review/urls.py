@@ -3,7 +3,7 @@ pages (list, detail, quality) and calibration."""
 
 from django.urls import path
 
-from traces.review import api, calibration_views, guardrail_views, quality_api, queue_views, views
+from traces.review import api, calibration_views, guardrail_views, labelled_set_api, quality_api, queue_views, views
 
 urlpatterns = [
     path("traces/", views.TraceListView.as_view(), name="trace-list"),
@@ -39,5 +39,10 @@ guardrail_api_urlpatterns = [
         "guardrails/<path:guardrail_id>/quality",
         quality_api.GuardrailQualityView.as_view(),
         name="api-guardrail-quality",
-    )
+    ),
+    path(
+        "guardrails/<path:guardrail_id>/labelled-set",
+        labelled_set_api.GuardrailLabelledSetView.as_view(),
+        name="api-guardrail-labelled-set",
+    ),
 ]

@@ -22,6 +22,44 @@ from traces.runs import previews
 from traces.runs.api import EvaluationEstimateView
 from traces.runs.serializers import ESTIMATE_SCHEMA
 
+_FIGURE = {
+    "type": "object",
+    "properties": {
+        "value": {"type": "number", "nullable": True},
+        "interval": {"type": "array", "items": {"type": "number"}, "nullable": True},
+    },
+}
+_CONFUSION = {
+    "type": "object",
+    "properties": {
+        **{
+            name: {"type": "integer"}
+            for name in ("labelled", "wrong", "truePositives", "falsePositives", "falseNegatives", "trueNegatives")
+        },
+        "errors": {"type": "integer"},
+        "precision": _FIGURE,
+        "recall": _FIGURE,
+    },
+}
+LABELLED_SET_SCHEMA = {
+    "type": "object",
+    "nullable": True,
+    "description": "The draft and the revision it is compared with on the guardrail's labelled set "
+    "(calibration labels and reviewed violations of the tenant; the newest `limit` of `total`); "
+    "null for a preview made before labelled sets were measured.",
+    "properties": {
+        "total": {"type": "integer"},
+        "evaluated": {"type": "integer"},
+        "limit": {"type": "integer"},
+        "capped": {"type": "boolean"},
+        "draft": _CONFUSION,
+        "current": {**_CONFUSION, "nullable": True},
+        "newlyWrong": {"type": "integer"},
+        "noLongerWrong": {"type": "integer"},
+        "wrong": {"type": "array", "items": {"type": "object"}},
+        "listed": {"type": "integer"},
+    },
+}
 PREVIEW_SCHEMA = OpenApiResponse(
     {
         "type": "object",
@@ -42,6 +80,7 @@ PREVIEW_SCHEMA = OpenApiResponse(
             },
             "newlyFailing": {"type": "array", "items": {"type": "object"}},
             "noLongerFailing": {"type": "array", "items": {"type": "object"}},
+            "labelledSet": LABELLED_SET_SCHEMA,
             "judgeEstimateUsd": {"type": "string", "nullable": True},
             "judgeCostUsd": {"type": "string"},
             "error": {"type": "string"},

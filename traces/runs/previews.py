@@ -6,6 +6,8 @@ and sends `traces.tasks.run_preview`. `run_preview` evaluates the newest PREVIEW
 traces in batches, writing progress to the row; nothing is stored as a result or violation.
 A trace *newly fails* when the draft fails it and the current revision does not (a new
 guardrail has no current revision: every failure is new), *no longer fails* the other way.
+Then both are evaluated on the guardrail's labelled set (traces.runs.preview_labels):
+precision, recall and the labelled traces the draft gets wrong, kept as `changes["labelled_set"]`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from traces.judge.estimate import estimate_run
 from traces.judge.services import evaluation_services
 from traces.models import GuardrailPreview, RunTrace
 from traces.runs.evaluations import RunRequestError, check_reviewer_limit, clean_filters, selected_traces
+from traces.runs.preview_labels import LabelledTally, preview_labels
 
 PREVIEW_DAYS = 7
 PREVIEW_MAX = 5000
@@ -181,8 +184,11 @@ def unreachable(result: Result | None) -> bool:
 
 
 def _evaluate(preview: GuardrailPreview) -> None:
+    """The selection's traces, then the guardrail's labelled set (traces.runs.preview_labels),
+    each in batches: `done` of `total` counts both."""
     pks = list(preview_traces(preview).values_list("pk", flat=True))
-    GuardrailPreview.objects.filter(pk=preview.pk).update(total=len(pks))
+    labels, labelled_total = preview_labels(preview)
+    GuardrailPreview.objects.filter(pk=preview.pk).update(total=len(pks) + len(labels))
     until = time.monotonic() + preview_time_limit()
     draft = EngineGuardrail(document=preview.draft)
     current = (
@@ -190,29 +196,39 @@ def _evaluate(preview: GuardrailPreview) -> None:
         if preview.current is not None
         else None
     )
-    tally = Tally()
-    for start in range(0, len(pks), BATCH):
-        rows = list(RunTrace.objects.filter(pk__in=pks[start : start + BATCH]).select_related("tenant"))
-        try:
-            _evaluate_batch(preview, draft, current, rows, tally, until)
-        except PreviewStopped as stopped:
-            GuardrailPreview.objects.filter(pk=preview.pk).update(
-                status=GuardrailPreview.Status.FAILED,
-                done=start + tally.seen_in_batch,
-                counts=tally.counts,
-                changes=tally.changes,
-                judge_cost_usd=tally.cost,
-                error=str(stopped)[:2000],
-                finished_at=timezone.now(),
-            )
-            return
-        GuardrailPreview.objects.filter(pk=preview.pk).update(done=start + len(rows))
+    tally, labelled = Tally(), LabelledTally(labels, labelled_total, current is not None)
+    work: list[tuple[list[int], Tally | LabelledTally]] = [
+        (pks, tally),
+        ([label.trace_pk for label in labels], labelled),
+    ]
+    done = 0
+    for chosen, counted in work:
+        for start in range(0, len(chosen), BATCH):
+            rows = list(RunTrace.objects.filter(pk__in=chosen[start : start + BATCH]).select_related("tenant"))
+            try:
+                _evaluate_batch(preview, draft, current, rows, counted, until)
+            except PreviewStopped as stopped:
+                _finish(preview, tally, labelled, done=done + counted.seen_in_batch, error=str(stopped))
+                return
+            done += len(rows)
+            GuardrailPreview.objects.filter(pk=preview.pk).update(done=done)
+    _finish(preview, tally, labelled)
+
+
+def _finish(
+    preview: GuardrailPreview, tally: Tally, labelled: LabelledTally, done: int | None = None, error: str = ""
+) -> None:
+    """What the preview found, kept on its row: succeeded, or failed with `error` (after
+    `done` traces)."""
+    status = GuardrailPreview.Status.FAILED if error else GuardrailPreview.Status.SUCCEEDED
+    stopped: dict[str, Any] = {"done": done, "error": error[:2000]} if error else {}
     GuardrailPreview.objects.filter(pk=preview.pk).update(
-        status=GuardrailPreview.Status.SUCCEEDED,
+        status=status,
         counts=tally.counts,
-        changes=tally.changes,
-        judge_cost_usd=tally.cost,
+        changes={**tally.changes, "labelled_set": labelled.as_dict()},
+        judge_cost_usd=tally.cost + labelled.cost,
         finished_at=timezone.now(),
+        **stopped,
     )
 
 
@@ -258,7 +274,7 @@ def _evaluate_batch(
     draft: EngineGuardrail,
     current: EngineGuardrail | None,
     rows: list[RunTrace],
-    tally: Tally,
+    tally: Tally | LabelledTally,
     until: float,
 ) -> None:
     """Evaluate a batch of the preview's traces, by `until` (a time.monotonic() instant).
@@ -284,7 +300,7 @@ def _evaluate_batch(
             _stop_if_unreachable(tally, after, before)
 
 
-def _stop_if_unreachable(tally: Tally, after: Result, before: Result | None) -> None:
+def _stop_if_unreachable(tally: Tally | LabelledTally, after: Result, before: Result | None) -> None:
     failed = next((r for r in (after, before) if unreachable(r)), None)
     tally.unreachable_in_a_row = tally.unreachable_in_a_row + 1 if failed is not None else 0
     if failed is not None and tally.unreachable_in_a_row >= UNREACHABLE_IN_A_ROW:
@@ -314,6 +330,7 @@ def preview_as_dict(preview: GuardrailPreview) -> dict[str, Any]:
         },
         "newlyFailing": preview.changes.get("newly_failing", []),
         "noLongerFailing": preview.changes.get("no_longer_failing", []),
+        "labelledSet": preview.changes.get("labelled_set"),
         "judgeEstimateUsd": None if preview.judge_estimate_usd is None else str(preview.judge_estimate_usd),
         "judgeCostUsd": str(preview.judge_cost_usd),
         "error": preview.error,

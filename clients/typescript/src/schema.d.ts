@@ -361,6 +361,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/guardrails/{guardrail_id}/labelled-set": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description `GET guardrails/{id}/labelled-set`: the labelled traces of the guardrail, JSON Lines. */
+        get: operations["guardrails_labelled_set"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/guardrails/{guardrail_id}/quality": {
         parameters: {
             query?: never;
@@ -4949,6 +4966,99 @@ export interface operations {
             };
         };
     };
+    guardrails_labelled_set: {
+        parameters: {
+            query?: {
+                /** @description Only this tenant's labels (a slug). */
+                tenant?: string;
+            };
+            header?: never;
+            path: {
+                guardrail_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description A parameter or the body is invalid: each error names its field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Too many requests from this caller: retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The database is unavailable: retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+        };
+    };
     guardrails_quality: {
         parameters: {
             query?: {
@@ -5646,6 +5756,51 @@ export interface operations {
                         id?: number;
                         judgeCostUsd?: string;
                         judgeEstimateUsd?: string | null;
+                        /** @description The draft and the revision it is compared with on the guardrail's labelled set (calibration labels and reviewed violations of the tenant; the newest `limit` of `total`); null for a preview made before labelled sets were measured. */
+                        labelledSet?: {
+                            capped?: boolean;
+                            current?: {
+                                errors?: number;
+                                falseNegatives?: number;
+                                falsePositives?: number;
+                                labelled?: number;
+                                precision?: {
+                                    interval?: number[] | null;
+                                    value?: number | null;
+                                };
+                                recall?: {
+                                    interval?: number[] | null;
+                                    value?: number | null;
+                                };
+                                trueNegatives?: number;
+                                truePositives?: number;
+                                wrong?: number;
+                            } | null;
+                            draft?: {
+                                errors?: number;
+                                falseNegatives?: number;
+                                falsePositives?: number;
+                                labelled?: number;
+                                precision?: {
+                                    interval?: number[] | null;
+                                    value?: number | null;
+                                };
+                                recall?: {
+                                    interval?: number[] | null;
+                                    value?: number | null;
+                                };
+                                trueNegatives?: number;
+                                truePositives?: number;
+                                wrong?: number;
+                            };
+                            evaluated?: number;
+                            limit?: number;
+                            listed?: number;
+                            newlyWrong?: number;
+                            noLongerWrong?: number;
+                            total?: number;
+                            wrong?: Record<string, never>[];
+                        } | null;
                         mode?: string;
                         newlyFailing?: Record<string, never>[];
                         noLongerFailing?: Record<string, never>[];
@@ -5920,6 +6075,51 @@ export interface operations {
                         id?: number;
                         judgeCostUsd?: string;
                         judgeEstimateUsd?: string | null;
+                        /** @description The draft and the revision it is compared with on the guardrail's labelled set (calibration labels and reviewed violations of the tenant; the newest `limit` of `total`); null for a preview made before labelled sets were measured. */
+                        labelledSet?: {
+                            capped?: boolean;
+                            current?: {
+                                errors?: number;
+                                falseNegatives?: number;
+                                falsePositives?: number;
+                                labelled?: number;
+                                precision?: {
+                                    interval?: number[] | null;
+                                    value?: number | null;
+                                };
+                                recall?: {
+                                    interval?: number[] | null;
+                                    value?: number | null;
+                                };
+                                trueNegatives?: number;
+                                truePositives?: number;
+                                wrong?: number;
+                            } | null;
+                            draft?: {
+                                errors?: number;
+                                falseNegatives?: number;
+                                falsePositives?: number;
+                                labelled?: number;
+                                precision?: {
+                                    interval?: number[] | null;
+                                    value?: number | null;
+                                };
+                                recall?: {
+                                    interval?: number[] | null;
+                                    value?: number | null;
+                                };
+                                trueNegatives?: number;
+                                truePositives?: number;
+                                wrong?: number;
+                            };
+                            evaluated?: number;
+                            limit?: number;
+                            listed?: number;
+                            newlyWrong?: number;
+                            noLongerWrong?: number;
+                            total?: number;
+                            wrong?: Record<string, never>[];
+                        } | null;
                         mode?: string;
                         newlyFailing?: Record<string, never>[];
                         noLongerFailing?: Record<string, never>[];

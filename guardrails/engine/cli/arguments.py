@@ -85,7 +85,15 @@ def _actions(text: str) -> list[str]:
 def add_ci_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--guardrails", nargs="+", default=[], metavar="PATH")
     parser.add_argument("--console", metavar="URL", help="read the console's export (API key: KINDGI_API_KEY)")
-    parser.add_argument("--traces", nargs="+", required=True, metavar="PATH")
+    parser.add_argument("--traces", nargs="+", default=[], metavar="PATH", help="trace files (JSON Lines or JSON)")
+    parser.add_argument(
+        "--labels",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="labelled sets (JSON Lines, as the console exports them): block when a labelled case "
+        "gets the wrong verdict; the report adds each guardrail's precision and recall on them",
+    )
     parser.add_argument(
         "--format", choices=FORMATS, default="text", metavar="FORMAT", help="text (default), json, junit or markdown"
     )
@@ -150,10 +158,13 @@ def run_validate_guardrail(
 
 
 def run_guardrail_ci(argv: list[str], stdout: Writer, stderr: Writer, prog: str = "manage.py guardrail_ci") -> int:
-    """`guardrail_ci --guardrails PATH... --traces PATH... [--format ...] [--output FILE]`."""
+    """`guardrail_ci --guardrails PATH... --traces PATH... [--labels FILE...] [--format ...] [--output FILE]`."""
     parser = _Parser(prog=prog, description="Evaluate guardrails against trace files in mode ci.")
     add_ci_arguments(parser)
     args = _parse(parser, argv, stderr)
+    if args is not None and not args.traces and not args.labels:
+        stderr.write(f"{parser.format_usage()}error: give --traces PATH... or --labels FILE... (or both)\n")
+        return 2
     if args is None:
         return 2
     from guardrails.engine.cli.ci import guardrail_ci

@@ -1,7 +1,8 @@
 """`manage.py guardrail_ci`: evaluate guardrails over trace files in mode ci.
 
 Exit statuses follow interfaces.md: 0 nothing blocks, 1 a selected guardrail gave fail or
-error, 2 bad input (each named with file and line, or an invalid check pack).
+error, 2 bad input (each named with file and line, or an invalid check pack). With
+`--labels`, a labelled case given the wrong verdict blocks too (guardrails.engine.cli.labels).
 
 llm-judge guardrails need judge models (`--judge-models`, environment.judge_services);
 without them an llm-judge guardrail's result is `error` (no judge bound), which blocks.
@@ -63,6 +64,7 @@ def guardrail_ci(args: argparse.Namespace, stdout: Writer, stderr: Writer) -> in
             report = Report(evaluator.guardrails, args.format, out, outcome)
             try:
                 _evaluate_all(args.traces, evaluator, report, _jobs(args, evaluator, stderr))
+                _evaluate_labels(getattr(args, "labels", None) or [], evaluator, report)
                 report.seconds = time.perf_counter() - started
                 report.finish()
             finally:
@@ -191,6 +193,16 @@ def _evaluate_all(paths: list[str], evaluator: Evaluator, report: Report, jobs: 
     finally:
         if workers is not None:
             workers.close()
+
+
+def _evaluate_labels(paths: list[str], evaluator: Evaluator, report: Report) -> None:
+    """The labelled sets (--labels) into the report, after the trace files, in this process."""
+    if not paths:
+        return
+    from guardrails.engine.cli.labels import LabelledSets, evaluate_all  # (a run without --labels pays nothing)
+
+    report.labels = LabelledSets(evaluator.guardrails, paths, evaluator.fmt)
+    report.add_bad_input(evaluate_all(paths, report.labels, evaluator))
 
 
 def _evaluation_services(guardrails: list[Guardrail], engine: Engine) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import orjson
 
@@ -22,6 +22,9 @@ from guardrails.engine.cli.outcome import Failing, Outcome
 from guardrails.engine.cli.writer import Writer
 from guardrails.engine.evaluate import Verdict
 from guardrails.engine.types import Guardrail
+
+if TYPE_CHECKING:  # the labelled sets' module is imported by a run with --labels only
+    from guardrails.engine.cli.labels import LabelledSets
 
 STATUSES = ("pass", "fail", "error", "skipped")
 #: The rows of the JSON report a renderer keeps, each a trace's results but for its id and
@@ -231,6 +234,8 @@ class Report:
         self.out = out
         #: What blocks, the first failing traces and the comparison with a baseline.
         self.outcome = outcome or Outcome(guardrails)
+        #: The labelled sets of `--labels` and the guardrails' verdicts on them.
+        self.labels: LabelledSets | None = None
         self.counts = new_counts(guardrails)
         self.bad_input: list[str] = []
         self.more_bad_input = 0
@@ -254,7 +259,7 @@ class Report:
 
     @property
     def blocks(self) -> bool:
-        return self.outcome.blocks(self.counts)
+        return self.outcome.blocks(self.counts) or (self.labels is not None and self.labels.blocks)
 
     def add_bad_input(self, messages: list[str]) -> None:
         """Keep the first MAX_BAD_INPUT messages; count the others."""
@@ -301,13 +306,16 @@ class Report:
             tail: dict[str, object] = {"errors": errors, "summary": self.totals, "passed": passed}
             if self.outcome.baseline is not None:
                 tail["baseline"] = self.outcome.comparison_json()
+            if self.labels is not None:
+                tail["labels"] = self.labels.as_json()
             self.out.write("]," + _json(tail)[1:] + "\n")
         elif self.fmt == "junit":
             self._write_junit()
         elif self.fmt == "markdown":
             self.out.write(self.markdown())
         else:
-            self.out.write("".join(self.outcome.comparison_text()) + self.summary_line() + "\n")
+            labels = self.labels.text() if self.labels is not None else []
+            self.out.write("".join(self.outcome.comparison_text() + labels) + self.summary_line() + "\n")
 
     @property
     def verdict(self) -> str:
@@ -321,7 +329,8 @@ class Report:
         return (
             f"{self.verdict}: {len(self.guardrails)} guardrails x {self.traces} traces: "
             f"{c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['skipped']} skipped"
-            f"{self.outcome.comparison_counts()} ({self.seconds:.2f}s)"
+            f"{self.outcome.comparison_counts()}{self.labels.summary_counts() if self.labels is not None else ''}"
+            f" ({self.seconds:.2f}s)"
         )
 
     def markdown(self) -> str:
@@ -333,10 +342,11 @@ class Report:
     def _write_junit(self) -> None:
         """JUnit XML: a testsuite per guardrail, a testcase per guardrail and trace."""
         c, bad = self.totals, len(self.bad_input)
+        cases, wrong = (self.labels.labelled, self.labels.wrong) if self.labels is not None else (0, 0)
         self.out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
         self.out.write(
-            f'<testsuites name="guardrail_ci" tests="{sum(c.values()) + bad}" '
-            f'failures="{c["fail"]}" errors="{c["error"] + bad}" '
+            f'<testsuites name="guardrail_ci" tests="{sum(c.values()) + bad + cases}" '
+            f'failures="{c["fail"] + wrong}" errors="{c["error"] + bad}" '
             f'skipped="{c["skipped"]}" time="{self.seconds:.3f}">\n'
         )
         for index, (guardrail, counts, spool) in enumerate(
@@ -352,6 +362,8 @@ class Report:
                 self.out.write(chunk)
             spool.close()
             self.out.write("  </testsuite>\n")
+        if self.labels is not None:
+            self.labels.write_junit(self.out)
         if self.bad_input:
             self.out.write("".join(_junit_bad_input(self.bad_input)))
         self.out.write("</testsuites>\n")
@@ -371,6 +383,8 @@ class Report:
     def close(self) -> None:
         for spool in self._spools:
             spool.close()
+        if self.labels is not None:
+            self.labels.close()
 
 
 def _junit_bad_input(messages: list[str]) -> list[str]:

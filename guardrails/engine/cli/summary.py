@@ -2,8 +2,9 @@
 request's comment or a GitHub job summary) and GitHub's annotations (`--annotations`).
 
 Markdown: the verdict, a table of each guardrail's counts (and, against a baseline, its newly
-and no longer failing traces), the newly failing traces, the first failing traces of each
-guardrail with their reasons, and the bad input; links to the console's guardrail pages when
+and no longer failing traces), the newly failing traces, the labelled sets' figures and wrong
+cases (`--labels`), the first failing traces of each guardrail with their reasons, and the
+bad input; links to the console's guardrail pages when
 `--console` is given. Every text a trace or a check wrote is escaped and cut to a length.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 from urllib.parse import quote
+
+from guardrails.engine.cli.labels import figure, got
 
 if TYPE_CHECKING:
     from guardrails.engine.cli.outcome import Failing
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
 MAX_TEXT = 300
 #: The most annotations written (GitHub shows 10 errors a step, 50 a job).
 MAX_ANNOTATIONS = 50
+#: The wrong labelled cases a summary lists per guardrail.
+SHOWN_WRONG = 10
 
 
 def _one_line(value: object) -> str:
@@ -54,6 +59,7 @@ def markdown(report: Report) -> str:
     lines = [f"## Guardrails: {report.verdict}", "", report.summary_line(), ""]
     lines.extend(_table(report))
     lines.extend(_newly_failing(report))
+    lines.extend(_labelled(report))
     lines.extend(_first_failing(report))
     if report.bad_input:
         lines.extend(["", "### Bad input", ""])
@@ -106,6 +112,38 @@ def _newly_failing(report: Report) -> list[str]:
     return lines
 
 
+def _labelled(report: Report) -> list[str]:
+    """The labelled sets (--labels): per guardrail its cases, wrong ones, precision and recall,
+    then the first wrong cases of each."""
+    sets = report.labels
+    if sets is None:
+        return []
+    lines = ["", f"### Labelled set ({', '.join(_code(path) for path in sets.paths)})", ""]
+    lines.extend(["| guardrail | cases | wrong | precision | recall |", "| --- | ---: | ---: | --- | --- |"])
+    for index in sets.evaluated():
+        confusion = sets.confusions[index]
+        lines.append(
+            f"| {_guardrail_cell(report, index)} | {confusion.labelled} | {confusion.wrong} | "
+            f"{figure(confusion.precision())} | {figure(confusion.recall())} |"
+        )
+    if not sets.evaluated():
+        lines.append("| none of the run's guardrails is labelled | 0 | 0 | - | - |")
+    if sets.not_in_run:
+        lines.extend(
+            ["", f"{sets.not_in_run} cases of guardrails not in this run, not evaluated: {_text(sets.named())}"]
+        )
+    for index in sets.evaluated():
+        shown = sets.kept[index][:SHOWN_WRONG]
+        if not shown:
+            continue
+        lines.extend(["", f"#### {_guardrail_cell(report, index)}: {sets.confusions[index].wrong} wrong", ""])
+        lines.extend(f"- {_code(case[0])} ({_code(f'{case[1]}:{case[2]}')}) {_text(got(case))}" for case in shown)
+        more = sets.confusions[index].wrong - len(shown)
+        if more:
+            lines.append(f"- … and {more} more")
+    return lines
+
+
 def _first_failing(report: Report) -> list[str]:
     lines: list[str] = []
     for index, tally in enumerate(report.outcome.tallies):
@@ -146,4 +184,20 @@ def github_annotations(report: Report) -> str:
             lines.append(
                 f"::{level} file={_command_property(path)},line={line},title={title}::{_command_data(reason or '')}\n"
             )
+    lines.extend(_labelled_annotations(report))
     return "".join(lines[:MAX_ANNOTATIONS])
+
+
+def _labelled_annotations(report: Report) -> list[str]:
+    """An `::error` on the labelled set's line of each wrong case a summary lists."""
+    sets = report.labels
+    if sets is None:
+        return []
+    lines = []
+    for index in sets.evaluated():
+        for case in sets.kept[index][:SHOWN_WRONG]:
+            title = _command_property(f"{report.guardrails[index].id}: labelled case {case[0]} wrong")
+            lines.append(
+                f"::error file={_command_property(case[1])},line={case[2]},title={title}::{_command_data(got(case))}\n"
+            )
+    return lines
