@@ -30,7 +30,7 @@ from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from guardrails.engine.types import Issue, IssuesError
-from kindgi_console import deadline, paging
+from kindgi_console import deadline, paging, replicas
 from kindgi_console.jsonbody import JsonBodyError, parse_json
 from kindgi_console.proxies import client_address
 from kindgi_console.tenancy.keys import active_key_with
@@ -161,6 +161,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         if key is None:
             raise exceptions.AuthenticationFailed("unknown or revoked API key")
         key.touch()
+        replicas.follow_key(key.pk, request.method or "GET")
         request._request.kindgi_api_key = key  # type: ignore[attr-defined]  # the request's log line names its prefix (kindgi_console.logs)
         from django.contrib.auth.models import AnonymousUser
 

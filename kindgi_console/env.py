@@ -33,6 +33,29 @@ SECTIONS: dict[str, tuple[Variable, ...]] = {
             "the database (`postgres://user@host:5432/name` in a deployment)",
             shown="SQLite `db.sqlite3` in the project folder",
         ),
+        V(
+            "DATABASE_REPLICA_URLS",
+            "list",
+            (),
+            "PostgreSQL read replicas (comma-separated URLs, streaming from `DATABASE_URL`) that serve "
+            "the pages' and the read API's queries; writes, background work and whoever just wrote use the primary",
+            shown="none: the primary serves everything",
+        ),
+        V(
+            "DATABASE_REPLICA_PIN_S",
+            "int",
+            15,
+            "seconds after a person's (or an API key's) write during which their reads stay on the "
+            "primary, so that they read what they wrote",
+            minimum=0,
+        ),
+        V(
+            "DATABASE_REPLICA_MAX_LAG_S",
+            "int",
+            30,
+            "a replica further behind the primary than this (or unreachable) serves no reads until it catches up",
+            minimum=1,
+        ),
         V("DATABASE_CONN_MAX_AGE", "int", 60, "seconds a database connection is kept for the next request", minimum=0),
         V(
             "DATABASE_PREPARED_STATEMENTS",

@@ -39,6 +39,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
+from kindgi_console import replicas
 from kindgi_console.proxies import client_address, networks, parse
 from kindgi_console.tenancy.keys import active_key
 from kindgi_console.tenancy.models import hash_key
@@ -133,8 +134,22 @@ def readyz(request: HttpRequest) -> JsonResponse:
         else:
             checks[part] = "ok"
     failed = [part for part, state in checks.items() if state != "ok"]
-    body = {"status": "ok" if not failed else "unavailable", "failed": failed, "checks": checks}
+    body: dict[str, Any] = {"status": "ok" if not failed else "unavailable", "failed": failed, "checks": checks}
+    if settings.REPLICA_ALIASES:  # a replica down or behind is not a failure: the primary reads instead
+        body["replicas"] = replica_answers()
     return probe_answer(body, 200 if not failed else 503)
+
+
+def replica_answers() -> list[dict[str, Any]]:
+    """Each read replica's lag, measured now, and whether it serves reads (only the error's
+    type when it does not answer: a driver's message names hosts)."""
+    found = []
+    for state in replicas.states(max_age_s=0):
+        answer: dict[str, Any] = {"alias": state.alias, "lagSeconds": state.lag_s, "servesReads": state.usable}
+        if state.error:
+            answer["error"] = state.error.split(":", 1)[0]
+        found.append(answer)
+    return found
 
 
 def workers(request: HttpRequest) -> JsonResponse:

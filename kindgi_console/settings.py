@@ -65,6 +65,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "kindgi_console.logs.ObserveRequests",  # first: times and counts every request, whatever answers it
     "kindgi_console.ops.Probes",  # /healthz, /readyz, /healthz/workers, /metrics: before the host check and HTTPS
+    "kindgi_console.replicas.ReplicaReads",  # before anything reads: which database this request reads
     "kindgi_console.errors.ApiErrorsMiddleware",
     "kindgi_console.middleware.ApiRequiresHttps",  # before SecurityMiddleware: /api/ never redirects
     "django.middleware.security.SecurityMiddleware",
@@ -124,6 +125,23 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
         5 if flag("DATABASE_PREPARED_STATEMENTS") else None
     )
+# Read replicas (kindgi_console.replicas): aliases replica1, replica2... with the primary's
+# options; in tests each mirrors the test database (a test that starts a real replica points
+# them at it). Only the primary is migrated.
+REPLICA_ALIASES: list[str] = []
+for _number, _url in enumerate(items("DATABASE_REPLICA_URLS"), start=1):
+    _replica = dj_database_url.parse(_url, conn_max_age=whole("DATABASE_CONN_MAX_AGE"))
+    if _replica["ENGINE"] != "django.db.backends.postgresql" or DATABASES["default"]["ENGINE"] != _replica["ENGINE"]:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured("DATABASE_REPLICA_URLS: read replicas are PostgreSQL streaming from DATABASE_URL")
+    _replica["OPTIONS"] = {**DATABASES["default"].get("OPTIONS", {}), **_replica.get("OPTIONS", {})}
+    _replica["TEST"] = {"MIRROR": "default"}
+    DATABASES[f"replica{_number}"] = _replica
+    REPLICA_ALIASES.append(f"replica{_number}")
+DATABASE_ROUTERS = ["kindgi_console.replicas.ReplicaRouter"] if REPLICA_ALIASES else []
+DATABASE_REPLICA_PIN_S = whole("DATABASE_REPLICA_PIN_S")
+DATABASE_REPLICA_MAX_LAG_S = whole("DATABASE_REPLICA_MAX_LAG_S")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.validators import RegexValidator
-from django.db import models
+from django.db import DEFAULT_DB_ALIAS, models
 from django.utils import timezone
 
 if TYPE_CHECKING:
@@ -193,7 +193,9 @@ class ApiKey(models.Model):
         now = timezone.now()
         last = self.last_used_at
         if last is None or (now - last).total_seconds() >= LAST_USED_RESOLUTION_SECONDS:
-            ApiKey.objects.filter(pk=self.pk).update(last_used_at=now)
+            # (on the primary by name: bookkeeping, which leaves the request's reads on a
+            # read replica, where a write routed by kindgi_console.replicas would not)
+            ApiKey.objects.using(DEFAULT_DB_ALIAS).filter(pk=self.pk).update(last_used_at=now)
             self.last_used_at = now
 
 

@@ -24,6 +24,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kindgi_console import replicas
 from kindgi_console.jobs import ACTIVE, Status
 from traces.judge.circuit import circuits_of
 from traces.judge.registry import registered_models
@@ -105,6 +106,7 @@ class ConsoleGauges(Collector):
             ("leases", self._leases),
             ("circuits", self._circuits),
             ("heartbeats", self._heartbeats),
+            ("replicas", self._replicas),
         ):
             try:
                 yield from read(timezone.now())
@@ -113,6 +115,24 @@ class ConsoleGauges(Collector):
                 logger.warning("metrics: could not read %s", part, exc_info=True)
                 errors.add_metric([part], 1)
         yield errors
+
+    def _replicas(self, now: datetime) -> Iterator[Metric]:
+        if not settings.REPLICA_ALIASES:
+            return
+        lag = GaugeMetricFamily(
+            "kindgi_replica_lag_seconds", "How far each read replica is behind the primary", labels=["replica"]
+        )
+        serving = GaugeMetricFamily(
+            "kindgi_replica_serving",
+            "1 while a read replica serves reads (reachable, not too far behind)",
+            labels=["replica"],
+        )
+        for state in replicas.states():
+            if state.lag_s is not None:
+                lag.add_metric([state.alias], state.lag_s)
+            serving.add_metric([state.alias], 1 if state.usable else 0)
+        yield lag
+        yield serving
 
     def _queues(self, now: datetime) -> Iterator[Metric]:
         gauge = GaugeMetricFamily("kindgi_queue_messages", "Messages waiting in each Celery queue", labels=["queue"])
