@@ -46,7 +46,7 @@ from traces.runs.serializers import (
 )
 from traces.store import filters
 
-START_FIELDS = {"tenant", "guardrails", "filters", "mode"}
+START_FIELDS = {"tenant", "guardrails", "filters", "mode", "zeroLlmOnly"}
 PageT = TypeVar("PageT")
 
 
@@ -126,6 +126,9 @@ class EvaluationListView(ConsoleAPIView):
         if not isinstance(guardrails, list) or not all(isinstance(g, str) for g in guardrails):
             raise ApiError([Issue("/guardrails", "guardrails is an array of guardrail ids")])
         mode = body.get("mode", "ci")
+        zero_llm_only = body.get("zeroLlmOnly", False)
+        if not isinstance(zero_llm_only, bool):
+            raise ApiError([Issue("/zeroLlmOnly", "zeroLlmOnly is true or false")])
         request = evaluations.RunRequest(
             tenant=self.caller.tenant_for_write(tenant, "run"),
             guardrails=list(dict.fromkeys(guardrails)),
@@ -134,6 +137,7 @@ class EvaluationListView(ConsoleAPIView):
             started_by=self.caller.user_or_none,
             label=self.caller.label,
             by_author=caller_authors(self.caller, tenant),
+            zero_llm_only=zero_llm_only,
         )
         return evaluations.create_run(request)
 
@@ -314,13 +318,22 @@ class EvaluationCompareTracesView(EvaluationCompareView):
         return guardrail, kind, int(revision) if revision else None
 
 
+def zero_llm_param(request: Request) -> bool:
+    """`zeroLlmOnly`: true or false (absent: false); 400 naming it for anything else."""
+    raw = request.query_params.get("zeroLlmOnly", "false")
+    if raw not in ("true", "false"):
+        raise ApiError([Issue("/zeroLlmOnly", "zeroLlmOnly is true or false")])
+    return raw == "true"
+
+
 class EvaluationEstimateView(ConsoleAPIView):
     """`GET evaluations/estimate`: what a batch run would ask judges, before it starts.
 
-    `guardrails` (comma-separated ids; none: every enabled one) over the traces that
-    `agent`, `flow`, `since`, `until` select in `tenant` (optional for a caller of one tenant;
-    404 for a tenant the caller may not read). An id of no enabled guardrail is named in
-    the answer's `errors`.
+    `guardrails` (comma-separated ids; none: every enabled one; `zeroLlmOnly=true`: the
+    zero-llm ones of those, which call no judge) over the traces that `agent`, `flow`,
+    `since`, `until` select in `tenant` (optional for a caller of one tenant; 404 for a
+    tenant the caller may not read). An id of no enabled guardrail is named in the answer's
+    `errors`.
     """
 
     queryset = RunTrace.objects.all()
@@ -331,6 +344,7 @@ class EvaluationEstimateView(ConsoleAPIView):
         operation_id="evaluations_estimate",
         parameters=[
             OpenApiParameter("guardrails", str, description="Comma-separated ids."),
+            OpenApiParameter("zeroLlmOnly", bool, description="Only the zero-llm guardrails of the selection."),
             *filter_parameters(filters.TraceFilter),
         ],
         responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
@@ -339,6 +353,8 @@ class EvaluationEstimateView(ConsoleAPIView):
         traces = self.filter_queryset(self.get_queryset())
         tenant = self._tenant(request)
         guardrails, unknown = self._guardrails(request, tenant)
+        if zero_llm_param(request):
+            guardrails = [guardrail for guardrail in guardrails if guardrail.kind == evaluations.ZERO_LLM]
         estimate = estimate_run(guardrails, traces.filter(tenant=tenant), tenant)
         for name in unknown:  # said in the answer, like a guardrail without a judge
             estimate["errors"][name] = "no enabled guardrail has this id"

@@ -110,6 +110,12 @@ START_BODY = {
                 "items": {"type": "string"},
                 "description": "Guardrail ids; absent or empty: every enabled guardrail.",
             },
+            "zeroLlmOnly": {
+                "type": "boolean",
+                "default": False,
+                "description": "Only the zero-llm guardrails of the selection (of every enabled one when "
+                "`guardrails` is empty): a run that calls no judge, under any reviewer's limit.",
+            },
             "filters": {
                 "type": "object",
                 "properties": {

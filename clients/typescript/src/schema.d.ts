@@ -285,10 +285,11 @@ export interface paths {
         /**
          * @description `GET evaluations/estimate`: what a batch run would ask judges, before it starts.
          *
-         *     `guardrails` (comma-separated ids; none: every enabled one) over the traces that
-         *     `agent`, `flow`, `since`, `until` select in `tenant` (optional for a caller of one tenant;
-         *     404 for a tenant the caller may not read). An id of no enabled guardrail is named in
-         *     the answer's `errors`.
+         *     `guardrails` (comma-separated ids; none: every enabled one; `zeroLlmOnly=true`: the
+         *     zero-llm ones of those, which call no judge) over the traces that `agent`, `flow`,
+         *     `since`, `until` select in `tenant` (optional for a caller of one tenant; 404 for a
+         *     tenant the caller may not read). An id of no enabled guardrail is named in the answer's
+         *     `errors`.
          */
         get: operations["evaluations_estimate"];
         put?: never;
@@ -3230,6 +3231,11 @@ export interface operations {
                     mode?: "ci" | "runtime";
                     /** @description The tenant (a tenant-bound key's by default). */
                     tenant?: string;
+                    /**
+                     * @description Only the zero-llm guardrails of the selection (of every enabled one when `guardrails` is empty): a run that calls no judge, under any reviewer's limit.
+                     * @default false
+                     */
+                    zeroLlmOnly?: boolean;
                 };
             };
         };
@@ -4080,6 +4086,8 @@ export interface operations {
                 tenant?: string;
                 /** @description Received before (RFC 3339). */
                 until?: string;
+                /** @description Only the zero-llm guardrails of the selection. */
+                zeroLlmOnly?: boolean;
             };
             header?: never;
             path?: never;
