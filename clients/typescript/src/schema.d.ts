@@ -5075,7 +5075,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** @description The newest calibration sample (the guardrail, of any kind, against people's labels of a sample stratified over its passes and fails): `agreement` has precision and recall (recall weighs the strata by `drawnFrom`), accuracy, Cohen's kappa, false-positive and false-negative rates, with 95% intervals, and the disagreeing traces; `people`: agreement between the reviewers who labelled it (Cohen's kappa over the traces two of them labelled, with the traces they disagree on); `stale` when the guardrail has a newer revision. */
+                        /** @description The newest calibration sample (the guardrail, of any kind, against people's labels of a sample stratified over its passes and fails): `agreement` has precision and recall (recall weighs the strata by `drawnFrom`), accuracy, Cohen's kappa, false-positive and false-negative rates, with 95% intervals, and the disagreeing traces; `people`: agreement between the reviewers who labelled it (Cohen's kappa over the traces two of them labelled, with the traces they disagree on and the guardrail's verdict and reason on each); `stale` when the guardrail has a newer revision. */
                         calibration?: Record<string, never> | null;
                         /** @description reviewed / violations */
                         coverage?: number | null;
