@@ -80,7 +80,8 @@ WITH new AS (
                                        status, reason, skip_reason, shadow, duration_ms, details, created_at)
   SELECT tenant_id, id, %(guardrail)s, %(rev1)s, %(old)s, 'ci',
          CASE WHEN id %% 5 = 0 THEN 'fail' WHEN id %% 10 = 1 THEN 'skipped' ELSE 'pass' END,
-         'called forbidden tool', CASE WHEN id %% 10 = 1 THEN 'flows' ELSE '' END, false, 0.01, '{}'::jsonb, now()
+         'called forbidden tool', CASE WHEN id %% 10 = 1 THEN 'flows' ELSE '' END, false, 0.01, '{}'::jsonb,
+         now() - interval '1 day'
   FROM new
 ), results AS (
   INSERT INTO traces_evaluationresult (tenant_id, trace_id, guardrail_id, revision_id, evaluation_id, mode,
@@ -126,6 +127,7 @@ def endpoints(ids: dict[str, Any], client: Any) -> list[tuple[str, str]]:
         ("results, page 2 of passes", first["next"]),
         ("results, skipped", f"{base}/results?status=skipped"),
         ("compare with the older run", f"{base}/compare?with={ids['old']}"),
+        ("compare with earlier results", f"{base}/compare"),
         (
             "compare, a later page of traces",
             f"{base}/compare/traces?with={ids['old']}&guardrail=no-refunds"
@@ -156,6 +158,12 @@ def later_cursor(ids: dict[str, Any], client: Any) -> str:
     print(
         f"  comparison computed once in {time.perf_counter() - started:.1f} s ({body['status']}): "
         + ", ".join(f"{row['guardrail']} {row['newlyFailing']:,} newly failing" for row in body["guardrails"])
+    )
+    started = time.perf_counter()
+    earlier = client.get(f"/api/v1/evaluations/{ids['new']}/compare").json()
+    print(
+        f"  comparison with earlier results computed once in {time.perf_counter() - started:.1f} s "
+        f"({earlier['status']})"
     )
     cursor = body["guardrails"][0]["newlyFailingCursor"]
     for _ in range(3):

@@ -125,5 +125,7 @@ def test_a_reviewer_calibrates_a_judge_with_the_keyboard(page: Any, sign_in: Any
     page.locator("[data-agreement]").wait_for()
     assert page.locator("[data-accuracy]").inner_text().endswith("%")
     assert page.locator("[data-calibrated-precision]").inner_text().endswith("%")
+    # After labelling, each disagreement shows the judge's verdict and its reason beside it.
+    assert "judge says" in page.locator("[data-disagreements]").inner_text()
     screenshot(page, "judge-agreement")
     assert page.script_errors == []

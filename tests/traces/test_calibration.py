@@ -81,9 +81,14 @@ def test_a_reviewer_draws_a_stratified_sample_labels_it_and_sees_agreement(
     assert agreement["agreement"]["kappa"] == (None if expected is None else round(expected, 4))
     fp = agreement["agreement"]["falsePositiveRate"]
     assert fp["of"] == sum(b == "pass" for _, b in labels) and fp["interval"] is not None
-    assert len(agreement["agreement"]["disagreements"]) == 10 - agreement["agreement"]["agreed"]
+    disagreements = agreement["agreement"]["disagreements"]
+    assert len(disagreements) == 10 - agreement["agreement"]["agreed"] and disagreements
     html = client.get("/guardrails/no-refund-promises/").content.decode()
     assert "Cohen" in html and "data-accuracy" in html and "another judge" not in html
+    shown = html.split("data-disagreements>", 1)[1].split("</p>", 1)[0]
+    for d in disagreements:  # after labelling: the judge's verdict and reason beside each disagreement
+        assert d["judgeReason"].startswith("judge says")
+        assert f"{d['trace']}</a> (judge {d['judge']}, people {d['people']}: {d['judgeReason']})" in shown
     save_guardrail(
         judge_document(config={"criteria": "Something else."}), Author(user=None, label="t"), owner=acme_tenant()
     )
@@ -216,8 +221,15 @@ def test_two_reviewers_label_the_same_sample_and_their_agreement_shows(
     assert kappa is not None and people["kappa"] == round(kappa, 4)
     assert sorted(d["trace"] for d in people["disagreements"]) == sorted(items[n].trace.trace_id for n in (1, 5))
     assert people["disagreements"][0]["labels"] == {"bob": "fail", "erin": "pass"}
+    item = items[1]
+    assert (people["disagreements"][0]["judge"], people["disagreements"][0]["judgeReason"]) == (
+        item.judge_status,
+        item.judge_reason,
+    )
     html = first.get("/guardrails/no-refunds/").content.decode()
     assert "data-people-kappa" in html and "Between people" in html
+    shown = html.split("data-people-disagreements>", 1)[1].split("</p>", 1)[0]
+    assert f"bob fail, erin pass; guardrail {item.judge_status}" in shown
 
 
 def test_a_reviewer_relabelling_replaces_their_own_label_only(bob: Any, acme: Any, halt_guardrail: Guardrail) -> None:

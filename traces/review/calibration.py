@@ -140,6 +140,9 @@ def people_agreement(sample: CalibrationSample) -> dict[str, Any]:
                 "trace": given[0].item.trace.trace_id,
                 "traceUrl": f"/traces/{given[0].item.trace_id}/",
                 "labels": {one.labeller: one.label for one in given},
+                # What the guardrail said, beside the people who disagree on it.
+                "judge": given[0].item.judge_status,
+                "judgeReason": given[0].item.judge_reason,
             }
             for given in labels.values()
             if len({one.label for one in given}) > 1

@@ -131,7 +131,8 @@ QUALITY_RESPONSE = OpenApiResponse(
                 "precision and recall (recall weighs the strata by `drawnFrom`), accuracy, Cohen's "
                 "kappa, false-positive and false-negative rates, with 95% intervals, and the "
                 "disagreeing traces; `people`: agreement between the reviewers who labelled it (Cohen's "
-                "kappa over the traces two of them labelled, with the traces they disagree on); `stale` "
+                "kappa over the traces two of them labelled, with the traces they disagree on and the "
+                "guardrail's verdict and reason on each); `stale` "
                 "when the guardrail has a newer revision.",
             },
         },

@@ -46,7 +46,7 @@ from traces.runs.serializers import (
 )
 from traces.store import filters
 
-START_FIELDS = {"tenant", "guardrails", "filters", "mode"}
+START_FIELDS = {"tenant", "guardrails", "filters", "mode", "zeroLlmOnly"}
 PageT = TypeVar("PageT")
 
 
@@ -126,6 +126,9 @@ class EvaluationListView(ConsoleAPIView):
         if not isinstance(guardrails, list) or not all(isinstance(g, str) for g in guardrails):
             raise ApiError([Issue("/guardrails", "guardrails is an array of guardrail ids")])
         mode = body.get("mode", "ci")
+        zero_llm_only = body.get("zeroLlmOnly", False)
+        if not isinstance(zero_llm_only, bool):
+            raise ApiError([Issue("/zeroLlmOnly", "zeroLlmOnly is true or false")])
         request = evaluations.RunRequest(
             tenant=self.caller.tenant_for_write(tenant, "run"),
             guardrails=list(dict.fromkeys(guardrails)),
@@ -134,6 +137,7 @@ class EvaluationListView(ConsoleAPIView):
             started_by=self.caller.user_or_none,
             label=self.caller.label,
             by_author=caller_authors(self.caller, tenant),
+            zero_llm_only=zero_llm_only,
         )
         return evaluations.create_run(request)
 
@@ -200,12 +204,19 @@ class EvaluationResultsView(ConsoleAPIView):
         return paged_response(request, page.next_cursor, [run_results.result_as_dict(r) for r in page.rows])
 
 
-class EvaluationCompareView(ConsoleAPIView):
-    """`GET evaluations/{id}/compare?with={other}`: per shared guardrail, what changed.
+WITH_PARAMETER = OpenApiParameter(
+    "with", int, description="A run to compare with (default: each guardrail's latest earlier results)."
+)
 
-    Without `with`, the tenant's previous run that shares a guardrail; 404 when there is none.
-    Computed once in the background (`traces.runs.comparisons`): 202 with the progress until the
-    figures are complete, then 200 with them and the first traces of each list.
+
+class EvaluationCompareView(ConsoleAPIView):
+    """`GET evaluations/{id}/compare[?with={other}]`: per revision of the run, what changed.
+
+    Each guardrail is compared, trace by trace, with its own latest earlier result (from any
+    run or the runtime); with `with`, with that run's results. What was not compared is
+    counted with its reasons (`notCompared`, `why`). Computed once in the background
+    (`traces.runs.comparisons`): 202 with the progress until the figures are complete, then
+    200 with them and the first traces of each list.
     """
 
     queryset = Evaluation.objects.all()
@@ -213,7 +224,7 @@ class EvaluationCompareView(ConsoleAPIView):
 
     @extend_schema(
         operation_id="evaluations_compare",
-        parameters=[OpenApiParameter("with", int, description="The other run (default: the previous one).")],
+        parameters=[WITH_PARAMETER],
         responses={
             200: OpenApiResponse(COMPARE_SCHEMA),
             202: OpenApiResponse(COMPARE_SCHEMA),
@@ -225,7 +236,7 @@ class EvaluationCompareView(ConsoleAPIView):
         run = get_object_or_404(self.get_queryset(), pk=pk)
         other = self._other(run, request.query_params.get("with"))
         comparison = comparisons.comparison_for(run, other)
-        body: dict[str, Any] = {"evaluation": run.pk, "with": other.pk}
+        body: dict[str, Any] = {"evaluation": run.pk, "with": other.pk if other is not None else None}
         if comparison is None:
             return Response(
                 {**body, "status": "waiting", "progress": {"done": 0, "total": 0, "percent": 0}, "guardrails": []},
@@ -243,30 +254,33 @@ class EvaluationCompareView(ConsoleAPIView):
             status=200 if done else 202,
         )
 
-    def _other(self, run: Evaluation, raw: str | None) -> Evaluation:
+    def _other(self, run: Evaluation, raw: str | None) -> Evaluation | None:
+        """The run asked for (another tenant's: 404), or None: earlier results."""
         if raw is None or raw == "":
-            other = run_results.previous_run(run)
-            if other is None:
-                raise ApiError([Issue("/with", "no earlier run of this tenant shares a guardrail")], status_code=404)
-            return other
+            return None
         if not raw.isdigit():
             raise ApiError([Issue("/with", "with is a run's id")])
-        chosen: Evaluation = get_object_or_404(self.get_queryset(), pk=int(raw))
-        other = chosen
+        other: Evaluation = get_object_or_404(self.get_queryset(), pk=int(raw))
         if other.tenant_id != run.tenant_id:
             raise ApiError([Issue("/with", "the runs compared are of the same tenant")])
+        if other.pk == run.pk:
+            raise ApiError([Issue("/with", "a run is compared with another run")])
         return other
 
 
 class EvaluationCompareTracesView(EvaluationCompareView):
-    """`GET evaluations/{id}/compare/traces?with=&guardrail=&change=`: one list of a comparison,
-    keyset paged (`cursor`: the `next` of the previous page, or a list's cursor in compare)."""
+    """`GET evaluations/{id}/compare/traces?guardrail=&change=[&revision=&with=]`: one list of a
+    comparison, keyset paged (`cursor`: the `next` of the previous page, or a list's cursor in
+    compare)."""
 
     @extend_schema(
         operation_id="evaluations_compare_traces",
         parameters=[
-            OpenApiParameter("with", int, description="The other run (default: the previous one)."),
+            WITH_PARAMETER,
             OpenApiParameter("guardrail", str, required=True),
+            OpenApiParameter(
+                "revision", int, description="The run's revision of it (default: its first; two in shadow)."
+            ),
             OpenApiParameter("change", str, required=True, enum=list(comparisons.Kind.values)),
             OpenApiParameter("cursor", str),
             OpenApiParameter("limit", int, description=f"At most {comparisons.MAX_LISTED}."),
@@ -276,35 +290,50 @@ class EvaluationCompareTracesView(EvaluationCompareView):
     def get(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(self.get_queryset(), pk=pk)
         other = self._other(run, request.query_params.get("with"))
-        guardrail, kind = self._list(request)
+        guardrail, kind, revision = self._list(request)
         comparison = comparisons.comparison_for(run, other)
         if comparison is None or comparison.status != RunComparison.Status.SUCCEEDED:
             raise ApiError([Issue("/with", "the comparison is still being computed: see compare")], status_code=409)
         size = limit_param(request.query_params.get("limit"), comparisons.LISTED, comparisons.MAX_LISTED)
         page = cursor_page(
-            request, lambda after: comparisons.changes_page(comparison, guardrail, kind, after=after, size=size)
+            request,
+            lambda after: comparisons.changes_page(
+                comparison, guardrail, kind, revision=revision, after=after, size=size
+            ),
         )
         return paged_response(request, page.next_cursor, page.rows)
 
-    def _list(self, request: Request) -> tuple[str, str]:
+    def _list(self, request: Request) -> tuple[str, str, int | None]:
         guardrail, kind = request.query_params.get("guardrail", ""), request.query_params.get("change", "")
+        revision = request.query_params.get("revision", "")
         issues = []
         if not guardrail:
-            issues.append(Issue("/guardrail", "guardrail is the id of a guardrail both runs evaluated"))
+            issues.append(Issue("/guardrail", "guardrail is the id of a guardrail the run evaluated"))
         if kind not in comparisons.Kind.values:
             issues.append(Issue("/change", f"change is one of {', '.join(comparisons.Kind.values)}"))
+        if revision and not (revision.isdigit() and len(revision) < 10):
+            issues.append(Issue("/revision", "revision is a revision number of the guardrail"))
         if issues:
             raise ApiError(issues)
-        return guardrail, kind
+        return guardrail, kind, int(revision) if revision else None
+
+
+def zero_llm_param(request: Request) -> bool:
+    """`zeroLlmOnly`: true or false (absent: false); 400 naming it for anything else."""
+    raw = request.query_params.get("zeroLlmOnly", "false")
+    if raw not in ("true", "false"):
+        raise ApiError([Issue("/zeroLlmOnly", "zeroLlmOnly is true or false")])
+    return raw == "true"
 
 
 class EvaluationEstimateView(ConsoleAPIView):
     """`GET evaluations/estimate`: what a batch run would ask judges, before it starts.
 
-    `guardrails` (comma-separated ids; none: every enabled one) over the traces that
-    `agent`, `flow`, `since`, `until` select in `tenant` (optional for a caller of one tenant;
-    404 for a tenant the caller may not read). An id of no enabled guardrail is named in
-    the answer's `errors`.
+    `guardrails` (comma-separated ids; none: every enabled one; `zeroLlmOnly=true`: the
+    zero-llm ones of those, which call no judge) over the traces that `agent`, `flow`,
+    `since`, `until` select in `tenant` (optional for a caller of one tenant; 404 for a
+    tenant the caller may not read). An id of no enabled guardrail is named in the answer's
+    `errors`.
     """
 
     queryset = RunTrace.objects.all()
@@ -315,6 +344,7 @@ class EvaluationEstimateView(ConsoleAPIView):
         operation_id="evaluations_estimate",
         parameters=[
             OpenApiParameter("guardrails", str, description="Comma-separated ids."),
+            OpenApiParameter("zeroLlmOnly", bool, description="Only the zero-llm guardrails of the selection."),
             *filter_parameters(filters.TraceFilter),
         ],
         responses={200: OpenApiResponse(ESTIMATE_SCHEMA), **error_responses(400, 401, 403, 404)},
@@ -323,6 +353,8 @@ class EvaluationEstimateView(ConsoleAPIView):
         traces = self.filter_queryset(self.get_queryset())
         tenant = self._tenant(request)
         guardrails, unknown = self._guardrails(request, tenant)
+        if zero_llm_param(request):
+            guardrails = [guardrail for guardrail in guardrails if guardrail.kind == evaluations.ZERO_LLM]
         estimate = estimate_run(guardrails, traces.filter(tenant=tenant), tenant)
         for name in unknown:  # said in the answer, like a guardrail without a judge
             estimate["errors"][name] = "no enabled guardrail has this id"

@@ -38,6 +38,8 @@ from traces.store.filters import SELECTION_ERRORS, RunTraceFilter, run_selection
 logger = logging.getLogger(__name__)
 
 FILTER_NAMES = ("agent", "flow", "since", "until", "upload")
+#: The kind of guardrail that calls no model: what "zero-llm guardrails only" selects.
+ZERO_LLM = "zero-llm"
 
 
 class RunRequestError(IssuesError):
@@ -62,12 +64,17 @@ class RunRequest:
     label: str = ""
     #: False for a reviewer: a run whose judge estimate is over the tenant's limit is refused.
     by_author: bool = True
+    #: Only the zero-llm guardrails of the selection (of every enabled one when none is named).
+    zero_llm_only: bool = False
 
 
-def pinned_revisions(guardrail_ids: Sequence[str], tenant: Tenant) -> list[GuardrailRevision]:
+def pinned_revisions(
+    guardrail_ids: Sequence[str], tenant: Tenant, *, zero_llm_only: bool = False
+) -> list[GuardrailRevision]:
     """The current revision of each named guardrail, or of every enabled one, among those
     that apply to the run's tenant (console-wide, or its own: never another tenant's); of a
     guardrail in shadow beside an enforced revision, both (`run_targets` tells them apart).
+    `zero_llm_only` keeps the zero-llm ones of those.
 
     Raises RunRequestError naming an id that is no (live) guardrail of the tenant.
     """
@@ -82,13 +89,21 @@ def pinned_revisions(guardrail_ids: Sequence[str], tenant: Tenant) -> list[Guard
         .order_by("guardrail__guardrail_id", "number")
     )
     if not guardrail_ids:
-        return list(revisions.filter(guardrail__enabled=True))
+        revisions = revisions.filter(guardrail__enabled=True)
+        return list(revisions.filter(guardrail__kind=ZERO_LLM) if zero_llm_only else revisions)
     found = list(revisions.filter(guardrail__guardrail_id__in=list(guardrail_ids)))
     known = {revision.guardrail.guardrail_id for revision in found}
     for index, guardrail_id in enumerate(guardrail_ids):
         if guardrail_id not in known:
             raise RunRequestError([Issue(f"/guardrails/{index}", f"there is no guardrail {guardrail_id!r}")])
-    return found
+    return [revision for revision in found if revision.guardrail.kind == ZERO_LLM] if zero_llm_only else found
+
+
+def zero_llm_guardrails(tenant: Tenant) -> list[str]:
+    """The ids of the enabled zero-llm guardrails that apply to the tenant: a run of those
+    calls no judge (the page's one-click "zero-llm guardrails only")."""
+    guardrails = Guardrail.objects.enabled().applying_to(tenant.pk).filter(kind=ZERO_LLM)
+    return list(guardrails.order_by("guardrail_id").values_list("guardrail_id", flat=True))
 
 
 def clean_filters(raw: object, tenant: Tenant) -> dict[str, Any]:
@@ -120,7 +135,9 @@ def create_run(request: RunRequest) -> Evaluation:
     """Record a queued run with its revisions pinned; it starts once the transaction commits."""
     if request.mode not in ("ci", "runtime"):
         raise RunRequestError([Issue("/mode", "mode is ci or runtime")])
-    revisions = pinned_revisions(request.guardrails, request.tenant)
+    revisions = pinned_revisions(request.guardrails, request.tenant, zero_llm_only=request.zero_llm_only)
+    if not revisions and request.zero_llm_only:
+        raise RunRequestError([Issue("/zeroLlmOnly", "no zero-llm guardrail is in the selection")])
     if not revisions:
         raise RunRequestError([Issue("/guardrails", "no guardrail is enabled: name the ones to evaluate")])
     filters = clean_filters(request.filters, request.tenant)

@@ -1,4 +1,4 @@
-"""Pages of a run's results and of two runs compared: what a run page's counts link to."""
+"""Pages of a run's results and of a run compared with earlier results: what a run page's counts link to."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.generic import View
 
 from kindgi_console import paging
@@ -73,10 +74,12 @@ def chosen_status(asked: str | None, summary: dict[str, dict[str, int]], guardra
 
 
 class RunCompareView(TenantScopedMixin, View):
-    """Two runs of the tenant compared per shared guardrail (default: the previous run).
+    """A run compared, per guardrail revision, with each guardrail's latest earlier results (or
+    with one run, `?with=`): newly, no longer and still failing, each count a link to its
+    traces, and what was not compared and why.
 
-    Computed once in the background (`traces.runs.comparisons`): while it is, the page shows its
-    progress and reloads when it is done; then the figures and the first traces of each list.
+    Computed once in the background (`traces.runs.comparisons`): while it is (or while a run
+    compared has not finished), the page shows the progress and reloads itself when it is done.
     """
 
     model = Evaluation
@@ -85,9 +88,11 @@ class RunCompareView(TenantScopedMixin, View):
         runs = scoped_runs(self)
         run = get_object_or_404(runs, pk=pk)
         other = chosen_other(runs, run, request.GET.get("with", ""))
-        comparison = comparisons.comparison_for(run, other) if other is not None else None
+        comparison = comparisons.comparison_for(run, other)
         done = comparison is not None and comparison.status == RunComparison.Status.SUCCEEDED
+        rows = [with_links(run, other, row) for row in comparison.guardrails] if comparison and done else []
         choices = runs.exclude(pk=run.pk).order_by("-pk").values_list("pk", "created_at")[:50]
+        waiting = waiting_for(run, other)
         return render(
             request,
             "traces/evaluation_compare.html",
@@ -95,27 +100,59 @@ class RunCompareView(TenantScopedMixin, View):
                 "run": run,
                 "other": other,
                 "comparison": comparison,
-                "rows": comparisons.figures_with_traces(comparison) if comparison is not None and done else [],
+                "compared": [row for row in rows if row["compared"]],
+                "not_compared": [row for row in rows if not row["compared"]],
                 "done": done,
-                "status_url": f"/api/v1/evaluations/{run.pk}/compare?with={other.pk}" if other is not None else "",
+                "status_url": compare_api_url(run, other),
+                "waiting_for": waiting,
+                "waiting_url": f"/api/v1/evaluations/{waiting.pk}" if waiting is not None else "",
                 "choices": choices,
                 "nav_active": "evaluations",
             },
         )
 
 
+def compare_api_url(run: Evaluation, other: Evaluation | None) -> str:
+    return f"/api/v1/evaluations/{run.pk}/compare" + (f"?with={other.pk}" if other is not None else "")
+
+
+def waiting_for(run: Evaluation, other: Evaluation | None) -> Evaluation | None:
+    """The run compared that has not finished yet (its progress is what the page follows)."""
+    return next((one for one in (run, other) if one is not None and not one.is_final), None)
+
+
+def traces_url(run: Evaluation, other: Evaluation | None, row: dict[str, Any], kind: str) -> str:
+    """The page of one list of a comparison: a revision's newly, no longer or still failing traces."""
+    query = {"guardrail": row["guardrail"], "revision": row["revision"], "change": kind}
+    if other is not None:
+        query["with"] = other.pk
+    return f"{reverse('evaluation-compare-traces', args=[run.pk])}?{urlencode(query)}"
+
+
+def with_links(run: Evaluation, other: Evaluation | None, row: dict[str, Any]) -> dict[str, Any]:
+    """A revision's figures with the address of each of its lists (zero ones too)."""
+    links = {key: traces_url(run, other, row, kind) for kind, key in comparisons.LISTS} if row["compared"] else {}
+    results = reverse("evaluation-results", args=[run.pk])
+    by_status = {
+        status: f"{results}?{urlencode({'guardrail': row['guardrail'], 'status': status})}"
+        for status in ("skipped", "error")
+    }
+    return {**row, "links": links, "results": by_status}
+
+
 def chosen_other(runs: Any, run: Evaluation, raw: str) -> Evaluation | None:
-    """The run to compare with: the one asked for (another tenant's: 404), else the previous one."""
+    """The run to compare with: the one asked for (another tenant's: 404), else None: each
+    guardrail's latest earlier results."""
     if not raw:
-        return run_results.previous_run(run)
+        return None
     if not raw.isdigit():
         raise Http404("there is no such run")
-    other: Evaluation = get_object_or_404(runs, pk=int(raw))
+    other: Evaluation = get_object_or_404(runs.exclude(pk=run.pk), pk=int(raw))
     return other
 
 
 class RunCompareTracesView(TenantScopedMixin, View):
-    """One list of a comparison (a guardrail's newly or no longer failing traces), keyset paged."""
+    """One list of a comparison (a revision's newly, no longer or still failing traces), keyset paged."""
 
     model = Evaluation
 
@@ -123,19 +160,26 @@ class RunCompareTracesView(TenantScopedMixin, View):
         runs = scoped_runs(self)
         run = get_object_or_404(runs, pk=pk)
         other = chosen_other(runs, run, request.GET.get("with", ""))
-        guardrail, kind = request.GET.get("guardrail", ""), request.GET.get("change", "")
-        if other is None or kind not in comparisons.Kind.values:
+        guardrail, kind, raw = (
+            request.GET.get("guardrail", ""),
+            request.GET.get("change", ""),
+            request.GET.get("revision", ""),
+        )
+        if kind not in comparisons.Kind.values or (raw and not (raw.isdigit() and len(raw) < 10)):
             raise Http404("there is no such list")
+        revision = int(raw) if raw else None
         comparison = comparisons.comparison_for(run, other)
         if comparison is None or comparison.status != RunComparison.Status.SUCCEEDED:
-            return redirect(f"{reverse('evaluation-compare', args=[run.pk])}?with={other.pk}")
+            return redirect(f"{reverse('evaluation-compare', args=[run.pk])}" + (f"?with={other.pk}" if other else ""))
         try:
-            page = comparisons.changes_page(comparison, guardrail, kind, after=request.GET.get("after"))
+            page = comparisons.changes_page(
+                comparison, guardrail, kind, revision=revision, after=request.GET.get("after")
+            )
         except paging.BadCursor:
-            page = comparisons.changes_page(comparison, guardrail, kind)
+            page = comparisons.changes_page(comparison, guardrail, kind, revision=revision)
         query = request.GET.copy()
         query["after"] = page.next_cursor or ""
-        figures = next((row for row in comparison.guardrails if row["guardrail"] == guardrail), None)
+        figures = comparisons.figures_of(comparison, guardrail, revision)
         return render(
             request,
             "traces/evaluation_compare_traces.html",
@@ -145,7 +189,9 @@ class RunCompareTracesView(TenantScopedMixin, View):
                 "guardrail": guardrail,
                 "kind": kind,
                 "figures": figures,
+                "count": figures.get(dict(comparisons.LISTS)[comparisons.Kind(kind)], 0) if figures else 0,
                 "rows": page.rows,
+                "compare_url": reverse("evaluation-compare", args=[run.pk]) + (f"?with={other.pk}" if other else ""),
                 "next_url": f"{request.path}?{query.urlencode()}" if page.next_cursor else None,
                 "nav_active": "evaluations",
             },

@@ -1,4 +1,4 @@
-"""A run's results one at a time, and two runs compared: what the run page's counts open.
+"""A run's results one at a time: what the run page's counts open.
 
 The results are listed by status, then guardrail, then as stored, and paged by a keyset
 on (status, guardrail, id): every page reads one range of the index `result_run_key`
@@ -6,9 +6,6 @@ on (status, guardrail, id): every page reads one range of the index `result_run_
 per status (four at most), so the last page of a run of a million results costs what its
 first page costs. One index where there were two (by status, by guardrail then status):
 a run writes an entry fewer per result.
-
-Two runs are compared per guardrail they share (`traces.runs.comparisons`): the run compared
-with by default, and the guardrails both evaluated, are found here.
 """
 
 from __future__ import annotations
@@ -148,26 +145,3 @@ def result_as_dict(result: EvaluationResult) -> dict[str, Any]:
         "violation": getattr(result, "violation_pk", None),
         "reviewState": getattr(result, "violation_state", None),
     }
-
-
-# ---------------------------------------------------------------------------- compare
-
-
-def previous_run(run: Evaluation) -> Evaluation | None:
-    """The tenant's latest run before `run` that evaluated one of its guardrails."""
-    guardrails = run.revisions.values("guardrail_id")
-    return (
-        Evaluation.objects.filter(tenant_id=run.tenant_id, pk__lt=run.pk, revisions__guardrail_id__in=guardrails)
-        .order_by("-pk")
-        .first()
-    )
-
-
-def shared_guardrails(run: Evaluation, other: Evaluation) -> list[tuple[int, str, int | None, int | None]]:
-    """(guardrail pk, id, revision in run, revision in other) of each guardrail both runs evaluated."""
-    mine = {r.guardrail_id: r for r in run.revisions.select_related("guardrail")}
-    theirs = {r.guardrail_id: r.number for r in other.revisions.all()}
-    return sorted(
-        ((pk, rev.guardrail.guardrail_id, rev.number, theirs[pk]) for pk, rev in mine.items() if pk in theirs),
-        key=lambda item: item[1],
-    )

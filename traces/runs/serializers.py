@@ -110,6 +110,12 @@ START_BODY = {
                 "items": {"type": "string"},
                 "description": "Guardrail ids; absent or empty: every enabled guardrail.",
             },
+            "zeroLlmOnly": {
+                "type": "boolean",
+                "default": False,
+                "description": "Only the zero-llm guardrails of the selection (of every enabled one when "
+                "`guardrails` is empty): a run that calls no judge, under any reviewer's limit.",
+            },
             "filters": {
                 "type": "object",
                 "properties": {
@@ -163,17 +169,33 @@ COMPARED_TRACES = {
     "type": "array",
     "items": {
         "type": "object",
-        "properties": {"trace": {"type": "string"}, "traceUrl": {"type": "string"}, "reason": {"type": "string"}},
+        "properties": {
+            "trace": {"type": "string"},
+            "traceUrl": {"type": "string"},
+            "reason": {"type": "string", "description": "The failure's reason: the run's, or the earlier one's."},
+            "earlierRun": {
+                "type": "integer",
+                "nullable": True,
+                "description": "The run of the earlier result compared with; null: the runtime.",
+            },
+            "earlierRevision": {"type": "integer", "nullable": True},
+        },
     },
 }
 
+_COUNT = {"type": "integer"}
+_CURSOR = {"type": "string", "nullable": True, "description": "The next page's cursor for compare/traces."}
 
 COMPARE_SCHEMA = {
     "type": "object",
     "required": ["evaluation", "with", "status", "progress", "guardrails"],
     "properties": {
         "evaluation": {"type": "integer"},
-        "with": {"type": "integer"},
+        "with": {
+            "type": "integer",
+            "nullable": True,
+            "description": "The run compared with; null: each guardrail's latest earlier results.",
+        },
         "status": {
             "type": "string",
             "enum": ["waiting", *[s.value for s in RunComparison.Status]],
@@ -182,29 +204,60 @@ COMPARE_SCHEMA = {
         },
         "progress": {
             "type": "object",
-            "properties": {"done": {"type": "integer"}, "total": {"type": "integer"}, "percent": {"type": "integer"}},
+            "properties": {"done": _COUNT, "total": _COUNT, "percent": _COUNT},
+            "description": "Results of the run compared so far, of those to compare.",
         },
         "error": {"type": "string"},
         "guardrails": {
             "type": "array",
+            "description": "Per revision the run evaluated (by guardrail id, then revision); compared with "
+            "one run, also the guardrails only that run evaluated (`revision` null, nothing compared).",
             "items": {
                 "type": "object",
                 "properties": {
                     "guardrail": {"type": "string"},
                     "revision": {"type": "integer", "nullable": True},
-                    "withRevision": {"type": "integer", "nullable": True},
-                    "failing": {"type": "integer"},
-                    "withFailing": {"type": "integer"},
-                    "newlyFailing": {"type": "integer"},
-                    "noLongerFailing": {"type": "integer"},
+                    "shadow": {"type": "boolean", "description": "The revision ran in shadow in this run."},
+                    "failing": _COUNT,
+                    "passing": _COUNT,
+                    "skipped": _COUNT,
+                    "errors": _COUNT,
+                    "compared": {"type": "integer", "description": "Traces with a verdict now and earlier."},
+                    "newlyFailing": _COUNT,
+                    "noLongerFailing": _COUNT,
+                    "stillFailing": _COUNT,
+                    "stillPassing": _COUNT,
+                    "withoutEarlier": {"type": "integer", "description": "Traces with no earlier result."},
+                    "notCompared": {"type": "integer", "description": "withoutEarlier + skipped + errors."},
+                    "why": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Why traces were not compared, with how many.",
+                    },
+                    "notes": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Earlier results of another revision; a revision in shadow.",
+                    },
+                    "earlier": {
+                        "type": "array",
+                        "description": "What the traces were compared with, most first: a run (null: the runtime) "
+                        "at a revision, and how many results.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "run": {"type": "integer", "nullable": True},
+                                "revision": {"type": "integer", "nullable": True},
+                                "results": _COUNT,
+                            },
+                        },
+                    },
                     "newlyFailingTraces": COMPARED_TRACES,
                     "noLongerFailingTraces": COMPARED_TRACES,
-                    "newlyFailingCursor": {
-                        "type": "string",
-                        "nullable": True,
-                        "description": "The next page's cursor for compare/traces.",
-                    },
-                    "noLongerFailingCursor": {"type": "string", "nullable": True},
+                    "stillFailingTraces": COMPARED_TRACES,
+                    "newlyFailingCursor": _CURSOR,
+                    "noLongerFailingCursor": _CURSOR,
+                    "stillFailingCursor": _CURSOR,
                 },
             },
         },

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from kindgi_console import jobs
 from kindgi_console.tasking import TASK_OPTIONS, TRANSIENT, failing_for_good, reason_of
-from traces.runs import chunks, comparisons, previews, run_ends
+from traces.runs import chunks, comparing, previews, run_ends
 from traces.store import leases
 
 logger = logging.getLogger(__name__)
@@ -101,10 +101,10 @@ class CompareTask(Task):  # type: ignore[misc]
 
     def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
         comparison_id = args[0] if args else kwargs.get("comparison_id")
-        comparisons.fail(comparison_id, reason_of(exc))
+        comparing.fail(comparison_id, reason_of(exc))
 
 
 @shared_task(name="traces.tasks.compare_runs", base=CompareTask, **TASK_OPTIONS)
 def compare_runs(comparison_id: int) -> None:
-    """Compare two finished runs per shared guardrail, keeping the figures (traces.runs.comparisons)."""
-    comparisons.compute(comparison_id)
+    """Compare a finished run with earlier results, keeping the figures (traces.runs.comparing)."""
+    comparing.compute(comparison_id)

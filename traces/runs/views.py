@@ -28,6 +28,9 @@ from traces.runs import evaluations, run_ends
 from traces.runs.forms import EvaluationForm
 from traces.store import heartbeat
 
+#: `?select=` of the new-run page that ticks the zero-llm guardrails only.
+SELECT_ZERO_LLM = "zero-llm"
+
 
 class EvaluationListView(TenantScopedMixin, ListView):  # type: ignore[type-arg]
     """The current tenant's runs, newest first, with status and progress."""
@@ -58,7 +61,10 @@ def is_author(request: HttpRequest) -> bool:
 
 class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-arg]
     """Start a run over the current tenant's traces; `?guardrail=ID` ticks one guardrail
-    (re-evaluating past traces against its new revision, from the guardrail's page)."""
+    (re-evaluating past traces against its new revision, from the guardrail's page), and
+    `?select=zero-llm` (the "Zero-llm guardrails only" button) ticks every enabled zero-llm
+    one: a run that calls no judge, under any reviewer's limit. The traces' dates are
+    whole days, as on the violations page."""
 
     form_class = EvaluationForm
     template_name = "traces/evaluation_form.html"
@@ -76,10 +82,16 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
         for name in ("agent", "flow", "since", "until", "upload", "mode"):
             if self.request.GET.get(name):
                 initial[name] = self.request.GET[name]
-        chosen = self.request.GET.getlist("guardrail") or self.request.GET.getlist("guardrails")
+        chosen = self.chosen_guardrails(self.request.GET)
         if chosen:
             initial["guardrails"] = chosen
         return initial
+
+    def chosen_guardrails(self, query: Any) -> list[str]:
+        """The guardrails the query string ticks: zero-llm ones only, or those named."""
+        if query.get("select") == SELECT_ZERO_LLM and self.tenant is not None:
+            return evaluations.zero_llm_guardrails(self.tenant)
+        return list(query.getlist("guardrails") or query.getlist("guardrail"))
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
@@ -95,7 +107,14 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
             if self.tenant is None or is_author(self.request)
             else (evaluations.reviewer_limit_exceeded(self.tenant, estimate))
         )
-        context.update(selected_traces=traces.count(), filters=filters, judge_estimate=estimate, limit_reason=over)
+        context.update(
+            selected_traces=traces.count(),
+            filters=filters,
+            judge_estimate=estimate,
+            limit_reason=over,
+            zero_llm=SELECT_ZERO_LLM,
+            judge_kind=JUDGE_KIND,
+        )
         return context
 
     def preview_form(self) -> EvaluationForm | None:
@@ -106,8 +125,7 @@ class EvaluationCreateView(TenantScopedMixin, FormView):  # type: ignore[type-ar
         if not self.request.GET:
             return None
         data = self.request.GET.copy()
-        if not data.getlist("guardrails") and data.getlist("guardrail"):
-            data.setlist("guardrails", data.getlist("guardrail"))
+        data.setlist("guardrails", self.chosen_guardrails(self.request.GET))
         data.setdefault("mode", "ci")
         return EvaluationForm(data, tenant=self.tenant)
 

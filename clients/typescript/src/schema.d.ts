@@ -220,11 +220,13 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * @description `GET evaluations/{id}/compare?with={other}`: per shared guardrail, what changed.
+         * @description `GET evaluations/{id}/compare[?with={other}]`: per revision of the run, what changed.
          *
-         *     Without `with`, the tenant's previous run that shares a guardrail; 404 when there is none.
-         *     Computed once in the background (`traces.runs.comparisons`): 202 with the progress until the
-         *     figures are complete, then 200 with them and the first traces of each list.
+         *     Each guardrail is compared, trace by trace, with its own latest earlier result (from any
+         *     run or the runtime); with `with`, with that run's results. What was not compared is
+         *     counted with its reasons (`notCompared`, `why`). Computed once in the background
+         *     (`traces.runs.comparisons`): 202 with the progress until the figures are complete, then
+         *     200 with them and the first traces of each list.
          */
         get: operations["evaluations_compare"];
         put?: never;
@@ -243,8 +245,9 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * @description `GET evaluations/{id}/compare/traces?with=&guardrail=&change=`: one list of a comparison,
-         *     keyset paged (`cursor`: the `next` of the previous page, or a list's cursor in compare).
+         * @description `GET evaluations/{id}/compare/traces?guardrail=&change=[&revision=&with=]`: one list of a
+         *     comparison, keyset paged (`cursor`: the `next` of the previous page, or a list's cursor in
+         *     compare).
          */
         get: operations["evaluations_compare_traces"];
         put?: never;
@@ -282,10 +285,11 @@ export interface paths {
         /**
          * @description `GET evaluations/estimate`: what a batch run would ask judges, before it starts.
          *
-         *     `guardrails` (comma-separated ids; none: every enabled one) over the traces that
-         *     `agent`, `flow`, `since`, `until` select in `tenant` (optional for a caller of one tenant;
-         *     404 for a tenant the caller may not read). An id of no enabled guardrail is named in
-         *     the answer's `errors`.
+         *     `guardrails` (comma-separated ids; none: every enabled one; `zeroLlmOnly=true`: the
+         *     zero-llm ones of those, which call no judge) over the traces that `agent`, `flow`,
+         *     `since`, `until` select in `tenant` (optional for a caller of one tenant; 404 for a
+         *     tenant the caller may not read). An id of no enabled guardrail is named in the answer's
+         *     `errors`.
          */
         get: operations["evaluations_estimate"];
         put?: never;
@@ -3244,6 +3248,11 @@ export interface operations {
                     mode?: "ci" | "runtime";
                     /** @description The tenant (a tenant-bound key's by default). */
                     tenant?: string;
+                    /**
+                     * @description Only the zero-llm guardrails of the selection (of every enabled one when `guardrails` is empty): a run that calls no judge, under any reviewer's limit.
+                     * @default false
+                     */
+                    zeroLlmOnly?: boolean;
                 };
             };
         };
@@ -3619,7 +3628,7 @@ export interface operations {
     evaluations_compare: {
         parameters: {
             query?: {
-                /** @description The other run (default: the previous one). */
+                /** @description A run to compare with (default: each guardrail's latest earlier results). */
                 with?: number;
             };
             header?: never;
@@ -3638,28 +3647,71 @@ export interface operations {
                     "application/json": {
                         error?: string;
                         evaluation: number;
+                        /** @description Per revision the run evaluated (by guardrail id, then revision); compared with one run, also the guardrails only that run evaluated (`revision` null, nothing compared). */
                         guardrails: {
+                            /** @description Traces with a verdict now and earlier. */
+                            compared?: number;
+                            /** @description What the traces were compared with, most first: a run (null: the runtime) at a revision, and how many results. */
+                            earlier?: {
+                                results?: number;
+                                revision?: number | null;
+                                run?: number | null;
+                            }[];
+                            errors?: number;
                             failing?: number;
                             guardrail?: string;
                             newlyFailing?: number;
                             /** @description The next page's cursor for compare/traces. */
                             newlyFailingCursor?: string | null;
                             newlyFailingTraces?: {
+                                earlierRevision?: number | null;
+                                /** @description The run of the earlier result compared with; null: the runtime. */
+                                earlierRun?: number | null;
+                                /** @description The failure's reason: the run's, or the earlier one's. */
                                 reason?: string;
                                 trace?: string;
                                 traceUrl?: string;
                             }[];
                             noLongerFailing?: number;
+                            /** @description The next page's cursor for compare/traces. */
                             noLongerFailingCursor?: string | null;
                             noLongerFailingTraces?: {
+                                earlierRevision?: number | null;
+                                /** @description The run of the earlier result compared with; null: the runtime. */
+                                earlierRun?: number | null;
+                                /** @description The failure's reason: the run's, or the earlier one's. */
                                 reason?: string;
                                 trace?: string;
                                 traceUrl?: string;
                             }[];
+                            /** @description withoutEarlier + skipped + errors. */
+                            notCompared?: number;
+                            /** @description Earlier results of another revision; a revision in shadow. */
+                            notes?: string[];
+                            passing?: number;
                             revision?: number | null;
-                            withFailing?: number;
-                            withRevision?: number | null;
+                            /** @description The revision ran in shadow in this run. */
+                            shadow?: boolean;
+                            skipped?: number;
+                            stillFailing?: number;
+                            /** @description The next page's cursor for compare/traces. */
+                            stillFailingCursor?: string | null;
+                            stillFailingTraces?: {
+                                earlierRevision?: number | null;
+                                /** @description The run of the earlier result compared with; null: the runtime. */
+                                earlierRun?: number | null;
+                                /** @description The failure's reason: the run's, or the earlier one's. */
+                                reason?: string;
+                                trace?: string;
+                                traceUrl?: string;
+                            }[];
+                            stillPassing?: number;
+                            /** @description Why traces were not compared, with how many. */
+                            why?: string[];
+                            /** @description Traces with no earlier result. */
+                            withoutEarlier?: number;
                         }[];
+                        /** @description Results of the run compared so far, of those to compare. */
                         progress: {
                             done?: number;
                             percent?: number;
@@ -3670,7 +3722,8 @@ export interface operations {
                          * @enum {string}
                          */
                         status: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
-                        with: number;
+                        /** @description The run compared with; null: each guardrail's latest earlier results. */
+                        with: number | null;
                     };
                 };
             };
@@ -3682,28 +3735,71 @@ export interface operations {
                     "application/json": {
                         error?: string;
                         evaluation: number;
+                        /** @description Per revision the run evaluated (by guardrail id, then revision); compared with one run, also the guardrails only that run evaluated (`revision` null, nothing compared). */
                         guardrails: {
+                            /** @description Traces with a verdict now and earlier. */
+                            compared?: number;
+                            /** @description What the traces were compared with, most first: a run (null: the runtime) at a revision, and how many results. */
+                            earlier?: {
+                                results?: number;
+                                revision?: number | null;
+                                run?: number | null;
+                            }[];
+                            errors?: number;
                             failing?: number;
                             guardrail?: string;
                             newlyFailing?: number;
                             /** @description The next page's cursor for compare/traces. */
                             newlyFailingCursor?: string | null;
                             newlyFailingTraces?: {
+                                earlierRevision?: number | null;
+                                /** @description The run of the earlier result compared with; null: the runtime. */
+                                earlierRun?: number | null;
+                                /** @description The failure's reason: the run's, or the earlier one's. */
                                 reason?: string;
                                 trace?: string;
                                 traceUrl?: string;
                             }[];
                             noLongerFailing?: number;
+                            /** @description The next page's cursor for compare/traces. */
                             noLongerFailingCursor?: string | null;
                             noLongerFailingTraces?: {
+                                earlierRevision?: number | null;
+                                /** @description The run of the earlier result compared with; null: the runtime. */
+                                earlierRun?: number | null;
+                                /** @description The failure's reason: the run's, or the earlier one's. */
                                 reason?: string;
                                 trace?: string;
                                 traceUrl?: string;
                             }[];
+                            /** @description withoutEarlier + skipped + errors. */
+                            notCompared?: number;
+                            /** @description Earlier results of another revision; a revision in shadow. */
+                            notes?: string[];
+                            passing?: number;
                             revision?: number | null;
-                            withFailing?: number;
-                            withRevision?: number | null;
+                            /** @description The revision ran in shadow in this run. */
+                            shadow?: boolean;
+                            skipped?: number;
+                            stillFailing?: number;
+                            /** @description The next page's cursor for compare/traces. */
+                            stillFailingCursor?: string | null;
+                            stillFailingTraces?: {
+                                earlierRevision?: number | null;
+                                /** @description The run of the earlier result compared with; null: the runtime. */
+                                earlierRun?: number | null;
+                                /** @description The failure's reason: the run's, or the earlier one's. */
+                                reason?: string;
+                                trace?: string;
+                                traceUrl?: string;
+                            }[];
+                            stillPassing?: number;
+                            /** @description Why traces were not compared, with how many. */
+                            why?: string[];
+                            /** @description Traces with no earlier result. */
+                            withoutEarlier?: number;
                         }[];
+                        /** @description Results of the run compared so far, of those to compare. */
                         progress: {
                             done?: number;
                             percent?: number;
@@ -3714,7 +3810,8 @@ export interface operations {
                          * @enum {string}
                          */
                         status: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
-                        with: number;
+                        /** @description The run compared with; null: each guardrail's latest earlier results. */
+                        with: number | null;
                     };
                 };
             };
@@ -3779,12 +3876,14 @@ export interface operations {
     evaluations_compare_traces: {
         parameters: {
             query: {
-                change: "newly-failing" | "no-longer-failing";
+                change: "newly-failing" | "no-longer-failing" | "still-failing";
                 cursor?: string;
                 guardrail: string;
                 /** @description At most 500. */
                 limit?: number;
-                /** @description The other run (default: the previous one). */
+                /** @description The run's revision of it (default: its first; two in shadow). */
+                revision?: number;
+                /** @description A run to compare with (default: each guardrail's latest earlier results). */
                 with?: number;
             };
             header?: never;
@@ -3803,6 +3902,10 @@ export interface operations {
                     "application/json": {
                         next: string | null;
                         results: {
+                            earlierRevision?: number | null;
+                            /** @description The run of the earlier result compared with; null: the runtime. */
+                            earlierRun?: number | null;
+                            /** @description The failure's reason: the run's, or the earlier one's. */
                             reason?: string;
                             trace?: string;
                             traceUrl?: string;
@@ -4000,6 +4103,8 @@ export interface operations {
                 tenant?: string;
                 /** @description Received before (RFC 3339). */
                 until?: string;
+                /** @description Only the zero-llm guardrails of the selection. */
+                zeroLlmOnly?: boolean;
             };
             header?: never;
             path?: never;
@@ -5080,7 +5185,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** @description The newest calibration sample (the guardrail, of any kind, against people's labels of a sample stratified over its passes and fails): `agreement` has precision and recall (recall weighs the strata by `drawnFrom`), accuracy, Cohen's kappa, false-positive and false-negative rates, with 95% intervals, and the disagreeing traces; `people`: agreement between the reviewers who labelled it (Cohen's kappa over the traces two of them labelled, with the traces they disagree on); `stale` when the guardrail has a newer revision. */
+                        /** @description The newest calibration sample (the guardrail, of any kind, against people's labels of a sample stratified over its passes and fails): `agreement` has precision and recall (recall weighs the strata by `drawnFrom`), accuracy, Cohen's kappa, false-positive and false-negative rates, with 95% intervals, and the disagreeing traces; `people`: agreement between the reviewers who labelled it (Cohen's kappa over the traces two of them labelled, with the traces they disagree on and the guardrail's verdict and reason on each); `stale` when the guardrail has a newer revision. */
                         calibration?: Record<string, never> | null;
                         /** @description reviewed / violations */
                         coverage?: number | null;
