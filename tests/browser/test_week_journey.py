@@ -12,10 +12,12 @@ agreement between them shows; an escalated violation is claimed from its queue.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 from kindgi import Kindgi
 from playwright.sync_api import Browser, Page, expect
 
@@ -143,8 +145,41 @@ def test_a_week_in_the_console(browser: Browser, live_server: Any, settings: Any
     ours = [result for result in enforced.results if result.guardrail == TOOL_ORDER]
     assert enforced.halted and [(r.status, r.action) for r in ours] == [("fail", "halt")], enforced
 
-    # Tuesday: the reviewer works the queue from the keyboard.
+    # The author tightens the enforced guardrail: a refund needs the eligibility check first.
+    author.goto(f"/guardrails/{TOOL_ORDER}/edit/")
+    author.wait_for_selector("#root_config_order_0")
+    author.fill("#root_config_order_0", "check_refund_eligibility")
+    expect(author.locator(".kg-editor .pill--pass")).to_have_text("Valid on the server", timeout=15_000)
+    author.get_by_role("button", name="Save guardrail").click()
+    author.wait_for_url(f"**/guardrails/{TOOL_ORDER}/?saved=1")
+    assert Guardrail.objects.get(guardrail_id=TOOL_ORDER).revision == 2
+
+    # Tuesday: what broke since last week? The reviewer runs the zero-llm guardrails over this
+    # week's traces (under the judge limit) and compares each with its own earlier results.
     reviewer = person(browser, live_server, "acme-reviewer")
+    reviewer.goto("/evaluations/new/")
+    reviewer.get_by_role("button", name="Zero-llm guardrails only").click()
+    expect(reviewer.get_by_label(TOOL_ORDER, exact=True)).to_be_checked()
+    expect(reviewer.get_by_label(JUDGE, exact=True)).not_to_be_checked()
+    today = timezone.localdate().isoformat()
+    reviewer.get_by_label("From", exact=True).fill((timezone.localdate() - timedelta(days=6)).isoformat())
+    reviewer.get_by_label("To", exact=True).fill(today)
+    expect(reviewer.locator("[data-no-judge]")).to_be_visible()
+    reviewer.get_by_role("button", name="Start evaluation").click()
+    reviewer.wait_for_url("**/evaluations/*/")
+    reviewer.locator("[data-progress-status]", has_text="succeeded").first.wait_for()
+    reviewer.reload()
+    reviewer.get_by_role("link", name="Compare with earlier results").click()
+    row = reviewer.locator(f"#run-compare tr[data-guardrail='{TOOL_ORDER}']")
+    newly = row.locator("[data-count='newly-failing']")
+    expect(newly).to_have_text("8", timeout=30_000)  # the eight turns revision 1 let through
+    screenshot(reviewer, "week-compare")
+    newly.click()
+    listed = reviewer.locator("#compare-traces tbody tr")
+    expect(listed).to_have_count(8)
+    assert "never was" in listed.first.inner_text(), listed.first.inner_text()
+
+    # The reviewer works the queue from the keyboard.
     left = Violation.objects.filter(tenant__slug="acme", state="open").count()
     reviewer.goto("/violations/")
     reviewer.get_by_role("link", name="Review next").click()
