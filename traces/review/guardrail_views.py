@@ -27,7 +27,15 @@ from guardrails.services import default_stages, guardrail_stages, revision_autho
 from guardrails.views import GuardrailPageMixin
 from kindgi_console.tenancy.scoping import current_rows, current_tenant
 from traces.judge import ledger
-from traces.models import CalibrationSample, EvaluationResult, JudgeLedgerEntry, LedgerDay, Violation, ViolationDay
+from traces.models import (
+    CalibrationSample,
+    EvaluationResult,
+    JudgeLedgerEntry,
+    LedgerDay,
+    Violation,
+    ViolationDay,
+    escalation_queue,
+)
 from traces.review import calibration, quality
 from traces.review.calibration_views import can_label, latest_calibration
 from traces.review.shadow import SHADOW_DAYS, shadow_comparison
@@ -214,6 +222,7 @@ class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
             "quality_periods": QUALITY_PERIODS,
             "guardrail": guardrail,
             "doc": guardrail.document,
+            "queue": escalation_queue(guardrail.document),
             "document_json": pretty_json(guardrail.document),
             "revisions": revisions,
             "revision_numbers": list(range(guardrail.revision, 0, -1)),
