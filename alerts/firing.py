@@ -55,7 +55,7 @@ def evaluate(rules: Iterable[AlertRule], now: datetime, tenant_ids: list[int] | 
         firings = firings.filter(tenant_id__in=tenant_ids)
     open_rules = set(firings.values_list("rule_id", flat=True))
     for rule in sorted(rules, key=lambda rule: rule.pk):
-        seen = observe(rule, timezone.localdate(now))
+        seen = observe(rule, timezone.localdate(now), now)
         if seen.breached == (rule.pk in open_rules):
             continue  # nothing changed: no lock, no write
         outcome = change_state(rule, seen, now)

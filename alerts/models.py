@@ -49,8 +49,8 @@ class Channel(models.Model):
 
 
 class AlertRule(models.Model):
-    """A condition on a tenant's violations, spend, failures or a guardrail's precision from
-    reviews, and the channels told of it."""
+    """A condition on a tenant's violations, spend, failures, a guardrail's precision from
+    reviews or a review queue's open violations, and the channels told of it."""
 
     class Kind(models.TextChoices):
         VIOLATIONS = "violations"
@@ -58,6 +58,8 @@ class AlertRule(models.Model):
         RUN_FAILED = "run_failed"
         UPLOAD_FAILED = "upload_failed"
         PRECISION = "precision"
+        QUEUE_SIZE = "queue_size", "Queue size"
+        QUEUE_AGE = "queue_age", "Queue age"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     name = models.CharField(max_length=200)

@@ -7,6 +7,10 @@ month against `amountUsd`. Both read a few roll-up rows per day: never a raw row
 `precision` rule asks `traces.review.quality` (the quality page's figures) for a guardrail's
 precision from the tenant's reviews over its window, and fires under `threshold` once
 `minReviewed` violations were reviewed; it is also evaluated when a review changes.
+A `queue_size` rule counts the open violations of a review queue (those an escalate
+guardrail's `escalateTo` names) against `threshold`; a `queue_age` rule fires when the
+oldest open violation of the queue that nobody claimed is older than `maxAgeMinutes`.
+Both read the queues' partial index: a count of one queue's open rows, the first of them.
 """
 
 from __future__ import annotations
@@ -66,10 +70,34 @@ PARAMS_SCHEMAS: dict[str, dict[str, Any]] = {
         },
         "required": ["guardrail", "threshold"],
     },
+    AlertRule.Kind.QUEUE_SIZE: {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "queue": {"type": "string", "minLength": 1, "maxLength": 200},
+            "threshold": {"type": "integer", "minimum": 0, "maximum": 10**12},
+        },
+        "required": ["queue", "threshold"],
+    },
+    AlertRule.Kind.QUEUE_AGE: {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "queue": {"type": "string", "minLength": 1, "maxLength": 200},
+            "maxAgeMinutes": {"type": "integer", "minimum": 1, "maximum": 366 * 24 * 60},
+        },
+        "required": ["queue", "maxAgeMinutes"],
+    },
     AlertRule.Kind.RUN_FAILED: {"type": "object", "additionalProperties": False, "maxProperties": 0},
     AlertRule.Kind.UPLOAD_FAILED: {"type": "object", "additionalProperties": False, "maxProperties": 0},
 }
-CONDITION_KINDS = (AlertRule.Kind.VIOLATIONS, AlertRule.Kind.SPEND, AlertRule.Kind.PRECISION)
+CONDITION_KINDS = (
+    AlertRule.Kind.VIOLATIONS,
+    AlertRule.Kind.SPEND,
+    AlertRule.Kind.PRECISION,
+    AlertRule.Kind.QUEUE_SIZE,
+    AlertRule.Kind.QUEUE_AGE,
+)
 #: A precision rule's defaults: reviews needed before it may fire, and its period.
 MIN_REVIEWED, PRECISION_WINDOW_DAYS = 10, 30
 
@@ -113,13 +141,58 @@ class Observation:
     figures: dict[str, Any]
 
 
-def observe(rule: AlertRule, today: date) -> Observation:
-    """Evaluate a condition rule on the roll-ups as of `today` (the console's date)."""
+def observe(rule: AlertRule, today: date, now: datetime | None = None) -> Observation:
+    """Evaluate a condition rule as of `today` (the console's date) and `now` (a queue's age)."""
     if rule.kind == AlertRule.Kind.SPEND:
         return _spend(rule, today)
     if rule.kind == AlertRule.Kind.PRECISION:
         return _precision(rule, today)
+    if rule.kind == AlertRule.Kind.QUEUE_SIZE:
+        return _queue_size(rule)
+    if rule.kind == AlertRule.Kind.QUEUE_AGE:
+        return _queue_age(rule, now or timezone.now())
     return _violations(rule, today)
+
+
+def _queue_open(rule: AlertRule) -> Any:
+    """The open violations of the rule's review queue in its tenant."""
+    return Violation.objects.filter(tenant_id=rule.tenant_id, state=Violation.State.OPEN, queue=rule.params["queue"])
+
+
+def _queue_size(rule: AlertRule) -> Observation:
+    """More open violations in the queue than `threshold`."""
+    queue, threshold = rule.params["queue"], rule.params["threshold"]
+    count = _queue_open(rule).count()
+    breached = count > threshold
+    relation = "over" if breached else "at or under"
+    return Observation(
+        breached,
+        f"{count} open violation(s) in queue {queue} ({relation} {threshold})",
+        {"queue": queue, "open": count, "threshold": threshold},
+    )
+
+
+def _queue_age(rule: AlertRule, now: datetime) -> Observation:
+    """The queue's oldest open violation that nobody claimed is older than `maxAgeMinutes`."""
+    queue, limit = rule.params["queue"], int(rule.params["maxAgeMinutes"])
+    oldest = (
+        _queue_open(rule)
+        .filter(assignee__isnull=True)
+        .order_by("created_at", "pk")
+        .values_list("pk", "created_at")
+        .first()
+    )
+    figures: dict[str, Any] = {"queue": queue, "maxAgeMinutes": limit, "oldest": None, "ageMinutes": None}
+    if oldest is None:
+        return Observation(False, f"queue {queue} has no unclaimed open violation", figures)
+    pk, created = oldest
+    age = max(0, int((now - created).total_seconds() // 60))
+    figures.update(oldest=pk, oldestAt=created.isoformat(), ageMinutes=age)
+    breached = age > limit
+    relation = "over" if breached else "within"
+    return Observation(
+        breached, f"queue {queue}'s oldest unclaimed violation ({pk}) waits {age} min ({relation} {limit} min)", figures
+    )
 
 
 def _precision(rule: AlertRule, today: date) -> Observation:

@@ -30,12 +30,16 @@ PARAMS_EXAMPLES = {
     "run_failed": {},
     "upload_failed": {},
     "precision": {"guardrail": "no-refund-promises", "threshold": 0.8, "minReviewed": 10, "windowDays": 30},
+    "queue_size": {"queue": "support-leads", "threshold": 20},
+    "queue_age": {"queue": "support-leads", "maxAgeMinutes": 240},
 }
 MAX_PARAMS_CHARS = 4000
 MAX_FIELD_CHARS = 200
 #: The label and one line of help of each parameter, on the rule form.
 PARAM_LABELS = {
     "threshold": ("Threshold", "Fires above this many violations in the window (precision: under this, 0 to 1)."),
+    "queue": ("Queue", "The review queue: the escalateTo of an escalate guardrail."),
+    "maxAgeMinutes": ("Oldest waits at most (minutes)", "Fires when its oldest unclaimed open violation waits longer."),
     "windowDays": ("Window (days)", "The last N days, today included."),
     "factor": ("Factor", "Or fires over this many times the window just before."),
     "minCount": ("At least", "With the factor: fire only from this many violations."),
@@ -47,6 +51,9 @@ PARAM_LABELS = {
     "overBudgetCalls": ("Calls over budget", "Or fires on more than this many judge calls over their budget."),
     "minReviewed": ("Reviewed at least", "Fires only once this many of its violations were reviewed (10 by default)."),
 }
+
+#: A parameter's label and help where a kind means something else by it.
+KIND_PARAM_LABELS = {("queue_size", "threshold"): ("Threshold", "Fires above this many open violations in the queue.")}
 
 
 class AlertPageMixin(LoginRequiredMixin):
@@ -92,7 +99,7 @@ def param_fields(kind: str, params: Any) -> list[dict[str, Any]]:
     values = params if isinstance(params, dict) else {}
     fields = []
     for name, prop in schema.get("properties", {}).items():
-        label, help_text = PARAM_LABELS.get(name, (name, ""))
+        label, help_text = KIND_PARAM_LABELS.get((kind, name)) or PARAM_LABELS.get(name, (name, ""))
         value = values.get(name, "")
         fields.append(
             {

@@ -51,6 +51,12 @@ PAGES = [
     ("GET violations, filtered", "/api/v1/violations?severity=critical&state=open"),
     ("violation detail (newest)", "/violations/{violation}/"),
     ("trace detail (newest)", "/traces/{trace}/"),
+    # Review queues: a third of the violations escalate to one of two queues, 1% are claimed.
+    ("violations of a queue", "/violations/?queue=research-leads"),
+    ("GET violations by queue", "/api/v1/violations?queue=research-leads&state=open"),
+    ("GET violations, mine", "/api/v1/violations?assignee=me"),
+    ("review queue of a queue", "/violations/queue/?queue=research-leads&assignee=none"),
+    ("overview (counts per queue)", "/"),
 ]
 
 
@@ -97,11 +103,13 @@ WITH new AS (
 )
 INSERT INTO traces_violation (tenant_id, trace_id, result_id, guardrail_id, revision_id, action,
                               severity, mode, reason, agent, flow, created_at, state,
-                              reviewed_by_label, review_note)
+                              reviewed_by_label, review_note, queue, assignee, assigned_at)
 SELECT r.tenant_id, r.trace_id, r.id, %(guardrail)s, %(revision)s, 'halt',
        (ARRAY['critical','error','warn','info'])[1 + r.id %% 4], 'runtime',
        'called forbidden tool ''issue_refund''', n.agent, n.flow, r.created_at,
-       (ARRAY['open','open','acknowledged','resolved','false-positive'])[1 + r.id %% 5], '', ''
+       (ARRAY['open','open','acknowledged','resolved','false-positive'])[1 + r.id %% 5], '', '',
+       (ARRAY['research-leads', NULL, NULL, 'legal', NULL, NULL])[1 + r.id %% 6],
+       CASE WHEN r.id %% 100 = 0 THEN 'bench' END, CASE WHEN r.id %% 100 = 0 THEN r.created_at END
 FROM results r JOIN new n ON n.id = r.trace_id
 """
 

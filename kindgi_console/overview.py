@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 from django.views.generic import TemplateView
 
@@ -18,7 +18,8 @@ SEVERITY_ORDER = ["critical", "error", "warn", "info"]
 
 
 class OverviewView(LoginRequiredMixin, TemplateView):
-    """Open violations by severity, the last day's traces, recent violations and runs."""
+    """Open violations by severity and by review queue, the last day's traces, recent
+    violations and runs."""
 
     template_name = "overview.html"
 
@@ -29,6 +30,18 @@ class OverviewView(LoginRequiredMixin, TemplateView):
 
     def rows(self, model: Any) -> Any:
         return current_rows(self.request, model.objects)
+
+    @staticmethod
+    def queues(open_violations: Any) -> list[dict[str, Any]]:
+        """Each review queue with open violations: how many, and how many nobody claimed
+        (one aggregate over the queues' partial index)."""
+        rows = (
+            open_violations.filter(queue__isnull=False)
+            .order_by("queue")
+            .values("queue")
+            .annotate(count=Count("pk"), unclaimed=Count("pk", filter=Q(assignee__isnull=True)))
+        )
+        return [{"name": row["queue"], "count": row["count"], "unclaimed": row["unclaimed"]} for row in rows]
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         since = timezone.now() - timedelta(hours=24)
@@ -41,6 +54,7 @@ class OverviewView(LoginRequiredMixin, TemplateView):
             "severities": severities,
             "open_total": sum(item["count"] for item in severities) + unrated,
             "unrated": unrated,
+            "queues": self.queues(open_violations),
             "traces_24h": self.rows(RunTrace).filter(received_at__gte=since).count(),
             "guardrails_enabled": self.enabled_guardrails(),
             "recent_violations": list(

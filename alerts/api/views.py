@@ -32,7 +32,10 @@ PARAMS_DESCRIPTION = (
     "minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: "
     "guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when "
     "1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may "
-    "fire), windowDays (1-366, 30). run_failed, upload_failed: none."
+    "fire), windowDays (1-366, 30). queue_size: queue (required: a review queue, the escalateTo of an "
+    "escalate guardrail), threshold (required: fires over this many open violations in it). queue_age: "
+    "queue (required), maxAgeMinutes (required: fires when its oldest open violation that nobody "
+    "claimed waits longer). run_failed, upload_failed: none."
 )
 RULE_FIELDS: dict[str, Any] = {
     "tenant": {"type": "string", "description": "The tenant's slug (a tenant-bound key writes its own)."},

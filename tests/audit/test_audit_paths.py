@@ -1,6 +1,6 @@
-"""Every path that changes guardrails (shadow and promote included), reviews, members and roles, API keys, judge models
-and policies, alert rules and tenants writes exactly one audit entry per change, with who,
-the tenant, the object and the diff.
+"""Every path that changes guardrails (shadow and promote included), reviews and claims, members
+and roles, API keys, judge models and policies, alert rules and tenants writes exactly one
+audit entry per change, with who, the tenant, the object and the diff.
 
 The test runs with real transactions (transactional_db), so that `audit.record`'s check
 that it runs inside the change's transaction is exercised on every path.
@@ -106,6 +106,18 @@ def test_every_path_writes_one_entry_per_change(acme: Any, globex: Any, alice: A
         "violation.review",
     )
     assert on_page.actor == "bob" and on_page.changes["state"] == ["acknowledged", "false-positive"]
+
+    # claims: over the API and on the page, released by the holder and by an admin
+    other = others[0]
+    (claimed,) = log.step(lambda: api(bob).post(f"/api/v1/violations/{other.pk}/claim"), "violation.claim")
+    assert (claimed.actor, claimed.tenant, claimed.changes) == ("bob", acme, {"assignee": [None, "bob"]})
+    log.step(lambda: api(bob).post(f"/api/v1/violations/{other.pk}/claim"))  # its own again: no change
+    log.step(lambda: api(bob).post(f"/api/v1/violations/{other.pk}/unclaim"), "violation.unclaim")
+    log.step(lambda: signed_in(bob).post(f"/violations/{other.pk}/claim/", {"action": "claim"}), "violation.claim")
+    (released,) = log.step(
+        lambda: signed_in(dora).post(f"/violations/{other.pk}/claim/", {"action": "unclaim"}), "violation.unclaim"
+    )
+    assert (released.actor, released.changes) == ("dora", {"assignee": ["bob", None]})
 
     # members and roles (acme's admin dora), tenants (a superuser, and the command)
     carol = User.objects.create_user("carol", "carol@example.org", "correct horse 42")

@@ -178,6 +178,9 @@ def test_it_lists_violations_newest_first_with_filters(api: Any, acme_key: str, 
         "reviewedBy": None,
         "reviewedAt": None,
         "reviewNote": "",
+        "queue": None,
+        "assignee": None,
+        "assignedAt": None,
     }
 
     def traces(query: str) -> list[str]:

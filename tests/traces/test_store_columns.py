@@ -73,7 +73,7 @@ def test_it_writes_or_defaults_every_column_that_needs_a_value(table: TableColum
 def test_a_result_row_is_the_results_columns_then_what_violations_copy() -> None:
     assert ResultRow._fields[: RESULT.width] == RESULT.written
     assert set(ResultRow._fields[RESULT.width :]) <= set(VIOLATION.written)
-    assert {"action", "severity", "agent", "flow"} == set(ResultRow._fields[RESULT.width :])
+    assert {"action", "severity", "queue", "agent", "flow"} == set(ResultRow._fields[RESULT.width :])
 
 
 def test_a_violations_review_starts_at_the_models_defaults() -> None:
@@ -148,8 +148,9 @@ def batch(tenant: Tenant, enforced: list[Enforced], count: int, *, evaluation_id
                     "flow" if status == "skipped" else "",
                     n % 5 == 0,  # in shadow: no violation
                     *STAGES[n % len(STAGES)],
-                    "halt" if g == 0 else "log-only",
+                    "halt" if g == 0 else "escalate" if g == 1 else "log-only",
                     "" if g == 2 else "high",
+                    "billing-leads" if g == 1 else None,
                     trace.agent,
                     trace.flow,
                 )

@@ -13,6 +13,8 @@ it in a process of its own, and then checks:
   reviewed one (the one reviewed last, else the first found), with every review of the finding;
 - the violations' daily roll-up equals the violations it counts;
 - each labelled calibration item's label is its labeller's;
+- each violation of an escalate revision is in the review queue its `escalateTo` names, and
+  no other is in a queue (0030);
 - the schema it ends with is exactly that of a database migrated from empty (the test database).
 
 Releases whose migrations are those of an earlier one made no schema change: `migrate` applies
@@ -210,6 +212,24 @@ def add_found_again(database: Database) -> None:
         )
 
 
+# Each violation's queue beside the document of the revision that found it.
+QUEUES = (
+    "SELECT v.queue, r.document FROM traces_violation v JOIN guardrails_guardrailrevision r ON r.id = v.revision_id"
+)
+
+
+def queues_match_revisions(database: Database) -> int:
+    """How many violations are in a queue; each one's queue is its revision's (`escalation_queue`)."""
+    from traces.models import escalation_queue
+
+    queued = 0
+    for queue, document in database.rows(QUEUES):
+        parsed = json.loads(document) if isinstance(document, str) else document
+        assert queue == escalation_queue(parsed)
+        queued += queue is not None
+    return queued
+
+
 def labelled_items(database: Database) -> int:
     """The release's labelled calibration items (none before calibration existed)."""
     try:
@@ -338,6 +358,7 @@ def test_a_release_database_upgrades_with_nothing_lost(restored: Database, scrat
     assert after == before
     assert restored.rows(FINDINGS)[0] == (reviews, 0)  # one violation per finding, no review lost
     assert restored.rows(LABELS_AFTER)[0][0] == labelled  # each label kept as its labeller's
+    assert queues_match_revisions(restored) > 0  # the demo's research-leads escalations
 
     violations, rolled_up, reviewed, rolled_up_reviewed = restored.rows(ROLLUP)[0]
     assert (rolled_up, rolled_up_reviewed) == (violations, reviewed)

@@ -19,7 +19,7 @@ def forget_comparisons(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> N
 
 
 class Migration(migrations.Migration):
-    dependencies = [("guardrails", "0008_guardrail_enforced_revision"), ("traces", "0029_status_indexes_for_metrics")]
+    dependencies = [("guardrails", "0008_guardrail_enforced_revision"), ("traces", "0030_violation_queues_and_claims")]
 
     operations = [
         migrations.RunPython(forget_comparisons, migrations.RunPython.noop),

@@ -17,15 +17,18 @@ from traces.models.runs import (
 )
 from traces.models.traces import MODES, PendingSpan, RetentionPolicy, RunTrace, Upload, upload_path
 from traces.models.violations import (
+    DEFAULT_QUEUE,
     CalibrationItem,
     CalibrationLabel,
     CalibrationSample,
     Violation,
     ViolationDay,
     ViolationReview,
+    escalation_queue,
 )
 
 __all__ = [
+    "DEFAULT_QUEUE",
     "MODES",
     "CalibrationItem",
     "CalibrationLabel",
@@ -47,5 +50,6 @@ __all__ = [
     "ViolationDay",
     "ViolationReview",
     "WorkerHeartbeat",
+    "escalation_queue",
     "upload_path",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -11,6 +14,23 @@ from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import TenantScopedQuerySet
 from traces.models.runs import Evaluation, EvaluationResult
 from traces.models.traces import MODES, RunTrace
+
+#: The action whose violations land in a review queue, and the queue of one that names none.
+ESCALATE = "escalate"
+DEFAULT_QUEUE = "escalations"
+QUEUE_LENGTH = 200
+
+
+def escalation_queue(document: Mapping[str, Any]) -> str | None:
+    """The review queue a guardrail revision's violations land in: its `action.escalateTo`
+    when its action is `escalate` (trimmed, at most QUEUE_LENGTH characters; DEFAULT_QUEUE
+    when it names none), else None (no queue)."""
+    action = document.get("action")
+    if not isinstance(action, Mapping) or action.get("on-violation") != ESCALATE:
+        return None
+    named = action.get("escalateTo")
+    queue = named.strip()[:QUEUE_LENGTH] if isinstance(named, str) else ""
+    return queue or DEFAULT_QUEUE
 
 
 class Violation(models.Model):
@@ -25,6 +45,11 @@ class Violation(models.Model):
     revision of the guardrail is a new finding. The trace's agent and flow and the
     guardrail's action and severity are copied here so that violation history filters
     without joins.
+
+    `queue`: the review queue of a revision whose action is `escalate` (its `escalateTo`,
+    `escalation_queue`), copied when the violation is stored; NULL for every other action.
+    A person claims a violation (`assignee`, `assigned_at`: `traces.review.claims`) to tell
+    the other reviewers that it is being handled; NULL while nobody holds it.
     """
 
     class State(models.TextChoices):
@@ -79,6 +104,15 @@ class Violation(models.Model):
     )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     review_note = models.TextField(blank=True)
+    # NULL rather than "" for "none": the partial indexes below then hold only queued (or
+    # claimed) violations, and both databases know that `queue = 'x'` implies NOT NULL.
+    queue = models.CharField(  # noqa: DJ001
+        max_length=QUEUE_LENGTH, null=True, blank=True, help_text="the review queue of an escalate guardrail"
+    )
+    assignee = models.CharField(  # noqa: DJ001
+        max_length=200, null=True, blank=True, help_text="who claimed it: a user name, or an API key's label"
+    )
+    assigned_at = models.DateTimeField(null=True, blank=True)
 
     objects = TenantScopedQuerySet.as_manager()
 
@@ -95,6 +129,24 @@ class Violation(models.Model):
             models.Index(fields=["severity", "-created_at"], name="violation_severity_time"),
             models.Index(
                 fields=["reviewed_by"], name="violation_reviewed_by", condition=models.Q(reviewed_by__isnull=False)
+            ),
+            # A queue's violations newest first (`?queue=`), and its open ones per queue (the
+            # overview's counts, the review queue, the age of the oldest for alert rules):
+            # only escalated violations are in them, so the other writes pay for neither.
+            models.Index(
+                fields=["tenant", "queue", "-created_at", "-id"],
+                name="violation_queue_time",
+                condition=models.Q(queue__isnull=False),
+            ),
+            models.Index(
+                fields=["tenant", "state", "queue", "created_at", "id"],
+                name="violation_queue_state",
+                condition=models.Q(queue__isnull=False),
+            ),
+            models.Index(
+                fields=["assignee", "-created_at", "-id"],
+                name="violation_assignee",
+                condition=models.Q(assignee__isnull=False),
             ),
         ]
 

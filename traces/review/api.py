@@ -1,4 +1,5 @@
-"""REST endpoints of violations: the list, one with its review history, and reviewing."""
+"""REST endpoints of violations: the list, one with its review history, reviewing, and
+claiming one (and releasing it)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from rest_framework.response import Response
 from guardrails.engine.types import Issue
 from kindgi_console.api import ApiError, ConsoleAPIView, object_body, read_json_body
 from kindgi_console.openapi import error_responses
+from kindgi_console.tenancy.scoping import Caller
 from traces.models import Violation, ViolationReview
-from traces.review import serializers, workflow
-from traces.review.serializers import BULK_REVIEW_BODY, REVIEW_BODY, REVIEW_OUTCOME
+from traces.review import claims, serializers, workflow
+from traces.review.serializers import BULK_REVIEW_BODY, CLAIM, REVIEW_BODY, REVIEW_OUTCOME
 from traces.store import filters
 
 
@@ -105,16 +107,59 @@ class ViolationBulkReviewView(ConsoleAPIView):
     def post(self, request: Request) -> Response:
         body = object_body(read_json_body(request), {"ids", "filter", "state", "note"}, "the body is a JSON object")
         state, note = _checked(body)
-        selection = bulk_selection(workflow.reviewable(self.caller), body)
+        selection = bulk_selection(workflow.reviewable(self.caller), body, self.caller)
         outcome = workflow.review(selection, state, note, self.caller)
         return Response(outcome.as_dict())
+
+
+class ViolationClaimView(ConsoleAPIView):
+    """`POST violations/{id}/claim`: take the violation, so that other reviewers see that it
+    is handled (`traces.review.claims`). Claiming one's own again changes nothing; one that
+    someone else holds, or a closed one, is 409 saying who holds it and since when."""
+
+    scopes = {"POST": "review"}
+    filter_backends: list[Any] = []
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="violations_claim",
+        request=None,
+        responses={200: OpenApiResponse(CLAIM), **error_responses(401, 403, 404, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        try:
+            return Response(claims.claim(pk, self.caller).as_dict())
+        except Violation.DoesNotExist:
+            raise Http404 from None
+
+
+class ViolationUnclaimView(ConsoleAPIView):
+    """`POST violations/{id}/unclaim`: release the violation (its holder, or an admin of the
+    tenant); another's claim is 409 naming who holds it. Releasing an unclaimed one changes nothing."""
+
+    scopes = {"POST": "review"}
+    filter_backends: list[Any] = []
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="violations_unclaim",
+        request=None,
+        responses={200: OpenApiResponse(CLAIM), **error_responses(401, 403, 404, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        try:
+            return Response(claims.unclaim(pk, self.caller).as_dict())
+        except Violation.DoesNotExist:
+            raise Http404 from None
 
 
 def _checked(body: dict[str, Any]) -> tuple[str, str]:
     return workflow.check_request(body.get("state"), body.get("note"))
 
 
-def bulk_selection(violations: QuerySet[Violation], body: dict[str, Any]) -> QuerySet[Violation]:
+def bulk_selection(
+    violations: QuerySet[Violation], body: dict[str, Any], caller: Caller | None = None
+) -> QuerySet[Violation]:
     """The violations a bulk review names: `ids`, or `filter` (the list's filters)."""
     if ("ids" in body) == ("filter" in body):
         raise ApiError([Issue("", "give either `ids` or `filter`")])
@@ -129,11 +174,14 @@ def bulk_selection(violations: QuerySet[Violation], body: dict[str, Any]) -> Que
         if len(ids) > workflow.MAX_BULK:
             raise ApiError([Issue("/ids", f"at most {workflow.MAX_BULK} ids")])
         return violations.filter(pk__in=ids)
-    return filtered_violations(violations, body["filter"], base="/filter")
+    return filtered_violations(violations, body["filter"], base="/filter", caller=caller)
 
 
-def filtered_violations(violations: QuerySet[Violation], data: object, *, base: str = "") -> QuerySet[Violation]:
-    """`violations` narrowed by the filters of `GET violations`; ApiError naming a bad one."""
+def filtered_violations(
+    violations: QuerySet[Violation], data: object, *, base: str = "", caller: Caller | None = None
+) -> QuerySet[Violation]:
+    """`violations` narrowed by the filters of `GET violations` (`assignee=me`: `caller`'s);
+    ApiError naming a bad one."""
     if not isinstance(data, dict):
         raise ApiError([Issue(base, "the filter is an object of the list's filters")])
     names = set(filters.ViolationFilter.base_filters)
@@ -143,7 +191,7 @@ def filtered_violations(violations: QuerySet[Violation], data: object, *, base: 
     if not all(isinstance(value, str) for value in data.values()):
         bad = next(name for name, value in data.items() if not isinstance(value, str))
         raise ApiError([Issue(f"{base}/{bad}", "a filter value is a string")])
-    filterset = filters.ViolationFilter(data=data, queryset=violations)
+    filterset = filters.ViolationFilter(data=data, queryset=violations, caller=caller)
     if not filterset.is_valid():
         name, messages = next(iter(filterset.errors.items()))
         raise ApiError([Issue(f"{base}/{name}", str(messages[0]))])

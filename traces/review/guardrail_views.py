@@ -35,6 +35,7 @@ from traces.models import (
     LedgerDay,
     Violation,
     ViolationDay,
+    escalation_queue,
 )
 from traces.review import calibration, quality
 from traces.review.calibration_views import can_label, latest_calibration
@@ -224,6 +225,7 @@ class GuardrailDetailView(CurrentTenantRows, GuardrailPageMixin, TemplateView):
             "quality_periods": QUALITY_PERIODS,
             "guardrail": guardrail,
             "doc": guardrail.document,
+            "queue": escalation_queue(guardrail.document),
             "document_json": pretty_json(guardrail.document),
             "revisions": revisions,
             "revision_numbers": list(range(guardrail.revision, 0, -1)),

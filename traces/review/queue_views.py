@@ -5,6 +5,9 @@ The queue is the violation list's own filter (`ViolationPageFilter`) narrowed to
 the list's order (newest first). `?at=<pk>` shows one violation, `?after=<pk>` the first open
 one after it (which is where a review sends the reviewer next), wrapping to the start.
 A review posts to the usual review endpoint, whose `next` brings the reviewer back here.
+The page's own bar narrows the walk to a review queue (an escalate guardrail's
+`escalateTo`) and to who claimed the violations (`assignee`: me, nobody); each violation
+shows who holds it, and `c` claims or releases it (`traces.review.claims`), staying on it.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from django.views import View
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces.models import Violation
 from traces.review import workflow
-from traces.store import filters, timeline
-from traces.store.pages import guardrail_choices
+from traces.review.views import claim_context
+from traces.store import timeline
+from traces.store.pages import violation_filter
 
 #: j/k move, a/r/f review, n writes a note: shown on the page as well as bound.
 SHORTCUTS = [
@@ -31,7 +35,10 @@ SHORTCUTS = [
     ("r", "resolve"),
     ("f", "false positive"),
     ("n", "write a note"),
+    ("c", "claim or release"),
 ]
+#: The filters the page's own bar sets; the others come from the list and are kept as they are.
+BAR_FILTERS = ("queue", "assignee")
 REVIEW_KEYS = {"acknowledged": "a", "resolved": "r", "false-positive": "f"}
 
 
@@ -53,7 +60,7 @@ class ReviewQueueView(TenantScopedMixin, View):
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         data = request.GET.copy()
         data.pop("state", None)  # the queue is the open ones; `matching` counts every state
-        filterset = filters.ViolationPageFilter(data, guardrails=guardrail_choices(request))
+        filterset = violation_filter(request, data)
         form = filterset.form
         matching = filterset.apply(self.get_queryset().order_by("-created_at", "-pk"))
         queue = matching.filter(state=Violation.State.OPEN)
@@ -68,6 +75,8 @@ class ReviewQueueView(TenantScopedMixin, View):
             "shortcuts": SHORTCUTS,
             "filter_query": filter_query,
             "list_url": f"{reverse('violation-list')}?{filter_query}",
+            "bar_fields": [form[name] for name in BAR_FILTERS],
+            "kept_filters": [(name, str(value)) for name, value in request.GET.items() if self.kept(name, str(value))],
         }
         if current is not None:
             context.update(self.around(queue, current, filter_query))
@@ -103,12 +112,19 @@ class ReviewQueueView(TenantScopedMixin, View):
             "next_url": f"{base}at={following}" if following else "",
             "previous_url": f"{base}at={previous}" if previous else "",
             "after_url": f"{base}after={current.pk}",
+            "at_url": f"{base}at={current.pk}",
+            "claim": claim_context(current, self.caller),
             "steps": timeline.steps(document, withheld=current.trace.withheld),
             "details": timeline.pretty(current.result.details) if current.result.details else "",
             "review_actions": [
                 (state, label, REVIEW_KEYS.get(state, "")) for state, label in workflow.next_states(current.state)
             ],
         }
+
+    @staticmethod
+    def kept(name: str, value: str) -> bool:
+        """Whether the queue bar keeps a parameter as a hidden field: a filter of the list's."""
+        return bool(value) and name not in (*BAR_FILTERS, "at", "after", "before", "size", "state")
 
     @staticmethod
     def filter_query(request: HttpRequest) -> str:

@@ -29,6 +29,11 @@ class ViolationSerializer(serializers.Serializer):  # type: ignore[type-arg]
     reviewedBy = serializers.CharField(source="reviewer", allow_null=True)
     reviewedAt = serializers.DateTimeField(source="reviewed_at", allow_null=True)
     reviewNote = serializers.CharField(source="review_note")
+    queue = serializers.CharField(
+        allow_null=True, help_text="The review queue it landed in (an escalate guardrail's escalateTo), or null."
+    )
+    assignee = serializers.CharField(allow_null=True, help_text="Who claimed it (a user name or a key label), or null.")
+    assignedAt = serializers.DateTimeField(source="assigned_at", allow_null=True, help_text="When it was claimed.")
 
 
 class ViolationReviewSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -80,6 +85,16 @@ BULK_REVIEW_BODY = {
             "note": {"type": "string", "maxLength": workflow.MAX_NOTE},
         },
     }
+}
+
+CLAIM = {
+    "type": "object",
+    "required": ["id", "assignee", "assignedAt"],
+    "properties": {
+        "id": {"type": "integer"},
+        "assignee": {"type": "string", "nullable": True, "description": "Who holds it now; null: nobody."},
+        "assignedAt": {"type": "string", "format": "date-time", "nullable": True},
+    },
 }
 
 QUALITY_FIGURES = {

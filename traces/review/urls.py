@@ -14,6 +14,7 @@ urlpatterns = [
     path("violations/review/", views.ViolationBulkReviewView.as_view(), name="violation-review-bulk"),
     path("violations/<int:pk>/", views.ViolationDetailView.as_view(), name="violation-detail"),
     path("violations/<int:pk>/review/", views.ViolationReviewView.as_view(), name="violation-review"),
+    path("violations/<int:pk>/claim/", views.ViolationClaimView.as_view(), name="violation-claim"),
     path("calibrations/<int:pk>/", calibration_views.LabelView.as_view(), name="calibration-label"),
 ]
 
@@ -32,6 +33,8 @@ api_urlpatterns = [
     path("violations/review", api.ViolationBulkReviewView.as_view(), name="api-violations-review"),
     path("violations/<int:pk>", api.ViolationDetailView.as_view(), name="api-violation"),
     path("violations/<int:pk>/review", api.ViolationReviewView.as_view(), name="api-violation-review"),
+    path("violations/<int:pk>/claim", api.ViolationClaimView.as_view(), name="api-violation-claim"),
+    path("violations/<int:pk>/unclaim", api.ViolationUnclaimView.as_view(), name="api-violation-unclaim"),
 ]
 
 guardrail_api_urlpatterns = [

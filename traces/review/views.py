@@ -29,9 +29,9 @@ from kindgi_console.paging import PAGE_SIZES, keyset_page
 from kindgi_console.tenancy.scoping import current_rows
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces.models import EvaluationResult, RunTrace, Violation, ViolationDay, ViolationReview
-from traces.review import forms, workflow
+from traces.review import claims, forms, workflow
 from traces.store import filters, timeline, violation_days
-from traces.store.pages import chart_data, chart_days, guardrail_choices
+from traces.store.pages import chart_data, chart_days, violation_filter
 
 
 def violation_count() -> Subquery:
@@ -161,6 +161,9 @@ def violation_rows(violations: QuerySet[Violation]) -> QuerySet[Violation]:
         "state",
         "reviewed_at",
         "reviewed_by_label",
+        "queue",
+        "assignee",
+        "assigned_at",
         "guardrail__guardrail_id",
         "guardrail__name",
         "trace__trace_id",
@@ -175,7 +178,7 @@ class ViolationListView(TenantScopedMixin, View):
     template_name = "traces/violation_list.html"
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        filterset = filters.ViolationPageFilter(request.GET, guardrails=guardrail_choices(self.request))
+        filterset = violation_filter(request, request.GET)
         form = filterset.form
         page = keyset_page(request, violation_rows(filterset.apply(self.get_queryset())), "created_at")
         query = request.GET.copy()
@@ -213,7 +216,7 @@ class ViolationChartView(TenantScopedMixin, View):
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         by = "severity" if request.GET.get("by") == "severity" else "guardrail"
-        filterset = filters.ViolationPageFilter(request.GET, guardrails=guardrail_choices(self.request))
+        filterset = violation_filter(request, request.GET)
         form = cast(PageFilterForm, filterset.form)
         first, last = chart_days(form)
         violations = filterset.apply(self.get_queryset()).filter(
@@ -259,12 +262,25 @@ class ViolationDetailView(TenantScopedMixin, DetailView):  # type: ignore[type-a
         violation: Violation = self.object
         context.update(
             next_states=workflow.next_states(violation.state),
+            claim=claim_context(violation, self.caller),
             history=list(violation.reviews.all()),
             details=timeline.pretty(violation.result.details) if violation.result.details else "",
             form=forms.ReviewForm(),
             nav_active="violations",
         )
         return context
+
+
+def claim_context(violation: Violation, caller: Any) -> dict[str, Any]:
+    """What the claim card of a violation shows the person: whether they hold it, may claim
+    it (nobody does and it is not closed) or may release it (theirs, or they are an admin)."""
+    mine = violation.assignee is not None and violation.assignee == caller.label
+    others = violation.assignee is not None and not mine
+    return {
+        "mine": mine,
+        "may_claim": violation.assignee is None and violation.state not in claims.CLOSED,
+        "may_release": mine or (others and claims.may_release_others(caller, violation.tenant_id)),
+    }
 
 
 def _back(request: HttpRequest, fallback: str) -> str:
@@ -304,6 +320,31 @@ class ViolationReviewView(TenantScopedMixin, View):
         return HttpResponseRedirect(target)
 
 
+class ViolationClaimView(TenantScopedMixin, View):
+    """POST `action=claim` or `unclaim`: take or release one violation (from its page or the
+    review queue), then back to where it was asked, saying what happened."""
+
+    model = Violation
+    http_method_names = ["post"]
+    scope = "review"
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        if not self.get_queryset().filter(pk=pk).exists():
+            raise Http404
+        target = _back(request, reverse("violation-detail", args=[pk]))
+        release = request.POST.get("action") == "unclaim"
+        try:
+            done = claims.unclaim(pk, self.caller) if release else claims.claim(pk, self.caller)
+        except claims.ClaimError as error:
+            messages.error(request, f"Not changed: {error.issues[0].message}.")
+            return HttpResponseRedirect(target)
+        if release:
+            messages.success(request, f"Violation {pk} is released: anyone may claim it.")
+        else:
+            messages.success(request, f"Violation {pk} is yours since {done.assigned_at:%H:%M}: others see it claimed.")
+        return HttpResponseRedirect(target)
+
+
 class ViolationBulkReviewView(TenantScopedMixin, View):
     """POST: review the ticked violations, or every one the list's filter selects."""
 
@@ -335,9 +376,7 @@ class ViolationBulkReviewView(TenantScopedMixin, View):
     def _selection(self, request: HttpRequest) -> QuerySet[Violation] | None:
         if request.POST.get("scope") == "filter":
             # The list's filter comes as hidden f-<name> fields, apart from the new `state`.
-            filterset = filters.ViolationPageFilter(
-                request.POST, prefix="f", guardrails=guardrail_choices(self.request)
-            )
+            filterset = violation_filter(request, request.POST, prefix="f")
             return filterset.apply(self.get_queryset())
         ids = [int(raw) for raw in request.POST.getlist("ids") if raw.isdigit()]
         return self.get_queryset().filter(pk__in=ids) if ids else None

@@ -37,7 +37,7 @@ from guardrails.engine.types import Context, Mode, Result
 from guardrails.services import Enforced
 from kindgi_console import instruments
 from traces.judge.services import EvaluationServices
-from traces.models import Evaluation, EvaluationChunk, RunTrace
+from traces.models import Evaluation, EvaluationChunk, RunTrace, escalation_queue
 from traces.store.bulk_postgres import write_with_copy
 from traces.store.bulk_sqlite import sqlite_variable_limit, write_with_inserts
 from traces.store.columns import ResultRow
@@ -184,7 +184,7 @@ def evaluate_rows(
             plan = plans[key] = engine.plan(guardrails, Context(mode, *key, services=bound))
         verdict = plan.verdict
         tenant_id, trace_pk, agent, flow = trace.tenant_id, trace.pk, trace.agent or "", trace.flow or ""
-        for index, guardrail_pk, revision_pk, action, severity, shadow, item in targets:
+        for index, guardrail_pk, revision_pk, action, severity, queue, shadow, item in targets:
             if shadow and not item.sampled(trace.trace_id):
                 continue
             started = perf_counter()
@@ -220,6 +220,7 @@ def evaluate_rows(
                         0,
                         action,
                         severity,
+                        queue,
                         agent,
                         flow,
                     ),
@@ -320,7 +321,7 @@ def result_rows(
 ) -> list[ResultRow]:
     # By guardrail and revision: a guardrail in shadow beside its enforced revision gives a
     # result of each; a guardrail evaluated at one revision is found by its id alone.
-    targets: dict[tuple[str, int | None], tuple[tuple[int, int, str, str], bool] | None] = {}
+    targets: dict[tuple[str, int | None], tuple[tuple[int, int, str, str, str | None], bool] | None] = {}
     for item in enforced:
         targets[(item.guardrail.id, item.guardrail.revision)] = (_target(item), item.shadow)
         key = (item.guardrail.id, None)
@@ -332,13 +333,14 @@ def result_rows(
             found = targets.get((result.guardrail, result.revision)) or targets.get((result.guardrail, None))
             if found is None or (result.status == "skipped" and evaluation_id is None):
                 continue
-            target, shadow = found
+            (guardrail_pk, revision_pk, action, severity, queue), shadow = found
             skip, details = _stored_details(result.status, result.details)
             rows.append(
                 ResultRow(
                     trace.tenant_id,
                     trace.pk,
-                    *target[:2],
+                    guardrail_pk,
+                    revision_pk,
                     evaluation_id,
                     mode,
                     result.status,
@@ -349,7 +351,9 @@ def result_rows(
                     skip,
                     shadow,
                     *stage,
-                    *target[2:],
+                    action,
+                    severity,
+                    queue,
                     trace.agent or "",
                     trace.flow or "",
                 )
@@ -357,7 +361,9 @@ def result_rows(
     return rows
 
 
-def _target(item: Enforced) -> tuple[int, int, str, str]:
+def _target(item: Enforced) -> tuple[int, int, str, str, str | None]:
+    """What a result row names of its guardrail: the guardrail and revision keys, and what
+    a violation copies of the revision (its action, severity and review queue)."""
     revision = item.revision
     document = revision.document
     return (
@@ -365,6 +371,7 @@ def _target(item: Enforced) -> tuple[int, int, str, str]:
         revision.pk,
         str(document["action"]["on-violation"]),
         str(document.get("severity") or ""),
+        escalation_queue(document),
     )
 
 

@@ -29,7 +29,7 @@ from traces.models import EvaluationResult, RunTrace, Violation
 
 class ResultRow(NamedTuple):
     """One result to store, in `RESULT.written` order, then what its violation copies
-    (the guardrail's action and severity, the trace's agent and flow)."""
+    (the guardrail's action, severity and review queue, the trace's agent and flow)."""
 
     tenant_id: int
     trace_id: int
@@ -48,6 +48,7 @@ class ResultRow(NamedTuple):
     step: int
     action: str
     severity: str
+    queue: str | None  # the revision's review queue (`escalation_queue`), None: none
     agent: str
     flow: str
 
@@ -170,6 +171,7 @@ VIOLATION = TableColumns.of(
         "evaluation_id",
         "action",
         "severity",
+        "queue",
         "mode",
         "reason",
         "agent",
@@ -207,6 +209,7 @@ def violation_row(row: ResultRow, result_id: int, created_at: Any) -> tuple[Any,
         row.evaluation_id,
         row.action,
         row.severity,
+        row.queue,
         row.mode,
         row.reason,
         row.agent,

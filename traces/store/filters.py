@@ -29,6 +29,7 @@ from kindgi_console.filters import (
     StrictFilterSet,
     UtcDateTimeFilter,
 )
+from kindgi_console.tenancy.scoping import Caller
 from traces.models import MODES, EvaluationResult, JudgeLedgerEntry, LedgerDay, RunTrace, Upload, Violation
 
 SEVERITIES = [(name, name) for name in ("info", "warn", "error", "critical")]
@@ -173,7 +174,14 @@ def found_by_run(evaluation_id: int) -> Exists:
     )
 
 
+#: `assignee=` values that name no one in particular: the caller, and nobody (unclaimed).
+ME, NOBODY = "me", "none"
+
+
 class ViolationFilter(StrictFilterSet):
+    """The filters of `GET violations`. `assignee=me` needs to know who asks: the request's
+    caller (the API's), or the `caller` given (a page, a bulk review)."""
+
     # Declared as Filter: the page's FilterSet gives them other kinds (or none).
     guardrail: django_filters.Filter = django_filters.CharFilter(field_name="guardrail__guardrail_id")
     severity = django_filters.ChoiceFilter(choices=SEVERITIES)
@@ -184,12 +192,35 @@ class ViolationFilter(StrictFilterSet):
     tenant: django_filters.Filter | None = django_filters.CharFilter(field_name="tenant__slug")
     state = django_filters.ChoiceFilter(choices=Violation.State.choices)
     evaluation = IdFilter(method="filter_evaluation", help_text="a run that found it (first or again)")
+    queue: django_filters.Filter = django_filters.CharFilter(
+        help_text="the review queue it landed in (an escalate guardrail's escalateTo)"
+    )
+    assignee: django_filters.Filter = django_filters.CharFilter(
+        method="filter_assignee",
+        help_text="who claimed it: `me` (the caller), `none` (nobody), or a user name or API key label",
+    )
     since: django_filters.Filter = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
     until: django_filters.Filter = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Violation
         fields: list[str] = []
+
+    def __init__(self, data: Any = None, *args: Any, caller: Caller | None = None, **kwargs: Any) -> None:
+        super().__init__(data, *args, **kwargs)
+        if caller is None and self.request is not None:
+            caller = Caller.from_request(self.request, getattr(self.request, "auth", None))
+        self.caller = caller
+
+    def filter_assignee(self, violations: QuerySet[Violation], name: str, value: str) -> QuerySet[Violation]:
+        """Claimed by nobody (`none`), by the caller (`me`), or by the one named."""
+        if value == NOBODY:
+            return violations.filter(assignee__isnull=True)
+        if value == ME:
+            if self.caller is None or not self.caller.is_authenticated:
+                return violations.none()
+            value = self.caller.label
+        return violations.filter(assignee=value)
 
     def filter_evaluation(self, violations: QuerySet[Violation], name: str, value: int) -> QuerySet[Violation]:
         """The violations of the findings a run failed: those it stored first, and those
@@ -199,6 +230,7 @@ class ViolationFilter(StrictFilterSet):
 
 ACTIONS = ("halt", "retry", "escalate", "log-only")
 YES_NO = [("yes", "Yes"), ("no", "No")]
+ASSIGNEES = [(ME, "Me"), (NOBODY, "Nobody (unclaimed)")]
 
 
 def _pairs(values: tuple[str, ...] | list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -235,7 +267,8 @@ class TracePageFilter(PageFilterSet, TraceFilter):
 
 class ViolationPageFilter(PageFilterSet, ViolationFilter):
     """The violation list page, its charts, its bulk review and the review queue: every filter
-    of `GET violations` in the current tenant, with selects for the guardrails and actions."""
+    of `GET violations` in the current tenant, with selects for the guardrails, actions,
+    review queues (`queues`: those the guardrails name) and who claimed it."""
 
     tenant = None  # the page lists the current tenant's violations
     guardrail = django_filters.ChoiceFilter(field_name="guardrail__guardrail_id", empty_label="Any", label="Guardrail")
@@ -244,9 +277,26 @@ class ViolationPageFilter(PageFilterSet, ViolationFilter):
     state = django_filters.ChoiceFilter(choices=_pairs(tuple(Violation.State.values)), empty_label="Any", label="State")
     mode = django_filters.ChoiceFilter(choices=_pairs(MODES), empty_label="Any", label="Mode")
     evaluation = IdFilter(method="filter_evaluation", label="Run")
+    queue = django_filters.ChoiceFilter(empty_label="Any", label="Queue")
+    assignee = django_filters.ChoiceFilter(
+        choices=ASSIGNEES, empty_label="Anyone or nobody", label="Claimed by", method="filter_assignee"
+    )
     since = DayFilter(field_name="created_at", label="Since")
     until = DayFilter(field_name="created_at", end=True, label="Until")
-    field_order = ("guardrail", "severity", "action", "state", "mode", "agent", "evaluation", "flow", "since", "until")
+    field_order = (
+        "guardrail",
+        "severity",
+        "action",
+        "state",
+        "mode",
+        "agent",
+        "evaluation",
+        "flow",
+        "queue",
+        "assignee",
+        "since",
+        "until",
+    )
     widget_attrs = {
         "agent": {"placeholder": "any agent"},
         "flow": {"placeholder": "any flow"},
@@ -256,9 +306,17 @@ class ViolationPageFilter(PageFilterSet, ViolationFilter):
     class Meta(ViolationFilter.Meta):
         form = PageFilterForm
 
-    def __init__(self, data: Any = None, *args: Any, guardrails: list[tuple[str, str]], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        data: Any = None,
+        *args: Any,
+        guardrails: list[tuple[str, str]],
+        queues: list[tuple[str, str]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(data, *args, **kwargs)
         self.filters["guardrail"].extra["choices"] = guardrails
+        self.filters["queue"].extra["choices"] = queues or []
 
 
 class LedgerFilter(StrictFilterSet):

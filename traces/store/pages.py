@@ -1,5 +1,6 @@
-"""What the pages of several contexts share: the guardrails a person may filter by, and the
-stacked bar charts of the violation and ledger pages."""
+"""What the pages of several contexts share: the guardrails and review queues a person may
+filter by, the violation pages' filter, and the stacked bar charts of the violation and
+ledger pages."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.http import HttpRequest
 from django.utils import timezone
 
-from guardrails.models import Guardrail
+from guardrails.models import Guardrail, GuardrailRevision
 from kindgi_console.filters import PageFilterForm
 from kindgi_console.tenancy.scoping import Caller
+from traces.models import escalation_queue
+from traces.store.filters import ViolationPageFilter
 
 #: How far back charts look when the filter names no start.
 CHART_DAYS = 30
@@ -24,6 +29,34 @@ def guardrail_choices(request: HttpRequest) -> list[tuple[str, str]]:
     own, deleted ones too: history names them), for the filters."""
     visible = Guardrail.objects.for_caller(Caller(user=request.user))
     return [(gid, gid) for gid in visible.order_by("guardrail_id").values_list("guardrail_id", flat=True)]
+
+
+def queue_choices(request: HttpRequest) -> list[tuple[str, str]]:
+    """(name, name) of the review queues that the revisions of the guardrails the person may
+    read name (deleted guardrails' too): every queue a violation they see can be in, since
+    a violation's queue is its revision's (`escalation_queue`). Only the documents that
+    mention `escalate` are read and parsed."""
+    visible = Guardrail.objects.for_caller(Caller(user=request.user))
+    documents = (
+        GuardrailRevision.objects.filter(guardrail__in=visible)
+        .annotate(text=Cast("document", TextField()))
+        .filter(text__contains='"escalate"')
+        .values_list("document", flat=True)
+    )
+    names = {escalation_queue(document) for document in documents if isinstance(document, dict)}
+    return [(name, name) for name in sorted(name for name in names if name)]
+
+
+def violation_filter(request: HttpRequest, data: Any, **kwargs: Any) -> ViolationPageFilter:
+    """The violation pages' filter of `data` (the list, its chart, a bulk review, the review
+    queue), with the person's guardrails and queues to choose from and `assignee=me` theirs."""
+    return ViolationPageFilter(
+        data,
+        guardrails=guardrail_choices(request),
+        queues=queue_choices(request),
+        caller=Caller(user=request.user),
+        **kwargs,
+    )
 
 
 def chart_days(form: PageFilterForm) -> tuple[date, date]:

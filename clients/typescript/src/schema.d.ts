@@ -836,6 +836,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/violations/{id}/claim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description `POST violations/{id}/claim`: take the violation, so that other reviewers see that it
+         *     is handled (`traces.review.claims`). Claiming one's own again changes nothing; one that
+         *     someone else holds, or a closed one, is 409 saying who holds it and since when.
+         */
+        post: operations["violations_claim"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/violations/{id}/review": {
         parameters: {
             query?: never;
@@ -852,6 +873,26 @@ export interface paths {
          *     its state does not allow is 400 naming `/state`; a violation the caller cannot see, 404.
          */
         post: operations["violations_review"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/violations/{id}/unclaim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description `POST violations/{id}/unclaim`: release the violation (its holder, or an admin of the
+         *     tenant); another's claim is 409 naming who holds it. Releasing an unclaimed one changes nothing.
+         */
+        post: operations["violations_unclaim"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1456,6 +1497,13 @@ export interface components {
         Violation: {
             action: string;
             agent: string;
+            /**
+             * Format: date-time
+             * @description When it was claimed.
+             */
+            assignedAt: string | null;
+            /** @description Who claimed it (a user name or a key label), or null. */
+            assignee: string | null;
             /** Format: date-time */
             createdAt: string;
             evaluation: number | null;
@@ -1463,6 +1511,8 @@ export interface components {
             guardrail: string;
             id: number;
             mode: string;
+            /** @description The review queue it landed in (an escalate guardrail's escalateTo), or null. */
+            queue: string | null;
             reason: string;
             /** Format: date-time */
             reviewedAt: string | null;
@@ -1477,6 +1527,13 @@ export interface components {
         ViolationDetail: {
             action: string;
             agent: string;
+            /**
+             * Format: date-time
+             * @description When it was claimed.
+             */
+            assignedAt: string | null;
+            /** @description Who claimed it (a user name or a key label), or null. */
+            assignee: string | null;
             /** Format: date-time */
             createdAt: string;
             evaluation: number | null;
@@ -1484,6 +1541,8 @@ export interface components {
             guardrail: string;
             id: number;
             mode: string;
+            /** @description The review queue it landed in (an escalate guardrail's escalateTo), or null. */
+            queue: string | null;
             reason: string;
             /** Format: date-time */
             reviewedAt: string | null;
@@ -2305,9 +2364,9 @@ export interface operations {
                     /** @default true */
                     enabled?: boolean;
                     /** @enum {string} */
-                    kind: "violations" | "spend" | "run_failed" | "upload_failed" | "precision";
+                    kind: "violations" | "spend" | "run_failed" | "upload_failed" | "precision" | "queue_size" | "queue_age";
                     name: string;
-                    /** @description By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when 1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may fire), windowDays (1-366, 30). run_failed, upload_failed: none. */
+                    /** @description By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when 1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may fire), windowDays (1-366, 30). queue_size: queue (required: a review queue, the escalateTo of an escalate guardrail), threshold (required: fires over this many open violations in it). queue_age: queue (required), maxAgeMinutes (required: fires when its oldest open violation that nobody claimed waits longer). run_failed, upload_failed: none. */
                     params?: Record<string, never>;
                     /** @description The tenant's slug (a tenant-bound key writes its own). */
                     tenant?: string;
@@ -2330,9 +2389,9 @@ export interface operations {
                         enabled: boolean;
                         id?: number;
                         /** @enum {string} */
-                        kind?: "violations" | "spend" | "run_failed" | "upload_failed" | "precision";
+                        kind?: "violations" | "spend" | "run_failed" | "upload_failed" | "precision" | "queue_size" | "queue_age";
                         name?: string;
-                        /** @description By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when 1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may fire), windowDays (1-366, 30). run_failed, upload_failed: none. */
+                        /** @description By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when 1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may fire), windowDays (1-366, 30). queue_size: queue (required: a review queue, the escalateTo of an escalate guardrail), threshold (required: fires over this many open violations in it). queue_age: queue (required), maxAgeMinutes (required: fires when its oldest open violation that nobody claimed waits longer). run_failed, upload_failed: none. */
                         params?: Record<string, never>;
                         /** @description The tenant's slug (a tenant-bound key writes its own). */
                         tenant?: string;
@@ -2471,9 +2530,9 @@ export interface operations {
                         enabled: boolean;
                         id?: number;
                         /** @enum {string} */
-                        kind?: "violations" | "spend" | "run_failed" | "upload_failed" | "precision";
+                        kind?: "violations" | "spend" | "run_failed" | "upload_failed" | "precision" | "queue_size" | "queue_age";
                         name?: string;
-                        /** @description By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when 1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may fire), windowDays (1-366, 30). run_failed, upload_failed: none. */
+                        /** @description By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when 1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may fire), windowDays (1-366, 30). queue_size: queue (required: a review queue, the escalateTo of an escalate guardrail), threshold (required: fires over this many open violations in it). queue_age: queue (required), maxAgeMinutes (required: fires when its oldest open violation that nobody claimed waits longer). run_failed, upload_failed: none. */
                         params?: Record<string, never>;
                         /** @description The tenant's slug (a tenant-bound key writes its own). */
                         tenant?: string;
@@ -2570,9 +2629,9 @@ export interface operations {
                     /** @default true */
                     enabled?: boolean;
                     /** @enum {string} */
-                    kind: "violations" | "spend" | "run_failed" | "upload_failed" | "precision";
+                    kind: "violations" | "spend" | "run_failed" | "upload_failed" | "precision" | "queue_size" | "queue_age";
                     name: string;
-                    /** @description By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when 1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may fire), windowDays (1-366, 30). run_failed, upload_failed: none. */
+                    /** @description By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when 1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may fire), windowDays (1-366, 30). queue_size: queue (required: a review queue, the escalateTo of an escalate guardrail), threshold (required: fires over this many open violations in it). queue_age: queue (required), maxAgeMinutes (required: fires when its oldest open violation that nobody claimed waits longer). run_failed, upload_failed: none. */
                     params?: Record<string, never>;
                     /** @description The tenant's slug (a tenant-bound key writes its own). */
                     tenant?: string;
@@ -2595,9 +2654,9 @@ export interface operations {
                         enabled: boolean;
                         id?: number;
                         /** @enum {string} */
-                        kind?: "violations" | "spend" | "run_failed" | "upload_failed" | "precision";
+                        kind?: "violations" | "spend" | "run_failed" | "upload_failed" | "precision" | "queue_size" | "queue_age";
                         name?: string;
-                        /** @description By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when 1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may fire), windowDays (1-366, 30). run_failed, upload_failed: none. */
+                        /** @description By kind. violations: guardrail, severity, action, windowDays (1-31), threshold and/or factor, minCount. spend: amountUsd and/or overBudgetCalls, period (day, month), guardrail. precision: guardrail (required, one the tenant sees), threshold (required, above 0 and at most 1: fires when 1 - false positives / reviewed falls under it), minReviewed (10: reviews needed before it may fire), windowDays (1-366, 30). queue_size: queue (required: a review queue, the escalateTo of an escalate guardrail), threshold (required: fires over this many open violations in it). queue_age: queue (required), maxAgeMinutes (required: fires when its oldest open violation that nobody claimed waits longer). run_failed, upload_failed: none. */
                         params?: Record<string, never>;
                         /** @description The tenant's slug (a tenant-bound key writes its own). */
                         tenant?: string;
@@ -8361,6 +8420,8 @@ export interface operations {
             query?: {
                 action?: string;
                 agent?: string;
+                /** @description who claimed it: `me` (the caller), `none` (nobody), or a user name or API key label */
+                assignee?: string;
                 /** @description The `next` link's cursor. */
                 cursor?: string;
                 evaluation?: number | string;
@@ -8373,6 +8434,8 @@ export interface operations {
                  *     * `ci` - ci
                  */
                 mode?: "ci" | "runtime";
+                /** @description the review queue it landed in (an escalate guardrail's escalateTo) */
+                queue?: string;
                 /**
                  * @description * `info` - info
                  *     * `warn` - warn
@@ -8557,6 +8620,134 @@ export interface operations {
             };
         };
     };
+    violations_claim: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: date-time */
+                        assignedAt: string | null;
+                        /** @description Who holds it now; null: nobody. */
+                        assignee: string | null;
+                        id: number;
+                    };
+                };
+            };
+            /** @description A parameter or the body is invalid: each error names its field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description Too many requests from this caller: retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The database is unavailable: retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+        };
+    };
     violations_review: {
         parameters: {
             query?: never;
@@ -8668,6 +8859,134 @@ export interface operations {
                             path: string;
                         }[];
                     };
+                };
+            };
+            /** @description Too many requests from this caller: retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The database is unavailable: retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+        };
+    };
+    violations_unclaim: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: date-time */
+                        assignedAt: string | null;
+                        /** @description Who holds it now; null: nobody. */
+                        assignee: string | null;
+                        id: number;
+                    };
+                };
+            };
+            /** @description A parameter or the body is invalid: each error names its field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        errors: {
+                            message: string;
+                            /** @description JSON pointer of the field */
+                            path: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Errors"];
                 };
             };
             /** @description Too many requests from this caller: retry later. */

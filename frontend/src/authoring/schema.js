@@ -108,7 +108,7 @@ export const HELP = {
   "action/on-violation": "halt fails the turn and withholds its answer; anything else only records a violation.",
   "action/retry": "Attempts asked for when on-violation is retry (recorded only).",
   "action/retry/maxAttempts": "How many attempts the retry asks for.",
-  "action/escalateTo": "Reviewer role or queue for escalate (recorded only).",
+  "action/escalateTo": "The review queue that escalate puts its violations in (escalations when empty).",
   "action/compensateWith": "Compensating tool for compensate (recorded only).",
   severity: "How serious a failure is; the review queue sorts by it.",
   scope: "Where it applies; without a scope it applies to every run.",
