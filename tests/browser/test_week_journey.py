@@ -7,7 +7,8 @@ through the Python client, and the author sees what each guardrail would have ca
 promotes them. The reviewer compares this week with last, follows a count to the newly
 failing traces, reviews from the queue, labels a calibration sample of a zero-llm guardrail
 and sees its precision and recall; a second reviewer labels the same sample and the
-agreement between them shows; an escalated violation is claimed from its queue.
+agreement between them shows; an escalated violation is claimed from its queue, and the
+second reviewer sees who holds it.
 """
 
 from __future__ import annotations
@@ -215,6 +216,20 @@ def test_a_week_in_the_console(browser: Browser, live_server: Any, settings: Any
     expect(people).to_contain_text(f"{agreed} of 6")
     expect(second_reviewer.locator("[data-people-disagreements]")).to_contain_text("acme-second-reviewer")
     screenshot(second_reviewer, "week-agreement-between-reviewers")
+
+    # Escalation goes somewhere: the overview counts the support leads' queue, a reviewer
+    # claims its next violation, and the second reviewer sees who holds it.
+    reviewer.goto("/")
+    reviewer.locator("tr[data-queue='support-leads'] td").nth(2).get_by_role("link").click()  # its unclaimed
+    reviewer.wait_for_url("**/violations/queue/?queue=support-leads&assignee=none")
+    claimed = int(reviewer.locator("#what-title").inner_text().split("#")[1])
+    reviewer.keyboard.press("c")
+    expect(reviewer.locator("[data-claim-status]")).to_contain_text("You hold it")
+    assert Violation.objects.get(pk=claimed).assignee == "acme-reviewer"
+    second_reviewer.goto(f"/violations/{claimed}/")
+    expect(second_reviewer.locator("[data-assignee]")).to_have_text("acme-reviewer")
+    expect(second_reviewer.get_by_role("button", name="Claim it")).to_have_count(0)
+    screenshot(second_reviewer, "week-claimed-by-another")
 
     for page in (author, admin, reviewer, second_reviewer):
         assert page.script_errors == []  # type: ignore[attr-defined]
