@@ -174,6 +174,10 @@ def test_a_week_in_the_console(browser: Browser, live_server: Any, settings: Any
     row = reviewer.locator(f"#run-compare tr[data-guardrail='{TOOL_ORDER}']")
     newly = row.locator("[data-count='newly-failing']")
     expect(newly).to_have_text("8", timeout=30_000)  # the eight turns revision 1 let through
+    revisions = reviewer.locator("#run-compare tbody tr[data-guardrail]").count()
+    expect(reviewer.locator("#compared-title + .card__subtitle")).to_have_text(
+        f"{revisions} of {revisions} guardrail revisions"
+    )
     screenshot(reviewer, "week-compare")
     newly.click()
     listed = reviewer.locator("#compare-traces tbody tr")

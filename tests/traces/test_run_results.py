@@ -224,6 +224,9 @@ def test_the_compare_page_links_every_count_and_says_what_was_not_compared(alice
         assert f'href="{base}{kind}" data-count="{kind}"' in html
     assert 'id="not-compared"' in html and "billing-only" in html and "skipped by the guardrail&#x27;s scope" in html
     assert f"/evaluations/{after.pk}/results/?guardrail=billing-only&amp;status=skipped" in html
+    compared = html.count('data-count="newly-failing"')
+    revisions = after.results.values("revision").distinct().count()
+    assert 0 < compared < revisions and f"{compared} of {revisions} guardrail revisions" in html
     newly = client.get(
         f"/evaluations/{after.pk}/compare/traces/?guardrail=no-refunds&revision=2&change=newly-failing"
     ).content.decode()

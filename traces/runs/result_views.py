@@ -102,6 +102,7 @@ class RunCompareView(TenantScopedMixin, View):
                 "comparison": comparison,
                 "compared": [row for row in rows if row["compared"]],
                 "not_compared": [row for row in rows if not row["compared"]],
+                "revisions": len(rows),
                 "done": done,
                 "status_url": compare_api_url(run, other),
                 "waiting_for": waiting,
