@@ -135,6 +135,10 @@ def test_a_week_in_the_console(browser: Browser, live_server: Any, settings: Any
     caught = author.locator("#shadow table tbody tr").first
     expect(caught).to_contain_text("4 would have been violations")
     screenshot(author, "week-shadow-caught")
+    author.goto(f"/guardrails/{JUDGE}/")
+    judged = author.locator("#shadow table tbody tr").first
+    expect(judged.locator("td").first).to_have_text("12")  # the demo judge read every turn, offline
+    expect(judged).to_contain_text("would have been violations")
     for guardrail_id in (TOOL_ORDER, JUDGE):
         author.goto(f"/guardrails/{guardrail_id}/")
         author.once("dialog", lambda dialog: dialog.accept())
