@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -99,3 +100,31 @@ def test_runconsole_starts_again_a_worker_that_dies(tmp_path: Path) -> None:
         console.terminate()
         console.wait(timeout=30)
     assert "The background worker exited (code -9); starting a new one." in (tmp_path / "console.log").read_text()
+
+
+def test_a_second_sigterm_while_the_worker_shuts_down_kills_it_at_once() -> None:
+    """An operator who presses Ctrl-C twice (or a supervisor that signals twice) while the
+    worker finishes its task: runconsole ends and so does its worker, at once, instead of
+    the worker living on, orphaned, in a warm shutdown."""
+    from kindgi_console.management.commands.runconsole import _stop
+
+    slow = subprocess.Popen(["bash", "-c", "trap '' TERM; sleep 60 & wait"])  # a warm shutdown that takes long
+    time.sleep(0.2)  # (bash has set its trap)
+
+    def second_sigterm(*_: Any) -> None:
+        raise SystemExit(0)  # what runconsole's SIGTERM handler does
+
+    previous = signal.signal(signal.SIGALRM, second_sigterm)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(SystemExit):
+            _stop(slow)
+        ended = slow.poll()  # when _stop gave up waiting
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if slow.poll() is None:
+            slow.kill()
+            slow.wait()
+    assert ended == -signal.SIGKILL and time.monotonic() - started < 5

@@ -177,7 +177,9 @@ class WorkerSupervisor(threading.Thread):
 
 
 def _stop(worker: subprocess.Popen[bytes]) -> None:
-    """Ask the worker to finish its task; kill it if it has not within a few seconds.
+    """Ask the worker to finish its task; kill it if it has not within a few seconds, or
+    at once when a second Ctrl-C or SIGTERM comes while waiting (the impatient operator's
+    second press must not leave the worker running on, orphaned).
 
     Killing loses nothing: tasks are acknowledged late and a run's chunks are leased, so
     the next worker takes them over.
@@ -188,3 +190,7 @@ def _stop(worker: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         worker.kill()
         worker.wait()
+    except BaseException:  # SystemExit (SIGTERM) or KeyboardInterrupt while waiting
+        worker.kill()
+        worker.wait()
+        raise
