@@ -125,6 +125,35 @@ def test_a_turn_checked_at_input_tool_calls_and_output_is_one_trace_with_results
     assert "at tool-call (call 2)" in page and "at output" in page
 
 
+def test_calls_run_side_by_side_may_finish_in_any_order_and_the_turn_stays_one_trace(
+    api: Any, acme_key: str, output_guardrails: Any
+) -> None:
+    """LangGraph runs two tool calls at once: the second is proposed before the first has its
+    result, and the first's result comes later. Every stored call may gain its result."""
+    client = api(acme_key)
+    second = {**LOOKUP, "id": "c3", "arguments": {"order": "5678"}}
+    done = {"result": {"status": "delivered"}}
+    steps = [
+        ("tool-call", with_calls("turn-1", LOOKUP)),
+        ("tool-call", with_calls("turn-1", LOOKUP, second)),
+        ("output", {**make_trace("turn-1"), "toolCalls": [{**LOOKUP, **done}, {**second, **done}]}),
+    ]
+    statuses = [evaluate(client, trace, stage).json()["trace"]["status"] for stage, trace in steps]
+    assert statuses == ["created", "updated", "updated"]
+    stored = RunTrace.objects.get()
+    assert [call.get("result") for call in stored.document["toolCalls"]] == [done["result"]] * 2
+    assert sorted(EvaluationResult.objects.values_list("stage", "step", "guardrail__guardrail_id")) == [
+        ("output", 0, "cites"),
+        ("output", 0, "no-refunds"),
+        ("output", 0, "says-refund"),
+        ("tool-call", 0, "no-refunds"),
+        ("tool-call", 1, "no-refunds"),
+    ]
+    # A call's result, once stored, is kept: changing it is a rewrite.
+    changed = {**steps[2][1], "toolCalls": [{**LOOKUP, "result": "other"}, {**second, **done}]}
+    assert evaluate(client, changed, "output").json()["trace"]["status"] == "conflict"
+
+
 def test_a_document_that_rewrites_the_stored_turn_is_still_a_conflict(
     api: Any, acme_key: str, output_guardrails: Any
 ) -> None:

@@ -22,12 +22,17 @@ UPDATED = "updated"
 
 def extends(stored: dict[str, Any], later: dict[str, Any]) -> bool:
     """Whether `later` is `stored` carried further: every stored field kept as it was, except
-    messages and tool calls appended (the last stored call may gain its result: it was the
-    proposed one) and usage and end time updated; new fields (the output) added."""
+    messages and tool calls appended (the last stored message may be completed; any stored
+    call may gain its result or error: calls run side by side, as LangGraph runs them, finish
+    in any order, so an earlier call's result can come after a later call was proposed) and
+    usage and end time updated; new fields (the output) added."""
     for name, value in stored.items():
         if name in GROWING:
             continue
-        if name in APPENDED:
+        if name == "toolCalls":
+            if not _appended(value, later.get(name), every_item_grows=True):
+                return False
+        elif name in APPENDED:
             if not _appended(value, later.get(name)):
                 return False
         elif later.get(name, _ABSENT) != value:
@@ -38,19 +43,29 @@ def extends(stored: dict[str, Any], later: dict[str, Any]) -> bool:
 _ABSENT = object()
 
 
-def _appended(stored: object, later: object) -> bool:
+def _appended(stored: object, later: object, every_item_grows: bool = False) -> bool:
+    """`later` holds `stored`'s items first, each kept; the last (with `every_item_grows`,
+    every one) may gain keys, never change or lose one."""
     if not isinstance(stored, list) or not isinstance(later, list) or len(later) < len(stored):
         return False
     if not stored:
         return True
-    *kept, last = stored
-    if later[: len(kept)] != kept:
-        return False
-    carried = later[len(kept)]
+    if not every_item_grows:
+        *kept, last = stored
+        if later[: len(kept)] != kept:
+            return False
+        return _grown(last, later[len(kept)])
+    return all(_grown(item, carried) for item, carried in zip(stored, later, strict=False))
+
+
+def _grown(item: object, carried: object) -> bool:
+    """`carried` is `item` with, at most, keys added."""
+    if item == carried:
+        return True
     return (
-        isinstance(last, dict)
+        isinstance(item, dict)
         and isinstance(carried, dict)
-        and all(carried.get(key, _ABSENT) == value for key, value in last.items())
+        and all(carried.get(key, _ABSENT) == value for key, value in item.items())
     )
 
 

@@ -44,8 +44,11 @@ class Turn:
 
     def proposed(self, call: Mapping[str, Any]) -> dict[str, Any]:
         """Record a call about to run (without its result); the turn before it, to check."""
-        before = dict(self.document)
-        self.document["toolCalls"] = [*self.document.get("toolCalls", ()), dict(call)]
+        calls = self.document.get("toolCalls", ())
+        # A snapshot: the calls already running (side by side) get their results in place
+        # while this one's check is sent.
+        before = {**self.document, "toolCalls": [dict(each) for each in calls]} if calls else dict(self.document)
+        self.document["toolCalls"] = [*calls, dict(call)]
         return before
 
     def ran(self, call_id: str | None, result: Any = None, error: str | None = None) -> None:
