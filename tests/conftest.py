@@ -128,6 +128,16 @@ TIMED_MODULES = (
 )
 
 
+# Modules whose tests share a costly module fixture (an install, a server of their own):
+# under pytest-xdist each runs whole in one process, so that the fixture is made once.
+SHARED_MODULES = (
+    "tests/deploy/test_production_install.py",
+    "tests/deploy/test_api_never_redirects.py",
+    "tests/guardrails/test_engine_distribution.py",
+    "tests/browser/test_sso.py",
+)
+
+
 # The longest modules (real workers, a 200,000-line upload, the demo, schemathesis): under
 # pytest-xdist they are handed out first, so that no process is left with one at the end.
 LONG_MODULES = (
@@ -146,12 +156,13 @@ LONG_MODULES = (
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup`: the timed modules together in one process (tests/scheduling.py)."""
+    """`--dist loadgroup`: the timed modules together in one process, each shared module in
+    one process (tests/scheduling.py)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from tests.scheduling import TimedModulesTogether
 
-    return TimedModulesTogether(config, log, TIMED_MODULES)
+    return TimedModulesTogether(config, log, TIMED_MODULES, SHARED_MODULES)
 
 
 @pytest.hookimpl(trylast=True)

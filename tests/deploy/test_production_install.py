@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements" / "production.txt"
 #: The production environment's bound (measured: docs/benchmarks.md, "Production install").
 MAX_MEGABYTES = 250
-# The install (a minute of pip) is a module fixture: its tests run in one process, so it is made once.
-pytestmark = pytest.mark.xdist_group("production-install")
+# The install (a minute of pip) is a module fixture: the module runs in one process
+# (tests/conftest.py, SHARED_MODULES), so it is made once.
 #: The guardrail engine's distribution: installed from this checkout, not from the lock.
 LOCAL = "kindgi-guardrails"
 DEV_ONLY = ("pytest", "playwright", "mypy", "schemathesis", "hypothesis", "ruff", "importlinter", "piptools")

@@ -14,12 +14,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.guardrails.test_engine_cli import EXAMPLE_TRACES, ROOT
-
-pytestmark = pytest.mark.xdist_group("engine-distribution")  # each installs kindgi-guardrails once
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
 GITLAB = yaml.safe_load((ROOT / "ci" / "gitlab" / "guardrails.gitlab-ci.yml").read_text(encoding="utf-8"))

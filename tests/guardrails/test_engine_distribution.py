@@ -18,7 +18,7 @@ import pytest
 from bench.guardrail_ci import write_inputs
 from tests.guardrails.test_engine_cli import EXAMPLE_GUARDRAILS, EXAMPLE_TRACES, ROOT
 
-pytestmark = pytest.mark.xdist_group("engine-distribution")  # one install, in one process
+# One install, a module fixture: the module runs in one process (tests/conftest.py, SHARED_MODULES).
 
 #: What the installed environment may weigh, pip included (the console's dev install: 542 MB).
 MAX_ENVIRONMENT_MB = 60

@@ -1,6 +1,6 @@
-"""A run of an llm-judge guardrail over 4,000 traces, its judge answering in 0.2 s over a real
+"""A run of an llm-judge guardrail over 2,000 traces, its judge answering in 0.2 s over a real
 socket, run to the end by a real worker whose tasks may take 15 s at most: judged one
-after another, a chunk of 2,000 traces would need 400 s and be killed at its time limit.
+after another, a chunk of 1,000 traces would need 200 s and be killed at its time limit.
 
 A chunk makes its judge calls several at once, stops after its own few seconds, keeps what
 it stored and hands the rest back as a new chunk, until every trace has its result.
@@ -26,18 +26,19 @@ from traces.runs import evaluations
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
-TRACES = 4_000
+TRACES = 2_000
 WORKER_SETTINGS: dict[str, Any] = {
     "CELERY_TASK_TIME_LIMIT": 15,
     "CELERY_TASK_SOFT_TIME_LIMIT": 12,
     "KINDGI_CHUNK_SECONDS": 4,
     "KINDGI_JUDGE_CONCURRENCY": 32,
-    # A judge assumed fast: chunks of 2,000 traces, each of which runs out of its time.
+    # A judge assumed fast: chunks of 1,000 traces, each of which runs out of its time.
     "KINDGI_JUDGE_CALL_ESTIMATE_MS": 5,
+    "KINDGI_EVALUATION_CHUNK_SIZE": 1_000,
 }
 
 
-def test_a_judged_run_of_4000_traces_ends_with_every_result_whatever_its_time_limit(
+def test_a_judged_run_of_2000_traces_ends_with_every_result_whatever_its_time_limit(
     acme: Any, root: User, api: Any, real_broker: Any, tmp_path: Path
 ) -> None:
     with FakeProvider(delay_s=0.2) as provider:
