@@ -153,6 +153,14 @@ SECTIONS: dict[str, tuple[Variable, ...]] = {
             shown="none",
         ),
         V(
+            "KINDGI_PAGE_COUNT_CAP",
+            "int",
+            10_000,
+            "the most rows a page's count reads (the overview's and the review queue's figures): "
+            "past it the page shows the cap with a + (10,000+), so that pages cost the same at any table size",
+            minimum=1,
+        ),
+        V(
             "KINDGI_LOG_FORMAT",
             "text",
             "text",

@@ -1,4 +1,5 @@
-"""Keyset (cursor) paging: the one cursor codec, and the pages' paginator.
+"""Keyset (cursor) paging: the one cursor codec, and the pages' paginator; and the bounded
+counts the pages show.
 
 A page costs one query whatever its position: the cursor is the position of the row at
 the page's edge (its time or status, then its id), and the next page is the rows strictly
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 from django.utils.dateparse import parse_datetime
@@ -23,6 +25,53 @@ from kindgi_console.filters import MAX_ID
 
 PAGE_SIZES = (25, 50, 100, 200)
 DEFAULT_PAGE_SIZE = 50
+
+
+@dataclass(frozen=True, eq=False)
+class CappedCount:
+    """A count a page shows, read no further than KINDGI_PAGE_COUNT_CAP rows: past it the
+    page says "10,000+", so that the page costs the same at any table size (an exact count
+    reads every matching row). `more`: there are more than `value`."""
+
+    value: int
+    more: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.value:,}+" if self.more else str(self.value)
+
+    def __int__(self) -> int:
+        return self.value
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to the same count, and to an int when it is exact."""
+        if isinstance(other, CappedCount):
+            return (self.value, self.more) == (other.value, other.more)
+        if isinstance(other, int):
+            return not self.more and self.value == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.value, self.more))
+
+    def __float__(self) -> float:  # the templates' `pluralize`
+        return float(self.value) + (1.0 if self.more else 0.0)
+
+    def __bool__(self) -> bool:
+        return self.value > 0
+
+    def __add__(self, other: CappedCount | int) -> CappedCount:
+        if isinstance(other, CappedCount):
+            return CappedCount(self.value + other.value, self.more or other.more)
+        return CappedCount(self.value + other, self.more)
+
+    __radd__ = __add__
+
+
+def bounded_count(rows: QuerySet[Any], cap: int | None = None) -> CappedCount:
+    """How many rows `rows` has, counting no further than `cap` (KINDGI_PAGE_COUNT_CAP)."""
+    cap = int(settings.KINDGI_PAGE_COUNT_CAP) if cap is None else cap
+    counted = rows.order_by()[: cap + 1].count()
+    return CappedCount(cap, True) if counted > cap else CappedCount(counted)
 
 
 @dataclass

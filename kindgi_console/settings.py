@@ -266,6 +266,9 @@ for _proxy in KINDGI_TRUSTED_PROXIES:
 
         raise ImproperlyConfigured(f"KINDGI_TRUSTED_PROXIES: {_error}") from None
 
+# The most rows a page's count reads (kindgi_console.paging.bounded_count): past it, "10,000+".
+KINDGI_PAGE_COUNT_CAP = whole("KINDGI_PAGE_COUNT_CAP")
+
 # /metrics (kindgi_console.ops): readable from these networks without a key. Every process of
 # this machine writes its counts to files in PROMETHEUS_MULTIPROC_DIR (prometheus-client's
 # multi-process mode; set before prometheus_client is imported), one folder per host so

@@ -52,5 +52,37 @@ def test_it_takes_a_fixed_number_of_queries(
     client.force_login(alice)
     with CaptureQueriesContext(connection) as queries:
         assert client.get("/").status_code == 200
-    # One of them reads the ids of the tenants alice may read, one the open count per review queue.
-    assert len(queries) <= 14
+    # One of them reads the ids of the tenants alice may read, five the open counts by severity
+    # (each up to the cap), one the first review queue's name (a queue adds three: its two
+    # counts and the next name).
+    assert len(queries) <= 18
+
+
+def test_past_the_count_cap_the_figures_say_how_many_at_least(
+    client: Any, api: Any, alice: Any, acme_key: str, halt_guardrail: Any, settings: Any
+) -> None:
+    """Each figure is counted up to KINDGI_PAGE_COUNT_CAP: "2+" past it, the total too."""
+    violate(api, acme_key, "r-1", "r-2", "r-3")
+    settings.KINDGI_PAGE_COUNT_CAP = 2
+    client.force_login(alice)
+    response = client.get("/")
+    critical = next(item["count"] for item in response.context["severities"] if item["name"] == "critical")
+    assert (str(critical), str(response.context["open_total"]), str(response.context["traces_24h"])) == ("2+",) * 3
+    assert response.context["unrated"] == 0
+    assert '<div class="stat__value">2+</div>' in response.content.decode()
+    settings.KINDGI_PAGE_COUNT_CAP = 3
+    exact = client.get("/")
+    assert exact.context["open_total"] == 3 and str(exact.context["open_total"]) == "3"
+
+
+def test_the_counts_read_no_more_rows_than_the_cap(
+    client: Any, api: Any, alice: Any, acme_key: str, halt_guardrail: Any, settings: Any
+) -> None:
+    """Every count of the page is a count of at most cap + 1 rows (a LIMIT under it)."""
+    violate(api, acme_key, "r-1")
+    settings.KINDGI_PAGE_COUNT_CAP = 7
+    client.force_login(alice)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/").status_code == 200
+    counts = [q["sql"] for q in queries.captured_queries if "COUNT(" in q["sql"].upper() and "traces_" in q["sql"]]
+    assert counts and all("LIMIT 8" in sql for sql in counts), counts

@@ -52,3 +52,22 @@ def test_a_run_that_took_seconds_says_seconds() -> None:
     assert took(start, start + timedelta(seconds=61)) == "1 minute 1 second"
     assert took(start, start + timedelta(hours=2, minutes=3, seconds=4)) == "2 hours 3 minutes"
     assert took(start, start) == "under a second" and took(None, start) == ""
+
+
+def test_past_the_count_cap_the_queue_says_how_many_at_least(
+    bob: Any, acme: Tenant, halt_guardrail: Any, settings: Any
+) -> None:
+    """Counts stop at KINDGI_PAGE_COUNT_CAP (the page then costs the same at any table size):
+    past it the page says "3+", never a figure it did not count."""
+    settings.KINDGI_PAGE_COUNT_CAP = 3
+    seed.traces(acme, 5)
+    page = signed_in(bob).get("/violations/queue/")
+    left, matching = page.context["left"], page.context["matching"]
+    assert (left.value, left.more, matching.value, matching.more) == (3, True, 3, True)
+    assert page.context["position"] == 1
+    text = " ".join(page.content.decode().split())
+    assert "3+</strong> open left to review" in text and "3+</strong> violations match the filter" in text
+    settings.KINDGI_PAGE_COUNT_CAP = 5
+    exact = signed_in(bob).get("/violations/queue/")
+    assert (exact.context["left"], exact.context["matching"]) == (5, 5)
+    assert "5</strong> open left to review" in " ".join(exact.content.decode().split())

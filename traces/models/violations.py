@@ -127,6 +127,11 @@ class Violation(models.Model):
             models.Index(fields=["tenant", "state", "-created_at"], name="violation_tenant_state"),
             models.Index(fields=["guardrail", "-created_at"], name="violation_guardrail_time"),
             models.Index(fields=["severity", "-created_at"], name="violation_severity_time"),
+            # The overview's open violations by severity, counted up to a cap
+            # (kindgi_console.paging.bounded_count): only open violations are in it.
+            models.Index(
+                fields=["tenant", "severity"], name="violation_open_severity", condition=models.Q(state="open")
+            ),
             models.Index(
                 fields=["reviewed_by"], name="violation_reviewed_by", condition=models.Q(reviewed_by__isnull=False)
             ),
@@ -142,6 +147,12 @@ class Violation(models.Model):
                 fields=["tenant", "state", "queue", "created_at", "id"],
                 name="violation_queue_state",
                 condition=models.Q(queue__isnull=False),
+            ),
+            # A queue's open violations nobody claimed, counted up to a cap (the overview).
+            models.Index(
+                fields=["tenant", "queue"],
+                name="violation_queue_unclaimed",
+                condition=models.Q(state="open", queue__isnull=False, assignee__isnull=True),
             ),
             models.Index(
                 fields=["assignee", "-created_at", "-id"],
