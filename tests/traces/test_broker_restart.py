@@ -173,3 +173,32 @@ def test_the_broker_tells_once_that_it_lost_what_it_held() -> None:
         conn.default_channel.client.delete(leases.BROKER_SENTINEL.format(queue=settings.CELERY_TASK_DEFAULT_QUEUE))
     assert leases.broker_lost_its_messages() is True
     assert leases.broker_lost_its_messages() is False
+
+
+@pytest.mark.redis("kombu's hash of unacknowledged messages is the Redis transport's")
+def test_a_queue_starts_empty_of_what_a_killed_worker_left_unacknowledged() -> None:
+    """A message an earlier test's killed worker took comes back into its queue once the
+    visibility timeout has passed, in whatever test then runs a worker: `purge_queue` drops
+    this process's (and leaves another process's queues alone)."""
+    import json
+    import time as clock
+
+    from kindgi_console.celery import app
+    from tests.traces.workers import drop_unacked, purge_queue
+
+    ours, theirs = settings.KINDGI_QUEUES["runs"], "another-process-runs"
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        client = channel.client
+        for tag, queue in (("left-by-a-killed-worker", ours), ("held-by-another-process", theirs)):
+            client.hset(channel.unacked_key, tag, json.dumps([{"body": "", "headers": {}}, queue, queue]))
+            client.zadd(channel.unacked_index_key, {tag: clock.time() - 3600})
+        try:
+            purge_queue()
+            held = {key.decode() for key in client.hkeys(channel.unacked_key)}
+            assert "left-by-a-killed-worker" not in held and "held-by-another-process" in held
+            assert client.zscore(channel.unacked_index_key, "left-by-a-killed-worker") is None
+            assert drop_unacked() == 0
+        finally:
+            client.hdel(channel.unacked_key, "held-by-another-process")
+            client.zrem(channel.unacked_index_key, "held-by-another-process")
