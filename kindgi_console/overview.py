@@ -36,10 +36,11 @@ class OverviewView(LoginRequiredMixin, TemplateView):
         return current_rows(self.request, model.objects)
 
     @staticmethod
-    def queues(open_violations: Any) -> list[dict[str, Any]]:
+    def queues(open_violations: Any) -> tuple[list[dict[str, Any]], bool]:
         """Each review queue with open violations: how many, and how many nobody claimed,
         each counted up to the cap. The names are read one index probe at a time (the next
-        name past the last), so that the card costs the same however many violations wait."""
+        name past the last), so that the card costs the same however many violations wait;
+        and whether there are more queues than MAX_QUEUES (the card says so)."""
         queued = open_violations.filter(queue__isnull=False).order_by("queue")
         found: list[dict[str, Any]] = []
         name = queued.values_list("queue", flat=True).first()
@@ -48,32 +49,37 @@ class OverviewView(LoginRequiredMixin, TemplateView):
             unclaimed = in_queue.filter(assignee__isnull=True)  # `violation_queue_unclaimed`
             found.append({"name": name, "count": bounded_count(in_queue), "unclaimed": bounded_count(unclaimed)})
             name = queued.filter(queue__gt=name).values_list("queue", flat=True).first()
-        return found
+        return found, name is not None
 
     @staticmethod
     def by_severity(open_violations: Any) -> tuple[list[dict[str, Any]], CappedCount]:
-        """The open violations of each severity, and of none or another (`unrated`): the
-        severities there are read one index probe at a time (`violation_open_severity`), each
-        counted up to the cap."""
+        """The open violations of each of the contract's severities, and of none or another
+        (`unrated`), each counted up to the cap (`violation_open_severity`). The other names
+        are found one index probe at a time (the next name past the last), at most
+        MAX_SEVERITIES of them: past that, `unrated` is "N+"."""
+        named = {name: bounded_count(open_violations.filter(severity=name)) for name in SEVERITY_ORDER}
         rated = open_violations.order_by("severity").values_list("severity", flat=True)
-        counts: dict[str, CappedCount] = {}
+        unrated, others = CappedCount(0), 0
         name = rated.first()
-        while name is not None and len(counts) < MAX_SEVERITIES:
-            counts[name] = bounded_count(open_violations.filter(severity=name))
+        while name is not None and others < MAX_SEVERITIES:
+            if name not in named:
+                unrated, others = unrated + bounded_count(open_violations.filter(severity=name)), others + 1
             name = rated.filter(severity__gt=name).first()
-        severities = [{"name": name, "count": counts.pop(name, CappedCount(0))} for name in SEVERITY_ORDER]
-        return severities, sum(counts.values(), CappedCount(0))
+        severities = [{"name": name, "count": named[name]} for name in SEVERITY_ORDER]
+        return severities, CappedCount(unrated.value, unrated.more or name is not None)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         since = timezone.now() - timedelta(hours=24)
         open_violations = self.rows(Violation).filter(state=Violation.State.OPEN)
         severities, unrated = self.by_severity(open_violations)
+        queues, more_queues = self.queues(open_violations)
         return {
             **super().get_context_data(**kwargs),
             "severities": severities,
             "open_total": sum((item["count"] for item in severities), unrated),
             "unrated": unrated,
-            "queues": self.queues(open_violations),
+            "queues": queues,
+            "more_queues": more_queues,
             "traces_24h": bounded_count(self.rows(RunTrace).filter(received_at__gte=since)),
             "guardrails_enabled": self.enabled_guardrails(),
             "recent_violations": list(

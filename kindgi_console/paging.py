@@ -143,9 +143,13 @@ def decode(raw: str | None) -> tuple[datetime, int] | None:
 
 
 def past(field: str, position: tuple[Any, int], direction: str = "lt") -> Q:
-    """The rows strictly past `position` in the order (`field`, id): `lt` older, `gt` newer."""
+    """The rows strictly past `position` in the order (`field`, id): `lt` older, `gt` newer.
+    The bound on `field` alone lets the database start an index's range there: the OR of the
+    two cases alone is read as a filter over every row before it."""
     value, pk = position
-    return Q(**{f"{field}__{direction}": value}) | Q(**{field: value, f"pk__{direction}": pk})
+    return Q(**{f"{field}__{direction}e": value}) & (
+        Q(**{f"{field}__{direction}": value}) | Q(**{f"pk__{direction}": pk})
+    )
 
 
 def keyset_page(request: HttpRequest, queryset: QuerySet[Any], field: str) -> Page:

@@ -52,10 +52,11 @@ def test_it_takes_a_fixed_number_of_queries(
     client.force_login(alice)
     with CaptureQueriesContext(connection) as queries:
         assert client.get("/").status_code == 200
-    # One of them reads the ids of the tenants alice may read, five the open counts by severity
-    # (each up to the cap), one the first review queue's name (a queue adds three: its two
-    # counts and the next name).
-    assert len(queries) <= 18
+    # One of them reads the ids of the tenants alice may read, four the open counts of the
+    # contract's severities (each up to the cap), one a probe per severity name there is and
+    # one more, one the first review queue's name (a queue adds three: its two counts and
+    # the next name).
+    assert len(queries) <= 20
 
 
 def test_past_the_count_cap_the_figures_say_how_many_at_least(
@@ -86,3 +87,25 @@ def test_the_counts_read_no_more_rows_than_the_cap(
         assert client.get("/").status_code == 200
     counts = [q["sql"] for q in queries.captured_queries if "COUNT(" in q["sql"].upper() and "traces_" in q["sql"]]
     assert counts and all("LIMIT 8" in sql for sql in counts), counts
+
+
+def test_past_the_severities_it_reads_the_unrated_figure_says_at_least(
+    client: Any, api: Any, alice: Any, acme_key: str, halt_guardrail: Any, monkeypatch: Any
+) -> None:
+    """Names other than the contract's four are found one index probe at a time, up to
+    MAX_SEVERITIES: stopped there, the unrated figure is "N+", never a figure it did not
+    count; the four are counted whatever the other names."""
+    from kindgi_console import overview
+    from traces.models import Violation
+
+    violate(api, acme_key, "r-1", "r-2", "r-3")
+    Violation.objects.filter(trace__trace_id="r-1").update(severity="")
+    Violation.objects.filter(trace__trace_id="r-2").update(severity="custom")
+    client.force_login(alice)
+    exact = client.get("/")
+    assert exact.context["unrated"] == 2 and exact.context["open_total"] == 3
+    monkeypatch.setattr(overview, "MAX_SEVERITIES", 1)
+    response = client.get("/")
+    counts = {item["name"]: item["count"] for item in response.context["severities"]}
+    assert counts == {"critical": 1, "error": 0, "warn": 0, "info": 0}
+    assert str(response.context["unrated"]) == "1+" and str(response.context["open_total"]) == "2+"

@@ -296,3 +296,18 @@ def test_the_overview_counts_each_queues_open_and_unclaimed_violations(
 def test_an_escalate_guardrails_page_links_to_its_queue(acme: Tenant, bob: Any, queued: list[Violation]) -> None:
     page = signed_in(bob).get("/guardrails/refunds-to-leads/").content.decode()
     assert f'to the review queue <a href="/violations/queue/?queue={QUEUE}">{QUEUE}</a>' in page
+
+
+def test_past_the_queues_it_lists_the_overview_says_there_are_more(
+    acme: Tenant, bob: Any, queued: list[Violation], monkeypatch: Any
+) -> None:
+    """The card lists MAX_QUEUES queues (each a few index probes) and says when more wait."""
+    from kindgi_console import overview
+
+    escalating(acme, "refunds-to-legal", "legal")
+    seed.traces(acme, 1, prefix="later")
+    assert b"data-more-queues" not in signed_in(bob).get("/").content
+    monkeypatch.setattr(overview, "MAX_QUEUES", 1)
+    page = signed_in(bob).get("/")
+    assert [q["name"] for q in page.context["queues"]] == ["legal"] and page.context["more_queues"]
+    assert b"data-more-queues" in page.content

@@ -20,7 +20,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views import View
 
-from kindgi_console.paging import bounded_count
+from kindgi_console.paging import bounded_count, past
 from kindgi_console.tenancy.views import TenantScopedMixin
 from traces.models import Violation
 from traces.review import workflow
@@ -44,16 +44,12 @@ REVIEW_KEYS = {"acknowledged": "a", "resolved": "r", "false-positive": "f"}
 
 
 def newer(violation: Violation) -> Q:
-    """Violations before `violation` in the list's order (newest first). The bound on the
-    time alone lets the database start the index's range there (an OR of the two cases alone
-    reads every open violation of the queue)."""
-    at = violation.created_at
-    return Q(created_at__gte=at) & (Q(created_at__gt=at) | Q(pk__gt=violation.pk))
+    """Violations before `violation` in the list's order (newest first)."""
+    return past("created_at", (violation.created_at, violation.pk), "gt")
 
 
 def older(violation: Violation) -> Q:
-    at = violation.created_at
-    return Q(created_at__lte=at) & (Q(created_at__lt=at) | Q(pk__lt=violation.pk))
+    return past("created_at", (violation.created_at, violation.pk), "lt")
 
 
 class ReviewQueueView(TenantScopedMixin, View):

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from kindgi_console import replicas
 from kindgi_console.jobs import ACTIVE, Status
+from kindgi_console.paging import bounded_count
 from traces.judge.circuit import circuits_of
 from traces.judge.registry import registered_models
 from traces.models import Evaluation, EvaluationChunk, PendingRuntimeEvaluation, Upload, WorkerHeartbeat
@@ -42,7 +43,7 @@ CIRCUIT_STATES = ("closed", "half-open", "open")
 
 
 def capped_count(rows: QuerySet[Any]) -> int:
-    return int(rows.order_by()[:COUNT_CAP].count())
+    return bounded_count(rows, COUNT_CAP).value
 
 
 def age_of(instant: datetime | None, now: datetime) -> float:
