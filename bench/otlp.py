@@ -4,7 +4,7 @@
 
 Records agent turns with the OpenTelemetry SDK (each an `invoke_agent` span over two chats
 and three tool calls, as in tests/traces/otlp_turn.py), then starts the console
-(`manage.py runserver`, DEBUG off) and sends the same turns both ways over a real socket:
+(the README's gunicorn command, DEBUG off) and sends the same turns both ways over a real socket:
 as OTLP/HTTP protobuf exports of `--turns-per-export` turns (the SDK's own encoder, as its
 batch processor would send them), and as REST batches of the RunTraces those turns become.
 A third way sends each turn over two exports (its first three spans, then the rest, the agent
@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -116,7 +118,8 @@ def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     steps = bodies(record_turns(args.turns), args.turns_per_export)
     port = free_port()
-    server = start_server(port)
+    folder = tempfile.TemporaryDirectory()
+    server = start_server(port, Path(folder.name))
     base = f"http://127.0.0.1:{port}/api/v1"
     timings = dict.fromkeys(WAYS, 0.0)
     try:
@@ -132,8 +135,9 @@ def main() -> None:
                                 client, f"{base}/otlp/v1/traces", key, "application/x-protobuf", body, 200
                             )
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=20)
+        folder.cleanup()
     for way in ("otlp", "split"):
         check_stored(ways[way][1], args.turns)
     rate = {way: args.turns / timings[way] for way in WAYS}

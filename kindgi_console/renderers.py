@@ -1,4 +1,4 @@
-"""A JSON renderer with orjson, for the hot API paths (`POST evaluate`).
+"""A JSON renderer with orjson, for the hot API paths (`POST evaluate`, `POST traces`).
 
 It writes what DRF's JSONRenderer writes under this project's settings (compact, UTF-8),
 several times faster; what orjson cannot encode natively goes through DRF's encoder.

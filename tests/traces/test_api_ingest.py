@@ -130,6 +130,29 @@ def test_a_batch_writes_with_a_fixed_number_of_queries(api: Any, acme_key: str) 
     assert RunTrace.objects.count() == 201
 
 
+@pytest.mark.postgresql("COPY straight into the table")
+def test_a_new_batch_is_copied_straight_in_and_one_with_a_stored_id_through_the_load(api: Any, acme_key: str) -> None:
+    """A batch of new traces is one COPY into the traces' table with keys from its sequence;
+    a batch holding an id stored before is refused by the key, rolled back to its savepoint
+    (nothing of it stays), and stored through the temporary table: each trace once, with
+    the key its row has."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = api(acme_key)
+    with CaptureQueriesContext(connection) as fresh:
+        created = post(client, batch("a", "b", "c")).json()["results"]
+    assert [item["status"] for item in created] == ["created"] * 3
+    assert not [q for q in fresh.captured_queries if "kindgi_trace_load" in q["sql"]]
+    with CaptureQueriesContext(connection) as mixed:
+        second = post(client, batch("d", "b", "e")).json()["results"]
+    assert [item["status"] for item in second] == ["created", "duplicate", "created"]
+    assert [q for q in mixed.captured_queries if "ROLLBACK TO SAVEPOINT" in q["sql"]]
+    assert [q for q in mixed.captured_queries if "kindgi_trace_load" in q["sql"]]
+    stored = dict(RunTrace.objects.values_list("trace_id", "document__id"))
+    assert stored == {name: name for name in "abcde"}
+
+
 @override_settings(KINDGI_MAX_BATCH=3)
 def test_a_batch_over_the_limit_is_400_and_stores_nothing(api: Any, acme_key: str) -> None:
     response = post(api(acme_key), batch("a", "b", "c", "d"))

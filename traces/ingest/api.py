@@ -47,6 +47,7 @@ class TraceListView(ConsoleAPIView):
     runtime_methods = ("POST",)
     ordering_field = "received_at"
     time_limited = ("POST",)
+    renderer_classes = [ORJSONRenderer]  # a batch's answer is a result per trace
 
     @extend_schema(
         operation_id="traces_list",

@@ -1,10 +1,11 @@
 """Storing RunTraces: the fast path behind `POST /api/v1/traces` and `POST /api/v1/evaluate`.
 
 Parse once (the view), validate each trace with the engine's compiled validator, hash the
-canonical JSON, and write the rows with one insert in one transaction (COPY into a
-temporary table on PostgreSQL, multi-row INSERTs on SQLite). Concurrent retries store
-nothing twice: the insert skips rows that the unique (tenant, trace id) constraint
-refuses and returns the rows it created; the skipped ones are read to tell duplicates
+canonical JSON, and write the rows in one transaction: on PostgreSQL one COPY straight into
+the table (a batch of new traces, the common case), or, when the unique (tenant, trace id)
+key refuses it, a COPY into a temporary table and one insert from there; multi-row INSERTs
+on SQLite. Concurrent retries store nothing twice: the insert skips rows that the unique
+key refuses and returns the rows it created; the skipped ones are read to tell duplicates
 from conflicts.
 """
 
@@ -20,9 +21,10 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from psycopg.types.json import set_json_dumps
 
 from guardrails.engine.schema import validate_runtrace, validate_runtrace_line
 from guardrails.engine.types import Issue
@@ -31,6 +33,7 @@ from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from traces.models import RunTrace
 from traces.store import bulk_sqlite
+from traces.store.bulk_postgres import new_keys
 from traces.store.columns import TRACE, names
 
 CREATED, DUPLICATE, CONFLICT, INVALID = "created", "duplicate", "conflict", "invalid"
@@ -74,21 +77,24 @@ def prepare(caller: Caller, document: object, index: int, scope: str = "ingest")
     """
     trace_id = document.get("id") if isinstance(document, dict) else None
     item = Item(index=index, id=trace_id if isinstance(trace_id, str) else None)
-    issues = validate(document)
+    settled = _settled(caller, document, scope)
+    issues = validate(document, settled[2] if settled is not None else None)
     if issues:
         item.errors = issues
         return item
     assert isinstance(document, dict)
-    try:
-        item.tenant = caller.tenant_for_write(document.get("tenant"), scope)
-    except TenantDenied as denied:
-        if denied.status == 403:
-            raise
-        item.errors = [Issue("/tenant", str(denied))]
-        return item
-    stored = dict(document)
-    stored["tenant"] = item.tenant.slug
-    canonical = orjson.dumps(stored, option=orjson.OPT_SORT_KEYS)
+    if settled is None:
+        try:
+            tenant = caller.tenant_for_write(document.get("tenant"), scope)
+        except TenantDenied as denied:
+            if denied.status == 403:
+                raise
+            item.errors = [Issue("/tenant", str(denied))]
+            return item
+        stored = dict(document)
+        stored["tenant"] = tenant.slug
+        settled = tenant, stored, orjson.dumps(stored, option=orjson.OPT_SORT_KEYS)
+    item.tenant, stored, canonical = settled
     item.errors = size_issues(canonical)
     if item.errors:
         return item
@@ -108,15 +114,44 @@ def size_issues(canonical: bytes) -> list[Issue]:
     ]
 
 
-def validate(document: object) -> list[Issue]:
+def _settled(caller: Caller, document: object, scope: str) -> tuple[Tenant, dict[str, Any], bytes] | None:
+    """The tenant, stored document and canonical JSON of a trace whose tenant settles before
+    it is validated: an object that names no tenant, or one the caller may write to (the
+    common case, and a look-up the caller keeps). None for any other, whose errors then
+    speak first, as they always have.
+
+    Its canonical JSON stands in for the text that validation counts brackets and escapes in
+    (one serialisation of each trace instead of two): the tenant's name adds neither."""
+    if type(document) is not dict:
+        return None
+    slug = document.get("tenant")
+    if slug is not None and not isinstance(slug, str):
+        return None
+    try:
+        tenant = caller.tenant_for_write(slug, scope)
+    except TenantDenied:
+        return None
+    if "[" in tenant.slug or "{" in tenant.slug or "\\" in tenant.slug:
+        return None
+    stored = dict(document)
+    stored["tenant"] = tenant.slug
+    try:
+        return tenant, stored, orjson.dumps(stored, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # nested too deep for orjson: validation says where
+        return None
+
+
+def validate(document: object, raw: bytes | None = None) -> list[Issue]:
     """The engine's RunTrace validation, skipping its walk over every value when the
-    serialised trace shows no NUL and too few brackets to be too deep."""
+    serialised trace (`raw`, else serialised here) shows no NUL and too few brackets to be
+    too deep."""
     max_depth = settings.KINDGI_MAX_DEPTH
     if isinstance(document, dict):
-        try:
-            raw = orjson.dumps(document)
-        except orjson.JSONEncodeError:  # nested too deep for orjson: the walk says where
-            return validate_runtrace(document, max_depth=max_depth)
+        if raw is None:
+            try:
+                raw = orjson.dumps(document)
+            except orjson.JSONEncodeError:  # nested too deep for orjson: the walk says where
+                return validate_runtrace(document, max_depth=max_depth)
         return validate_runtrace_line(raw, document, max_depth=max_depth)
     return validate_runtrace(document, max_depth=max_depth)
 
@@ -207,14 +242,57 @@ def insert_one() -> str:
     )
 
 
-def _write_with_copy(items: list[Item]) -> None:
-    """PostgreSQL: COPY into a temporary table, then one INSERT … ON CONFLICT DO NOTHING.
+@functools.cache
+def copy_fresh() -> tuple[str, tuple[str, ...]]:
+    """The binary COPY of new traces with their keys, and its columns' types (on first use)."""
+    types = ("int8", *TRACE.copy_types(connection))
+    return f"COPY {TRACE.table} (id, {names(TRACE.columns)}) FROM STDIN (FORMAT BINARY)", types
 
-    COPY is the fastest way in; the insert's RETURNING names the rows this request
-    created, and the rows it skipped (stored before, or by a concurrent retry) are read
-    back with one query joined to the loaded rows.
-    """
+
+NEW_TRACE_KEYS = new_keys(TRACE.table)
+
+
+def _write_with_copy(items: list[Item]) -> None:
+    """PostgreSQL: the batch copied straight into the traces' table, with keys taken from
+    its sequence; when one of its ids is stored already (a retry, a concurrent request),
+    as the COPY's unique violation says, through a temporary table instead."""
     now = timezone.now()
+    if not _copy_fresh(items, now):
+        _copy_through_load(items, now)
+
+
+def _as_is(text: Any) -> Any:
+    """A trace's document is its canonical JSON already: copied as it is."""
+    return text
+
+
+def _copy_fresh(items: list[Item], now: datetime) -> bool:
+    """COPY the items into their table in a savepoint (no temporary table, no second
+    insert: half the writing of the other way); False, with nothing written, when one of
+    their ids is stored (the unique (tenant, trace id) key refuses the COPY)."""
+    sql, types = copy_fresh()
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(NEW_TRACE_KEYS, [len(items)])
+            keys = [key for (key,) in cursor.fetchall()]
+            set_json_dumps(_as_is, context=cursor.cursor)
+            # COPY speaks psycopg's errors: as Django's, a deadline's cancel is told as one.
+            with connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
+                copy.set_types(types)
+                write = copy.write_row
+                for key, item in zip(keys, items, strict=True):
+                    write((key, *_copy_row(item, now)))
+    except IntegrityError:
+        return False
+    for key, item in zip(keys, items, strict=True):
+        item.row_id = key
+    return True
+
+
+def _copy_through_load(items: list[Item], now: datetime) -> None:
+    """COPY into a temporary table, then one INSERT … ON CONFLICT DO NOTHING: its
+    RETURNING names the rows this request created, and the rows it skipped (stored before,
+    or by a concurrent retry) are read back with one query joined to the loaded rows."""
     by_key = {(item.tenant.pk, item.id): item for item in items if item.tenant is not None}
     with connection.cursor() as cursor:
         cursor.execute(create_load())

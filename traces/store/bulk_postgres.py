@@ -126,12 +126,18 @@ def write_with_copy(rows: list[ResultRow], fresh: bool = False) -> None:
     )
 
 
-# The sequence is looked up once per statement: per key, the look-up cost ten times the key.
-NEW_RESULT_KEYS = (
-    "WITH seq AS MATERIALIZED (SELECT pg_get_serial_sequence("  # noqa: S608
-    f"'{RESULT.table}', 'id')::regclass AS s) "
-    "SELECT nextval(s) FROM seq, generate_series(1, %s)"
-)
+def new_keys(table: str) -> str:
+    """The statement that takes `%s` new keys from `table`'s id sequence, for rows copied
+    with their keys. The sequence is looked up once per statement: per key, the look-up
+    cost ten times the key."""
+    return (
+        "WITH seq AS MATERIALIZED (SELECT pg_get_serial_sequence("  # noqa: S608
+        f"'{table}', 'id')::regclass AS s) "
+        "SELECT nextval(s) FROM seq, generate_series(1, %s)"
+    )
+
+
+NEW_RESULT_KEYS = new_keys(RESULT.table)
 
 
 def _as_is(text: Any) -> Any:
