@@ -421,9 +421,10 @@ def object_body(body: object, fields: Collection[str], shape: str = "the body is
 
 
 def body_tenant(body: dict[str, Any]) -> str | None:
-    """The tenant slug a request body names (or None); a 400 naming `/tenant` for anything else."""
+    """The tenant slug a request body names (or None); a 400 naming `/tenant` for anything else
+    (a NUL among them: PostgreSQL could not even look it up)."""
     tenant = body.get("tenant")
-    if tenant is not None and not isinstance(tenant, str):
+    if tenant is not None and (not isinstance(tenant, str) or "\x00" in tenant):
         raise ApiError([Issue("/tenant", "tenant is a tenant's slug")])
     return tenant
 

@@ -84,3 +84,23 @@ def test_a_very_deep_body_is_a_400(api: Any, alice: Any) -> None:
     body = b"[" * 100_000 + b"]" * 100_000
     response = api(alice).post("/api/v1/guardrails/validate", data=body, content_type="application/json")
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/api/v1/guardrails/preview/estimate", {"tenant": "ac\u0000me", "guardrail": {}}),
+        ("/api/v1/guardrails/preview", {"tenant": "ac\u0000me", "guardrail": {}}),
+        ("/api/v1/evaluations", {"tenant": "ac\u0000me", "guardrails": []}),
+        ("/api/v1/traces", {"id": "t-nul", "tenant": "ac\u0000me", "input": "hi", "output": "hello"}),
+    ],
+)
+def test_a_nul_in_a_tenant_named_in_a_body_is_a_400_not_a_lookup(api: Any, alice: Any, url: str, body: Any) -> None:
+    """PostgreSQL cannot hold the character: a look-up with it would fail with a 500 (found
+    by schemathesis). A signed-in author's write names its tenant, so each is looked up."""
+    from traces.models import Evaluation, RunTrace
+
+    response = api(alice).post(url, data=body, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"][0]["path"] == "/tenant"
+    assert not RunTrace.objects.exists() and not Evaluation.objects.exists()

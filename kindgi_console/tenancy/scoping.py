@@ -175,6 +175,8 @@ class Caller:
         tenant, or a user who is not an author of the tenant, all 403; a user naming no
         tenant, 400.
         """
+        if slug and "\x00" in slug:  # no tenant's name holds one, and PostgreSQL could not look it up
+            raise TenantDenied("a tenant's slug holds no NUL character", status=400)
         cache_key = (slug or "", scope)
         if cache_key not in self._tenants:
             self._tenants[cache_key] = self._resolve_tenant(slug, scope)
