@@ -302,3 +302,27 @@ def test_the_verdicts_statement_stores_what_the_bulk_writer_does(acme: Tenant, e
     assert [v["state"] for v in of(Violation, "v-statement")] == ["open"]
     traces = stored(RunTrace, RunTrace.objects.filter(tenant=acme), leave=("id", "trace_id", "received_at", "document"))
     assert traces[0] == {**traces[1], "content_hash": one.content_hash}
+
+
+@on_postgresql
+def test_a_results_copy_cancelled_at_its_timeout_is_told_as_djangos_error(
+    acme: Tenant, enforced: list[Enforced]
+) -> None:
+    """COPY runs on psycopg's own cursor: its errors are told as Django's, so that a deadline's
+    cancel is one (`kindgi_console.deadline` tells a QueryCanceled under Django's
+    OperationalError from any other) and the savepoint rolls it back."""
+    import psycopg
+    from django.db import OperationalError, connection
+
+    from tests.traces.test_request_deadlines import held
+
+    rows = batch(acme, enforced, 30)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL statement_timeout = '300ms'")
+    with (
+        held(f"LOCK TABLE {EvaluationResult._meta.db_table} IN SHARE ROW EXCLUSIVE MODE"),
+        pytest.raises(OperationalError) as raised,
+    ):
+        bulk_postgres.write_with_copy(rows, fresh=True)
+    assert isinstance(raised.value.__cause__, psycopg.errors.QueryCanceled)
+    assert not EvaluationResult.objects.exists()

@@ -296,7 +296,7 @@ def _copy_through_load(items: list[Item], now: datetime) -> None:
     by_key = {(item.tenant.pk, item.id): item for item in items if item.tenant is not None}
     with connection.cursor() as cursor:
         cursor.execute(create_load())
-        with cursor.cursor.copy(COPY_LOAD) as copy:
+        with connection.wrap_database_errors, cursor.cursor.copy(COPY_LOAD) as copy:
             for item in items:
                 copy.write_row(_copy_row(item, now))
         cursor.execute(INSERT_LOADED)

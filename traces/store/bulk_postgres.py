@@ -12,7 +12,6 @@ import functools
 from collections import Counter
 from typing import Any, NamedTuple
 
-import psycopg
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from psycopg.types.json import set_json_dumps
@@ -158,12 +157,12 @@ def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
             keys = [key for (key,) in cursor.fetchall()]
             set_json_dumps(_as_is, context=cursor.cursor)
             sql = statements()
-            with cursor.cursor.copy(sql.copy_results) as copy:
+            with connection.wrap_database_errors, cursor.cursor.copy(sql.copy_results) as copy:
                 copy.set_types(sql.result_types)
                 write = copy.write_row
                 for key, row in zip(keys, rows, strict=True):
                     write((key, *row[: RESULT.width]))
-    except (IntegrityError, psycopg.IntegrityError):  # COPY speaks psycopg's errors, not Django's
+    except IntegrityError:  # COPY's psycopg errors are told as Django's (wrap_database_errors)
         return None
     failed = [(key, row) for key, row in zip(keys, rows, strict=True) if row.status == "fail" and not row.shadow]
     return _insert_new_violations(failed) if failed else []
@@ -175,7 +174,7 @@ def _insert_new_violations(failed: list[tuple[int, ResultRow]]) -> list[tuple[An
     sql = statements()
     with connection.cursor() as cursor:
         cursor.execute(sql.create_violation_load)
-        with cursor.cursor.copy(sql.copy_violations) as copy:
+        with connection.wrap_database_errors, cursor.cursor.copy(sql.copy_violations) as copy:
             copy.set_types(sql.violation_types)
             for key, row in failed:
                 copy.write_row(violation_row(row, key, row.created_at))
@@ -193,7 +192,7 @@ def _insert_with_copy(rows: list[ResultRow]) -> list[tuple[Any, ...]]:
         else:
             sql = statements()
             cursor.execute(sql.create_load)
-            with cursor.cursor.copy(sql.copy_load) as copy:
+            with connection.wrap_database_errors, cursor.cursor.copy(sql.copy_load) as copy:
                 for row in rows:
                     copy.write_row(row)
             cursor.execute(sql.insert_loaded)
