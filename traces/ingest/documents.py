@@ -21,10 +21,9 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from psycopg.types.json import set_json_dumps
 
 from guardrails.engine.schema import validate_runtrace, validate_runtrace_line
 from guardrails.engine.types import Issue
@@ -33,7 +32,7 @@ from kindgi_console.tenancy.models import Tenant
 from kindgi_console.tenancy.scoping import Caller, TenantDenied
 from traces.models import RunTrace
 from traces.store import bulk_sqlite
-from traces.store.bulk_postgres import new_keys
+from traces.store.bulk_postgres import copy_with_new_keys
 from traces.store.columns import TRACE, names
 
 CREATED, DUPLICATE, CONFLICT, INVALID = "created", "duplicate", "conflict", "invalid"
@@ -249,44 +248,19 @@ def copy_fresh() -> tuple[str, tuple[str, ...]]:
     return f"COPY {TRACE.table} (id, {names(TRACE.columns)}) FROM STDIN (FORMAT BINARY)", types
 
 
-NEW_TRACE_KEYS = new_keys(TRACE.table)
-
-
 def _write_with_copy(items: list[Item]) -> None:
     """PostgreSQL: the batch copied straight into the traces' table, with keys taken from
-    its sequence; when one of its ids is stored already (a retry, a concurrent request),
-    as the COPY's unique violation says, through a temporary table instead."""
+    its sequence (`copy_with_new_keys`: half the writing of the other way); when one of its
+    ids is stored already (a retry, a concurrent request), as the COPY's unique violation
+    says, through a temporary table instead. A retry thus pays a refused COPY first."""
     now = timezone.now()
-    if not _copy_fresh(items, now):
-        _copy_through_load(items, now)
-
-
-def _as_is(text: Any) -> Any:
-    """A trace's document is its canonical JSON already: copied as it is."""
-    return text
-
-
-def _copy_fresh(items: list[Item], now: datetime) -> bool:
-    """COPY the items into their table in a savepoint (no temporary table, no second
-    insert: half the writing of the other way); False, with nothing written, when one of
-    their ids is stored (the unique (tenant, trace id) key refuses the COPY)."""
     sql, types = copy_fresh()
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(NEW_TRACE_KEYS, [len(items)])
-            keys = [key for (key,) in cursor.fetchall()]
-            set_json_dumps(_as_is, context=cursor.cursor)
-            # COPY speaks psycopg's errors: as Django's, a deadline's cancel is told as one.
-            with connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
-                copy.set_types(types)
-                write = copy.write_row
-                for key, item in zip(keys, items, strict=True):
-                    write((key, *_copy_row(item, now)))
-    except IntegrityError:
-        return False
+    keys = copy_with_new_keys(TRACE.table, sql, types, len(items), (_copy_row(item, now) for item in items))
+    if keys is None:
+        _copy_through_load(items, now)
+        return
     for key, item in zip(keys, items, strict=True):
         item.row_id = key
-    return True
 
 
 def _copy_through_load(items: list[Item], now: datetime) -> None:

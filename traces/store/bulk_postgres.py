@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from django.db import IntegrityError, connection, transaction
@@ -125,6 +126,7 @@ def write_with_copy(rows: list[ResultRow], fresh: bool = False) -> None:
     )
 
 
+@functools.cache
 def new_keys(table: str) -> str:
     """The statement that takes `%s` new keys from `table`'s id sequence, for rows copied
     with their keys. The sequence is looked up once per statement: per key, the look-up
@@ -136,33 +138,49 @@ def new_keys(table: str) -> str:
     )
 
 
-NEW_RESULT_KEYS = new_keys(RESULT.table)
-
-
 def _as_is(text: Any) -> Any:
-    """The details of a row are JSON text already (`_stored_details`): copied as they are."""
+    """JSON columns are given as JSON text already (a result's details, a trace's canonical
+    document): copied as they are."""
     return text
+
+
+def copy_with_new_keys(
+    table: str, copy: str, types: Sequence[str], count: int, rows: Iterable[tuple[Any, ...]]
+) -> list[int] | None:
+    """COPY (`copy`, binary, `id` its first column) `count` rows into `table`, each after a
+    key taken from the table's sequence, in a savepoint: no temporary table and no second
+    insert, for rows most likely not stored yet. The keys, in the rows' order; None, with
+    nothing written, when a unique key refuses one of them (the caller then inserts skipping
+    what is stored). COPY's psycopg errors are told as Django's, so that a deadline's cancel
+    is one."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(new_keys(table), [count])
+            keys = [key for (key,) in cursor.fetchall()]
+            set_json_dumps(_as_is, context=cursor.cursor)
+            with connection.wrap_database_errors, cursor.cursor.copy(copy) as copying:
+                copying.set_types(types)
+                write = copying.write_row
+                for key, row in zip(keys, rows, strict=True):
+                    write((key, *row))
+    except IntegrityError:
+        return None
+    return keys
 
 
 def _copy_fresh(rows: list[ResultRow]) -> list[tuple[Any, ...]] | None:
     """Results most likely not stored yet (a chunk's first attempt, an ingested batch): COPY
-    them, with keys taken from their sequence, straight into their table (no temporary
-    table, no conflict checks), and the violations of the fails through a temporary table,
-    inserted skipping the findings stored before (another run, the runtime found them: they
-    keep their violation). None when some results were stored first (a worker that took the
-    chunk over, a redelivered task): the caller then inserts skipping what is stored."""
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(NEW_RESULT_KEYS, [len(rows)])
-            keys = [key for (key,) in cursor.fetchall()]
-            set_json_dumps(_as_is, context=cursor.cursor)
-            sql = statements()
-            with connection.wrap_database_errors, cursor.cursor.copy(sql.copy_results) as copy:
-                copy.set_types(sql.result_types)
-                write = copy.write_row
-                for key, row in zip(keys, rows, strict=True):
-                    write((key, *row[: RESULT.width]))
-    except IntegrityError:  # COPY's psycopg errors are told as Django's (wrap_database_errors)
+    them straight into their table (`copy_with_new_keys`), and the violations of the fails
+    through a temporary table, inserted skipping the findings stored before (another run,
+    the runtime found them: they keep their violation). None when some results were stored
+    first (a worker that took the chunk over, a redelivered task): the caller then inserts
+    skipping what is stored."""
+    sql = statements()
+    width = RESULT.width
+    keys = copy_with_new_keys(
+        RESULT.table, sql.copy_results, sql.result_types, len(rows), (row[:width] for row in rows)
+    )
+    if keys is None:
         return None
     failed = [(key, row) for key, row in zip(keys, rows, strict=True) if row.status == "fail" and not row.shadow]
     return _insert_new_violations(failed) if failed else []
